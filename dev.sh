@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# The project's two entry points, each usable on a fresh machine:
+#   ./dev.sh run    set up, then run the demo workload on the embedded default
+#   ./dev.sh test   set up (incl. Debian packages the tests need), then ruff, mypy, pytest
+#   ./dev.sh bench  set up with the benchmark extras, then run bench/ (see BENCHMARKS.md)
+set -euo pipefail
+cd "$(dirname "$0")"
+VENV=${LSMSTORE_VENV:-.venv}
+PY=${PYTHON:-python3}
+
+ensure_venv() {  # $1 = extras ("" | "dev" | "dev,bench")
+  local extras=$1 stamp want
+  [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+  want="$(sha256sum pyproject.toml | cut -c1-16)-$extras"
+  stamp="$VENV/.lsmstore-installed"
+  if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
+    # One install command for everything keeps aiobotocore's botocore pin and moto consistent.
+    if [ -n "$extras" ]; then
+      "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".[$extras]"
+    else
+      "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e .
+    fi
+    "$VENV/bin/python" -m pip check
+    echo "$want" >"$stamp"
+  fi
+}
+
+ensure_debs() {  # Debian packages the tests talk to: a real redis-server, RocksDB's sst_dump
+  local missing=()
+  command -v redis-server >/dev/null || missing+=(redis-server)
+  command -v sst_dump >/dev/null || missing+=(rocksdb-tools)
+  [ ${#missing[@]} -eq 0 ] && return 0
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo -n"
+  if command -v apt-get >/dev/null; then
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+  else
+    echo "dev.sh: missing ${missing[*]} and no apt-get to install them" >&2
+    exit 1
+  fi
+}
+
+case "${1:-}" in
+  run)
+    shift
+    ensure_venv ""
+    exec "$VENV/bin/python" -m lsmstore demo "$@"
+    ;;
+  test)
+    shift
+    ensure_debs
+    ensure_venv "dev"
+    "$VENV/bin/ruff" check lsmstore compactor committer tests bench
+    "$VENV/bin/mypy"
+    exec "$VENV/bin/pytest" "$@"
+    ;;
+  bench)
+    shift
+    ensure_venv "dev,bench"
+    exec "$VENV/bin/python" -m bench "$@"
+    ;;
+  *)
+    echo "usage: ./dev.sh run|test|bench [args]" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,149 @@
+"""Every exception lsmstore raises.
+
+All inherit :class:`LsmError`; public ones also inherit the builtin a caller would
+naturally catch (``KeyError`` for missing keys and refs, ``FileNotFoundError`` for
+missing objects, ``ValueError`` for bad input, ``ConnectionError`` for unreachable
+backends, ``TimeoutError`` for stalls).  Messages name the thing at fault.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class LsmError(Exception):
+    """Base of every lsmstore error."""
+
+
+# --- bad input -------------------------------------------------------------------
+
+
+class InvalidInputError(LsmError, ValueError):
+    """The caller passed something the service cannot accept; nothing was changed."""
+
+
+class InvalidNameError(InvalidInputError):
+    """A repository, branch, tag or object name breaks the naming rules."""
+
+
+class EntryTooLargeError(InvalidInputError):
+    """A key or value is empty/over-long, or a record is too large for a backend."""
+
+
+class InvalidRefExpressionError(InvalidInputError):
+    """A ref expression (``main~2^2``, a commit prefix, ...) cannot be parsed."""
+
+
+class InvalidURLError(InvalidInputError):
+    """A store or RefStore URL is malformed or names an unknown scheme."""
+
+
+# --- not found -------------------------------------------------------------------
+
+
+class NotFoundError(LsmError, KeyError):
+    """A key, ref, repository or commit does not exist."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else self.__class__.__name__
+
+
+class RepositoryNotFoundError(NotFoundError):
+    pass
+
+
+class RefNotFoundError(NotFoundError):
+    """A branch, tag or commit named by a ref expression does not exist."""
+
+
+class ObjectNotFoundError(LsmError, FileNotFoundError):
+    """An object-store key does not exist (or was garbage-collected)."""
+
+    def __init__(self, key: str, message: str | None = None) -> None:
+        super().__init__(message or f"object not found: {key}")
+        self.key = key
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+# --- exists / conditions ---------------------------------------------------------
+
+
+class AlreadyExistsError(LsmError):
+    """Create-if-absent found something already there."""
+
+
+class ObjectExistsError(AlreadyExistsError, FileExistsError):
+    """A put in create mode found the object key already present."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"object already exists: {key}")
+        self.key = key
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class RefExistsError(AlreadyExistsError, ValueError):
+    """A repository, branch or tag with that name already exists."""
+
+
+class PreconditionFailedError(LsmError):
+    """An if-match put or delete found a different version of the object."""
+
+
+class ConflictError(LsmError):
+    """A compare-and-swap condition failed. ``found`` is the value the store held."""
+
+    def __init__(self, message: str, found: Any = None) -> None:
+        super().__init__(message)
+        self.found = found
+
+
+class MergeConflictError(ConflictError):
+    """A three-way merge found keys changed differently on both sides."""
+
+    def __init__(self, message: str, keys: list[bytes]) -> None:
+        super().__init__(message)
+        self.keys = keys
+
+
+class NothingToCommitError(LsmError):
+    """A commit found no staged changes and empty commits were not allowed."""
+
+
+# --- environment -----------------------------------------------------------------
+
+
+class UnavailableError(LsmError, ConnectionError):
+    """A backend could not be reached or timed out.
+
+    ``outcome_unknown`` is True when a mutating request may or may not have been
+    applied (the caller cannot tell, e.g. a timeout after the request was sent).
+    """
+
+    def __init__(self, message: str, *, outcome_unknown: bool = False) -> None:
+        super().__init__(message)
+        self.outcome_unknown = outcome_unknown
+
+
+class CorruptFileError(LsmError, ValueError):
+    """A stored file is truncated, fails its checksum, or is not what it claims."""
+
+    def __init__(self, name: str, problem: str) -> None:
+        super().__init__(f"{name}: {problem}")
+        self.name = name
+        self.problem = problem
+
+
+class UnsupportedFormatError(CorruptFileError):
+    """A file is well formed but uses settings this reader does not implement."""
+
+
+class WriteStalledError(LsmError, TimeoutError):
+    """A write waited past its timeout for compaction/commit to relieve backpressure."""
+
+
+class ClosedError(LsmError, RuntimeError):
+    """The object was used after ``aclose()``."""

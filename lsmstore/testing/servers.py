@@ -1,0 +1,165 @@
+"""Real test servers on loopback: a private redis-server and moto's S3/DynamoDB server.
+
+Used by the test-suite and the benchmarks; every byte crosses a real socket.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+# Credentials for moto only: moto accepts any; these never leave loopback.
+MOTO_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_port(port: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return
+        time.sleep(0.01)
+    raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout}s")
+
+
+class RedisServer:
+    """A private ``redis-server`` on a free loopback port, no persistence."""
+
+    def __init__(self, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._dir: str | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        exe = shutil.which("redis-server")
+        if exe is None:
+            raise RuntimeError("redis-server is not installed (./dev.sh test installs it)")
+        self._dir = tempfile.mkdtemp(prefix="lsm-redis-")
+        self.proc = subprocess.Popen(
+            [
+                exe,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                self._dir,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        _wait_port(self.port)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            self.proc = None
+        if self._dir:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+
+@contextlib.contextmanager
+def redis_url() -> Iterator[str]:
+    """``$REDIS_URL`` when set, else a private server for the duration."""
+    if os.environ.get("REDIS_URL"):
+        yield os.environ["REDIS_URL"]
+        return
+    server = RedisServer()
+    server.start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+class MotoServer:
+    """moto's S3 + DynamoDB server on 127.0.0.1.
+
+    ``threaded=True`` is moto's ``ThreadedMotoServer`` (one thread per request).
+    ``threaded=False`` serves one request at a time: moto's DynamoDB conditional
+    updates are not atomic under concurrent requests, so CAS race tests need this.
+    """
+
+    def __init__(self, threaded: bool = True) -> None:
+        self.threaded = threaded
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def endpoint(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> None:
+        for k, v in MOTO_ENV.items():
+            os.environ.setdefault(k, v)
+        from moto.moto_server.werkzeug_app import (
+            DomainDispatcherApplication,
+            MotoRequestHandler,
+            create_backend_app,
+        )
+        from werkzeug.serving import make_server
+
+        app = DomainDispatcherApplication(create_backend_app)
+        self._server = make_server(
+            "127.0.0.1", 0, app, threaded=self.threaded, request_handler=MotoRequestHandler
+        )
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def reset(self) -> None:
+        """Drop every bucket and table (moto's reset endpoint)."""
+        import urllib.request
+
+        req = urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST")
+        with urllib.request.urlopen(req, timeout=10) as r:
+            r.read()
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread is not None:
+            self._thread.join()
+        self._server = None
+
+
+@contextlib.contextmanager
+def moto_server(threaded: bool = True) -> Iterator[MotoServer]:
+    server = MotoServer(threaded=threaded)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
