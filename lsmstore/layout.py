@@ -1,0 +1,40 @@
+"""Where things live inside a storage namespace (DESIGN.md, "Layout on the object store").
+
+Everything under ``_lsm/`` is immutable once written; nothing is overwritten.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from lsmstore.refstore.names import check_file_id, check_ref_name
+
+Level = Literal["L1", "L2"]
+
+PREFIX = "_lsm"
+RANGES = f"{PREFIX}/ranges/"
+COMMITS = f"{PREFIX}/commits/"
+STAGING = f"{PREFIX}/staging/"
+DATA = "data/"
+
+
+def range_key(range_id: str) -> str:
+    """A committed range or metarange (content-addressed: hex SHA-256)."""
+    return RANGES + range_id
+
+
+def commit_key(commit_id: str) -> str:
+    return COMMITS + commit_id
+
+
+def staging_prefix(branch: str) -> str:
+    return f"{STAGING}{check_ref_name(branch)}/"
+
+
+def staging_key(branch: str, level: Level, file_id: str, suffix: str = ".sst") -> str:
+    """An L1/L2 file (``.sst``) or its sidecar (another suffix, e.g. ``.meta``).
+
+    File ids are unique (time-sortable + random), so a deleted and re-created branch
+    never sees an old file: the per-branch token of DESIGN.md is not needed.
+    """
+    return f"{staging_prefix(branch)}{level}/{check_file_id(file_id)}{suffix}"
