@@ -1,0 +1,219 @@
+"""The conformance suite every :class:`ObjectStore` backend passes.
+
+A backend's test module subclasses :class:`StoreContract` and supplies an async
+``store`` fixture yielding a fresh, empty store (closed by the fixture afterwards)::
+
+    class TestLocalStore(StoreContract):
+        @pytest.fixture
+        async def store(self, tmp_path: Path) -> AsyncIterator[ObjectStore]:
+            async with LocalStore(tmp_path) as s:
+                yield s
+
+Keys used here never make one key a "directory" of another (``a`` and ``a/b``), which
+a filesystem-backed store cannot represent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from lsmstore.errors import (
+    ClosedError,
+    InvalidNameError,
+    ObjectExistsError,
+    ObjectNotFoundError,
+)
+from lsmstore.storage.base import ObjectMeta, ObjectStore, PutMode
+
+BAD_KEYS = ["", "/a", "a/", "a//b", "..", "a/../b", "./a", "a/.", "a\x00b", "a\nb", "a\x7fb"]
+
+# Lexicographic order is by code point: '-' < '.' < '/' < '0' < 'a' < 'é'.
+ORDERED_KEYS = ["x/a-", "x/a.b", "x/a/b", "x/a0", "x/ab/c/d", "x/é", "y"]
+
+
+async def put_many(store: ObjectStore, keys: list[str], data: bytes = b"", width: int = 32) -> None:
+    """Put ``data`` under every key, ``width`` puts at a time."""
+    limit = asyncio.Semaphore(width)
+
+    async def one(key: str) -> None:
+        async with limit:
+            await store.put(key, data)
+
+    await asyncio.gather(*(one(k) for k in keys))
+
+
+async def collect(store: ObjectStore, prefix: str = "", after: str | None = None) -> list[str]:
+    return [m.key async for m in store.list(prefix, after=after)]
+
+
+class StoreContract:
+    """Async tests every backend must pass; subclasses provide the ``store`` fixture."""
+
+    #: Keys for the pagination test: more than one internal page of every backend.
+    MANY = 1100
+
+    @pytest.fixture
+    async def store(self) -> AsyncIterator[ObjectStore]:
+        raise NotImplementedError("a backend's test class supplies the `store` fixture")
+        yield  # pragma: no cover
+
+    # --- put / get -------------------------------------------------------------------
+
+    @pytest.mark.parametrize("size", [0, 1, 4096, 3 << 20 | 17])
+    async def test_round_trip(self, store: ObjectStore, size: int) -> None:
+        data = os.urandom(size)
+        await store.put("dir/obj", data)
+        assert await store.get("dir/obj") == data
+        assert (await store.head("dir/obj")).size == size
+
+    async def test_url_is_a_string(self, store: ObjectStore) -> None:
+        assert isinstance(store.url, str) and "://" in store.url
+
+    async def test_missing_object(self, store: ObjectStore) -> None:
+        with pytest.raises(ObjectNotFoundError) as e:
+            await store.get("no/such")
+        assert e.value.key == "no/such" and isinstance(e.value, FileNotFoundError)
+        with pytest.raises(ObjectNotFoundError):
+            await store.get_range("no/such", 0, 10)
+        with pytest.raises(ObjectNotFoundError):
+            await store.head("no/such")
+
+    async def test_create_twice_keeps_the_original(self, store: ObjectStore) -> None:
+        await store.put("k", b"first")
+        with pytest.raises(ObjectExistsError) as e:
+            await store.put("k", b"second")
+        assert e.value.key == "k"
+        with pytest.raises(ObjectExistsError):
+            await store.put("k", b"second", PutMode.CREATE)
+        assert await store.get("k") == b"first"
+
+    async def test_overwrite(self, store: ObjectStore) -> None:
+        await store.put("k", b"absent before", PutMode.OVERWRITE)
+        assert await store.get("k") == b"absent before"
+        await store.put("k", b"new", PutMode.OVERWRITE)
+        assert await store.get("k") == b"new"
+        assert (await store.head("k")).size == 3
+
+    async def test_concurrent_create_has_one_winner(self, store: ObjectStore) -> None:
+        payloads = [f"writer {i}".encode() * (i + 1) for i in range(20)]
+        results = await asyncio.gather(
+            *(store.put("race", p) for p in payloads), return_exceptions=True
+        )
+        winners = [i for i, r in enumerate(results) if r is None]
+        assert len(winners) == 1, results
+        losers = [r for r in results if r is not None]
+        assert all(isinstance(r, ObjectExistsError) for r in losers), losers
+        assert await store.get("race") == payloads[winners[0]]
+
+    # --- ranges, head, delete ----------------------------------------------------------
+
+    async def test_get_range(self, store: ObjectStore) -> None:
+        data = bytes(range(256)) * 4
+        await store.put("r", data)
+        assert await store.get_range("r", 0, 10) == data[:10]
+        assert await store.get_range("r", 100, 612) == data[100:612]
+        assert await store.get_range("r", 1000, 5000) == data[1000:]  # past the end
+        assert await store.get_range("r", 1024, 2000) == b""  # starts at the end
+        assert await store.get_range("r", 5000, 6000) == b""  # starts past the end
+        assert await store.get_range("r", 7, 7) == b""  # empty range
+
+    async def test_get_range_of_empty_object(self, store: ObjectStore) -> None:
+        await store.put("empty", b"")
+        assert await store.get_range("empty", 0, 10) == b""
+        assert await store.get("empty") == b""
+
+    async def test_delete(self, store: ObjectStore) -> None:
+        await store.put("d/k", b"v")
+        await store.delete("d/k")
+        with pytest.raises(ObjectNotFoundError):
+            await store.get("d/k")
+        await store.delete("d/k")  # missing_ok by default
+        with pytest.raises(ObjectNotFoundError):
+            await store.delete("d/k", missing_ok=False)
+        await store.put("d/k", b"again")  # CREATE works after a delete
+        assert await store.get("d/k") == b"again"
+        assert await collect(store) == ["d/k"]
+
+    # --- list ------------------------------------------------------------------------
+
+    async def test_list_order_and_sizes(self, store: ObjectStore) -> None:
+        for i, key in enumerate(reversed(ORDERED_KEYS)):
+            await store.put(key, b"x" * i)
+        listed = [m async for m in store.list()]
+        assert [m.key for m in listed] == ORDERED_KEYS
+        assert all(isinstance(m, ObjectMeta) for m in listed)
+        sizes = {k: i for i, k in enumerate(reversed(ORDERED_KEYS))}
+        assert [m.size for m in listed] == [sizes[k] for k in ORDERED_KEYS]
+
+    async def test_list_prefix(self, store: ObjectStore) -> None:
+        for key in ORDERED_KEYS:
+            await store.put(key, b"")
+        assert await collect(store, "x/") == ORDERED_KEYS[:-1]
+        assert await collect(store, "x/a") == ORDERED_KEYS[:5]
+        assert await collect(store, "x/a/") == ["x/a/b"]
+        assert await collect(store, "x/ab/c") == ["x/ab/c/d"]
+        assert await collect(store, "x/a.") == ["x/a.b"]
+        assert await collect(store, "y") == ["y"]
+        assert await collect(store, "z") == []
+        assert await collect(store, "x/q/") == []
+        assert await collect(store, "../") == []
+
+    async def test_list_after(self, store: ObjectStore) -> None:
+        for key in ORDERED_KEYS:
+            await store.put(key, b"")
+        assert await collect(store, after="x/a.b") == ORDERED_KEYS[2:]
+        assert await collect(store, after="x/a") == ORDERED_KEYS  # "x/a" sorts first
+        assert await collect(store, after="x/a/") == ORDERED_KEYS[2:]
+        assert await collect(store, after="x/a/b") == ORDERED_KEYS[3:]
+        assert await collect(store, after="x/ab/") == ORDERED_KEYS[4:]
+        assert await collect(store, after="x/ab/c/d") == ORDERED_KEYS[5:]
+        assert await collect(store, after="y") == []
+        assert await collect(store, "x/", after="a") == ORDERED_KEYS[:-1]  # after < prefix
+        assert await collect(store, "x/a", after="x/a/b") == ["x/a0", "x/ab/c/d"]
+
+    async def test_list_pages_internally(self, store: ObjectStore) -> None:
+        keys = [f"p/{i:05d}" for i in range(self.MANY)]
+        await put_many(store, keys)
+        await store.put("q", b"")
+        assert await collect(store, "p/") == keys
+        assert await collect(store, "p/", after=keys[1049]) == keys[1050:]
+        assert await collect(store, "p/00") == keys[:1000]
+        assert await collect(store, after="p/") == [*keys, "q"]
+
+    # --- bad input and life cycle ------------------------------------------------------
+
+    @pytest.mark.parametrize("key", BAD_KEYS)
+    async def test_invalid_keys_are_rejected_before_io(self, store: ObjectStore, key: str) -> None:
+        calls: list[Callable[[], Awaitable[Any]]] = [
+            lambda: store.get(key),
+            lambda: store.get_range(key, 0, 1),
+            lambda: store.put(key, b"v"),
+            lambda: store.put(key, b"v", PutMode.OVERWRITE),
+            lambda: store.head(key),
+            lambda: store.delete(key),
+        ]
+        for call in calls:
+            with pytest.raises(InvalidNameError):
+                await call()
+        assert await collect(store) == []
+
+    async def test_closed_store_refuses_calls(self, store: ObjectStore) -> None:
+        await store.put("k", b"v")
+        await store.aclose()
+        calls: list[Callable[[], Awaitable[Any]]] = [
+            lambda: store.get("k"),
+            lambda: store.get_range("k", 0, 1),
+            lambda: store.put("k2", b"v"),
+            lambda: store.head("k"),
+            lambda: store.delete("k"),
+            lambda: collect(store),
+        ]
+        for call in calls:
+            with pytest.raises(ClosedError):
+                await call()
+        await store.aclose()  # idempotent

@@ -1,0 +1,135 @@
+"""LocalStore: the shared contract plus crash safety and the filesystem mapping."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from lsmstore.errors import InvalidInputError, InvalidNameError, ObjectNotFoundError
+from lsmstore.storage.base import ObjectStore, PutMode
+from lsmstore.storage.local import TMP_MARK, LocalStore
+from lsmstore.testing.store_contract import StoreContract, collect
+
+
+class TestLocalStore(StoreContract):
+    @pytest.fixture
+    async def store(self, tmp_path: Path) -> AsyncIterator[ObjectStore]:
+        async with LocalStore(tmp_path / "root") as s:
+            yield s
+
+
+def test_root_must_be_absolute() -> None:
+    with pytest.raises(InvalidInputError):
+        LocalStore(Path("relative/dir"))
+
+
+async def test_keys_are_files_under_the_root(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    assert store.url == tmp_path.as_uri()
+    await store.put("a/b/c.sst", b"data")
+    assert (tmp_path / "a" / "b" / "c.sst").read_bytes() == b"data"
+    names = await asyncio.to_thread(lambda: sorted(p.name for p in tmp_path.rglob("*")))
+    assert names == ["a", "b", "c.sst"]  # no temp file left behind
+
+
+async def test_temp_files_are_never_listed_or_named(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    await store.put("d/k", b"v")
+    (tmp_path / "d" / f"{TMP_MARK}k.deadbeef").write_bytes(b"partial")  # a crashed put
+    (tmp_path / f"{TMP_MARK}x.0").write_bytes(b"partial")
+    assert await collect(store) == ["d/k"]
+    assert await collect(store, "d/") == ["d/k"]
+    with pytest.raises(InvalidNameError):
+        await store.get(f"d/{TMP_MARK}k.deadbeef")
+    with pytest.raises(InvalidNameError):
+        await store.put(f"{TMP_MARK}y", b"v")
+
+
+async def test_object_and_directory_cannot_share_a_key(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    await store.put("a/b", b"v")
+    with pytest.raises(InvalidNameError):
+        await store.put("a", b"v")
+    with pytest.raises(InvalidNameError):
+        await store.put("a", b"v", PutMode.OVERWRITE)
+    with pytest.raises(InvalidNameError):
+        await store.put("a/b/c", b"v")
+    with pytest.raises(ObjectNotFoundError):
+        await store.get("a")
+    with pytest.raises(ObjectNotFoundError):
+        await store.head("a")
+    with pytest.raises(ObjectNotFoundError):
+        await store.get("a/b/c")
+    await store.delete("a")  # a directory is not an object: nothing to delete
+    assert await collect(store) == ["a/b"]
+
+
+_WRITER = """
+import asyncio, sys
+from pathlib import Path
+from lsmstore.storage.local import LocalStore
+
+async def main():
+    store = LocalStore(Path(sys.argv[1]))
+    size = int(sys.argv[2])
+    for i in range(1000):
+        data = bytes([i % 251]) * size
+        print(i, flush=True)
+        await store.put(f"obj/{i:04d}", data)
+
+asyncio.run(main())
+"""
+
+
+def _temp_files(root: Path) -> list[Path]:
+    return [p for p in root.rglob(f"{TMP_MARK}*") if p.stat().st_size > 0]
+
+
+def _write_and_kill(root: Path, size: int) -> None:
+    """Start a process writing objects of ``size`` bytes and SIGKILL it mid-write."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, str(root), str(size)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        while int(proc.stdout.readline()) < 2:  # two objects written, the third in progress
+            pass
+        # Wait (bounded) until the third object's temp file holds some bytes: the
+        # writer is another process, so there is no event to wait on.
+        deadline = time.monotonic() + 30
+        while not _temp_files(root) and time.monotonic() < deadline:
+            time.sleep(0.001)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+async def test_kill_mid_write_leaves_no_partial_object(tmp_path: Path) -> None:
+    size = 48 << 20
+    await asyncio.to_thread(_write_and_kill, tmp_path, size)
+    assert _temp_files(tmp_path), "the writer was not caught mid-write"
+    store = LocalStore(tmp_path)
+    listed = [m async for m in store.list()]
+    assert len(listed) >= 2
+    for meta in listed:
+        i = int(meta.key.split("/")[1])
+        assert meta.size == size
+        digest = hashlib.sha256(await store.get(meta.key)).digest()
+        assert digest == hashlib.sha256(bytes([i % 251]) * size).digest()
+    unfinished = f"obj/{len(listed):04d}"
+    with pytest.raises(ObjectNotFoundError):
+        await store.get(unfinished)
+    await store.put(unfinished, b"done")  # the leftover temp file does not block the key
+    assert await store.get(unfinished) == b"done"
