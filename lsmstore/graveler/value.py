@@ -1,0 +1,81 @@
+"""The committed value encoding of lakeFS graveler (``committed/value.go``).
+
+    varint(len(identity)) identity varint(len(data)) data
+
+Each length is a *signed* varint as Go's ``binary.PutVarint`` writes it: the zigzag
+transform ``n -> 2n`` for non-negative ``n``, then an unsigned LEB128 varint.  So a
+32-byte identity has the length byte ``0x40``, and lengths below 64 take one byte.
+Being byte-compatible with lakeFS lets either side read the other's ranges.  A decoder
+rejects odd (negative) lengths, short input and trailing bytes.
+"""
+
+from __future__ import annotations
+
+from lsmstore.errors import CorruptFileError
+
+_ONE_BYTE = [bytes((2 * n,)) for n in range(64)]
+
+
+def _put_length(n: int) -> bytes:
+    if n < 64:
+        return _ONE_BYTE[n]
+    u = n << 1
+    out = bytearray()
+    while u >= 0x80:
+        out.append((u & 0x7F) | 0x80)
+        u >>= 7
+    out.append(u)
+    return bytes(out)
+
+
+def encode_value(identity: bytes, data: bytes) -> bytes:
+    """``varint(len(identity)) identity varint(len(data)) data`` (zigzag lengths)."""
+    return b"".join((_put_length(len(identity)), identity, _put_length(len(data)), data))
+
+
+def _get_length(buf: bytes, p: int, name: str) -> tuple[int, int]:
+    u = 0
+    shift = 0
+    while True:
+        if p >= len(buf):
+            raise CorruptFileError(name or "value", "value encoding: truncated length")
+        b = buf[p]
+        p += 1
+        u |= (b & 0x7F) << shift
+        if b < 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            raise CorruptFileError(name or "value", "value encoding: length varint too long")
+    if u & 1:
+        raise CorruptFileError(name or "value", "value encoding: negative length")
+    return u >> 1, p
+
+
+def decode_value(buf: bytes, name: str = "") -> tuple[bytes, bytes]:
+    """``(identity, data)`` from an encoded value; :class:`CorruptFileError` naming ``name``
+    (the file or object the value came from) when ``buf`` is malformed."""
+    n = len(buf)
+    if n and buf[0] < 0x80:
+        ilen = buf[0] >> 1
+        if buf[0] & 1:
+            raise CorruptFileError(name or "value", "value encoding: negative length")
+        p = 1
+    else:
+        ilen, p = _get_length(buf, 0, name)
+    end = p + ilen
+    if end >= n:
+        raise CorruptFileError(name or "value", "value encoding: identity overruns the value")
+    identity = buf[p:end]
+    b = buf[end]
+    if b < 0x80 and not b & 1:
+        dlen = b >> 1
+        p = end + 1
+    else:
+        dlen, p = _get_length(buf, end, name)
+    if p + dlen != n:
+        raise CorruptFileError(
+            name or "value",
+            f"value encoding: data length {dlen} does not match the {n - p} bytes left",
+        )
+    return identity, buf[p:]

@@ -1,0 +1,266 @@
+"""write_sst + SSTReader: round trips, lookups, seeks, block caching, other writers' settings."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import rocksdict
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lsmstore.errors import InvalidInputError
+from lsmstore.graveler.record import Record, tombstone
+from lsmstore.graveler.sst_reader import SSTReader
+from lsmstore.graveler.sst_writer import write_sst
+from lsmstore.graveler.value import encode_value
+
+
+def as_read(rec: Record) -> Record:
+    """What the reader returns for a written record (tombstones lose their identity)."""
+    return tombstone(rec.key) if rec.value is None else rec
+
+
+def make_records(n: int, *, seed: int = 1, tombstone_every: int = 0) -> list[Record]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        key = b"k/%08d/" % (i * 3) + bytes(rng.randrange(256) for _ in range(rng.randrange(8)))
+        if tombstone_every and i % tombstone_every == 0:
+            out.append(tombstone(key))
+        else:
+            out.append(Record(key, rng.randbytes(32), rng.randbytes(rng.randrange(300))))
+    return out
+
+
+def check_file(records: list[Record], reader: SSTReader) -> None:
+    expected = [as_read(r) for r in records]
+    assert list(reader) == expected
+    assert reader.num_entries == len(records)
+    assert reader.first_key == records[0].key
+    assert reader.last_key == records[-1].key
+    for rec in expected:
+        assert reader.get(rec.key) == rec
+
+
+# --- round trips ------------------------------------------------------------------------
+
+record_lists = st.dictionaries(
+    st.binary(min_size=1, max_size=40),
+    st.one_of(
+        st.none(),
+        st.tuples(st.binary(max_size=40), st.binary(max_size=600)),
+    ),
+    min_size=1,
+    max_size=300,
+).map(
+    lambda d: [tombstone(k) if v is None else Record(k, v[0], v[1]) for k, v in sorted(d.items())]
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(records=record_lists, probes=st.lists(st.binary(max_size=41), max_size=30))
+def test_round_trip(records: list[Record], probes: list[bytes]) -> None:
+    reader = SSTReader(write_sst(records), "rt.sst", block_cache_size=2)
+    check_file(records, reader)
+    by_key = {r.key: as_read(r) for r in records}
+    keys = [r.key for r in records]
+    for probe in probes:
+        assert reader.get(probe) == by_key.get(probe)
+        assert list(reader.seek(probe)) == [by_key[k] for k in keys if k >= probe]
+
+
+def test_get_absent_keys_before_between_and_after() -> None:
+    records = make_records(3000, tombstone_every=7)
+    reader = SSTReader(write_sst(records), "absent.sst")
+    assert len(reader._index_keys) > 20  # many blocks
+    assert reader.get(b"") is None
+    assert reader.get(b"a") is None  # before the first key
+    assert reader.get(records[0].key[:-1] if len(records[0].key) > 1 else b"") is None
+    assert reader.get(b"zzz") is None  # after the last key
+    assert reader.get(records[-1].key + b"\x00") is None
+    for a, b in itertools.pairwise(records):
+        between = a.key + b"\x00"
+        if between < b.key:
+            assert reader.get(between) is None
+    assert reader.get(records[0].key) == as_read(records[0])  # a tombstone
+    assert reader.get(records[0].key).is_tombstone  # type: ignore[union-attr]
+
+
+def test_seek_at_every_position() -> None:
+    records = make_records(1500, seed=2, tombstone_every=5)
+    expected = [as_read(r) for r in records]
+    reader = SSTReader(write_sst(records), "seek.sst", block_cache_size=4)
+    assert list(reader.seek()) == expected
+    assert list(reader.seek(b"")) == expected
+    for i, rec in enumerate(records):
+        it = reader.seek(rec.key)
+        assert next(it) == expected[i]
+        if i % 97 == 0:  # full tails are quadratic: check some completely
+            assert [expected[i], *it] == expected[i:]
+        between = rec.key + b"\x00"
+        nxt = next(reader.seek(between), None)
+        assert nxt == (expected[i + 1] if i + 1 < len(expected) else None)
+    assert list(reader.seek(b"\xff" * 50)) == []
+
+
+def test_large_file_many_blocks_and_big_values() -> None:
+    records = make_records(20000, seed=3, tombstone_every=13)
+    records[100] = Record(records[100].key, b"id", os.urandom(1 << 20))  # 1 MiB value
+    records[101] = Record(records[101].key, b"x" * 200, b"y" * 70000)  # long identity
+    data = write_sst(records)
+    reader = SSTReader(data, "large.sst", block_cache_size=8)
+    assert len(reader._index_keys) > 500
+    check_file(records, reader)
+    assert reader.size == len(data)
+    assert reader.properties["rocksdb.comparator"] == b"leveldb.BytewiseComparator"
+
+
+def test_single_record_and_binary_keys() -> None:
+    for rec in (
+        Record(b"\x00", b"", b""),
+        tombstone(b"\xff" * 300),
+        Record(b"only", b"i", b"v"),
+    ):
+        reader = SSTReader(write_sst([rec]), "one.sst")
+        check_file([rec], reader)
+        assert reader.first_key == reader.last_key == rec.key
+
+
+def test_lookups_agree_whatever_the_cache_state() -> None:
+    records = make_records(4000, seed=4, tombstone_every=3)
+    data = write_sst(records)
+    rng = random.Random(5)
+    for cache_size in (0, 1, 3, 10_000):
+        reader = SSTReader(data, "cache.sst", block_cache_size=cache_size)
+        for _ in range(3000):
+            rec = records[rng.randrange(len(records))]
+            op = rng.randrange(3)
+            if op == 0:
+                assert reader.get(rec.key) == as_read(rec)
+            elif op == 1:  # keys differ in their number part: no key extends another
+                assert reader.get(rec.key + b"\x00\x00") is None
+            else:
+                i = records.index(rec)
+                assert list(reader.seek(rec.key))[:3] == [as_read(r) for r in records[i : i + 3]]
+        assert len(reader._cache) <= max(1, cache_size)
+
+
+def test_may_contain_range() -> None:
+    reader = SSTReader(write_sst([Record(b"b", b"", b"1"), Record(b"d", b"", b"2")]), "r.sst")
+    assert reader.may_contain_range(b"a", b"b")
+    assert reader.may_contain_range(b"c", b"c")  # inside, though absent
+    assert reader.may_contain_range(b"d", b"z")
+    assert reader.may_contain_range(b"a", b"z")
+    assert not reader.may_contain_range(b"a", b"az")
+    assert not reader.may_contain_range(b"d\x00", b"z")
+
+
+def test_reader_accepts_other_buffers() -> None:
+    records = make_records(50)
+    data = write_sst(records)
+    check_file(records, SSTReader(bytearray(data), "ba.sst"))
+    check_file(records, SSTReader(memoryview(data), "mv.sst"))
+
+
+# --- writer input checks and temp files ---------------------------------------------------
+
+
+@pytest.fixture
+def private_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    return tmp_path
+
+
+def test_writer_rejects_bad_input_and_leaves_no_temp_file(private_tmp: Path) -> None:
+    with pytest.raises(InvalidInputError, match="no records"):
+        write_sst([])
+    with pytest.raises(InvalidInputError, match=r"b'a' follows b'b'"):
+        write_sst([Record(b"b", b"", b""), Record(b"a", b"", b"")])
+    with pytest.raises(InvalidInputError, match="strictly increasing"):
+        write_sst([Record(b"a", b"", b""), tombstone(b"a")])
+    with pytest.raises(InvalidInputError, match="non-empty"):
+        write_sst([Record(b"", b"", b"")])
+
+    def failing() -> Any:
+        yield Record(b"a", b"", b"")
+        raise RuntimeError("source failed")
+
+    with pytest.raises(RuntimeError):
+        write_sst(failing())
+    assert list(private_tmp.iterdir()) == []
+    write_sst(make_records(10))
+    assert list(private_tmp.iterdir()) == []
+
+
+def test_writer_output_is_what_the_format_document_says() -> None:
+    reader = SSTReader(write_sst(make_records(2000)), "settings.sst")
+    props = reader.properties
+    assert props["rocksdb.block.based.table.index.type"] == bytes(4)  # binary search
+    assert props["rocksdb.compression"] == b"Snappy"
+    data = write_sst(make_records(10))
+    assert int.from_bytes(data[-12:-8], "little") == 5  # format_version
+    assert data[-53] == 4  # xxh3 checksums
+    assert data[-8:] == (0x88E241B785F4CFF7).to_bytes(8, "little")
+
+
+# --- files written by RocksDB with other (supported) settings -----------------------------
+
+
+def rocksdb_sst(records: list[Record], path: Path, **opts: Any) -> bytes:
+    """An SST written by rocksdict's SstFileWriter with the given table settings."""
+    table = rocksdict.BlockBasedOptions()
+    table.set_format_version(opts.get("format_version", 5))
+    table.set_block_size(opts.get("block_size", 4096))
+    table.set_checksum_type(opts.get("checksum", rocksdict.ChecksumType.xxh3()))
+    if "restart_interval" in opts:
+        table.set_block_restart_interval(opts["restart_interval"])
+    if "index_restart_interval" in opts:
+        table.set_index_block_restart_interval(opts["index_restart_interval"])
+    options = rocksdict.Options(raw_mode=True)
+    options.set_block_based_table_factory(table)
+    options.set_compression_type(opts.get("compression", rocksdict.DBCompressionType.snappy()))
+    writer = rocksdict.SstFileWriter(options=options)
+    writer.open(str(path))
+    for rec in records:
+        if rec.value is None:
+            del writer[rec.key]
+        else:
+            writer[rec.key] = encode_value(rec.identity, rec.value)
+    writer.finish()
+    return path.read_bytes()
+
+
+C = rocksdict.ChecksumType
+Z = rocksdict.DBCompressionType
+SUPPORTED = {
+    "format2-crc32c": {"format_version": 2, "checksum": C.crc32c()},
+    "format3-xxhash32": {"format_version": 3, "checksum": C.xxhash()},
+    "format4-xxhash64": {"format_version": 4, "checksum": C.xxhash64()},
+    "format6-context-checksums": {"format_version": 6},
+    "format6-crc32c-zstd": {"format_version": 6, "checksum": C.crc32c(), "compression": Z.zstd()},
+    "uncompressed": {"compression": Z.none()},
+    "lz4": {"compression": Z.lz4()},
+    "lz4hc": {"compression": Z.lz4hc()},
+    "zstd": {"compression": Z.zstd()},
+    "restart-interval-1": {"restart_interval": 1},
+    "restart-interval-3": {"restart_interval": 3, "block_size": 512},
+    "restart-interval-64": {"restart_interval": 64, "block_size": 16384},
+    "index-delta-values": {"index_restart_interval": 8, "block_size": 256},
+    "index-delta-values-format3": {"format_version": 3, "index_restart_interval": 4},
+    "tiny-blocks": {"block_size": 64},
+}
+
+
+@pytest.mark.parametrize("opts", SUPPORTED.values(), ids=SUPPORTED.keys())
+def test_reads_rocksdb_files_with_other_settings(tmp_path: Path, opts: dict[str, Any]) -> None:
+    records = make_records(1200, seed=6, tombstone_every=4)
+    data = rocksdb_sst(records, tmp_path / "x.sst", **opts)
+    reader = SSTReader(data, "other.sst", block_cache_size=3)
+    check_file(records, reader)
+    assert list(reader.seek(records[600].key + b"\x00")) == [as_read(r) for r in records[601:]]
