@@ -1,0 +1,246 @@
+"""Configuration: where the store lives, cache sizes, batching and write bounds.
+
+Every setting has a default, may be set in a TOML file, by an ``LSMSTORE_<NAME>``
+environment variable, or by an argument of :func:`lsmstore.connect`.  Precedence:
+arguments > environment > file > defaults.  The file is the one passed as
+``connect(config=path)``, else ``$LSMSTORE_CONFIG`` when set.  Unknown keys (in the
+file, in ``LSMSTORE_*`` variables or as arguments) raise :class:`InvalidInputError`,
+so a misspelt setting is never silently ignored.  docs/client.md lists every key.
+
+Byte sizes accept an integer or a string with a unit: ``"64MiB"``, ``"512 KiB"``,
+``"1GB"`` (decimal) -- ``"16MiB"`` reads as 16 * 2**20.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from lsmstore.errors import InvalidInputError
+from lsmstore.refstore.base import MAX_FILE_IDS
+
+KiB = 1 << 10
+MiB = 1 << 20
+GiB = 1 << 30
+
+#: Variables read from the environment that are not settings.
+ENV_PREFIX = "LSMSTORE_"
+_NOT_SETTINGS = {"LSMSTORE_CONFIG", "LSMSTORE_VENV"}
+
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1000,
+    "kb": 1000,
+    "kib": KiB,
+    "m": 1000**2,
+    "mb": 1000**2,
+    "mib": MiB,
+    "g": 1000**3,
+    "gb": 1000**3,
+    "gib": GiB,
+}
+_SIZE = re.compile(r"^\s*(\d+)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_size(value: object, name: str = "size") -> int:
+    """An int, or a string like ``"64MiB"``; InvalidInputError names ``name`` otherwise."""
+    if isinstance(value, bool):
+        raise InvalidInputError(f"{name}: expected a byte size, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        m = _SIZE.match(value)
+        if m and m.group(2).lower() in _UNITS:
+            return int(m.group(1)) * _UNITS[m.group(2).lower()]
+    raise InvalidInputError(f"{name}: expected a byte size such as 65536 or '64MiB', got {value!r}")
+
+
+def default_home() -> Path:
+    """``$LSMSTORE_HOME`` or ``~/.lsmstore``."""
+    env = os.environ.get("LSMSTORE_HOME")
+    return Path(env).expanduser() if env else Path.home() / ".lsmstore"
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """Every tunable of a :class:`lsmstore.Store`. Build with :func:`load_config`."""
+
+    #: Directory of the embedded default (RefStore and cache live under it).
+    home: Path = field(default_factory=default_home)
+    #: RefStore URL: ``local:///dir``, ``redis://host:port/db``, ``dynamodb://table?...``.
+    #: Empty means ``local://<home>/refs``.
+    refstore: str = ""
+    #: Local disk tier of the file cache; empty means ``<home>/cache``.
+    cache_dir: str = ""
+    cache_ram_bytes: int = 256 * MiB
+    cache_disk_bytes: int = 4 * GiB
+    #: N: a batch is flushed this many milliseconds after its first write...
+    batch_interval_ms: float = 10.0
+    #: ...or sooner once the memstore holds this many bytes or records.
+    batch_max_bytes: int = 8 * MiB
+    batch_max_records: int = 100_000
+    #: Batches being encoded, uploaded or appended at once per branch writer.
+    max_inflight_batches: int = 4
+    #: Memory bound of one branch writer (memstore + in-flight batches); put awaits room.
+    max_pending_bytes: int = 128 * MiB
+    #: Key and value bounds, checked before anything is staged.
+    max_key_bytes: int = 1024
+    max_value_bytes: int = 16 * MiB
+    #: Backpressure on the branch's L1 list: past the soft limit each flush waits
+    #: ``l1_slowdown_ms`` per file of excess; at the hard limit writers wait for
+    #: compaction or commit, up to ``stall_timeout_s`` (then WriteStalledError).
+    l1_soft_limit: int = 64
+    l1_hard_limit: int = 512
+    l1_slowdown_ms: float = 1.0
+    stall_timeout_s: float = 60.0
+    #: Attempts of an ``append_l1`` whose outcome is unknown (it is idempotent).
+    append_attempts: int = 5
+    #: False-positive rate of the bloom filter in each staging file's sidecar.
+    bloom_error_rate: float = 0.01
+    #: Sidecars (key range + bloom filter) kept decoded in RAM, per store.
+    sidecar_cache_entries: int = 100_000
+
+    @property
+    def refstore_url(self) -> str:
+        return self.refstore or f"local://{self.home / 'refs'}"
+
+    @property
+    def cache_path(self) -> Path:
+        return Path(self.cache_dir).expanduser() if self.cache_dir else self.home / "cache"
+
+    def replace(self, **changes: Any) -> Config:
+        return _validated(dataclasses.replace(self, **changes))
+
+
+_FIELDS = {f.name: f for f in fields(Config)}
+_SIZES = {
+    "cache_ram_bytes",
+    "cache_disk_bytes",
+    "batch_max_bytes",
+    "max_pending_bytes",
+    "max_key_bytes",
+    "max_value_bytes",
+}
+
+
+def _coerce(name: str, value: object) -> object:
+    """Turn a TOML/env/argument value into the field's type, or InvalidInputError."""
+    if name not in _FIELDS:
+        known = ", ".join(sorted(_FIELDS))
+        raise InvalidInputError(f"unknown setting {name!r} (known: {known})")
+    kind = _FIELDS[name].type
+    if name in _SIZES:
+        return parse_size(value, name)
+    try:
+        if kind == "Path":
+            if not isinstance(value, str | Path):
+                raise TypeError
+            return Path(value).expanduser()
+        if kind == "str":
+            if not isinstance(value, str):
+                raise TypeError
+            return value
+        if kind == "int":
+            if isinstance(value, bool) or not isinstance(value, int | str):
+                raise TypeError
+            return int(value)
+        if kind == "float":
+            if isinstance(value, bool) or not isinstance(value, int | float | str):
+                raise TypeError
+            return float(value)
+    except (TypeError, ValueError) as e:
+        raise InvalidInputError(f"setting {name}: cannot use {value!r} as {kind}") from e
+    raise AssertionError(f"unhandled setting type {kind}")  # pragma: no cover
+
+
+def _validated(cfg: Config) -> Config:
+    def bad(msg: str) -> InvalidInputError:
+        return InvalidInputError(f"invalid configuration: {msg}")
+
+    if cfg.batch_interval_ms < 0:
+        raise bad("batch_interval_ms must be >= 0")
+    for name in ("batch_max_bytes", "batch_max_records", "max_inflight_batches"):
+        if getattr(cfg, name) < 1:
+            raise bad(f"{name} must be >= 1")
+    if not 1 <= cfg.max_key_bytes <= 64 * KiB:
+        raise bad("max_key_bytes must be between 1 and 65536")
+    if cfg.max_value_bytes < 0:
+        raise bad("max_value_bytes must be >= 0")
+    if cfg.max_pending_bytes <= cfg.max_value_bytes + cfg.max_key_bytes:
+        raise bad("max_pending_bytes must exceed max_value_bytes + max_key_bytes")
+    if not 1 <= cfg.l1_soft_limit <= cfg.l1_hard_limit <= MAX_FILE_IDS // 2:
+        raise bad(f"need 1 <= l1_soft_limit <= l1_hard_limit <= {MAX_FILE_IDS // 2}")
+    if cfg.l1_slowdown_ms < 0 or cfg.stall_timeout_s <= 0:
+        raise bad("l1_slowdown_ms must be >= 0 and stall_timeout_s > 0")
+    if cfg.append_attempts < 1:
+        raise bad("append_attempts must be >= 1")
+    if not 0 < cfg.bloom_error_rate < 1:
+        raise bad("bloom_error_rate must be between 0 and 1")
+    if cfg.cache_ram_bytes < 0 or cfg.cache_disk_bytes < 0 or cfg.sidecar_cache_entries < 0:
+        raise bad("cache sizes must be >= 0")
+    return cfg
+
+
+def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The settings of a TOML file (top-level keys, or an ``[lsmstore]`` table)."""
+    p = Path(path).expanduser()
+    try:
+        with p.open("rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError as e:
+        raise InvalidInputError(f"config file {p} does not exist") from e
+    except tomllib.TOMLDecodeError as e:
+        raise InvalidInputError(f"config file {p}: {e}") from e
+    if set(data) == {"lsmstore"} and isinstance(data["lsmstore"], dict):
+        data = data["lsmstore"]
+    for key in data:
+        if key not in _FIELDS:
+            raise InvalidInputError(f"config file {p}: unknown setting {key!r}")
+    return data
+
+
+def env_settings(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Settings named by ``LSMSTORE_<NAME>`` variables (names are case-insensitive)."""
+    env = os.environ if environ is None else environ
+    out: dict[str, str] = {}
+    for var, value in env.items():
+        if not var.startswith(ENV_PREFIX) or var in _NOT_SETTINGS:
+            continue
+        name = var[len(ENV_PREFIX) :].lower()
+        if name not in _FIELDS:
+            raise InvalidInputError(f"environment variable {var}: unknown setting {name!r}")
+        out[name] = value
+    return out
+
+
+def load_config(
+    refstore: str | None = None,
+    *,
+    config: str | os.PathLike[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    **overrides: Any,
+) -> Config:
+    """Merge defaults < file < environment < arguments into a validated :class:`Config`.
+
+    ``refstore`` is the RefStore URL (the positional argument of ``connect``);
+    ``overrides`` are any other settings by name.
+    """
+    env = os.environ if environ is None else environ
+    merged: dict[str, Any] = {}
+    path = config if config is not None else env.get("LSMSTORE_CONFIG")
+    if path:
+        merged.update(read_config_file(path))
+    merged.update(env_settings(env))
+    if refstore is not None:
+        overrides["refstore"] = refstore
+    merged.update({k: v for k, v in overrides.items() if v is not None})
+    values: dict[str, Any] = {name: _coerce(name, value) for name, value in merged.items()}
+    values.setdefault("home", Path.home() / ".lsmstore")  # LSMSTORE_HOME came with env
+    return _validated(Config(**values))

@@ -1,0 +1,243 @@
+"""Staging files (L1, L2): ids, the SST, and its sidecar (docs/format.md, "Staging files").
+
+A staging file is two immutable objects next to each other:
+
+* ``<id>.sst``  -- the records, a RocksDB SST (:func:`~lsmstore.graveler.sst_writer.write_sst`);
+  tombstones are DELETION entries.
+* ``<id>.meta`` -- the sidecar: entry and tombstone counts, SST size, first and last
+  key, and a bloom filter of the keys.  Readers fetch sidecars (small, cached in RAM)
+  to skip files that cannot hold a key, without fetching the SST.
+
+Both are written in create mode and are durable before the id is appended to a ref.
+
+File ids are ``<13 hex digits: ms since the epoch><16 hex digits: random>``: unique,
+and sorting them sorts files by creation time (useful to operators; the order of a
+branch's files is the order of its ref, never of ids).
+"""
+
+from __future__ import annotations
+
+import io
+import secrets
+import struct
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import xxhash
+from pybloom_live import BloomFilter
+
+from lsmstore.errors import CorruptFileError, EntryTooLargeError, InvalidInputError
+from lsmstore.graveler.record import Record
+from lsmstore.graveler.sst_reader import SSTReader
+from lsmstore.graveler.sst_writer import write_sst
+
+SIDECAR_MAGIC = b"LSMSIDE1"
+SIDECAR_SUFFIX = ".meta"
+SST_SUFFIX = ".sst"
+_HEADER = struct.Struct("<8sQQQQ")  # magic, entries, tombstones, sst_size, data_bytes
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
+
+#: Bloom filters are sized for a power-of-two capacity of at least this many keys,
+#: so most files share filter parameters and one key's hash serves them all.
+MIN_BLOOM_CAPACITY = 256
+
+
+def new_file_id(
+    clock: Callable[[], float] = time.time, randbits: Callable[[int], int] = secrets.randbits
+) -> str:
+    """A unique, time-sortable staging file id (29 characters of ``[0-9a-f]``)."""
+    ms = int(clock() * 1000)
+    return f"{ms & ((1 << 52) - 1):013x}{randbits(64):016x}"
+
+
+def bloom_item(key: bytes) -> str:
+    """The item a key is entered as in a sidecar's pybloom-live ``BloomFilter``.
+
+    pybloom-live hashes ``str`` items as UTF-8 but *bytes* items as ``str(key)``
+    (their repr), so keys enter as the latin-1 decoding of their bytes: one
+    character per byte, and ``bloom_item(key) in bloom`` is exact pybloom-live usage.
+    """
+    return key.decode("latin-1")
+
+
+def bloom_capacity(count: int) -> int:
+    """The next power of two >= ``count``, at least :data:`MIN_BLOOM_CAPACITY`."""
+    return max(MIN_BLOOM_CAPACITY, 1 << (max(count, 1) - 1).bit_length())
+
+
+def build_bloom(keys: Iterable[bytes], count: int, error_rate: float) -> BloomFilter:
+    bloom = BloomFilter(bloom_capacity(count), error_rate)
+    add = bloom.add
+    for key in keys:
+        add(key.decode("latin-1"), skip_check=True)
+    return bloom
+
+
+class BloomProbe:
+    """One key's bit positions, computed once per distinct filter shape.
+
+    pybloom-live's positions depend only on the item and the filter's
+    ``(num_slices, bits_per_slice)``; files of similar size share them, so checking
+    a key against many sidecars costs one hash per shape plus a few bit tests each.
+    """
+
+    __slots__ = ("_item", "_positions")
+
+    def __init__(self, key: bytes) -> None:
+        self._item = key.decode("latin-1")
+        self._positions: dict[tuple[int, int], list[int]] = {}
+
+    def test(self, bloom: BloomFilter) -> bool:
+        """``bloom_item(key) in bloom``, sharing the hash work across filters."""
+        bps = bloom.bits_per_slice
+        shape = (bloom.num_slices, bps)
+        positions = self._positions.get(shape)
+        if positions is None:
+            positions = []
+            offset = 0
+            for k in bloom.make_hashes(self._item):
+                positions.append(offset + k)
+                offset += bps
+            self._positions[shape] = positions
+        bits = bloom.bitarray
+        for p in positions:
+            if not bits[p]:
+                return False
+        return True
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Sidecar:
+    """What a reader needs to know about a staging file without fetching it."""
+
+    entries: int
+    tombstones: int
+    sst_size: int
+    data_bytes: int  # sum of key and value lengths
+    first_key: bytes
+    last_key: bytes
+    bloom: BloomFilter
+
+    def may_contain(self, key: bytes, probe: BloomProbe | None = None) -> bool:
+        """False only if the file certainly has no entry (value or tombstone) for ``key``."""
+        if key < self.first_key or key > self.last_key:
+            return False
+        return (probe or BloomProbe(key)).test(self.bloom)
+
+    def overlaps(self, start: bytes, end: bytes | None) -> bool:
+        """Whether ``[start, end)`` (``end=None``: unbounded) meets the key range."""
+        return self.last_key >= start and (end is None or self.first_key < end)
+
+
+def encode_sidecar(sc: Sidecar) -> bytes:
+    buf = io.BytesIO()
+    buf.write(_HEADER.pack(SIDECAR_MAGIC, sc.entries, sc.tombstones, sc.sst_size, sc.data_bytes))
+    for k in (sc.first_key, sc.last_key):
+        buf.write(_U32.pack(len(k)))
+        buf.write(k)
+    bloom = io.BytesIO()
+    sc.bloom.tofile(bloom)
+    buf.write(_U32.pack(len(bloom.getvalue())))
+    buf.write(bloom.getvalue())
+    body = buf.getvalue()
+    return body + _U64.pack(xxhash.xxh64_intdigest(body))
+
+
+def decode_sidecar(buf: bytes, name: str = "sidecar") -> Sidecar:
+    """Parse a sidecar; :class:`CorruptFileError` naming ``name`` when malformed."""
+    if len(buf) < _HEADER.size + 3 * _U32.size + _U64.size:
+        raise CorruptFileError(name, f"sidecar too short ({len(buf)} bytes)")
+    body, (digest,) = buf[:-8], _U64.unpack_from(buf, len(buf) - 8)
+    if xxhash.xxh64_intdigest(body) != digest:
+        raise CorruptFileError(name, "sidecar checksum mismatch")
+    magic, entries, tombstones, sst_size, data_bytes = _HEADER.unpack_from(body, 0)
+    if magic != SIDECAR_MAGIC:
+        raise CorruptFileError(name, f"not a sidecar (magic {magic!r})")
+    p = _HEADER.size
+    parts: list[bytes] = []
+    for _ in range(3):
+        if p + 4 > len(body):
+            raise CorruptFileError(name, "sidecar truncated")
+        (n,) = _U32.unpack_from(body, p)
+        p += 4
+        if p + n > len(body):
+            raise CorruptFileError(name, "sidecar truncated")
+        parts.append(body[p : p + n])
+        p += n
+    if p != len(body):
+        raise CorruptFileError(name, f"{len(body) - p} trailing bytes in sidecar")
+    try:
+        bloom = BloomFilter.fromfile(io.BytesIO(parts[2]))
+    except Exception as e:  # struct.error, ValueError from pybloom-live
+        raise CorruptFileError(name, f"bad bloom filter: {e}") from e
+    return Sidecar(entries, tombstones, sst_size, data_bytes, parts[0], parts[1], bloom)
+
+
+def sidecar_of(records: list[Record], sst_size: int, error_rate: float) -> Sidecar:
+    """The sidecar of ``records`` (sorted, non-empty) written as ``sst_size`` bytes."""
+    tombstones = 0
+    data_bytes = 0
+    for rec in records:
+        if rec.value is None:
+            tombstones += 1
+            data_bytes += len(rec.key)
+        else:
+            data_bytes += len(rec.key) + len(rec.value)
+    bloom = build_bloom((r.key for r in records), len(records), error_rate)
+    return Sidecar(
+        len(records), tombstones, sst_size, data_bytes, records[0].key, records[-1].key, bloom
+    )
+
+
+def encode_staging_file(records: list[Record], error_rate: float) -> tuple[bytes, bytes, Sidecar]:
+    """``(sst, sidecar bytes, sidecar)`` for sorted, unique, non-empty ``records``.
+
+    Synchronous and CPU-bound (about 2.5 us per record, mostly the SST writer and
+    the bloom filter): async callers run it in a thread.
+    """
+    if not records:
+        raise InvalidInputError("a staging file needs at least one record")
+    sst = write_sst(records)
+    sc = sidecar_of(records, len(sst), error_rate)
+    return sst, encode_sidecar(sc), sc
+
+
+def sidecar_of_prepared_sst(
+    data: bytes, name: str, max_key_bytes: int, max_value_bytes: int, error_rate: float
+) -> Sidecar:
+    """Validate a prepared SST completely and return its sidecar.
+
+    Every entry is read: keys must be 1..``max_key_bytes`` bytes and strictly
+    increasing, values must decode (graveler value encoding) with data of at most
+    ``max_value_bytes``.  Raises CorruptFileError (unreadable, unsorted),
+    UnsupportedFormatError, EntryTooLargeError or InvalidInputError (empty).
+    Synchronous and CPU-bound: run it in a thread.
+    """
+    reader = SSTReader(data, name)
+    records: list[Record] = []
+    prev: bytes | None = None
+    for rec in reader:
+        key = rec.key
+        if prev is not None and key <= prev:
+            raise CorruptFileError(name, f"keys not strictly increasing: {key!r} after {prev!r}")
+        if not key:
+            raise EntryTooLargeError(f"{name}: holds an empty key")
+        if len(key) > max_key_bytes:
+            raise EntryTooLargeError(
+                f"{name}: key {key[:32]!r}... is {len(key)} bytes, over {max_key_bytes}"
+            )
+        if rec.value is not None and len(rec.value) > max_value_bytes:
+            raise EntryTooLargeError(
+                f"{name}: value of {key[:64]!r} is {len(rec.value)} bytes, over {max_value_bytes}"
+            )
+        records.append(rec)
+        prev = key
+    if not records:
+        raise InvalidInputError(f"{name}: holds no entries")
+    if len(records) != reader.num_entries:
+        raise CorruptFileError(
+            name, f"properties count {reader.num_entries} entries but {len(records)} were read"
+        )
+    return sidecar_of(records, len(data), error_rate)
