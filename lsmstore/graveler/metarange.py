@@ -1,0 +1,211 @@
+"""Metaranges: the SST that lists a tree's ranges, keyed by each range's last key.
+
+Each entry is ``Record(key=range.max_key, identity=range.id as ASCII hex, value=range
+data)``; the SST stores the value as ``encode_value(identity, data)``.  The range data
+(docs/format.md, "Ranges, metaranges and commits") is::
+
+    0x01                       version
+    uvarint(len(min_key)) min_key
+    uvarint(len(max_key)) max_key
+    uvarint(estimated size)
+    uvarint(count)
+
+A metarange is named by the fileID of its entries, like a range.  The empty tree has the
+ID :data:`EMPTY_METARANGE_ID` (the fileID of no records); it is never stored, and every
+reader treats it as a tree with no ranges.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import hashlib
+import re
+from collections.abc import Iterator, Sequence
+
+from lsmstore import layout
+from lsmstore.errors import CorruptFileError, InvalidInputError, ObjectExistsError
+from lsmstore.graveler.ids import file_id
+from lsmstore.graveler.ranges import RangeInfo
+from lsmstore.graveler.record import Record
+from lsmstore.graveler.sst_reader import SSTReader
+from lsmstore.graveler.sst_writer import write_sst
+from lsmstore.storage.base import ObjectStore, PutMode
+
+#: The ID of the tree with no records: SHA-256 of no record IDs.  Never stored.
+EMPTY_METARANGE_ID = hashlib.sha256(b"").hexdigest()
+
+RANGE_DATA_VERSION = 1
+_HEX_ID = re.compile(rb"^[0-9a-f]{64}$")
+
+
+def check_tree_id(tree_id: str, what: str = "metarange") -> str:
+    """A range or metarange ID is 64 lowercase hex characters; InvalidInputError otherwise."""
+    if not isinstance(tree_id, str) or not _HEX_ID.match(tree_id.encode("ascii", "replace")):
+        raise InvalidInputError(f"invalid {what} ID {tree_id!r}: expected 64 lowercase hex digits")
+    return tree_id
+
+
+def _put_uvarint(out: bytearray, n: int) -> None:
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+
+
+def _get_uvarint(buf: bytes, p: int) -> tuple[int, int]:
+    n = shift = 0
+    while True:
+        b = buf[p]  # IndexError: truncated
+        p += 1
+        n |= (b & 0x7F) << shift
+        if b < 0x80:
+            return n, p
+        shift += 7
+        if shift > 63:
+            raise ValueError("uvarint longer than 10 bytes")
+
+
+def encode_range_data(info: RangeInfo) -> bytes:
+    """The data part of a metarange entry for ``info`` (format in the module docstring)."""
+    out = bytearray((RANGE_DATA_VERSION,))
+    _put_uvarint(out, len(info.min_key))
+    out += info.min_key
+    _put_uvarint(out, len(info.max_key))
+    out += info.max_key
+    _put_uvarint(out, info.size)
+    _put_uvarint(out, info.count)
+    return bytes(out)
+
+
+def decode_range_entry(record: Record, name: str) -> RangeInfo:
+    """The :class:`RangeInfo` of one metarange entry; CorruptFileError naming ``name``."""
+    identity, data = record.identity, record.value
+    if data is None:
+        raise CorruptFileError(name, f"metarange entry {record.key!r} is a tombstone")
+    if not _HEX_ID.match(identity):
+        raise CorruptFileError(name, f"metarange entry {record.key!r}: bad range ID {identity!r}")
+    try:
+        if data[0] != RANGE_DATA_VERSION:
+            raise ValueError(f"unknown range data version {data[0]}")
+        n, p = _get_uvarint(data, 1)
+        min_key = data[p : p + n]
+        p += n
+        n, p = _get_uvarint(data, p)
+        max_key = data[p : p + n]
+        p += n
+        size, p = _get_uvarint(data, p)
+        count, p = _get_uvarint(data, p)
+        if p != len(data):
+            raise ValueError(f"{len(data) - p} trailing bytes")
+    except (IndexError, ValueError) as e:
+        raise CorruptFileError(
+            name, f"metarange entry {record.key!r}: malformed range data ({e})"
+        ) from None
+    if max_key != record.key or not min_key or min_key > max_key or count < 1:
+        raise CorruptFileError(
+            name,
+            f"metarange entry {record.key!r}: inconsistent range data "
+            f"(min {min_key!r}, max {max_key!r}, count {count})",
+        )
+    return RangeInfo(identity.decode("ascii"), min_key, max_key, count, size)
+
+
+def metarange_records(ranges: Sequence[RangeInfo]) -> list[Record]:
+    """The entries of the metarange listing ``ranges`` (sorted, non-overlapping)."""
+    records = []
+    prev: bytes | None = None
+    for info in ranges:
+        if prev is not None and info.min_key <= prev:
+            raise InvalidInputError(
+                f"ranges overlap or are out of order: range {info.id} starts at "
+                f"{info.min_key!r}, the previous range ends at {prev!r}"
+            )
+        prev = info.max_key
+        records.append(Record(info.max_key, info.id.encode("ascii"), encode_range_data(info)))
+    return records
+
+
+def write_metarange(ranges: Sequence[RangeInfo]) -> tuple[str, bytes]:
+    """``(id, sst bytes)`` of the metarange listing ``ranges``.
+
+    No ranges give ``(EMPTY_METARANGE_ID, b"")``: the empty tree is never stored.
+    Synchronous and CPU-bound (hashes every entry); see :func:`store_metarange`.
+    """
+    if not ranges:
+        return EMPTY_METARANGE_ID, b""
+    records = metarange_records(ranges)
+    return file_id(records), write_sst(records)
+
+
+async def store_metarange(store: ObjectStore, ranges: Sequence[RangeInfo]) -> str:
+    """Encode (in a worker thread) and upload the metarange of ``ranges``; its ID.
+
+    Create mode: an object already there has the same content and is kept.
+    """
+    if not ranges:
+        return EMPTY_METARANGE_ID
+    metarange_id, data = await asyncio.to_thread(write_metarange, ranges)
+    try:
+        await store.put(layout.range_key(metarange_id), data, PutMode.CREATE)
+    except ObjectExistsError:
+        pass
+    return metarange_id
+
+
+class Metarange:
+    """An immutable, parsed metarange: the ranges of one tree in key order."""
+
+    __slots__ = ("_last_keys", "id", "ranges")
+
+    def __init__(self, metarange_id: str, ranges: Sequence[RangeInfo]) -> None:
+        self.id = metarange_id
+        self.ranges: tuple[RangeInfo, ...] = tuple(ranges)
+        self._last_keys = [r.max_key for r in self.ranges]
+
+    @classmethod
+    def empty(cls) -> Metarange:
+        return cls(EMPTY_METARANGE_ID, ())
+
+    @classmethod
+    def from_reader(cls, metarange_id: str, reader: SSTReader) -> Metarange:
+        """Parse and validate the entries of a metarange SST."""
+        ranges: list[RangeInfo] = []
+        prev: bytes | None = None
+        for record in reader:
+            info = decode_range_entry(record, reader.name)
+            if prev is not None and info.min_key <= prev:
+                raise CorruptFileError(
+                    reader.name,
+                    f"metarange ranges overlap: {info.id} starts at {info.min_key!r}, "
+                    f"the previous range ends at {prev!r}",
+                )
+            prev = info.max_key
+            ranges.append(info)
+        return cls(metarange_id, ranges)
+
+    def __len__(self) -> int:
+        return len(self.ranges)
+
+    def __iter__(self) -> Iterator[RangeInfo]:
+        return iter(self.ranges)
+
+    def index(self, key: bytes) -> int:
+        """Index of the first range whose last key is >= ``key`` (``len(self)`` if none)."""
+        return bisect.bisect_left(self._last_keys, key)
+
+    def find(self, key: bytes) -> RangeInfo | None:
+        """The range that may hold ``key``, or None when no range covers it."""
+        i = bisect.bisect_left(self._last_keys, key)
+        if i == len(self.ranges):
+            return None
+        info = self.ranges[i]
+        return info if info.min_key <= key else None
+
+    @property
+    def count(self) -> int:
+        """Records in the tree."""
+        return sum(r.count for r in self.ranges)
+
+    def __repr__(self) -> str:
+        return f"Metarange({self.id[:12]}…, {len(self.ranges)} ranges)"

@@ -1,0 +1,246 @@
+"""Ranges: committed SST files cut from a sorted record stream at content-defined points.
+
+Splitting policy (docs/format.md, "Ranges, metaranges and commits"): a range grows record
+by record; after adding a record it is cut when its estimated size reached
+``max_bytes``, or when it reached ``min_bytes`` and ``fnv1a64(key) % raggedness == 0``.
+The size is estimated from the records themselves (:func:`record_size`), never from SST
+bytes, so the same records are cut at the same keys whatever the encoder does.  Because
+the decision depends only on the keys and sizes since the last cut, an insert or delete
+moves no boundary except near it: the writer re-synchronises with the old boundaries,
+and the ranges after the change keep their IDs.
+
+A range that ends where the policy cuts is *closed*; only the last range of a tree may
+end otherwise.  Tree code reuses a range whole only when the output has just been cut
+and the range is closed, so a tree built through :class:`RangeWriter` is a function of
+its records and its policy alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Container
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Self
+
+from lsmstore import layout
+from lsmstore.errors import InvalidInputError, ObjectExistsError
+from lsmstore.graveler.ids import FileIdHasher
+from lsmstore.graveler.record import Record
+from lsmstore.graveler.sst_writer import write_sst
+from lsmstore.storage.base import ObjectStore, PutMode
+
+FNV_OFFSET = 0xCBF29CE484222325
+FNV_PRIME = 0x100000001B3
+_MASK64 = (1 << 64) - 1
+
+#: Per-record overhead added to the key, identity and value lengths by :func:`record_size`
+#: (roughly what the SST spends on the entry header, trailer and value encoding).
+RECORD_OVERHEAD = 16
+
+
+def fnv1a64(data: bytes) -> int:
+    """64-bit FNV-1a of ``data``."""
+    h = FNV_OFFSET
+    for b in data:
+        h = ((h ^ b) * FNV_PRIME) & _MASK64
+    return h
+
+
+def record_size(record: Record) -> int:
+    """The estimated stored size of a record, as the splitting policy counts it."""
+    value = record.value
+    return len(record.key) + len(record.identity) + (len(value) if value else 0) + RECORD_OVERHEAD
+
+
+@dataclass(frozen=True, slots=True)
+class RangePolicy:
+    """Where ranges are cut.  Production defaults; tests pass tiny sizes."""
+
+    min_bytes: int = 1 << 20
+    max_bytes: int = 10 << 20
+    raggedness: int = 50_000
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.min_bytes <= self.max_bytes or self.max_bytes < 1:
+            raise InvalidInputError(
+                f"invalid range policy: need 0 <= min_bytes ({self.min_bytes}) "
+                f"<= max_bytes ({self.max_bytes}) and max_bytes >= 1"
+            )
+        if self.raggedness < 1:
+            raise InvalidInputError(f"invalid range policy: raggedness {self.raggedness} < 1")
+
+    def cuts_after(self, key: bytes, size: int) -> bool:
+        """True when a range whose estimated size is ``size`` after ``key`` ends there."""
+        if size >= self.max_bytes:
+            return True
+        return size >= self.min_bytes and fnv1a64(key) % self.raggedness == 0
+
+    def is_closed(self, info: RangeInfo) -> bool:
+        """True when the policy would have cut ``info`` exactly where it ends."""
+        return self.cuts_after(info.max_key, info.size)
+
+
+@dataclass(frozen=True, slots=True)
+class RangeInfo:
+    """A committed range as a metarange lists it.
+
+    ``id`` is the fileID of its records (hex), ``min_key``/``max_key`` its first and last
+    keys, ``count`` its records and ``size`` their estimated size (:func:`record_size`).
+    """
+
+    id: str
+    min_key: bytes
+    max_key: bytes
+    count: int
+    size: int
+
+
+class RangeWriter:
+    """Cuts a sorted stream of records into ranges and uploads them.
+
+    Feed records with :meth:`add` (strictly increasing keys, no tombstones) and whole
+    existing ranges with :meth:`add_range` (only while :attr:`empty`), then call
+    :meth:`finish` for the list of ranges in key order.  Each range is named by the
+    fileID of its records, encoded with ``write_sst`` in a worker thread and uploaded in
+    create mode to ``layout.range_key(id)``; an object already there holds the same
+    records and is kept.  At most ``max_in_flight`` uploads run at once; :meth:`add`
+    waits for room.  IDs in ``existing`` are known to be stored and are not uploaded.
+
+    An upload failure is raised from the next :meth:`add`/:meth:`finish`.  Used as an
+    async context manager, leaving with an exception cancels the uploads still running
+    (anything already uploaded is unreferenced and left to garbage collection).  Not
+    safe for concurrent use by several tasks.
+    """
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        policy: RangePolicy,
+        *,
+        max_in_flight: int = 4,
+        existing: Container[str] = frozenset(),
+    ) -> None:
+        if max_in_flight < 1:
+            raise InvalidInputError(f"max_in_flight must be >= 1, got {max_in_flight}")
+        self._store = store
+        self._policy = policy
+        self._max_in_flight = max_in_flight
+        self._existing = existing
+        self._ranges: list[RangeInfo] = []
+        self._records: list[Record] = []
+        self._hasher = FileIdHasher()
+        self._size = 0
+        self._last_key: bytes | None = None
+        self._pending: set[asyncio.Task[None]] = set()
+        self.ranges_written = 0  # ranges encoded and uploaded by this writer
+        self.ranges_reused = 0  # ranges passed through whole (add_range) or found existing
+        self.records_written = 0  # records in the ranges this writer encoded
+
+    @property
+    def empty(self) -> bool:
+        """True when no record waits for a cut: the output has just been cut (or is new)."""
+        return not self._records
+
+    @property
+    def last_key(self) -> bytes | None:
+        return self._last_key
+
+    def _check_order(self, key: bytes) -> None:
+        if self._last_key is not None and key <= self._last_key:
+            raise InvalidInputError(
+                f"records must have strictly increasing keys: {key!r} follows {self._last_key!r}"
+            )
+
+    async def add(self, record: Record) -> None:
+        """Append one record; cuts and starts an upload when the policy says so."""
+        key = record.key
+        if record.value is None:
+            raise InvalidInputError(f"tombstone for key {key!r} cannot go into a committed range")
+        if not key:
+            raise InvalidInputError("committed keys must be non-empty")
+        self._check_order(key)
+        self._last_key = key
+        self._records.append(record)
+        self._hasher.add(key, record.identity)
+        self._size += record_size(record)
+        if self._policy.cuts_after(key, self._size):
+            await self._cut()
+
+    async def add_range(self, info: RangeInfo) -> None:
+        """Append an existing range whole (its object is already stored)."""
+        if self._records:
+            raise InvalidInputError(
+                f"range {info.id} cannot be appended whole: records wait for a cut"
+            )
+        self._check_order(info.min_key)
+        self._last_key = info.max_key
+        self._ranges.append(info)
+        self.ranges_reused += 1
+
+    async def finish(self) -> list[RangeInfo]:
+        """Cut the last range, wait for every upload, and return all ranges in key order."""
+        if self._records:
+            await self._cut()
+        await self._drain()
+        return list(self._ranges)
+
+    async def _cut(self) -> None:
+        records = self._records
+        info = RangeInfo(
+            self._hasher.hexdigest(), records[0].key, records[-1].key, len(records), self._size
+        )
+        self._ranges.append(info)
+        self._records = []
+        self._hasher = FileIdHasher()
+        self._size = 0
+        if info.id in self._existing:
+            self.ranges_reused += 1
+            return
+        self.ranges_written += 1
+        self.records_written += info.count
+        while len(self._pending) >= self._max_in_flight:
+            await self._wait(asyncio.FIRST_COMPLETED)
+        self._reap()
+        self._pending.add(asyncio.create_task(self._upload(info.id, records)))
+
+    async def _upload(self, range_id: str, records: list[Record]) -> None:
+        data = await asyncio.to_thread(write_sst, records)
+        try:
+            await self._store.put(layout.range_key(range_id), data, PutMode.CREATE)
+        except ObjectExistsError:
+            pass  # content-addressed: the same records are already stored
+
+    async def _wait(self, when: str) -> None:
+        done, self._pending = await asyncio.wait(self._pending, return_when=when)
+        for task in done:
+            task.result()
+
+    def _reap(self) -> None:
+        for task in [t for t in self._pending if t.done()]:
+            self._pending.discard(task)
+            task.result()
+
+    async def _drain(self) -> None:
+        if self._pending:
+            await self._wait(asyncio.ALL_COMPLETED)
+
+    async def abort(self) -> None:
+        """Cancel the uploads still running and wait for them to end."""
+        pending, self._pending = self._pending, set()
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is not None:
+            await self.abort()
