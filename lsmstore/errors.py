@@ -34,6 +34,14 @@ class InvalidRefExpressionError(InvalidInputError):
     """A ref expression (``main~2^2``, a commit prefix, ...) cannot be parsed."""
 
 
+class AmbiguousRefError(InvalidRefExpressionError):
+    """A commit-ID prefix matches more than one commit; ``matches`` lists some of them."""
+
+    def __init__(self, message: str, matches: list[str]) -> None:
+        super().__init__(message)
+        self.matches = matches
+
+
 class InvalidURLError(InvalidInputError):
     """A store or RefStore URL is malformed or names an unknown scheme."""
 
