@@ -22,13 +22,20 @@ delete_ref         remove                                                  value
 A failed condition raises :class:`ConflictError` whose ``found`` is the current
 :class:`Ref`.  Appends never make swaps fail: swaps look at a *prefix* of ``l1``.
 
+Operations that only make sense on a branch (``append_l1``, the swaps, ``set_base``)
+raise :class:`ConflictError` on a tag; tags are immutable once created.
+
 Errors: :class:`RepositoryNotFoundError` / :class:`RefNotFoundError` (both
-``KeyError``), :class:`RefExistsError`, :class:`ConflictError`,
-:class:`EntryTooLargeError` (value over the backend's item limit),
-:class:`InvalidNameError` (checked here, before the backend is called), and
+``KeyError``; any ref operation on a missing repository raises the former),
+:class:`RefExistsError`, :class:`ConflictError`, :class:`EntryTooLargeError` (a ref
+holding more than :data:`MAX_FILE_IDS` ids, repository metadata over
+:data:`MAX_REPOSITORY_METADATA_BYTES`; nothing is changed), :class:`InvalidNameError`
+and :class:`InvalidInputError` (checked here, before the backend is called), and
 :class:`UnavailableError` when the backend cannot be reached or times out -- with
 ``outcome_unknown=True`` for a mutation that may have been applied.  ``append_l1``
-is idempotent, so callers retry it after an unknown outcome.
+is idempotent, so callers retry it after an unknown outcome.  Backends never retry a
+non-idempotent mutation (swaps, ``set_base``, create/delete) by themselves: a
+retry after an applied attempt would report a false conflict.
 
 Concurrency: any number of processes may call any operation at once; the backend
 serialises operations on one key.  Implementations are safe for concurrent tasks of
@@ -39,19 +46,33 @@ then call the ``_``-prefixed backend hooks.
 from __future__ import annotations
 
 import abc
+import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Literal, Self
 
-from lsmstore.errors import ClosedError
-from lsmstore.refstore.names import check_file_id, check_ref_name, check_repository_name
+from lsmstore.errors import ClosedError, EntryTooLargeError, InvalidInputError
+from lsmstore.refstore.names import (
+    check_commit_id,
+    check_file_id,
+    check_lease_name,
+    check_ref_name,
+    check_repository_name,
+)
 
 RefKind = Literal["branch", "tag"]
 
 #: Upper bound on the number of file ids a ref may hold (L1 + L2). Writers stall
 #: far below it; it keeps every backend well inside its item-size limit.
 MAX_FILE_IDS = 2000
+
+#: Upper bound on a repository record's metadata, encoded as JSON (UTF-8 bytes).
+MAX_REPOSITORY_METADATA_BYTES = 64 * 1024
+MAX_STORAGE_NAMESPACE_BYTES = 1024
+#: Upper bound on one page of a listing.
+MAX_PAGE = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +81,12 @@ class Ref:
     base: str
     l2: tuple[str, ...] = ()
     l1: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:  # accept lists; store tuples so values compare equal
+        if not isinstance(self.l2, tuple):
+            object.__setattr__(self, "l2", tuple(self.l2))
+        if not isinstance(self.l1, tuple):
+            object.__setattr__(self, "l1", tuple(self.l1))
 
     @property
     def is_branch(self) -> bool:
@@ -86,8 +113,7 @@ class RefStore(abc.ABC):
     async def create_repository(self, repo: Repository) -> None:
         """Insert if absent, else RefExistsError. Does not create any branch."""
         self._check_open()
-        check_repository_name(repo.name)
-        check_ref_name(repo.default_branch)
+        _check_repository(repo)
         await self._create_repository(repo)
 
     async def get_repository(self, name: str) -> Repository:
@@ -99,6 +125,7 @@ class RefStore(abc.ABC):
     ) -> list[Repository]:
         """Repositories in name order, strictly after ``after``, at most ``limit``."""
         self._check_open()
+        _check_page(after, limit)
         return await self._list_repositories(after, limit)
 
     async def delete_repository(self, name: str) -> None:
@@ -115,9 +142,12 @@ class RefStore(abc.ABC):
     async def get_refs(self, repo: str, names: Sequence[str]) -> dict[str, Ref]:
         """Several refs in one round trip; absent names are left out of the result."""
         self._check_open()
+        check_repository_name(repo)
+        if isinstance(names, str):
+            raise InvalidInputError("get_refs takes a sequence of names, not one string")
         for n in names:
             check_ref_name(n)
-        return await self._get_refs(check_repository_name(repo), list(names))
+        return await self._get_refs(repo, list(dict.fromkeys(names)))
 
     async def list_refs(
         self,
@@ -135,6 +165,11 @@ class RefStore(abc.ABC):
         """
         self._check_open()
         check_repository_name(repo)
+        _check_page(after, limit)
+        if not isinstance(prefix, str):
+            raise InvalidInputError(f"list_refs prefix must be a string, not {prefix!r}")
+        if kind not in (None, "branch", "tag"):
+            raise InvalidInputError(f"list_refs kind must be 'branch', 'tag' or None, not {kind!r}")
         return await self._list_refs(repo, prefix, after, limit, kind)
 
     async def create_ref(self, repo: str, name: str, ref: Ref) -> None:
@@ -144,7 +179,8 @@ class RefStore(abc.ABC):
 
     async def delete_ref(self, repo: str, name: str, expected: Ref) -> None:
         self._check_open()
-        await self._delete_ref(check_repository_name(repo), check_ref_name(name), expected)
+        self._check_ref(repo, name, expected)
+        await self._delete_ref(repo, name, expected)
 
     # --- branch operations -------------------------------------------------------
 
@@ -169,8 +205,13 @@ class RefStore(abc.ABC):
         self._check_open()
         check_repository_name(repo)
         check_ref_name(branch)
+        check_commit_id(base)
         for f in (*l2_old, *l1_prefix, *l2_new):
             check_file_id(f)
+        if len(l2_new) > MAX_FILE_IDS:
+            raise EntryTooLargeError(
+                f"{repo}/{branch}: {len(l2_new)} L2 ids exceed the limit of {MAX_FILE_IDS}"
+            )
         return await self._swap_compacted(
             repo, branch, base, tuple(l2_old), tuple(l1_prefix), tuple(l2_new)
         )
@@ -188,6 +229,8 @@ class RefStore(abc.ABC):
         self._check_open()
         check_repository_name(repo)
         check_ref_name(branch)
+        check_commit_id(base)
+        check_commit_id(new_base, "new base commit")
         for f in (*l2_old, *l1_prefix):
             check_file_id(f)
         return await self._swap_committed(
@@ -198,6 +241,8 @@ class RefStore(abc.ABC):
         self._check_open()
         check_repository_name(repo)
         check_ref_name(branch)
+        check_commit_id(expected_base, "expected base commit")
+        check_commit_id(new_base, "new base commit")
         return await self._set_base(repo, branch, expected_base, new_base)
 
     # --- leases (advisory: keep workers from duplicating work; safety is CAS) ----
@@ -205,11 +250,21 @@ class RefStore(abc.ABC):
     async def acquire_lease(self, key: str, owner: str, ttl_seconds: float) -> bool:
         """Take or renew the lease ``key`` for ``owner``; False if another owner holds it."""
         self._check_open()
-        return await self._acquire_lease(key, owner, ttl_seconds)
+        check_lease_name(key)
+        check_lease_name(owner, "lease owner")
+        if (
+            not isinstance(ttl_seconds, int | float)
+            or not math.isfinite(ttl_seconds)
+            or not 0 < ttl_seconds <= 86_400
+        ):
+            raise InvalidInputError(f"lease ttl {ttl_seconds!r} must be in (0, 86400] seconds")
+        return await self._acquire_lease(key, owner, float(ttl_seconds))
 
     async def release_lease(self, key: str, owner: str) -> None:
         """Drop the lease if ``owner`` holds it; otherwise do nothing."""
         self._check_open()
+        check_lease_name(key)
+        check_lease_name(owner, "lease owner")
         await self._release_lease(key, owner)
 
     # --- life cycle ----------------------------------------------------------------
@@ -235,9 +290,19 @@ class RefStore(abc.ABC):
     @staticmethod
     def _check_ref(repo: str, name: str, ref: Ref) -> None:
         check_repository_name(repo)
+        if not isinstance(ref, Ref) or ref.kind not in ("branch", "tag"):
+            raise InvalidInputError(f"{repo}/{name}: not a branch or tag value: {ref!r}")
         check_ref_name(name, ref.kind)
+        check_commit_id(ref.base)
         for f in (*ref.l2, *ref.l1):
             check_file_id(f)
+        if ref.kind == "tag" and (ref.l1 or ref.l2):
+            raise InvalidInputError(f"tag {repo}/{name} cannot hold staging files")
+        if len(ref.l1) + len(ref.l2) > MAX_FILE_IDS:
+            raise EntryTooLargeError(
+                f"{repo}/{name}: {len(ref.l1) + len(ref.l2)} file ids exceed the limit "
+                f"of {MAX_FILE_IDS}"
+            )
 
     # --- backend hooks ---------------------------------------------------------------
 
@@ -289,3 +354,49 @@ class RefStore(abc.ABC):
     async def _acquire_lease(self, key: str, owner: str, ttl_seconds: float) -> bool: ...
     @abc.abstractmethod
     async def _release_lease(self, key: str, owner: str) -> None: ...
+
+
+def _check_page(after: str | None, limit: int) -> None:
+    if after is not None and not isinstance(after, str):
+        raise InvalidInputError(f"listing 'after' must be a string or None, not {after!r}")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_PAGE:
+        raise InvalidInputError(f"listing limit {limit!r} must be an int in [0, {MAX_PAGE}]")
+
+
+def encode_metadata(metadata: dict[str, str]) -> str:
+    """A repository's metadata as canonical JSON (how every backend stores it)."""
+    return json.dumps(metadata, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def _check_repository(repo: Repository) -> None:
+    if not isinstance(repo, Repository):
+        raise InvalidInputError(f"not a Repository: {repo!r}")
+    check_repository_name(repo.name)
+    check_ref_name(repo.default_branch)
+    ns = repo.storage_namespace
+    if (
+        not isinstance(ns, str)
+        or not ns
+        or len(ns.encode("utf-8", "replace")) > MAX_STORAGE_NAMESPACE_BYTES
+        or any(ord(c) < 0x20 or ord(c) == 0x7F or 0xD800 <= ord(c) < 0xE000 for c in ns)
+    ):
+        raise InvalidInputError(
+            f"repository {repo.name}: storage namespace {ns!r} must be a non-empty string of "
+            f"at most {MAX_STORAGE_NAMESPACE_BYTES} bytes without control characters"
+        )
+    if not isinstance(repo.created_at, int | float) or not math.isfinite(repo.created_at):
+        raise InvalidInputError(f"repository {repo.name}: created_at {repo.created_at!r}")
+    md = repo.metadata
+    if not isinstance(md, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in md.items()
+    ):
+        raise InvalidInputError(f"repository {repo.name}: metadata must map str to str")
+    try:
+        size = len(encode_metadata(md).encode("utf-8"))
+    except UnicodeEncodeError as e:
+        raise InvalidInputError(f"repository {repo.name}: metadata is not valid Unicode") from e
+    if size > MAX_REPOSITORY_METADATA_BYTES:
+        raise EntryTooLargeError(
+            f"repository {repo.name}: metadata of {size} bytes exceeds "
+            f"{MAX_REPOSITORY_METADATA_BYTES}"
+        )

@@ -1,0 +1,425 @@
+"""The embedded RefStore: one SQLite database in WAL mode, for one machine, no server.
+
+Layout: ``<dir>/refs.sqlite3`` with three tables (see docs/refstore.md).  Every
+mutation is one ``BEGIN IMMEDIATE`` transaction that reads the row, applies the pure
+rule from :mod:`lsmstore.refstore.transitions` and writes the result, so any number
+of processes may open the same directory.  Mutations of one process run on one
+dedicated thread (no in-process lock contention); reads run on a small pool of
+threads with their own connections, so a ``get_ref`` never waits behind an fsync.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Literal, TypeVar
+
+from lsmstore.errors import (
+    ClosedError,
+    LsmError,
+    RefExistsError,
+    RefNotFoundError,
+    RepositoryNotFoundError,
+    UnavailableError,
+)
+from lsmstore.refstore import transitions
+from lsmstore.refstore.base import Ref, RefKind, RefStore, Repository, encode_metadata
+from lsmstore.refstore.codec import decode_ids, decode_kind, encode_ids, prefix_end
+
+T = TypeVar("T")
+
+FILENAME = "refs.sqlite3"
+SCHEMA_VERSION = 1
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS repositories (
+    name TEXT PRIMARY KEY,
+    storage_namespace TEXT NOT NULL,
+    default_branch TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    metadata TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS refs (
+    repo TEXT NOT NULL,
+    name TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    base TEXT NOT NULL,
+    l2 TEXT NOT NULL,
+    l1 TEXT NOT NULL,
+    PRIMARY KEY (repo, name)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS leases (
+    key TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    expires REAL NOT NULL
+) WITHOUT ROWID;
+"""
+
+_REF_COLUMNS = "kind, base, l2, l1"
+Row = tuple[str, str, str, str]
+
+
+def _ref(row: Row) -> Ref:
+    kind, base, l2, l1 = row
+    return Ref(decode_kind(kind, FILENAME), base, decode_ids(l2), decode_ids(l1))
+
+
+def _row(ref: Ref) -> Row:
+    return (ref.kind, ref.base, encode_ids(ref.l2), encode_ids(ref.l1))
+
+
+class EmbeddedRefStore(RefStore):
+    """RefStore in ``<path>/refs.sqlite3``.
+
+    ``synchronous="FULL"`` (default) fsyncs the WAL on every commit: an acknowledged
+    operation survives a process crash and a power loss.  ``"NORMAL"`` survives a
+    process crash but may lose the last operations on power loss.  ``clock`` (seconds
+    since the epoch) times leases.
+    """
+
+    def __init__(
+        self,
+        path: Path | str,
+        *,
+        synchronous: Literal["FULL", "NORMAL"] = "FULL",
+        busy_timeout: float = 30.0,
+        readers: int = 2,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if synchronous not in ("FULL", "NORMAL"):
+            raise ValueError(f"synchronous must be 'FULL' or 'NORMAL', not {synchronous!r}")
+        self.path = Path(path)
+        self.url = f"local://{self.path}"
+        self._synchronous = synchronous
+        self._busy_ms = int(busy_timeout * 1000)
+        self._clock = clock
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="lsm-refstore-write")
+        self._readers = ThreadPoolExecutor(max(1, readers), thread_name_prefix="lsm-refstore-read")
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._connections: list[sqlite3.Connection] = []
+        self._initialised = False
+
+    # --- threads and transactions ---------------------------------------------------
+
+    def _connection(self) -> sqlite3.Connection:
+        con: sqlite3.Connection | None = getattr(self._local, "con", None)
+        if con is not None:
+            return con
+        with self._lock:
+            if not self._initialised:
+                self.path.mkdir(parents=True, exist_ok=True)
+            con = sqlite3.connect(
+                self.path / FILENAME,
+                isolation_level=None,  # we issue BEGIN/COMMIT ourselves
+                check_same_thread=False,  # only so aclose() can close it
+                timeout=self._busy_ms / 1000,
+            )
+            con.execute(f"PRAGMA busy_timeout={self._busy_ms}")
+            if not self._initialised:
+                self._initialise(con)
+                self._initialised = True
+            con.execute(f"PRAGMA synchronous={self._synchronous}")
+            self._connections.append(con)
+        self._local.con = con
+        return con
+
+    def _initialise(self, con: sqlite3.Connection) -> None:
+        mode = con.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise UnavailableError(f"{self.url}: cannot switch {FILENAME} to WAL mode ({mode})")
+        con.execute("BEGIN IMMEDIATE")
+        try:
+            version = con.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise UnavailableError(
+                    f"{self.url}: {FILENAME} has schema version {version}, "
+                    f"this lsmstore reads up to {SCHEMA_VERSION}"
+                )
+            for statement in SCHEMA.split(";"):
+                if statement.strip():
+                    con.execute(statement)
+            con.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        con.execute("COMMIT")
+
+    def _in_transaction(self, fn: Callable[[sqlite3.Connection], T], immediate: bool) -> T:
+        con = self._connection()
+        try:
+            con.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
+        except sqlite3.Error as e:
+            raise UnavailableError(f"{self.url}: cannot begin a transaction: {e}") from e
+        try:
+            result = fn(con)
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        try:
+            con.execute("COMMIT")
+        except sqlite3.Error as e:
+            if con.in_transaction:
+                con.execute("ROLLBACK")
+            raise UnavailableError(
+                f"{self.url}: commit failed: {e}", outcome_unknown=immediate
+            ) from e
+        return result
+
+    async def _run(self, fn: Callable[[sqlite3.Connection], T], *, write: bool) -> T:
+        executor = self._writer if write else self._readers
+        try:
+            future = executor.submit(self._in_transaction, fn, write)
+        except RuntimeError as e:  # executor shut down by aclose()
+            raise ClosedError(f"refstore {self.url} is closed") from e
+        try:
+            return await asyncio.wrap_future(future)
+        except LsmError:
+            raise
+        except sqlite3.Error as e:
+            raise UnavailableError(f"{self.url}: {e}", outcome_unknown=False) from e
+
+    async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        return await self._run(fn, write=True)
+
+    async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        return await self._run(fn, write=False)
+
+    # --- helpers run inside a transaction ------------------------------------------------
+
+    @staticmethod
+    def _require_repository(con: sqlite3.Connection, repo: str) -> None:
+        if con.execute("SELECT 1 FROM repositories WHERE name = ?", (repo,)).fetchone() is None:
+            raise RepositoryNotFoundError(f"repository not found: {repo}")
+
+    def _load(self, con: sqlite3.Connection, repo: str, name: str) -> Ref:
+        row = con.execute(
+            f"SELECT {_REF_COLUMNS} FROM refs WHERE repo = ? AND name = ?", (repo, name)
+        ).fetchone()
+        if row is None:
+            self._require_repository(con, repo)
+            raise RefNotFoundError(f"ref not found: {repo}/{name}")
+        return _ref(row)
+
+    async def _mutate(self, repo: str, name: str, rule: Callable[[Ref], Ref]) -> Ref:
+        def run(con: sqlite3.Connection) -> Ref:
+            cur = self._load(con, repo, name)
+            new = rule(cur)
+            if new != cur:
+                con.execute(
+                    "UPDATE refs SET kind = ?, base = ?, l2 = ?, l1 = ? "
+                    "WHERE repo = ? AND name = ?",
+                    (*_row(new), repo, name),
+                )
+            return new
+
+        return await self._write(run)
+
+    # --- repositories --------------------------------------------------------------
+
+    async def _create_repository(self, repo: Repository) -> None:
+        def run(con: sqlite3.Connection) -> None:
+            cur = con.execute(
+                "INSERT INTO repositories VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (
+                    repo.name,
+                    repo.storage_namespace,
+                    repo.default_branch,
+                    float(repo.created_at),
+                    encode_metadata(repo.metadata),
+                ),
+            )
+            if cur.rowcount == 0:
+                raise RefExistsError(f"repository already exists: {repo.name}")
+
+        await self._write(run)
+
+    @staticmethod
+    def _repository(row: tuple[str, str, str, float, str]) -> Repository:
+        name, ns, default_branch, created_at, metadata = row
+        return Repository(name, ns, default_branch, created_at, json.loads(metadata))
+
+    async def _get_repository(self, name: str) -> Repository:
+        def run(con: sqlite3.Connection) -> Repository:
+            row = con.execute("SELECT * FROM repositories WHERE name = ?", (name,)).fetchone()
+            if row is None:
+                raise RepositoryNotFoundError(f"repository not found: {name}")
+            return self._repository(row)
+
+        return await self._read(run)
+
+    async def _list_repositories(self, after: str | None, limit: int) -> list[Repository]:
+        def run(con: sqlite3.Connection) -> list[Repository]:
+            rows = con.execute(
+                "SELECT * FROM repositories WHERE name > ? ORDER BY name LIMIT ?",
+                (after or "", limit),
+            )
+            return [self._repository(r) for r in rows]
+
+        return await self._read(run)
+
+    async def _delete_repository(self, name: str) -> None:
+        def run(con: sqlite3.Connection) -> None:
+            if con.execute("DELETE FROM repositories WHERE name = ?", (name,)).rowcount == 0:
+                raise RepositoryNotFoundError(f"repository not found: {name}")
+            con.execute("DELETE FROM refs WHERE repo = ?", (name,))
+
+        await self._write(run)
+
+    # --- refs ----------------------------------------------------------------------
+
+    async def _get_ref(self, repo: str, name: str) -> Ref:
+        return await self._read(lambda con: self._load(con, repo, name))
+
+    async def _get_refs(self, repo: str, names: list[str]) -> dict[str, Ref]:
+        def run(con: sqlite3.Connection) -> dict[str, Ref]:
+            self._require_repository(con, repo)
+            found: dict[str, Ref] = {}
+            for i in range(0, len(names), 500):
+                chunk = names[i : i + 500]
+                rows = con.execute(
+                    f"SELECT name, {_REF_COLUMNS} FROM refs "
+                    f"WHERE repo = ? AND name IN ({','.join('?' * len(chunk))})",
+                    (repo, *chunk),
+                )
+                for name, *row in rows:
+                    found[name] = _ref(tuple(row))
+            return found
+
+        return await self._read(run)
+
+    async def _list_refs(
+        self, repo: str, prefix: str, after: str | None, limit: int, kind: RefKind | None
+    ) -> list[tuple[str, Ref]]:
+        def run(con: sqlite3.Connection) -> list[tuple[str, Ref]]:
+            self._require_repository(con, repo)
+            where, args = ["repo = ?"], [repo]
+            if prefix:
+                where.append("name >= ?")
+                args.append(prefix)
+                end = prefix_end(prefix)
+                if end is not None:
+                    where.append("name < ?")
+                    args.append(end)
+            if after is not None:
+                where.append("name > ?")
+                args.append(after)
+            rows = con.execute(
+                f"SELECT name, {_REF_COLUMNS} FROM refs WHERE {' AND '.join(where)} "
+                "ORDER BY name LIMIT ?",
+                (*args, limit),
+            )
+            page = [(name, _ref(tuple(row))) for name, *row in rows]
+            return [(n, r) for n, r in page if kind is None or r.kind == kind]
+
+        return await self._read(run)
+
+    async def _create_ref(self, repo: str, name: str, ref: Ref) -> None:
+        def run(con: sqlite3.Connection) -> None:
+            self._require_repository(con, repo)
+            cur = con.execute(
+                "INSERT INTO refs VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (repo, name, *_row(ref)),
+            )
+            if cur.rowcount == 0:
+                raise RefExistsError(f"ref already exists: {repo}/{name}")
+
+        await self._write(run)
+
+    async def _delete_ref(self, repo: str, name: str, expected: Ref) -> None:
+        def run(con: sqlite3.Connection) -> None:
+            transitions.delete(f"{repo}/{name}", self._load(con, repo, name), expected)
+            con.execute("DELETE FROM refs WHERE repo = ? AND name = ?", (repo, name))
+
+        await self._write(run)
+
+    # --- branch operations -------------------------------------------------------------
+
+    async def _append_l1(self, repo: str, branch: str, file_id: str) -> Ref:
+        where = f"{repo}/{branch}"
+        return await self._mutate(
+            repo, branch, lambda cur: transitions.append_l1(where, cur, file_id)
+        )
+
+    async def _swap_compacted(
+        self,
+        repo: str,
+        branch: str,
+        base: str,
+        l2_old: tuple[str, ...],
+        l1_prefix: tuple[str, ...],
+        l2_new: tuple[str, ...],
+    ) -> Ref:
+        where = f"{repo}/{branch}"
+        return await self._mutate(
+            repo,
+            branch,
+            lambda cur: transitions.swap_compacted(where, cur, base, l2_old, l1_prefix, l2_new),
+        )
+
+    async def _swap_committed(
+        self,
+        repo: str,
+        branch: str,
+        base: str,
+        l2_old: tuple[str, ...],
+        l1_prefix: tuple[str, ...],
+        new_base: str,
+    ) -> Ref:
+        where = f"{repo}/{branch}"
+        return await self._mutate(
+            repo,
+            branch,
+            lambda cur: transitions.swap_committed(where, cur, base, l2_old, l1_prefix, new_base),
+        )
+
+    async def _set_base(self, repo: str, branch: str, expected_base: str, new_base: str) -> Ref:
+        where = f"{repo}/{branch}"
+        return await self._mutate(
+            repo, branch, lambda cur: transitions.set_base(where, cur, expected_base, new_base)
+        )
+
+    # --- leases ----------------------------------------------------------------------
+
+    async def _acquire_lease(self, key: str, owner: str, ttl_seconds: float) -> bool:
+        def run(con: sqlite3.Connection) -> bool:
+            now = self._clock()
+            row = con.execute("SELECT owner, expires FROM leases WHERE key = ?", (key,)).fetchone()
+            holder, expires = row if row is not None else (None, 0.0)
+            if not transitions.lease_available(holder, expires, owner, now):
+                return False
+            con.execute(
+                "INSERT INTO leases VALUES (?, ?, ?) ON CONFLICT (key) "
+                "DO UPDATE SET owner = excluded.owner, expires = excluded.expires",
+                (key, owner, now + ttl_seconds),
+            )
+            return True
+
+        return await self._write(run)
+
+    async def _release_lease(self, key: str, owner: str) -> None:
+        def run(con: sqlite3.Connection) -> None:
+            con.execute("DELETE FROM leases WHERE key = ? AND owner = ?", (key, owner))
+
+        await self._write(run)
+
+    # --- life cycle ----------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await asyncio.to_thread(self._shutdown)
+
+    def _shutdown(self) -> None:
+        self._writer.shutdown(wait=True)
+        self._readers.shutdown(wait=True)
+        with self._lock:
+            for con in self._connections:
+                con.close()
+            self._connections.clear()

@@ -1,0 +1,75 @@
+"""Open a RefStore from a URL.
+
+=====================================================  ==================================
+URL                                                    backend
+=====================================================  ==================================
+``local:///abs/dir[?synchronous=FULL|NORMAL]``         :class:`EmbeddedRefStore` (SQLite)
+=====================================================  ==================================
+
+Keyword ``options`` are passed to the backend's constructor and win over the URL's
+query.  An unknown scheme, an unknown query parameter or a malformed URL raises
+:class:`InvalidURLError` naming the problem.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
+
+from lsmstore.errors import InvalidURLError
+from lsmstore.refstore.base import RefStore
+
+
+def _query(url: str, query: str, allowed: set[str]) -> dict[str, str]:
+    try:
+        pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
+    except ValueError as e:
+        raise InvalidURLError(f"malformed query in RefStore URL {url!r}: {e}") from e
+    params: dict[str, str] = {}
+    for key, value in pairs:
+        if key not in allowed:
+            raise InvalidURLError(
+                f"unknown parameter {key!r} in RefStore URL {url!r} "
+                f"(allowed: {', '.join(sorted(allowed))})"
+            )
+        if key in params:
+            raise InvalidURLError(f"parameter {key!r} repeated in RefStore URL {url!r}")
+        params[key] = value
+    return params
+
+
+def open_refstore(url: str, **options: Any) -> RefStore:
+    """The RefStore ``url`` names (no connection is made until the first call)."""
+    if not isinstance(url, str):
+        raise InvalidURLError(f"RefStore URL must be a string, not {url!r}")
+    try:
+        parts = urlsplit(url)
+    except ValueError as e:
+        raise InvalidURLError(f"malformed RefStore URL {url!r}: {e}") from e
+    if parts.fragment:
+        raise InvalidURLError(f"RefStore URL {url!r} must not have a fragment")
+    scheme = parts.scheme.lower()
+    if scheme == "local":
+        return _local(url, parts, options)
+    raise InvalidURLError(
+        f"unknown RefStore URL scheme {parts.scheme!r} in {url!r} (expected local://)"
+    )
+
+
+def _local(url: str, parts: SplitResult, options: dict[str, Any]) -> RefStore:
+    from lsmstore.refstore.embedded import EmbeddedRefStore
+
+    netloc, path, query = parts.netloc, parts.path, parts.query
+    if netloc not in ("", "localhost"):
+        raise InvalidURLError(f"local RefStore URL {url!r} must have no host: local:///abs/dir")
+    path = unquote(path)
+    if not path.startswith("/") or any(seg == ".." for seg in path.split("/")) or "\0" in path:
+        raise InvalidURLError(f"local RefStore URL {url!r} needs an absolute path without '..'")
+    params = _query(url, query, {"synchronous"})
+    kwargs: dict[str, Any] = {}
+    if "synchronous" in params:
+        sync = params["synchronous"].upper()
+        if sync not in ("FULL", "NORMAL"):
+            raise InvalidURLError(f"synchronous must be FULL or NORMAL in RefStore URL {url!r}")
+        kwargs["synchronous"] = sync
+    return EmbeddedRefStore(path, **(kwargs | options))

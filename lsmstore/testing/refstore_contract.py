@@ -1,0 +1,911 @@
+"""The RefStore conformance suite every backend runs (DESIGN.md, "RefStore contract").
+
+Subclass :class:`RefStoreContract` in a test module as ``class TestXRefStore(...)``
+and provide an async ``refstore`` fixture yielding a fresh, empty store (the suite
+closes it itself in the tests that need that; the fixture should ``aclose()`` it
+too -- closing twice is allowed).  Tests whose names start with ``test_concurrent_``
+race many operations at once; a backend whose test server is not atomic under
+concurrency (moto's threaded DynamoDB) can pick a serial server for those by name.
+
+Leases: :meth:`RefStoreContract.pass_time` lets leases expire.  It sleeps by default
+(with :attr:`lease_ttl` seconds); a backend with an injectable clock overrides it to
+advance a fake clock instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from lsmstore.errors import (
+    ClosedError,
+    ConflictError,
+    EntryTooLargeError,
+    InvalidInputError,
+    InvalidNameError,
+    LsmError,
+    RefExistsError,
+    RefNotFoundError,
+    RepositoryNotFoundError,
+)
+from lsmstore.refstore import transitions
+from lsmstore.refstore.base import (
+    MAX_FILE_IDS,
+    MAX_REPOSITORY_METADATA_BYTES,
+    Ref,
+    RefKind,
+    RefStore,
+    Repository,
+)
+
+REPO = "repo1"
+BAD_REPOSITORY_NAMES = ["", "Repo", "-a", "_a", "a/b", "a b", "a.b", "a..b", "x" * 64, "a\n", "é"]
+BAD_REF_NAMES = [
+    "",
+    "..",
+    "a..b",
+    "a/b",
+    "/a",
+    "a b",
+    " a",
+    "a\tb",
+    "a\nb",
+    "a\x00b",
+    "a\x1fb",
+    "a\x7f",
+    "a\u0085b",
+    "a\u3000b",
+    "x" * 256,
+    "é" * 128,
+    "-a",
+    ".a",
+    "a.",
+    "a~1",
+    "a^2",
+    "a:b",
+    "a?",
+    "a*",
+    "a[0",
+    "a\\b",
+    "a@{1}",
+    "a\ud800",
+]
+BAD_FILE_IDS = ["", "f1\n", "a,b", "a/b", "a.b", "a b", "x" * 65, "é"]
+
+
+def ids(prefix: str, n: int, start: int = 0) -> tuple[str, ...]:
+    return tuple(f"{prefix}{i:05d}" for i in range(start, start + n))
+
+
+def branch(base: str = "c0", l2: tuple[str, ...] = (), l1: tuple[str, ...] = ()) -> Ref:
+    return Ref("branch", base, l2, l1)
+
+
+class RefStoreContract:
+    """Async tests of the RefStore contract; subclasses provide ``refstore``."""
+
+    #: Lease lifetime used by the lease tests (seconds of real or fake time).
+    lease_ttl: float = 10.0
+
+    @pytest.fixture
+    async def refstore(self) -> AsyncIterator[RefStore]:
+        raise NotImplementedError("a RefStoreContract subclass must provide `refstore`")
+        yield  # pragma: no cover
+
+    async def pass_time(self, seconds: float) -> None:
+        """Let ``seconds`` pass for lease expiry (override to advance a fake clock)."""
+        await asyncio.sleep(seconds)
+
+    # --- helpers -----------------------------------------------------------------------
+
+    @staticmethod
+    async def repo(store: RefStore, name: str = REPO, **metadata: str) -> Repository:
+        r = Repository(name, f"file:///data/{name}", "main", 1700000000.5, dict(metadata))
+        await store.create_repository(r)
+        return r
+
+    async def branch(
+        self,
+        store: RefStore,
+        name: str = "main",
+        *,
+        base: str = "c0",
+        l2: tuple[str, ...] = (),
+        l1: tuple[str, ...] = (),
+    ) -> Ref:
+        try:
+            await store.get_repository(REPO)
+        except RepositoryNotFoundError:
+            await self.repo(store)
+        ref = branch(base, l2, l1)
+        await store.create_ref(REPO, name, ref)
+        return ref
+
+    # --- repositories ----------------------------------------------------------------
+
+    async def test_create_get_repository(self, refstore: RefStore) -> None:
+        r = await self.repo(refstore, owner="data-team", note="ünïcode ✓")
+        assert await refstore.get_repository(REPO) == r
+        got = await refstore.get_repository(REPO)
+        assert got.metadata == {"owner": "data-team", "note": "ünïcode ✓"}
+        assert got.created_at == 1700000000.5
+        assert got.default_branch == "main"
+
+    async def test_create_repository_twice(self, refstore: RefStore) -> None:
+        r = await self.repo(refstore)
+        other = Repository(REPO, "s3://elsewhere/x", "dev")
+        with pytest.raises(RefExistsError, match=REPO):
+            await refstore.create_repository(other)
+        assert await refstore.get_repository(REPO) == r
+
+    async def test_missing_repository(self, refstore: RefStore) -> None:
+        with pytest.raises(RepositoryNotFoundError, match="nope") as e:
+            await refstore.get_repository("nope")
+        assert isinstance(e.value, KeyError)
+        with pytest.raises(RepositoryNotFoundError):
+            await refstore.delete_repository("nope")
+
+    async def test_list_repositories(self, refstore: RefStore) -> None:
+        names = ["b", "a-2", "a_1", "a", "c9", "c10", "0x", "zz"]
+        for n in names:
+            await self.repo(refstore, n)
+        expected = sorted(names)
+        assert [r.name for r in await refstore.list_repositories()] == expected
+        assert await refstore.list_repositories(limit=0) == []
+        assert [r.name for r in await refstore.list_repositories(limit=3)] == expected[:3]
+        assert [r.name for r in await refstore.list_repositories(after="b")] == ["c10", "c9", "zz"]
+        assert [r.name for r in await refstore.list_repositories(after="b0", limit=1)] == ["c10"]
+        assert await refstore.list_repositories(after="zz") == []
+        paged, after = [], None
+        while page := await refstore.list_repositories(after=after, limit=3):
+            paged += [r.name for r in page]
+            after = page[-1].name
+        assert paged == expected
+        assert (await refstore.list_repositories(after="a", limit=1))[0].storage_namespace == (
+            "file:///data/a-2"
+        )
+
+    async def test_delete_repository_removes_its_refs(self, refstore: RefStore) -> None:
+        await self.branch(refstore, "main", l1=ids("f", 3))
+        await refstore.create_ref(REPO, "v1", Ref("tag", "c0"))
+        await self.repo(refstore, "other")
+        await refstore.create_ref("other", "main", branch())
+        await refstore.delete_repository(REPO)
+        with pytest.raises(RepositoryNotFoundError):
+            await refstore.get_repository(REPO)
+        with pytest.raises(RepositoryNotFoundError):
+            await refstore.get_ref(REPO, "main")
+        assert [r.name for r in await refstore.list_repositories()] == ["other"]
+        await self.repo(refstore)
+        assert await refstore.list_refs(REPO) == []
+        with pytest.raises(RefNotFoundError):
+            await refstore.get_ref(REPO, "main")
+        assert await refstore.get_ref("other", "main") == branch()
+
+    async def test_repository_metadata_too_large(self, refstore: RefStore) -> None:
+        big = {"k": "x" * (MAX_REPOSITORY_METADATA_BYTES + 1)}
+        with pytest.raises(EntryTooLargeError, match=REPO):
+            await refstore.create_repository(Repository(REPO, "file:///d", "main", 0.0, big))
+        with pytest.raises(RepositoryNotFoundError):
+            await refstore.get_repository(REPO)
+
+    async def test_bad_repository_fields(self, refstore: RefStore) -> None:
+        with pytest.raises(InvalidInputError):
+            await refstore.create_repository(Repository(REPO, "", "main"))
+        with pytest.raises(InvalidNameError):
+            await refstore.create_repository(Repository(REPO, "file:///d", "a..b"))
+        with pytest.raises(InvalidInputError):
+            await refstore.list_repositories(limit=-1)
+        assert await refstore.list_repositories() == []
+
+    async def test_ref_operations_on_missing_repository(self, refstore: RefStore) -> None:
+        calls: list[Callable[[], Any]] = [
+            lambda: refstore.get_ref("nope", "main"),
+            lambda: refstore.get_refs("nope", ["main"]),
+            lambda: refstore.get_refs("nope", []),
+            lambda: refstore.list_refs("nope"),
+            lambda: refstore.create_ref("nope", "main", branch()),
+            lambda: refstore.delete_ref("nope", "main", branch()),
+            lambda: refstore.append_l1("nope", "main", "f1"),
+            lambda: refstore.swap_compacted(
+                "nope", "main", base="c0", l2_old=(), l1_prefix=(), l2_new=()
+            ),
+            lambda: refstore.swap_committed(
+                "nope", "main", base="c0", l2_old=(), l1_prefix=(), new_base="c1"
+            ),
+            lambda: refstore.set_base("nope", "main", expected_base="c0", new_base="c1"),
+        ]
+        for call in calls:
+            with pytest.raises(RepositoryNotFoundError, match="nope"):
+                await call()
+        assert await refstore.list_repositories() == []
+
+    # --- refs ----------------------------------------------------------------------------
+
+    async def test_create_get_branch_and_tag(self, refstore: RefStore) -> None:
+        b = await self.branch(refstore, "main", base="c1", l2=ids("g", 2), l1=ids("f", 3))
+        await refstore.create_ref(REPO, "v1.0", Ref("tag", "c1"))
+        assert await refstore.get_ref(REPO, "main") == b
+        tag = await refstore.get_ref(REPO, "v1.0")
+        assert tag == Ref("tag", "c1") and not tag.is_branch
+        await refstore.create_ref(REPO, "empty", Ref("branch", ""))
+        assert await refstore.get_ref(REPO, "empty") == Ref("branch", "")
+
+    async def test_create_ref_exists(self, refstore: RefStore) -> None:
+        b = await self.branch(refstore, "main", l1=ids("f", 1))
+        with pytest.raises(RefExistsError, match="main"):
+            await refstore.create_ref(REPO, "main", Ref("tag", "c9"))
+        assert await refstore.get_ref(REPO, "main") == b
+
+    async def test_tag_holds_no_files(self, refstore: RefStore) -> None:
+        await self.repo(refstore)
+        with pytest.raises(InvalidInputError):
+            await refstore.create_ref(REPO, "v1", Ref("tag", "c0", l1=("f1",)))
+        with pytest.raises(InvalidInputError):
+            await refstore.create_ref(REPO, "v1", Ref("note", "c0"))  # type: ignore[arg-type]
+        assert await refstore.list_refs(REPO) == []
+
+    async def test_missing_ref(self, refstore: RefStore) -> None:
+        await self.repo(refstore)
+        with pytest.raises(RefNotFoundError, match="main") as e:
+            await refstore.get_ref(REPO, "main")
+        assert isinstance(e.value, KeyError)
+        for call in (
+            lambda: refstore.append_l1(REPO, "main", "f1"),
+            lambda: refstore.delete_ref(REPO, "main", branch()),
+            lambda: refstore.set_base(REPO, "main", expected_base="c0", new_base="c1"),
+            lambda: refstore.swap_compacted(
+                REPO, "main", base="c0", l2_old=(), l1_prefix=(), l2_new=()
+            ),
+            lambda: refstore.swap_committed(
+                REPO, "main", base="c0", l2_old=(), l1_prefix=(), new_base="c1"
+            ),
+        ):
+            with pytest.raises(RefNotFoundError, match="main"):
+                await call()
+        assert await refstore.list_refs(REPO) == []
+
+    async def test_get_refs(self, refstore: RefStore) -> None:
+        a = await self.branch(refstore, "a", l1=ids("f", 2))
+        await refstore.create_ref(REPO, "t", Ref("tag", "c5"))
+        got = await refstore.get_refs(REPO, ["a", "missing", "t", "a"])
+        assert got == {"a": a, "t": Ref("tag", "c5")}
+        assert await refstore.get_refs(REPO, []) == {}
+        many = [f"b{i:03d}" for i in range(150)]
+        for n in many[:120]:
+            await refstore.create_ref(REPO, n, branch(base=n))
+        got = await refstore.get_refs(REPO, many)
+        assert sorted(got) == many[:120] and got["b007"].base == "b007"
+
+    async def test_list_refs(self, refstore: RefStore) -> None:
+        await self.repo(refstore)
+        names = ["main", "a", "a-b", "a_b", "ab", "b", "é", "日本", "a{x}", "z", "A"]
+        tags = {"a_b", "z"}
+        for n in reversed(names):
+            kind: RefKind = "tag" if n in tags else "branch"
+            await refstore.create_ref(REPO, n, Ref(kind, f"c-{len(n)}"))
+        expected = sorted(names)  # code-point order == UTF-8 byte order
+        assert [n for n, _ in await refstore.list_refs(REPO)] == expected
+        listed = dict(await refstore.list_refs(REPO))
+        assert listed["a_b"] == Ref("tag", "c-3") and listed["main"] == Ref("branch", "c-4")
+        assert [n for n, _ in await refstore.list_refs(REPO, prefix="a")] == [
+            "a",
+            "a-b",
+            "a_b",
+            "ab",
+            "a{x}",
+        ]
+        assert [n for n, _ in await refstore.list_refs(REPO, prefix="a", after="a-b")] == [
+            "a_b",
+            "ab",
+            "a{x}",
+        ]
+        assert [n for n, _ in await refstore.list_refs(REPO, prefix="a", after="0")] == [
+            "a",
+            "a-b",
+            "a_b",
+            "ab",
+            "a{x}",
+        ]
+        assert await refstore.list_refs(REPO, prefix="a", after="b") == []
+        assert [n for n, _ in await refstore.list_refs(REPO, prefix="a", limit=2)] == ["a", "a-b"]
+        assert [n for n, _ in await refstore.list_refs(REPO, after="z")] == ["é", "日本"]
+        assert [n for n, _ in await refstore.list_refs(REPO, prefix="日")] == ["日本"]
+        assert await refstore.list_refs(REPO, prefix="q") == []
+        assert await refstore.list_refs(REPO, limit=0) == []
+        assert [n for n, _ in await refstore.list_refs(REPO, kind="tag")] == ["a_b", "z"]
+        # kind filters after paging by name: the first 4 names hold one tag.
+        assert [n for n, _ in await refstore.list_refs(REPO, kind="tag", limit=4)] == ["a_b"]
+        assert len(await refstore.list_refs(REPO, kind="branch")) == len(names) - 2
+        paged: list[str] = []
+        after = None
+        while page := await refstore.list_refs(REPO, after=after, limit=3):
+            paged += [n for n, _ in page]
+            after = page[-1][0]
+        assert paged == expected
+
+    async def test_list_refs_many(self, refstore: RefStore) -> None:
+        await self.repo(refstore)
+        names = [f"br{i:04d}" for i in range(250)]
+        for n in names:
+            await refstore.create_ref(REPO, n, branch())
+        listed = await refstore.list_refs(REPO, prefix="br", limit=1000)
+        assert [n for n, _ in listed] == names
+        assert [n for n, _ in await refstore.list_refs(REPO, after="br0099", limit=200)] == (
+            names[100:250]
+        )
+
+    async def test_delete_ref(self, refstore: RefStore) -> None:
+        b = await self.branch(refstore, "main", l1=ids("f", 2))
+        stale = branch(l1=ids("f", 1))
+        with pytest.raises(ConflictError) as e:
+            await refstore.delete_ref(REPO, "main", stale)
+        assert e.value.found == b
+        assert await refstore.get_ref(REPO, "main") == b
+        await refstore.delete_ref(REPO, "main", b)
+        with pytest.raises(RefNotFoundError):
+            await refstore.get_ref(REPO, "main")
+        with pytest.raises(RefNotFoundError):
+            await refstore.delete_ref(REPO, "main", b)
+        await refstore.create_ref(REPO, "v1", Ref("tag", "c3"))
+        with pytest.raises(ConflictError):
+            await refstore.delete_ref(REPO, "v1", Ref("branch", "c3"))
+        await refstore.delete_ref(REPO, "v1", Ref("tag", "c3"))
+        assert await refstore.list_refs(REPO) == []
+        await refstore.create_ref(REPO, "main", branch(base="c7"))  # names are reusable
+        assert await refstore.get_ref(REPO, "main") == branch(base="c7")
+
+    # --- branch operations ---------------------------------------------------------------
+
+    async def test_append_l1_order_and_idempotence(self, refstore: RefStore) -> None:
+        await self.branch(refstore, "main", l2=("g1",))
+        r1 = await refstore.append_l1(REPO, "main", "f1")
+        assert r1 == branch(l2=("g1",), l1=("f1",))
+        await refstore.append_l1(REPO, "main", "f2")
+        again = await refstore.append_l1(REPO, "main", "f1")
+        assert again == branch(l2=("g1",), l1=("f1", "f2"))
+        r3 = await refstore.append_l1(REPO, "main", "f3")
+        assert r3.l1 == ("f1", "f2", "f3")
+        assert await refstore.get_ref(REPO, "main") == r3
+        assert (await refstore.append_l1(REPO, "main", "f3")).l1 == ("f1", "f2", "f3")
+
+    async def test_tags_are_not_branches(self, refstore: RefStore) -> None:
+        await self.repo(refstore)
+        tag = Ref("tag", "c1")
+        await refstore.create_ref(REPO, "v1", tag)
+        calls: list[Callable[[], Awaitable[Ref]]] = [
+            lambda: refstore.append_l1(REPO, "v1", "f1"),
+            lambda: refstore.swap_compacted(
+                REPO, "v1", base="c1", l2_old=(), l1_prefix=(), l2_new=("g1",)
+            ),
+            lambda: refstore.swap_committed(
+                REPO, "v1", base="c1", l2_old=(), l1_prefix=(), new_base="c2"
+            ),
+            lambda: refstore.set_base(REPO, "v1", expected_base="c1", new_base="c2"),
+        ]
+        for call in calls:
+            with pytest.raises(ConflictError, match="v1") as e:
+                await call()
+            assert e.value.found == tag
+        assert await refstore.get_ref(REPO, "v1") == tag
+
+    async def test_swap_compacted(self, refstore: RefStore) -> None:
+        await self.branch(refstore, "main", base="c1", l2=("g1",), l1=ids("f", 4))
+        new = await refstore.swap_compacted(
+            REPO, "main", base="c1", l2_old=["g1"], l1_prefix=ids("f", 3), l2_new=["g2", "g3"]
+        )
+        assert new == branch("c1", ("g2", "g3"), ("f00003",))
+        assert await refstore.get_ref(REPO, "main") == new
+        whole = await refstore.swap_compacted(
+            REPO, "main", base="c1", l2_old=("g2", "g3"), l1_prefix=("f00003",), l2_new=()
+        )
+        assert whole == branch("c1")
+        same = await refstore.swap_compacted(
+            REPO, "main", base="c1", l2_old=(), l1_prefix=(), l2_new=("g4",)
+        )
+        assert same == branch("c1", ("g4",))
+
+    async def test_swap_committed(self, refstore: RefStore) -> None:
+        await self.branch(refstore, "main", base="c1", l2=("g1",), l1=ids("f", 4))
+        new = await refstore.swap_committed(
+            REPO, "main", base="c1", l2_old=("g1",), l1_prefix=ids("f", 2), new_base="c2"
+        )
+        assert new == branch("c2", (), ids("f", 2, start=2))
+        assert await refstore.get_ref(REPO, "main") == new
+        empty = await refstore.swap_committed(
+            REPO, "main", base="c2", l2_old=(), l1_prefix=ids("f", 2, start=2), new_base="c3"
+        )
+        assert empty == branch("c3")
+
+    @pytest.mark.parametrize("op", ["compacted", "committed"])
+    @pytest.mark.parametrize(
+        ("base", "l2_old", "l1_prefix"),
+        [
+            pytest.param("c9", ("g1",), ("f00000",), id="base-differs"),
+            pytest.param("", ("g1",), ("f00000",), id="base-empty"),
+            pytest.param("c1", ("g2",), ("f00000",), id="l2-differs"),
+            pytest.param("c1", (), ("f00000",), id="l2-shorter"),
+            pytest.param("c1", ("g1", "g2"), ("f00000",), id="l2-longer"),
+            pytest.param("c1", ("g1",), ("f00001",), id="l1-not-prefix"),
+            pytest.param("c1", ("g1",), ("f00000", "f00002"), id="l1-gap"),
+            pytest.param("c1", ("g1",), ids("f", 4), id="prefix-longer-than-l1"),
+            pytest.param("c1", ("g1",), ("f0000",), id="prefix-of-an-id"),
+        ],
+    )
+    async def test_swap_conditions(
+        self,
+        refstore: RefStore,
+        op: str,
+        base: str,
+        l2_old: tuple[str, ...],
+        l1_prefix: tuple[str, ...],
+    ) -> None:
+        before = await self.branch(refstore, "main", base="c1", l2=("g1",), l1=ids("f", 3))
+        with pytest.raises(ConflictError, match="main") as e:
+            if op == "compacted":
+                await refstore.swap_compacted(
+                    REPO, "main", base=base, l2_old=l2_old, l1_prefix=l1_prefix, l2_new=("g9",)
+                )
+            else:
+                await refstore.swap_committed(
+                    REPO, "main", base=base, l2_old=l2_old, l1_prefix=l1_prefix, new_base="c2"
+                )
+        assert e.value.found == before
+        assert await refstore.get_ref(REPO, "main") == before
+
+    async def test_swap_long_prefix(self, refstore: RefStore) -> None:
+        l1 = ids("f", 260)
+        await self.branch(refstore, "main", base="c1", l2=ids("g", 40), l1=l1)
+        with pytest.raises(ConflictError):
+            await refstore.swap_compacted(
+                REPO,
+                "main",
+                base="c1",
+                l2_old=ids("g", 40),
+                l1_prefix=(*l1[:150], "x"),
+                l2_new=(),
+            )
+        new = await refstore.swap_compacted(
+            REPO, "main", base="c1", l2_old=ids("g", 40), l1_prefix=l1[:230], l2_new=ids("h", 3)
+        )
+        assert new == branch("c1", ids("h", 3), l1[230:])
+        new = await refstore.swap_committed(
+            REPO, "main", base="c1", l2_old=ids("h", 3), l1_prefix=l1[230:], new_base="c2"
+        )
+        assert new == branch("c2")
+        assert await refstore.get_ref(REPO, "main") == new
+
+    async def test_set_base(self, refstore: RefStore) -> None:
+        before = await self.branch(refstore, "main", base="c1", l2=("g1",), l1=("f1",))
+        with pytest.raises(ConflictError) as e:
+            await refstore.set_base(REPO, "main", expected_base="c0", new_base="c2")
+        assert e.value.found == before
+        new = await refstore.set_base(REPO, "main", expected_base="c1", new_base="c2")
+        assert new == branch("c2", ("g1",), ("f1",))
+        assert await refstore.get_ref(REPO, "main") == new
+
+    # --- bad input ----------------------------------------------------------------------
+
+    @pytest.mark.parametrize("name", BAD_REPOSITORY_NAMES)
+    async def test_invalid_repository_names(self, refstore: RefStore, name: str) -> None:
+        # Validation comes first: a missing repository would otherwise raise NotFound.
+        for call in (
+            lambda: refstore.create_repository(Repository(name, "file:///d", "main")),
+            lambda: refstore.get_repository(name),
+            lambda: refstore.delete_repository(name),
+            lambda: refstore.get_ref(name, "main"),
+            lambda: refstore.get_refs(name, ["main"]),
+            lambda: refstore.list_refs(name),
+            lambda: refstore.create_ref(name, "main", branch()),
+            lambda: refstore.delete_ref(name, "main", branch()),
+            lambda: refstore.append_l1(name, "main", "f1"),
+            lambda: refstore.set_base(name, "main", expected_base="c0", new_base="c1"),
+        ):
+            with pytest.raises(InvalidNameError):
+                await call()
+        assert await refstore.list_repositories() == []
+
+    @pytest.mark.parametrize("name", BAD_REF_NAMES)
+    async def test_invalid_ref_names(self, refstore: RefStore, name: str) -> None:
+        await self.repo(refstore)
+        for call in (
+            lambda: refstore.create_repository(Repository("r2", "file:///d", name)),
+            lambda: refstore.get_ref(REPO, name),
+            lambda: refstore.get_refs(REPO, ["main", name]),
+            lambda: refstore.create_ref(REPO, name, branch()),
+            lambda: refstore.create_ref(REPO, name, Ref("tag", "c0")),
+            lambda: refstore.delete_ref(REPO, name, branch()),
+            lambda: refstore.append_l1(REPO, name, "f1"),
+            lambda: refstore.swap_compacted(
+                REPO, name, base="c0", l2_old=(), l1_prefix=(), l2_new=()
+            ),
+            lambda: refstore.swap_committed(
+                REPO, name, base="c0", l2_old=(), l1_prefix=(), new_base="c1"
+            ),
+            lambda: refstore.set_base(REPO, name, expected_base="c0", new_base="c1"),
+        ):
+            with pytest.raises(InvalidNameError):
+                await call()
+        assert await refstore.list_refs(REPO) == []
+        assert [r.name for r in await refstore.list_repositories()] == [REPO]
+
+    @pytest.mark.parametrize("file_id", BAD_FILE_IDS)
+    async def test_invalid_file_ids(self, refstore: RefStore, file_id: str) -> None:
+        before = await self.branch(refstore, "main", l1=("f1",))
+        for call in (
+            lambda: refstore.append_l1(REPO, "main", file_id),
+            lambda: refstore.create_ref(REPO, "b2", branch(l1=(file_id,))),
+            lambda: refstore.create_ref(REPO, "b2", branch(l2=(file_id,))),
+            lambda: refstore.swap_compacted(
+                REPO, "main", base="c0", l2_old=(), l1_prefix=("f1",), l2_new=(file_id,)
+            ),
+            lambda: refstore.swap_compacted(
+                REPO, "main", base="c0", l2_old=(file_id,), l1_prefix=(), l2_new=()
+            ),
+            lambda: refstore.swap_committed(
+                REPO, "main", base="c0", l2_old=(), l1_prefix=(file_id,), new_base="c1"
+            ),
+        ):
+            with pytest.raises(InvalidNameError):
+                await call()
+        assert await refstore.list_refs(REPO) == [("main", before)]
+
+    @pytest.mark.parametrize("commit", ["a b", "x" * 129, "a/b", "é", "c\n"])
+    async def test_invalid_commit_ids(self, refstore: RefStore, commit: str) -> None:
+        before = await self.branch(refstore, "main")
+        for call in (
+            lambda: refstore.create_ref(REPO, "b2", branch(base=commit)),
+            lambda: refstore.create_ref(REPO, "t", Ref("tag", commit)),
+            lambda: refstore.set_base(REPO, "main", expected_base="c0", new_base=commit),
+            lambda: refstore.swap_committed(
+                REPO, "main", base="c0", l2_old=(), l1_prefix=(), new_base=commit
+            ),
+            lambda: refstore.swap_compacted(
+                REPO, "main", base=commit, l2_old=(), l1_prefix=(), l2_new=()
+            ),
+        ):
+            with pytest.raises(InvalidNameError):
+                await call()
+        assert await refstore.list_refs(REPO) == [("main", before)]
+
+    async def test_invalid_listing_arguments(self, refstore: RefStore) -> None:
+        await self.repo(refstore)
+        for call in (
+            lambda: refstore.list_refs(REPO, limit=-1),
+            lambda: refstore.list_refs(REPO, limit=10**9),
+            lambda: refstore.list_refs(REPO, kind="commit"),  # type: ignore[arg-type]
+            lambda: refstore.list_refs(REPO, after=3),  # type: ignore[arg-type]
+            lambda: refstore.get_refs(REPO, "main"),
+        ):
+            with pytest.raises(InvalidInputError):
+                await call()
+
+    async def test_too_many_file_ids(self, refstore: RefStore) -> None:
+        await self.repo(refstore)
+        long_ids = tuple(f"{i:05d}" + "x" * 59 for i in range(MAX_FILE_IDS + 1))  # 64 chars each
+        with pytest.raises(EntryTooLargeError):
+            await refstore.create_ref(REPO, "big", branch(l1=long_ids))
+        with pytest.raises(RefNotFoundError):
+            await refstore.get_ref(REPO, "big")
+        full = branch(l2=long_ids[:10], l1=long_ids[10 : MAX_FILE_IDS - 1])
+        await refstore.create_ref(REPO, "big", full)
+        at_limit = await refstore.append_l1(REPO, "big", long_ids[MAX_FILE_IDS - 1])
+        assert len(at_limit.l1) + len(at_limit.l2) == MAX_FILE_IDS
+        with pytest.raises(EntryTooLargeError, match="big"):
+            await refstore.append_l1(REPO, "big", "one-too-many")
+        assert await refstore.append_l1(REPO, "big", long_ids[500]) == at_limit  # present
+        with pytest.raises(EntryTooLargeError, match="big"):
+            await refstore.swap_compacted(
+                REPO,
+                "big",
+                base="c0",
+                l2_old=long_ids[:10],
+                l1_prefix=long_ids[10:15],
+                l2_new=long_ids[:16],
+            )
+        assert await refstore.get_ref(REPO, "big") == at_limit
+        shrunk = await refstore.swap_compacted(
+            REPO,
+            "big",
+            base="c0",
+            l2_old=long_ids[:10],
+            l1_prefix=long_ids[10:15],
+            l2_new=long_ids[:15],
+        )
+        assert len(shrunk.l1) + len(shrunk.l2) == MAX_FILE_IDS
+        assert await refstore.get_ref(REPO, "big") == shrunk
+
+    # --- leases --------------------------------------------------------------------------
+
+    async def test_lease_take_renew_contend(self, refstore: RefStore) -> None:
+        ttl = self.lease_ttl
+        assert await refstore.acquire_lease("compact/repo1/main", "worker-a", ttl)
+        assert await refstore.acquire_lease("compact/repo1/main", "worker-a", ttl)  # renew
+        assert not await refstore.acquire_lease("compact/repo1/main", "worker-b", ttl)
+        assert await refstore.acquire_lease("compact/repo1/dev", "worker-b", ttl)  # other key
+        await refstore.release_lease("compact/repo1/main", "worker-b")  # not the holder: no-op
+        assert not await refstore.acquire_lease("compact/repo1/main", "worker-b", ttl)
+        await refstore.release_lease("compact/repo1/main", "worker-a")
+        assert await refstore.acquire_lease("compact/repo1/main", "worker-b", ttl)
+        assert not await refstore.acquire_lease("compact/repo1/main", "worker-a", ttl)
+        await refstore.release_lease("never/taken", "worker-a")
+
+    async def test_lease_expiry_and_renewal(self, refstore: RefStore) -> None:
+        ttl = self.lease_ttl
+        assert await refstore.acquire_lease("k", "a", ttl)
+        await self.pass_time(ttl * 0.6)
+        assert await refstore.acquire_lease("k", "a", ttl)  # renewal restarts the clock
+        await self.pass_time(ttl * 0.6)
+        assert not await refstore.acquire_lease("k", "b", ttl)
+        await self.pass_time(ttl * 0.6)
+        assert await refstore.acquire_lease("k", "b", ttl)  # expired: taken over
+        assert not await refstore.acquire_lease("k", "a", ttl)
+
+    async def test_lease_bad_input(self, refstore: RefStore) -> None:
+        for call in (
+            lambda: refstore.acquire_lease("", "a", 1.0),
+            lambda: refstore.acquire_lease("k", "", 1.0),
+            lambda: refstore.acquire_lease("k\n", "a", 1.0),
+            lambda: refstore.acquire_lease("k", "a", 0),
+            lambda: refstore.acquire_lease("k", "a", float("nan")),
+            lambda: refstore.acquire_lease("k", "a", -1),
+            lambda: refstore.release_lease("k", ""),
+        ):
+            with pytest.raises(InvalidInputError):
+                await call()
+
+    # --- life cycle ------------------------------------------------------------------------
+
+    async def test_closed(self, refstore: RefStore) -> None:
+        await self.branch(refstore)
+        async with refstore:
+            assert (await refstore.get_ref(REPO, "main")).base == "c0"
+        for call in (
+            lambda: refstore.get_ref(REPO, "main"),
+            lambda: refstore.append_l1(REPO, "main", "f1"),
+            lambda: refstore.list_repositories(),
+            lambda: refstore.acquire_lease("k", "a", 1.0),
+        ):
+            with pytest.raises(ClosedError):
+                await call()
+        await refstore.aclose()  # closing twice is fine
+
+    # --- agreement with the pure rules -----------------------------------------------------
+
+    async def test_random_operations_follow_the_rules(self, refstore: RefStore) -> None:
+        """Random operations on a few refs; each result or error matches the pure rules."""
+        rng = random.Random(20240607)
+        await self.repo(refstore)
+        model: dict[str, Ref] = {}
+        fresh = (f"id{i:05d}" for i in itertools.count()).__next__
+        for _ in range(250):
+            name = rng.choice(["main", "dev", "t1"])
+            cur = model.get(name)
+            op, call, rule = _random_operation(refstore, rng, name, cur, fresh)
+            if op == "create":
+                if cur is None:
+                    await call()
+                    model[name] = rule(branch())
+                else:
+                    with pytest.raises(RefExistsError):
+                        await call()
+                continue
+            if cur is None:
+                with pytest.raises(RefNotFoundError):
+                    await call()
+                continue
+            try:
+                want = rule(cur)
+            except LsmError as e:
+                with pytest.raises(type(e)) as err:
+                    await call()
+                assert str(err.value) == str(e)
+                assert getattr(err.value, "found", cur) == cur
+            else:
+                result = await call()
+                if op == "delete":
+                    del model[name]
+                else:
+                    assert result == want, (op, name)
+                    model[name] = want
+            assert dict(await refstore.list_refs(REPO)) == model
+
+    # --- concurrency -------------------------------------------------------------------
+
+    async def test_concurrent_appends_each_id_once(self, refstore: RefStore) -> None:
+        await self.branch(refstore, "main")
+        wanted = ids("f", 100)
+        results = await asyncio.gather(*(refstore.append_l1(REPO, "main", f) for f in wanted))
+        final = (await refstore.get_ref(REPO, "main")).l1
+        assert sorted(final) == list(wanted)
+        for f, r in zip(wanted, results, strict=True):
+            assert f in r.l1 and set(r.l1) <= set(final)
+        # The order the store acknowledged is the order in L1: each result is a prefix.
+        for r in results:
+            assert final[: len(r.l1)] == r.l1
+        again = await asyncio.gather(*(refstore.append_l1(REPO, "main", f) for f in wanted))
+        assert all(r.l1 == final for r in again)
+
+    async def test_concurrent_appends_never_lost_by_swaps(self, refstore: RefStore) -> None:
+        await self.branch(refstore, "main", base="c0")
+        rng = random.Random(7)
+        writers, per_writer = 5, 20
+        done = asyncio.Event()
+        consumed: list[str] = []
+
+        async def writer(w: int) -> None:
+            for f in ids(f"w{w}-", per_writer):
+                await refstore.append_l1(REPO, "main", f)
+
+        async def swapper() -> int:
+            swaps = commit = 0
+            while True:
+                finished = done.is_set()
+                cur = await refstore.get_ref(REPO, "main")
+                prefix = cur.l1[: rng.randint(0, len(cur.l1))]
+                if rng.random() < 0.5:
+                    new = await refstore.swap_compacted(
+                        REPO,
+                        "main",
+                        base=cur.base,
+                        l2_old=cur.l2,
+                        l1_prefix=prefix,
+                        l2_new=(f"l2x{swaps}",),
+                    )
+                else:
+                    commit += 1
+                    new = await refstore.swap_committed(
+                        REPO,
+                        "main",
+                        base=cur.base,
+                        l2_old=cur.l2,
+                        l1_prefix=prefix,
+                        new_base=f"c{commit}",
+                    )
+                consumed.extend(prefix)
+                assert new.l1[: len(cur.l1) - len(prefix)] == cur.l1[len(prefix) :]
+                swaps += 1
+                if finished:
+                    return swaps
+                await asyncio.sleep(0)
+
+        async def writers_then_done() -> None:
+            await asyncio.gather(*(writer(w) for w in range(writers)))
+            done.set()
+
+        _, swaps = await asyncio.gather(writers_then_done(), swapper())
+        assert swaps >= 1
+        final = (await refstore.get_ref(REPO, "main")).l1
+        appended = [f for w in range(writers) for f in ids(f"w{w}-", per_writer)]
+        assert sorted(consumed + list(final)) == sorted(appended)
+
+    async def test_concurrent_compactors_one_wins(self, refstore: RefStore) -> None:
+        for round_ in range(5):
+            name = f"b{round_}"
+            start = await self.branch(refstore, name, base="c1", l2=("g0",), l1=ids("f", 6))
+            results = await asyncio.gather(
+                *(
+                    refstore.swap_compacted(
+                        REPO,
+                        name,
+                        base="c1",
+                        l2_old=start.l2,
+                        l1_prefix=start.l1[:4],
+                        l2_new=(f"out{i}",),
+                    )
+                    for i in range(4)
+                ),
+                return_exceptions=True,
+            )
+            winners = [r for r in results if isinstance(r, Ref)]
+            losers = [r for r in results if not isinstance(r, Ref)]
+            assert len(winners) == 1 and len(losers) == 3
+            assert all(isinstance(e, ConflictError) for e in losers)
+            assert all(e.found == winners[0] for e in losers if isinstance(e, ConflictError))
+            assert await refstore.get_ref(REPO, name) == winners[0]
+
+    async def test_concurrent_compaction_and_commit(self, refstore: RefStore) -> None:
+        for round_ in range(6):
+            name = f"b{round_}"
+            start = await self.branch(refstore, name, base="c1", l2=("g0",), l1=ids("f", 5))
+            compact = refstore.swap_compacted(
+                REPO, name, base="c1", l2_old=("g0",), l1_prefix=start.l1[:3], l2_new=("g1",)
+            )
+            commit = refstore.swap_committed(
+                REPO, name, base="c1", l2_old=("g0",), l1_prefix=start.l1[:2], new_base="c2"
+            )
+            pair = (compact, commit) if round_ % 2 else (commit, compact)
+            a, b = await asyncio.gather(*pair, return_exceptions=True)
+            outcomes = [r for r in (a, b) if isinstance(r, Ref)]
+            errors = [r for r in (a, b) if isinstance(r, BaseException)]
+            assert len(outcomes) == 1 and len(errors) == 1
+            assert isinstance(errors[0], ConflictError)
+            final = await refstore.get_ref(REPO, name)
+            assert final == outcomes[0]
+            assert final in (
+                branch("c1", ("g1",), start.l1[3:]),
+                branch("c2", (), start.l1[2:]),
+            )
+
+    async def test_concurrent_create_ref_one_wins(self, refstore: RefStore) -> None:
+        await self.repo(refstore)
+        results = await asyncio.gather(
+            *(refstore.create_ref(REPO, "main", branch(base=f"c{i}")) for i in range(8)),
+            return_exceptions=True,
+        )
+        assert sum(r is None for r in results) == 1
+        assert all(isinstance(r, RefExistsError) for r in results if r is not None)
+        winner = results.index(None)
+        assert await refstore.get_ref(REPO, "main") == branch(base=f"c{winner}")
+
+    async def test_concurrent_leases_one_holder(self, refstore: RefStore) -> None:
+        got = await asyncio.gather(
+            *(refstore.acquire_lease("k", f"w{i}", self.lease_ttl) for i in range(10))
+        )
+        assert sum(got) == 1
+
+
+def _random_operation(
+    store: RefStore, rng: random.Random, name: str, cur: Ref | None, fresh: Callable[[], str]
+) -> tuple[str, Callable[[], Awaitable[Any]], Callable[[Ref], Ref]]:
+    """A random operation on ``name``, and the pure rule it must follow.
+
+    For ``create`` the rule maps anything to the created value; for ``delete`` it
+    returns its argument (the model drops the ref).  Conditions hold most of the time
+    and are broken on purpose otherwise.
+    """
+    where = f"{REPO}/{name}"
+    op = rng.choice(["create", "append", "append", "compact", "commit", "set", "delete"])
+    base = cur.base if cur and rng.random() < 0.8 else rng.choice(["c0", "c1", "c2"])
+    l2_old = cur.l2 if cur and rng.random() < 0.8 else (fresh(),)
+    l1 = cur.l1 if cur else ()
+    k = rng.randint(0, len(l1) + 1)
+    prefix = (*l1[:k], *((fresh(),) if k > len(l1) else ()))
+    if prefix and rng.random() < 0.15:
+        prefix = (*prefix[:-1], fresh())
+    new_base = rng.choice(["c1", "c2", "c3"])
+    if op == "create":
+        value = Ref("tag", base) if name == "t1" else branch(base, (fresh(),), (fresh(), fresh()))
+        return op, lambda: store.create_ref(REPO, name, value), lambda _: value
+    if op == "append":
+        fid = rng.choice(l1) if l1 and rng.random() < 0.3 else fresh()
+        return (
+            op,
+            lambda: store.append_l1(REPO, name, fid),
+            lambda r: transitions.append_l1(where, r, fid),
+        )
+    if op == "compact":
+        l2_new = (fresh(),)
+        return (
+            op,
+            lambda: store.swap_compacted(
+                REPO, name, base=base, l2_old=l2_old, l1_prefix=prefix, l2_new=l2_new
+            ),
+            lambda r: transitions.swap_compacted(where, r, base, l2_old, prefix, l2_new),
+        )
+    if op == "commit":
+        return (
+            op,
+            lambda: store.swap_committed(
+                REPO, name, base=base, l2_old=l2_old, l1_prefix=prefix, new_base=new_base
+            ),
+            lambda r: transitions.swap_committed(where, r, base, l2_old, prefix, new_base),
+        )
+    if op == "set":
+        return (
+            op,
+            lambda: store.set_base(REPO, name, expected_base=base, new_base=new_base),
+            lambda r: transitions.set_base(where, r, base, new_base),
+        )
+    expected = cur if cur and rng.random() < 0.7 else branch(base)
+
+    def delete_rule(r: Ref) -> Ref:
+        transitions.delete(where, r, expected)
+        return r
+
+    return op, lambda: store.delete_ref(REPO, name, expected), delete_rule

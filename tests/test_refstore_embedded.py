@@ -1,0 +1,188 @@
+"""The embedded (SQLite) RefStore: the shared contract plus multi-process and crash tests."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sqlite3
+import sys
+import threading
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from lsmstore.errors import UnavailableError
+from lsmstore.refstore.base import Ref, Repository
+from lsmstore.refstore.embedded import FILENAME, EmbeddedRefStore
+from lsmstore.refstore.url import open_refstore
+from lsmstore.testing.refstore_contract import REPO, RefStoreContract, branch
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class TestEmbeddedRefStore(RefStoreContract):
+    @pytest.fixture
+    async def refstore(self, tmp_path: Path) -> AsyncIterator[EmbeddedRefStore]:
+        self.clock = FakeClock()
+        store = EmbeddedRefStore(tmp_path / "refs", clock=self.clock)
+        yield store
+        await store.aclose()
+
+    async def pass_time(self, seconds: float) -> None:
+        self.clock.now += seconds
+
+
+async def _setup(path: Path) -> None:
+    async with EmbeddedRefStore(path) as store:
+        await store.create_repository(Repository(REPO, "file:///d", "main"))
+        await store.create_ref(REPO, "main", branch())
+
+
+APPENDER = """
+import asyncio, sys
+from pathlib import Path
+from lsmstore.refstore.embedded import EmbeddedRefStore
+
+async def main(path: str, tag: str, n: int) -> None:
+    async with EmbeddedRefStore(Path(path)) as store:
+        if n < 0:  # one at a time, report each acknowledged id, never close
+            i = 0
+            while True:
+                await store.append_l1("repo1", "main", f"{tag}-{i:05d}")
+                print(f"{tag}-{i:05d}", flush=True)
+                i += 1
+        await asyncio.gather(
+            *(store.append_l1("repo1", "main", f"{tag}-{i:05d}") for i in range(n))
+        )
+
+asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3])))
+"""
+
+
+async def _spawn(path: Path, tag: str, n: int) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        APPENDER,
+        str(path),
+        tag,
+        str(n),
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
+    )
+
+
+async def test_processes_append_concurrently(tmp_path: Path) -> None:
+    path = tmp_path / "refs"
+    await _setup(path)
+    procs = [await _spawn(path, f"p{i}", 150) for i in range(2)]
+    async with EmbeddedRefStore(path) as store:
+        mine = [f"main-{i:05d}" for i in range(150)]
+        await asyncio.gather(*(store.append_l1(REPO, "main", f) for f in mine))
+        for p in procs:
+            assert await p.wait() == 0
+        l1 = (await store.get_ref(REPO, "main")).l1
+    expected = mine + [f"p{i}-{j:05d}" for i in range(2) for j in range(150)]
+    assert len(l1) == len(expected) and sorted(l1) == sorted(expected)
+
+
+async def test_acknowledged_appends_survive_a_crash(tmp_path: Path) -> None:
+    path = tmp_path / "refs"
+    await _setup(path)
+    proc = await _spawn(path, "crash", -1)
+    assert proc.stdout is not None
+    acked = [(await proc.stdout.readline()).decode().strip() for _ in range(40)]
+    proc.send_signal(signal.SIGKILL)
+    await proc.wait()
+    async with EmbeddedRefStore(path) as store:
+        l1 = (await store.get_ref(REPO, "main")).l1
+    assert l1[: len(acked)] == tuple(acked)
+    assert all(f.startswith("crash-") for f in l1)
+
+
+async def test_reopen_keeps_data(tmp_path: Path) -> None:
+    path = tmp_path / "refs"
+    await _setup(path)
+    async with EmbeddedRefStore(path) as store:
+        await store.append_l1(REPO, "main", "f1")
+        await store.acquire_lease("k", "a", 60)
+    async with EmbeddedRefStore(path) as store:
+        assert await store.get_ref(REPO, "main") == branch(l1=("f1",))
+        assert not await store.acquire_lease("k", "b", 60)
+
+    def journal_mode() -> str:
+        con = sqlite3.connect(path / FILENAME)
+        try:
+            return str(con.execute("PRAGMA journal_mode").fetchone()[0])
+        finally:
+            con.close()
+
+    assert await asyncio.to_thread(journal_mode) == "wal"
+
+
+@contextmanager
+def _held_write_lock(db: Path) -> Iterator[threading.Event]:
+    """Another connection holds SQLite's write lock until the yielded event is set."""
+    locked, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        con = sqlite3.connect(db, isolation_level=None)
+        con.execute("BEGIN IMMEDIATE")
+        locked.set()
+        release.wait(30)
+        con.execute("ROLLBACK")
+        con.close()
+
+    t = threading.Thread(target=hold)
+    t.start()
+    locked.wait(10)
+    try:
+        yield release
+    finally:
+        release.set()
+        t.join()
+
+
+async def test_reads_do_not_wait_for_a_writer(tmp_path: Path) -> None:
+    path = tmp_path / "refs"
+    await _setup(path)
+    async with EmbeddedRefStore(path) as store:
+        await store.get_ref(REPO, "main")  # open the connections first
+        with _held_write_lock(path / FILENAME) as release:
+            append = asyncio.create_task(store.append_l1(REPO, "main", "f1"))
+            assert await store.get_ref(REPO, "main") == branch()  # not blocked
+            assert not append.done()
+            release.set()
+            assert await append == branch(l1=("f1",))
+
+
+async def test_busy_timeout_is_unavailable(tmp_path: Path) -> None:
+    path = tmp_path / "refs"
+    await _setup(path)
+    async with EmbeddedRefStore(path, busy_timeout=0.1) as store:
+        with _held_write_lock(path / FILENAME), pytest.raises(UnavailableError) as e:
+            await store.append_l1(REPO, "main", "f1")
+        assert not e.value.outcome_unknown
+        assert await store.get_ref(REPO, "main") == branch()
+        assert await store.append_l1(REPO, "main", "f1") == branch(l1=("f1",))
+
+
+async def test_open_by_url(tmp_path: Path) -> None:
+    store = open_refstore(f"local://{tmp_path}/a%20dir?synchronous=NORMAL")
+    assert isinstance(store, EmbeddedRefStore)
+    async with store:
+        await store.create_repository(Repository(REPO, "file:///d", "main"))
+        await store.create_ref(REPO, "v1", Ref("tag", "c1"))
+    assert (tmp_path / "a dir" / FILENAME).exists()
+    async with open_refstore(f"local://{tmp_path}/a%20dir") as again:
+        assert await again.get_ref(REPO, "v1") == Ref("tag", "c1")
