@@ -577,7 +577,6 @@ class SSTReader:
             ("rocksdb.num.range-deletions", "range deletions"),
             ("rocksdb.merge.operands", "merge operands"),
             ("rocksdb.separate.key.value.in.data.block", "separated key/value data blocks"),
-            ("rocksdb.user.defined.timestamps.persisted", "user-defined timestamps"),
         ):
             value = props.get(prop)
             if value is not None and _varint_exact(value, prop) != 0:
