@@ -106,17 +106,50 @@ class Config:
     bloom_error_rate: float = 0.01
     #: Sidecars (key range + bloom filter) kept decoded in RAM, per store.
     sidecar_cache_entries: int = 100_000
+    #: Compaction (docs/compaction.md).  A branch is compacted when its L1 list holds
+    #: more than ``compaction_l1_files`` files or ``compaction_l1_bytes`` bytes, or its
+    #: oldest L1 file is older than ``compaction_l1_age_s`` seconds.
+    compaction_l1_files: int = 16
+    compaction_l1_bytes: int = 64 * MiB
+    compaction_l1_age_s: float = 300.0
+    #: One job merges at most this oldest prefix of L1 (bounds its memory and time).
+    compaction_job_files: int = 128
+    compaction_job_bytes: int = 256 * MiB
+    #: Target size of an L2 file (key + value bytes before compression).
+    compaction_l2_file_bytes: int = 8 * MiB
+    #: Staging files that left a ref are deleted this long afterwards (readers may
+    #: still hold the old ref value).
+    compaction_grace_s: float = 600.0
+    #: Run compaction inside the client process: ``auto`` (on when the RefStore is the
+    #: embedded ``local://`` one, off for Redis/DynamoDB, where a separate
+    #: ``lsmstore-compactor`` serves many writers), ``on`` or ``off``.
+    compaction_in_process: str = "auto"
+    #: How often a compactor re-checks branches (the age trigger) and sweeps garbage.
+    compaction_interval_s: float = 5.0
+    compaction_sweep_interval_s: float = 60.0
+    #: Branches compacted at once by one worker; lease on a branch while compacting.
+    compaction_concurrency: int = 2
+    compaction_lease_s: float = 60.0
 
     @property
     def refstore_url(self) -> str:
         return self.refstore or f"local://{self.home / 'refs'}"
 
     @property
+    def compaction_in_process_enabled(self) -> bool:
+        """Whether a client runs the compactor itself (``compaction_in_process``)."""
+        if self.compaction_in_process == "auto":
+            return self.refstore_url.lower().startswith("local:")
+        return self.compaction_in_process == "on"
+
+    @property
     def cache_path(self) -> Path:
         return Path(self.cache_dir).expanduser() if self.cache_dir else self.home / "cache"
 
     def replace(self, **changes: Any) -> Config:
-        return _validated(dataclasses.replace(self, **changes))
+        """A copy with ``changes`` (coerced like any other source of settings)."""
+        coerced: dict[str, Any] = {n: _coerce(n, v) for n, v in changes.items()}
+        return _validated(dataclasses.replace(self, **coerced))
 
 
 _FIELDS = {f.name: f for f in fields(Config)}
@@ -127,6 +160,22 @@ _SIZES = {
     "max_pending_bytes",
     "max_key_bytes",
     "max_value_bytes",
+    "compaction_l1_bytes",
+    "compaction_job_bytes",
+    "compaction_l2_file_bytes",
+}
+#: On/off/auto switches: TOML booleans and ``true``/``false``/``on``/``off``/``1``/``0``.
+_SWITCHES = {"compaction_in_process"}
+_SWITCH_VALUES = {
+    "auto": "auto",
+    "on": "on",
+    "true": "on",
+    "yes": "on",
+    "1": "on",
+    "off": "off",
+    "false": "off",
+    "no": "off",
+    "0": "off",
 }
 
 
@@ -138,6 +187,11 @@ def _coerce(name: str, value: object) -> object:
     kind = _FIELDS[name].type
     if name in _SIZES:
         return parse_size(value, name)
+    if name in _SWITCHES:
+        text = ("on" if value else "off") if isinstance(value, bool) else value
+        if isinstance(text, str) and text.strip().lower() in _SWITCH_VALUES:
+            return _SWITCH_VALUES[text.strip().lower()]
+        raise InvalidInputError(f"setting {name}: expected auto, on or off, got {value!r}")
     try:
         if kind == "Path":
             if not isinstance(value, str | Path):
@@ -185,6 +239,27 @@ def _validated(cfg: Config) -> Config:
         raise bad("bloom_error_rate must be between 0 and 1")
     if cfg.cache_ram_bytes < 0 or cfg.cache_disk_bytes < 0 or cfg.sidecar_cache_entries < 0:
         raise bad("cache sizes must be >= 0")
+    for name in (
+        "compaction_l1_files",
+        "compaction_l1_bytes",
+        "compaction_job_files",
+        "compaction_job_bytes",
+        "compaction_l2_file_bytes",
+        "compaction_concurrency",
+    ):
+        if getattr(cfg, name) < 1:
+            raise bad(f"{name} must be >= 1")
+    for name in (
+        "compaction_l1_age_s",
+        "compaction_grace_s",
+        "compaction_interval_s",
+        "compaction_sweep_interval_s",
+        "compaction_lease_s",
+    ):
+        if not getattr(cfg, name) > 0:
+            raise bad(f"{name} must be > 0")
+    if cfg.compaction_in_process not in ("auto", "on", "off"):
+        raise bad("compaction_in_process must be auto, on or off")
     return cfg
 
 

@@ -1,0 +1,531 @@
+"""The branch writer: puts and deletes -> N-ms batches -> L1 files -> ``append_l1`` -> ack.
+
+One :class:`BranchWriter` per (repository, branch) per process, shared by every task.
+docs/write-path.md walks through it; the contract in short:
+
+* A write is staged in the memstore and acknowledged (its ``await`` returns) only
+  after its batch's SST and sidecar are durable on the object store **and** the
+  RefStore has appended the file id to the branch's L1 list.  If the upload or the
+  append fails, every write of the batch raises the error (a typed
+  :mod:`lsmstore.errors` exception) and none of it is visible.
+* Batches close ``batch_interval_ms`` after their first write, or sooner when they
+  pass ``batch_max_bytes``/``batch_max_records``.  Up to ``max_inflight_batches``
+  are encoded and uploaded at once, while the next one fills; their appends run
+  strictly in batch order, so a write acknowledged before another began is ordered
+  before it.
+* An append whose outcome is unknown is retried (``append_l1`` is idempotent), up
+  to ``append_attempts`` in all.  A batch whose append failed makes every batch
+  queued behind it fail with the same error, unappended, so no later batch lands
+  ahead of one whose fate is in doubt.  A failed upload fails only its batch (it
+  was never appended; nothing can be reordered).
+* Memory is bounded: the memstore plus in-flight batches hold at most
+  ``max_pending_bytes``; a write waits for room (and raises WriteStalledError after
+  ``stall_timeout_s``).
+* Backpressure from the branch's L1 length (as returned by the last append):
+  past ``l1_soft_limit`` the batching window grows by ``l1_slowdown_ms`` per file
+  of excess (fewer, larger files, slower acks); at ``l1_hard_limit`` no batch is
+  flushed until compaction or a commit shortens the list (the ref is polled with
+  backoff, or :meth:`BranchWriter.l1_changed` wakes the writer); a batch stalled
+  for ``stall_timeout_s`` fails with WriteStalledError.
+* Cancelling a waiting write does not unstage it: it may still be written.
+* ``aclose()`` flushes and acknowledges everything staged, then refuses new writes
+  with ClosedError.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import secrets
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from lsmstore import layout
+from lsmstore.config import Config
+from lsmstore.errors import (
+    ClosedError,
+    EntryTooLargeError,
+    InvalidInputError,
+    ObjectExistsError,
+    UnavailableError,
+    WriteStalledError,
+)
+from lsmstore.graveler.record import Record
+from lsmstore.refstore.base import Ref, RefStore
+from lsmstore.staging.files import (
+    SIDECAR_SUFFIX,
+    SST_SUFFIX,
+    Sidecar,
+    encode_sidecar,
+    encode_staging_file,
+    new_file_id,
+    sidecar_of_prepared_sst,
+)
+from lsmstore.staging.memstore import Memstore, record_bytes
+from lsmstore.storage.base import ObjectStore, PutMode
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class WriterStats:
+    """Counters of one writer (the demo and benchmarks print them)."""
+
+    batches: int = 0  # L1 files appended
+    records: int = 0  # records in them
+    sst_bytes: int = 0
+    failed_batches: int = 0
+    staged_ssts: int = 0
+    stalls: int = 0
+    l1_length: int = 0  # the branch's L1 length in the ref of the last append
+
+
+class _Batch:
+    """A memstore and the futures of the writes waiting on it."""
+
+    __slots__ = ("appended", "done", "first_write", "mem", "seq", "waiters")
+
+    def __init__(self, seq: int, now: float, loop: asyncio.AbstractEventLoop) -> None:
+        self.seq = seq
+        self.mem = Memstore()
+        self.waiters: list[asyncio.Future[None]] = []
+        self.first_write = now
+        # Resolved when this batch's turn to append is over: result None lets the next
+        # batch append; an exception makes it fail unappended.
+        self.appended: asyncio.Future[None] = loop.create_future()
+        # Resolved (always with None) once every waiter has its outcome.
+        self.done: asyncio.Future[None] = loop.create_future()
+
+
+def _resolve(waiters: list[asyncio.Future[None]], error: BaseException | None) -> None:
+    for w in waiters:
+        if not w.done():
+            if error is None:
+                w.set_result(None)
+            else:
+                w.set_exception(error)
+
+
+class BranchWriter:
+    """Writes of one branch, batched into L1 files. See the module docstring."""
+
+    def __init__(
+        self,
+        refstore: RefStore,
+        objects: ObjectStore,
+        repo: str,
+        branch: str,
+        config: Config,
+        *,
+        clock: Callable[[], float] = time.time,
+        randbits: Callable[[int], int] = secrets.randbits,
+        on_append: Callable[[Ref], None] | None = None,
+    ) -> None:
+        self.refstore = refstore
+        self.objects = objects
+        self.repo = repo
+        self.branch = branch
+        self.config = config
+        self.stats = WriterStats()
+        self._clock = clock
+        self._randbits = randbits
+        self._on_append = on_append
+        self._loop = asyncio.get_running_loop()
+        self._seq = 0
+        self._batch = _Batch(0, 0.0, self._loop)
+        self._tail: _Batch | None = None  # the last sealed batch
+        self._inflight = 0
+        self._pending_bytes = 0  # memstore + in-flight batches
+        self._room: collections.deque[tuple[int, asyncio.Future[None]]] = collections.deque()
+        self._granted = 0  # writes let in by _grant_room that have not staged yet
+        self._wake = asyncio.Event()
+        self._l1_changed = asyncio.Event()
+        #: Set while flushing is stalled at the L1 hard limit.
+        self.stalled = asyncio.Event()
+        self._flush_now = False
+        self._closing = False
+        self._closed = False
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._runner = self._loop.create_task(self._run(), name=f"writer {repo}/{branch}")
+
+    # --- writes ----------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closing:
+            raise ClosedError(f"writer of {self.repo}/{self.branch} is closed")
+
+    async def write(self, record: Record) -> None:
+        """Stage one validated record and wait for its acknowledgement."""
+        self._check_open()
+        size = record_bytes(record)
+        if self._room or self._pending_bytes + size > self.config.max_pending_bytes:
+            await self._wait_room(size)
+        await self._stage((record,), size)
+
+    async def write_many(self, records: Sequence[Record]) -> None:
+        """Stage validated records into one batch; one acknowledgement for the lot.
+
+        A key given twice keeps its last record.  The lot must fit the writer's
+        memory bound (``max_pending_bytes``): EntryTooLargeError otherwise.
+        """
+        self._check_open()
+        if not records:
+            return
+        size = sum(map(record_bytes, records))
+        if size > self.config.max_pending_bytes:
+            raise EntryTooLargeError(
+                f"put_many of {len(records)} records ({size} bytes) exceeds the writer's "
+                f"memory bound max_pending_bytes={self.config.max_pending_bytes}; "
+                "split it or use stage_sst"
+            )
+        if self._room or self._pending_bytes + size > self.config.max_pending_bytes:
+            await self._wait_room(size)
+        await self._stage(records, size)
+
+    def _stage(self, records: Sequence[Record], size: int) -> asyncio.Future[None]:
+        """Insert into the current memstore (no await in between: one batch)."""
+        batch = self._batch
+        mem = batch.mem
+        if not len(mem):
+            batch.first_write = self._loop.time()
+            self._wake.set()
+        delta = 0
+        for rec in records:
+            delta += mem.add(rec)
+        self._pending_bytes += delta
+        fut: asyncio.Future[None] = self._loop.create_future()
+        batch.waiters.append(fut)
+        if mem.nbytes >= self.config.batch_max_bytes or len(mem) >= self.config.batch_max_records:
+            self._wake.set()
+        return fut
+
+    async def _wait_room(self, size: int) -> None:
+        """Wait in FIFO order until ``size`` bytes fit; on return the bytes are
+        reserved for the caller, which stages right away (no await in between)."""
+        fut: asyncio.Future[None] = self._loop.create_future()
+        entry = (size, fut)
+        self._room.append(entry)
+        self._grant_room()
+        try:
+            await asyncio.wait_for(asyncio.shield(fut), self.config.stall_timeout_s)
+        except BaseException as e:
+            if fut.done() and not fut.cancelled() and fut.exception() is None:
+                self._unreserve(size)  # granted, but we are leaving
+            else:
+                fut.cancel()
+                with contextlib.suppress(ValueError):
+                    self._room.remove(entry)
+            if isinstance(e, TimeoutError):
+                raise WriteStalledError(
+                    f"write to {self.repo}/{self.branch} waited {self.config.stall_timeout_s}s "
+                    f"for room in the writer ({self._pending_bytes} bytes pending)"
+                ) from None
+            raise
+        self._unreserve(size)
+
+    def _unreserve(self, size: int) -> None:
+        self._pending_bytes -= size
+        self._granted -= 1
+        if not self._granted:
+            self._wake.set()  # the flusher may be waiting for us to stage before closing
+
+    def _grant_room(self) -> None:
+        """Admit waiting writes in FIFO order while they fit (an empty writer admits one)."""
+        limit = self.config.max_pending_bytes
+        while self._room:
+            size, fut = self._room[0]
+            if fut.done():
+                self._room.popleft()
+                continue
+            if self._pending_bytes + size > limit and self._pending_bytes > 0:
+                return
+            self._room.popleft()
+            self._pending_bytes += size  # reserved until the waiter stages
+            self._granted += 1
+            fut.set_result(None)
+
+    async def flush(self) -> None:
+        """Flush now and wait until every write staged so far has its outcome."""
+        if len(self._batch.mem):
+            self._flush_now = True
+            self._wake.set()
+            target = self._batch
+            await asyncio.shield(target.done)
+        elif self._tail is not None:
+            await asyncio.shield(self._tail.done)
+
+    def l1_changed(self) -> None:
+        """Wake a writer stalled at the hard bound (called after a compaction or commit)."""
+        self._l1_changed.set()
+
+    # --- the flusher -------------------------------------------------------------------
+
+    def _window(self) -> float:
+        """The batching window in seconds, stretched past the L1 soft limit."""
+        cfg = self.config
+        excess = self.stats.l1_length - cfg.l1_soft_limit
+        ms = cfg.batch_interval_ms + (cfg.l1_slowdown_ms * excess if excess > 0 else 0.0)
+        return ms / 1000.0
+
+    async def _run(self) -> None:
+        slots = asyncio.Semaphore(self.config.max_inflight_batches)
+        loop = self._loop
+        while True:
+            batch = self._batch
+            if not len(batch.mem):
+                if self._closing and not self._room and not self._granted:
+                    break
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            # Wait out the batching window unless the batch is full or a flush is due.
+            while not (self._flush_now or self._closing or self._is_full(batch)):
+                remaining = batch.first_write + self._window() - loop.time()
+                if remaining <= 0:
+                    break
+                self._wake.clear()
+                timer = loop.call_later(remaining, self._wake.set)
+                await self._wake.wait()
+                timer.cancel()
+            await slots.acquire()
+            try:
+                await self._admit(batch)
+            except WriteStalledError as e:
+                slots.release()
+                self._seal()
+                self._finish(batch, e, poison=None)
+                continue
+            self._flush_now = False
+            self._seal()
+            prev = self._tail_before(batch)
+            self._tail = batch
+            self._inflight += 1
+            task = loop.create_task(self._flush(batch, prev, slots))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _is_full(self, batch: _Batch) -> bool:
+        cfg = self.config
+        return batch.mem.nbytes >= cfg.batch_max_bytes or len(batch.mem) >= cfg.batch_max_records
+
+    def _seal(self) -> None:
+        self._seq += 1
+        self._batch = _Batch(self._seq, 0.0, self._loop)
+
+    def _tail_before(self, batch: _Batch) -> asyncio.Future[None] | None:
+        """What the next batch waits for: the last sealed batch's turn, if still running.
+        A batch sealed after an earlier failure was reported starts a fresh chain."""
+        tail = self._tail
+        if tail is None or tail.appended.done():
+            return None
+        return tail.appended
+
+    async def _admit(self, batch: _Batch) -> None:
+        """Wait while the branch's L1 list is at the hard limit (WriteStalledError after
+        ``stall_timeout_s``)."""
+        cfg = self.config
+        if self.stats.l1_length < cfg.l1_hard_limit:
+            return
+        self.stats.stalls += 1
+        self.stalled.set()
+        try:
+            await self._wait_below_hard_limit()
+        finally:
+            self.stalled.clear()
+
+    async def _wait_below_hard_limit(self) -> None:
+        cfg = self.config
+        deadline = self._loop.time() + cfg.stall_timeout_s
+        delay = 0.01
+        log.info(
+            "writer %s/%s stalled: L1 holds %d files", self.repo, self.branch, self.stats.l1_length
+        )
+        while True:
+            remaining = deadline - self._loop.time()
+            if remaining <= 0:
+                raise WriteStalledError(
+                    f"writes to {self.repo}/{self.branch} stalled for {cfg.stall_timeout_s}s: "
+                    f"its L1 list holds {self.stats.l1_length} files "
+                    f"(hard limit {cfg.l1_hard_limit}); is compaction running?"
+                )
+            self._l1_changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._l1_changed.wait(), min(delay, remaining))
+            delay = min(delay * 2, 1.0)
+            try:
+                ref = await self.refstore.get_ref(self.repo, self.branch)
+            except UnavailableError:
+                continue
+            self.stats.l1_length = len(ref.l1)
+            if len(ref.l1) < cfg.l1_hard_limit:
+                return
+
+    async def _flush(
+        self, batch: _Batch, prev: asyncio.Future[None] | None, slots: asyncio.Semaphore
+    ) -> None:
+        """Encode and upload ``batch``; at its turn, append it; then resolve its writes."""
+        error: BaseException | None = None  # what the batch's writes get
+        poison: BaseException | None = None  # what batches queued behind it get
+        file_id: str | None = None
+        records: list[Record] = []
+        sst_size = 0
+        try:
+            try:
+                records = batch.mem.sorted_records()
+                sst, meta, _ = await asyncio.to_thread(
+                    encode_staging_file, records, self.config.bloom_error_rate
+                )
+                sst_size = len(sst)
+                file_id = await self._upload(sst, meta)
+                del sst, meta
+            except Exception as e:
+                error = e
+            # Our turn comes when the previous batch's append is over.
+            if prev is not None:
+                try:
+                    await asyncio.shield(prev)
+                except Exception as e:
+                    poison = e
+                    error = error or e
+            if error is None and file_id is not None:
+                try:
+                    ref = await self._append(file_id)
+                except Exception as e:
+                    error = poison = e
+                else:
+                    self.stats.batches += 1
+                    self.stats.records += len(records)
+                    self.stats.sst_bytes += sst_size
+                    self._after_append(ref)
+        except BaseException as e:  # cancelled: the event loop is going away
+            error = poison = ClosedError(f"writer of {self.repo}/{self.branch} was cancelled")
+            if not isinstance(e, asyncio.CancelledError):
+                raise
+        finally:
+            self._inflight -= 1
+            slots.release()
+            self._finish(batch, error, poison=poison)
+        if error is not None:
+            log.warning(
+                "batch of %d writes to %s/%s failed: %s",
+                len(batch.waiters),
+                self.repo,
+                self.branch,
+                error,
+            )
+
+    def _finish(
+        self, batch: _Batch, error: BaseException | None, *, poison: BaseException | None
+    ) -> None:
+        if error is not None:
+            self.stats.failed_batches += 1
+        if poison is None:
+            batch.appended.set_result(None)
+        else:
+            batch.appended.set_exception(poison)
+            batch.appended.exception()  # mark retrieved: no batch may be queued behind
+        self._pending_bytes -= batch.mem.nbytes
+        _resolve(batch.waiters, error)
+        batch.done.set_result(None)
+        self._grant_room()
+
+    def _after_append(self, ref: Ref) -> None:
+        self.stats.l1_length = len(ref.l1)
+        if self._on_append is not None:
+            self._on_append(ref)
+
+    async def _upload(self, sst: bytes, meta: bytes) -> str:
+        """Put the sidecar and the SST (create mode, in parallel); returns the file id."""
+        for attempt in range(2):
+            file_id = new_file_id(self._clock, self._randbits)
+            try:
+                await asyncio.gather(
+                    self.objects.put(self._key(file_id, SIDECAR_SUFFIX), meta, PutMode.CREATE),
+                    self.objects.put(self._key(file_id, SST_SUFFIX), sst, PutMode.CREATE),
+                )
+                return file_id
+            except ObjectExistsError:
+                if attempt:  # two collisions of 64 random bits: something is wrong
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _key(self, file_id: str, suffix: str) -> str:
+        return layout.staging_key(self.branch, "L1", file_id, suffix)
+
+    async def _append(self, file_id: str) -> Ref:
+        """``append_l1`` with retries of unavailable backends (it is idempotent)."""
+        attempts = self.config.append_attempts
+        unknown = False
+        delay = 0.02
+        for attempt in range(1, attempts + 1):
+            try:
+                return await self.refstore.append_l1(self.repo, self.branch, file_id)
+            except UnavailableError as e:
+                unknown = unknown or e.outcome_unknown
+                if attempt == attempts:
+                    raise UnavailableError(
+                        f"append of L1 file {file_id} to {self.repo}/{self.branch} failed "
+                        f"after {attempts} attempts: {e}",
+                        outcome_unknown=unknown,
+                    ) from e
+                log.info("append of %s to %s/%s: %s; retrying", file_id, self.repo, self.branch, e)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # --- prepared SSTs ---------------------------------------------------------------------
+
+    async def stage_sst(self, data: bytes) -> str:
+        """Validate a prepared SST, upload it with its sidecar, and append it as one L1 file.
+
+        Returns the file id.  Malformed input raises CorruptFileError/InvalidInputError
+        (or EntryTooLargeError for a key or value out of bounds) and stages nothing.
+        """
+        self._check_open()
+        if not isinstance(data, bytes):
+            raise InvalidInputError(f"stage_sst needs bytes, not {type(data).__name__}")
+        cfg = self.config
+        sidecar: Sidecar = await asyncio.to_thread(
+            sidecar_of_prepared_sst,
+            data,
+            "prepared SST",
+            cfg.max_key_bytes,
+            cfg.max_value_bytes,
+            cfg.bloom_error_rate,
+        )
+        self._check_open()
+        await self._admit_sst()
+        file_id = await self._upload(data, encode_sidecar(sidecar))
+        ref = await self._append(file_id)
+        self.stats.staged_ssts += 1
+        self._after_append(ref)
+        return file_id
+
+    async def _admit_sst(self) -> None:
+        # Same backpressure as batches; a throwaway batch carries no waiters.
+        await self._admit(_Batch(-1, 0.0, self._loop))
+
+    # --- life cycle --------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Flush and acknowledge everything staged, then release the writer."""
+        if self._closed:
+            return
+        self._closing = True
+        self._wake.set()
+        try:
+            await asyncio.shield(self._runner)
+        finally:
+            self._closed = True
+            for _, fut in self._room:
+                if not fut.done():
+                    fut.set_exception(ClosedError(f"writer of {self.repo}/{self.branch} is closed"))
+
+    @property
+    def closed(self) -> bool:
+        return self._closed

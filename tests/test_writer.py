@@ -1,0 +1,180 @@
+"""The branch writer: batching by time and size, append order, acks, memory bound, close."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from helpers.staging import BRANCH, REPO, embedded_refstore, l1_files, rec
+
+from lsmstore.config import Config
+from lsmstore.errors import ClosedError, EntryTooLargeError
+from lsmstore.staging.writer import BranchWriter
+from lsmstore.storage.memory import MemoryStore
+from lsmstore.testing.faulty_store import FaultyStore
+
+
+def cfg(tmp_path: Path, **kw: object) -> Config:
+    return Config(home=tmp_path).replace(**kw)
+
+
+async def test_concurrent_puts_share_one_batch(tmp_path: Path) -> None:
+    rs = await embedded_refstore(tmp_path)
+    objects = MemoryStore()
+    w = BranchWriter(rs, objects, REPO, BRANCH, cfg(tmp_path, batch_interval_ms=20))
+    await asyncio.gather(*(w.write(rec(f"k{i:03}", b"v%d" % i)) for i in range(200)))
+    files = await l1_files(rs, objects)
+    assert len(files) == 1
+    assert [r.key for r in files[0]] == [b"k%03d" % i for i in range(200)]
+    assert w.stats.batches == 1 and w.stats.records == 200 and w.stats.l1_length == 1
+    await w.aclose()
+    await rs.aclose()
+
+
+async def test_batch_closes_by_time(tmp_path: Path) -> None:
+    rs = await embedded_refstore(tmp_path)
+    objects = MemoryStore()
+    w = BranchWriter(rs, objects, REPO, BRANCH, cfg(tmp_path, batch_interval_ms=30))
+    # nothing but the window closes the batch: one put is acknowledged on its own
+    await asyncio.wait_for(w.write(rec("a", b"1")), 5)
+    await asyncio.wait_for(w.write(rec("b", b"2")), 5)
+    assert [[r.key for r in f] for f in await l1_files(rs, objects)] == [[b"a"], [b"b"]]
+    await w.aclose()
+    await rs.aclose()
+
+
+async def test_batch_closes_by_size_not_before(tmp_path: Path) -> None:
+    rs = await embedded_refstore(tmp_path)
+    objects = MemoryStore()
+    # a window far longer than the test: only the record bound can close a batch
+    w = BranchWriter(
+        rs, objects, REPO, BRANCH, cfg(tmp_path, batch_interval_ms=600_000, batch_max_records=5)
+    )
+    first = [asyncio.create_task(w.write(rec(f"k{i}", b"x"))) for i in range(4)]
+    await asyncio.sleep(0.05)  # give the writer every chance to (wrongly) flush
+    assert not any(t.done() for t in first)
+    assert await l1_files(rs, objects) == []
+    await w.write(rec("k4", b"x"))  # the fifth record fills the batch
+    await asyncio.gather(*first)
+    assert [len(f) for f in await l1_files(rs, objects)] == [5]
+    # and by bytes
+    w2 = BranchWriter(
+        rs, objects, REPO, BRANCH, cfg(tmp_path, batch_interval_ms=600_000, batch_max_bytes=1000)
+    )
+    await asyncio.gather(*(w2.write(rec(f"b{i}", b"x" * 300)) for i in range(3)))
+    assert [len(f) for f in await l1_files(rs, objects)] == [5, 3]
+    await w.aclose()
+    await w2.aclose()
+    await rs.aclose()
+
+
+async def test_many_batches_in_flight_append_in_order(tmp_path: Path) -> None:
+    rs = await embedded_refstore(tmp_path)
+    objects = FaultyStore(MemoryStore())
+    w = BranchWriter(
+        rs,
+        objects,
+        REPO,
+        BRANCH,
+        cfg(tmp_path, batch_interval_ms=600_000, batch_max_records=1, max_inflight_batches=4),
+    )
+    # hold the first batch's SST upload: the second batch uploads, but must not append first
+    gate = objects.hold("put", match=lambda k: k.endswith(".sst"))
+    t1 = asyncio.create_task(w.write(rec("same", b"first")))
+    await gate.entered.wait()
+    t2 = asyncio.create_task(w.write(rec("same", b"second")))
+    done, _ = await asyncio.wait({t2}, timeout=0.2)  # batch 2 uploads meanwhile...
+    assert objects.count("put", prefix="_lsm/staging/") == 4
+    assert not done, "batch 2 acknowledged before batch 1"  # ...but waits for its turn
+    assert (await rs.get_ref(REPO, BRANCH)).l1 == ()
+    gate.release()
+    await asyncio.gather(t1, t2)
+    files = await l1_files(rs, objects)
+    assert [f[0].value for f in files] == [b"first", b"second"]  # newest last
+    await w.aclose()
+    await rs.aclose()
+
+
+async def test_put_many_is_one_batch_and_latest_wins(tmp_path: Path) -> None:
+    rs = await embedded_refstore(tmp_path)
+    objects = MemoryStore()
+    w = BranchWriter(rs, objects, REPO, BRANCH, cfg(tmp_path, batch_max_records=10))
+    records = [rec(f"k{i:04}", b"v") for i in range(1000)] + [rec("k0000", b"last")]
+    await w.write_many(records)
+    files = await l1_files(rs, objects)
+    assert len(files) == 1 and len(files[0]) == 1000
+    assert files[0][0].value == b"last"
+    with pytest.raises(EntryTooLargeError, match="max_pending_bytes"):
+        small = BranchWriter(rs, objects, REPO, BRANCH, cfg(tmp_path, max_pending_bytes="17MiB"))
+        await small.write_many([rec(f"big{i}", b"x" * (1 << 20)) for i in range(20)])
+    await small.aclose()
+    assert len(await l1_files(rs, objects)) == 1
+    await w.aclose()
+    await rs.aclose()
+
+
+async def test_memory_bound_makes_puts_wait_for_room(tmp_path: Path) -> None:
+    rs = await embedded_refstore(tmp_path)
+    objects = FaultyStore(MemoryStore())
+    c = cfg(tmp_path, max_value_bytes=1000, max_pending_bytes=5000, batch_interval_ms=1)
+    w = BranchWriter(rs, objects, REPO, BRANCH, c)
+    gate = objects.hold("put", times=None)
+    first = [asyncio.create_task(w.write(rec(f"a{i}", b"x" * 1000))) for i in range(4)]
+    await gate.entered.wait()
+    later = asyncio.create_task(w.write(rec("b", b"x" * 1000)))
+    await asyncio.sleep(0.05)
+    assert w._pending_bytes <= c.max_pending_bytes
+    assert not later.done() and w._room, "the fifth put should wait for room"
+    gate.release()
+    objects.clear()
+    await asyncio.gather(*first, later)
+    assert sum(len(f) for f in await l1_files(rs, objects)) == 5
+    assert w._pending_bytes == 0
+    await w.aclose()
+    await rs.aclose()
+
+
+async def test_close_flushes_everything_then_refuses(tmp_path: Path) -> None:
+    rs = await embedded_refstore(tmp_path)
+    objects = MemoryStore()
+    w = BranchWriter(rs, objects, REPO, BRANCH, cfg(tmp_path, batch_interval_ms=600_000))
+    pending = [asyncio.create_task(w.write(rec(f"k{i}", b"v"))) for i in range(50)]
+    await asyncio.sleep(0)
+    await w.aclose()
+    await asyncio.gather(*pending)  # all acknowledged by the close
+    assert sum(len(f) for f in await l1_files(rs, objects)) == 50
+    with pytest.raises(ClosedError):
+        await w.write(rec("late", b"v"))
+    with pytest.raises(ClosedError):
+        await w.stage_sst(b"x")
+    await w.aclose()  # idempotent
+    await rs.aclose()
+
+
+async def test_flush_waits_for_staged_writes(tmp_path: Path) -> None:
+    rs = await embedded_refstore(tmp_path)
+    objects = MemoryStore()
+    w = BranchWriter(rs, objects, REPO, BRANCH, cfg(tmp_path, batch_interval_ms=600_000))
+    t = asyncio.create_task(w.write(rec("k", b"v")))
+    await asyncio.sleep(0)
+    await w.flush()
+    assert t.done() and t.exception() is None
+    await w.flush()  # nothing pending
+    await w.aclose()
+    await rs.aclose()
+
+
+async def test_cancelled_put_does_not_cancel_its_batch(tmp_path: Path) -> None:
+    rs = await embedded_refstore(tmp_path)
+    objects = MemoryStore()
+    w = BranchWriter(rs, objects, REPO, BRANCH, cfg(tmp_path, batch_interval_ms=50))
+    a = asyncio.create_task(w.write(rec("a", b"1")))
+    b = asyncio.create_task(w.write(rec("b", b"2")))
+    await asyncio.sleep(0.01)
+    a.cancel()
+    await b  # the other write of the batch is still acknowledged
+    files = await l1_files(rs, objects)
+    assert [r.key for r in files[0]] == [b"a", b"b"]  # a cancelled write may still land
+    await w.aclose()
+    await rs.aclose()

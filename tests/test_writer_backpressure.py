@@ -1,0 +1,88 @@
+"""Backpressure from the branch's L1 length: slow down past the soft limit, stall at the
+hard limit until compaction shortens the list, WriteStalledError after the timeout."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from helpers.staging import BRANCH, REPO, embedded_refstore, l1_files, rec
+
+from lsmstore import layout
+from lsmstore.config import Config
+from lsmstore.errors import WriteStalledError
+from lsmstore.refstore.base import RefStore
+from lsmstore.staging.files import encode_staging_file, new_file_id
+from lsmstore.staging.merge import merge_newest
+from lsmstore.staging.writer import BranchWriter
+from lsmstore.storage.base import ObjectStore
+from lsmstore.storage.memory import MemoryStore
+
+
+async def compact_all(rs: RefStore, objects: ObjectStore) -> str:
+    """Merge every L1 file into one L2 file and swap it in (what the compactor does)."""
+    ref = await rs.get_ref(REPO, BRANCH)
+    files = await l1_files(rs, objects)
+    merged = list(merge_newest(files[::-1]))  # newest first
+    sst, meta, _ = encode_staging_file(merged, 0.01)
+    fid = new_file_id()
+    await objects.put(layout.staging_key(BRANCH, "L2", fid, ".meta"), meta)
+    await objects.put(layout.staging_key(BRANCH, "L2", fid), sst)
+    await rs.swap_compacted(
+        REPO, BRANCH, base=ref.base, l2_old=ref.l2, l1_prefix=ref.l1, l2_new=[fid]
+    )
+    return fid
+
+
+async def test_stall_at_hard_limit_then_resume_after_compaction(tmp_path: Path) -> None:
+    rs = await embedded_refstore(tmp_path)
+    objects = MemoryStore()
+    c = Config(home=tmp_path).replace(
+        batch_interval_ms=1, l1_soft_limit=1, l1_hard_limit=2, l1_slowdown_ms=0, stall_timeout_s=1
+    )
+    w = BranchWriter(rs, objects, REPO, BRANCH, c)
+    await w.write(rec("a", b"1"))
+    await w.write(rec("b", b"2"))
+    assert w.stats.l1_length == 2
+    with pytest.raises(WriteStalledError, match="hard limit 2"):
+        await w.write(rec("c", b"3"))
+    assert len((await rs.get_ref(REPO, BRANCH)).l1) == 2  # the stalled write staged nothing
+
+    # resumes by polling the ref once another process compacts
+    d = asyncio.create_task(w.write(rec("d", b"4")))
+    await w.stalled.wait()
+    assert not d.done()
+    await compact_all(rs, objects)
+    await asyncio.wait_for(d, 5)
+    ref = await rs.get_ref(REPO, BRANCH)
+    assert len(ref.l2) == 1 and len(ref.l1) == 1
+
+    # ...and at once when told (an in-process compaction calls l1_changed)
+    await w.write(rec("e", b"5"))
+    f = asyncio.create_task(w.write(rec("f", b"6")))
+    await w.stalled.wait()
+    await compact_all(rs, objects)
+    w.l1_changed()
+    await asyncio.wait_for(f, 5)
+    await w.aclose()
+    await rs.aclose()
+
+
+async def test_soft_limit_stretches_the_batching_window(tmp_path: Path) -> None:
+    rs = await embedded_refstore(tmp_path)
+    objects = MemoryStore()
+    c = Config(home=tmp_path).replace(
+        batch_interval_ms=1, l1_soft_limit=1, l1_hard_limit=100, l1_slowdown_ms=150
+    )
+    w = BranchWriter(rs, objects, REPO, BRANCH, c)
+    for i in range(3):
+        await w.write(rec(f"k{i}", b"v"))
+    assert w._window() == pytest.approx((1 + 150 * 2) / 1000)
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    await w.write(rec("slow", b"v"))
+    assert loop.time() - t0 >= 0.3  # a lower bound: the window cannot close earlier
+    assert len(await l1_files(rs, objects)) == 4
+    await w.aclose()
+    await rs.aclose()
