@@ -43,3 +43,33 @@ def test_bad_urls(url: str) -> None:
 def test_not_a_string() -> None:
     with pytest.raises(InvalidURLError):
         open_refstore(None)  # type: ignore[arg-type]
+
+
+async def test_redis() -> None:
+    from lsmstore.refstore.redis import RedisRefStore
+
+    store = open_refstore("redis://user:secret@127.0.0.1:6399/2?prefix=x:&max_connections=3")
+    assert isinstance(store, RedisRefStore)
+    assert store.key_prefix == "x:" and "secret" not in store.url
+    await store.aclose()
+    tls = open_refstore("rediss://127.0.0.1:6399", key_prefix="y:")
+    assert isinstance(tls, RedisRefStore) and tls.key_prefix == "y:"
+    await tls.aclose()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://",
+        "redis://:6379/0",
+        "redis://127.0.0.1:port/0",
+        "redis://127.0.0.1:6379/db",
+        "redis://127.0.0.1:6379/0?socket_timeout=1",
+        "redis://127.0.0.1:6379/0?max_connections=0",
+        "redis://127.0.0.1:6379/0?timeout=abc",
+        "redis://127.0.0.1:6379/0?timeout=-1",
+    ],
+)
+def test_bad_redis_urls(url: str) -> None:
+    with pytest.raises(InvalidURLError):
+        open_refstore(url)

@@ -4,6 +4,8 @@
 URL                                                    backend
 =====================================================  ==================================
 ``local:///abs/dir[?synchronous=FULL|NORMAL]``         :class:`EmbeddedRefStore` (SQLite)
+``redis://[user:pass@]host[:port][/db][?prefix=lsm:``  :class:`RedisRefStore`
+``&max_connections=64&timeout=5]`` (``rediss://`` TLS)
 =====================================================  ==================================
 
 Keyword ``options`` are passed to the backend's constructor and win over the URL's
@@ -14,7 +16,7 @@ query.  An unknown scheme, an unknown query parameter or a malformed URL raises
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
+from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit, urlunsplit
 
 from lsmstore.errors import InvalidURLError
 from lsmstore.refstore.base import RefStore
@@ -38,6 +40,16 @@ def _query(url: str, query: str, allowed: set[str]) -> dict[str, str]:
     return params
 
 
+def _number(url: str, key: str, value: str, kind: type[int] | type[float]) -> Any:
+    try:
+        number = kind(value)
+    except ValueError as e:
+        raise InvalidURLError(f"parameter {key}={value!r} in RefStore URL {url!r}") from e
+    if not number > 0:
+        raise InvalidURLError(f"parameter {key}={value!r} in RefStore URL {url!r} must be > 0")
+    return number
+
+
 def open_refstore(url: str, **options: Any) -> RefStore:
     """The RefStore ``url`` names (no connection is made until the first call)."""
     if not isinstance(url, str):
@@ -51,8 +63,11 @@ def open_refstore(url: str, **options: Any) -> RefStore:
     scheme = parts.scheme.lower()
     if scheme == "local":
         return _local(url, parts, options)
+    if scheme in ("redis", "rediss"):
+        return _redis(url, parts, options)
     raise InvalidURLError(
-        f"unknown RefStore URL scheme {parts.scheme!r} in {url!r} (expected local://)"
+        f"unknown RefStore URL scheme {parts.scheme!r} in {url!r} "
+        "(expected local://, redis:// or rediss://)"
     )
 
 
@@ -73,3 +88,27 @@ def _local(url: str, parts: SplitResult, options: dict[str, Any]) -> RefStore:
             raise InvalidURLError(f"synchronous must be FULL or NORMAL in RefStore URL {url!r}")
         kwargs["synchronous"] = sync
     return EmbeddedRefStore(path, **(kwargs | options))
+
+
+def _redis(url: str, parts: SplitResult, options: dict[str, Any]) -> RefStore:
+    from lsmstore.refstore.redis import RedisRefStore
+
+    params = _query(url, parts.query, {"prefix", "max_connections", "timeout"})
+    try:
+        parts.port  # noqa: B018 -- raises ValueError on a malformed port
+    except ValueError as e:
+        raise InvalidURLError(f"malformed port in RefStore URL {url!r}: {e}") from e
+    if not parts.hostname:
+        raise InvalidURLError(f"RefStore URL {url!r} has no host")
+    db = parts.path.strip("/")
+    if db and not db.isdigit():
+        raise InvalidURLError(f"Redis database {db!r} in RefStore URL {url!r} must be a number")
+    kwargs: dict[str, Any] = {}
+    if "prefix" in params:
+        kwargs["key_prefix"] = params["prefix"]
+    if "max_connections" in params:
+        kwargs["max_connections"] = _number(url, "max_connections", params["max_connections"], int)
+    if "timeout" in params:
+        kwargs["timeout"] = _number(url, "timeout", params["timeout"], float)
+    plain = urlunsplit((parts.scheme.lower(), parts.netloc, f"/{db or 0}", "", ""))
+    return RedisRefStore(plain, **(kwargs | options))
