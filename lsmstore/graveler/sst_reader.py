@@ -290,9 +290,14 @@ def _search_block(buf: bytes, key: bytes, name: str) -> Record | None:
         p = _u32(buf, limit + 4 * mid)[0]
         if p >= limit:
             raise _Bad("restart point outside the block")
-        shared, p = _varint(buf, p)
-        non_shared, p = _varint(buf, p)
-        _, p = _varint(buf, p)
+        shared = buf[p]
+        non_shared = buf[p + 1]
+        if shared | non_shared < 0x80:
+            p += 2
+        else:
+            shared, p = _varint(buf, p)
+            non_shared, p = _varint(buf, p)
+        p = _short_varint(buf, p)[1]  # skip the value length
         q = p + non_shared - 8
         if shared or q < p or q > limit:
             raise _Bad("malformed entry at a restart point")
@@ -305,12 +310,16 @@ def _search_block(buf: bytes, key: bytes, name: str) -> Record | None:
     while p < limit:
         shared = buf[p]
         non_shared = buf[p + 1]
-        if shared | non_shared < 0x80:
-            p += 2
+        vlen = buf[p + 2]
+        if shared | non_shared | vlen < 0x80:
+            p += 3
+        elif shared | non_shared < 0x80 and buf[p + 3] < 0x80:
+            vlen = (vlen & 0x7F) | (buf[p + 3] << 7)
+            p += 4
         else:
             shared, p = _varint(buf, p)
             non_shared, p = _varint(buf, p)
-        vlen, p = _short_varint(buf, p)
+            vlen, p = _varint(buf, p)
         if shared > len(ikey):
             raise _Bad("entry shares more bytes than the previous key has")
         q = p + non_shared
