@@ -38,3 +38,29 @@ async def l1_files(rs: RefStore, objects: ObjectStore, branch: str = BRANCH) -> 
         data = await objects.get(layout.staging_key(branch, "L1", fid))
         out.append(list(SSTReader(data, fid)))
     return out
+
+
+class DirectCache:
+    """The file-cache interface with no caching: every get is a fetch (so a counting
+    store sees exactly which files a read needed)."""
+
+    async def get(self, store: ObjectStore, key: str, parse, *, kind: str = "sst"):  # type: ignore[no-untyped-def]
+        return parse(await store.get(key), key)
+
+
+async def commit_tree(
+    objects: ObjectStore, records: list[Record], max_bytes: int = 2000, raggedness: int = 7
+) -> str:
+    """Write ``records`` (sorted, no tombstones) as a committed tree and a commit; its id."""
+    from lsmstore.graveler.commit import Commit, write_commit
+    from lsmstore.graveler.metarange import store_metarange
+    from lsmstore.graveler.ranges import RangePolicy, RangeWriter
+
+    writer = RangeWriter(
+        objects, RangePolicy(min_bytes=0, max_bytes=max_bytes, raggedness=raggedness)
+    )
+    for r in records:
+        await writer.add(r)
+    ranges = await writer.finish()
+    metarange_id = await store_metarange(objects, ranges)
+    return await write_commit(objects, Commit(metarange_id, (), "test", "base", 0))

@@ -1,0 +1,389 @@
+"""The merged view of a branch: newest L1 -> ... -> oldest L1 -> L2 -> base tree.
+
+A :class:`Snapshot` is one ref value with its staging files' sidecars at hand; all reads
+through it see exactly that value.  :class:`BranchView` makes a snapshot per read from
+a ref fetched after the read began (:mod:`lsmstore.staging.refcache`), so a read sees
+every write acknowledged before it began, by any process.
+
+Skipping: a staging file whose sidecar (key range, bloom filter) excludes a key is not
+fetched.  Sidecars are kept decoded in RAM (:class:`SidecarCache`); SSTs and commits go
+through the shared file cache.  Files a read needs that are not cached are fetched in
+parallel.  A file garbage-collected under a reader (ObjectNotFoundError) makes the read
+fetch the ref again and retry once.
+
+Listing merges every layer in key order, newest record per key, and drops tombstones in
+memory: staging files are whole SSTs held in the cache, so a run of tombstones costs no
+request per tombstone.  ``delimiter`` folds keys into common prefixes (like ``ls``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from lsmstore import layout
+from lsmstore.errors import InvalidInputError, ObjectNotFoundError
+from lsmstore.graveler.commit import read_commit
+from lsmstore.graveler.record import Record
+from lsmstore.graveler.source import RangeSource
+from lsmstore.graveler.sst_reader import SSTReader
+from lsmstore.graveler.tree import TreeReader
+from lsmstore.layout import Level
+from lsmstore.refstore.base import Ref
+from lsmstore.staging.files import (
+    SIDECAR_SUFFIX,
+    SST_SUFFIX,
+    BloomProbe,
+    Sidecar,
+    decode_sidecar,
+)
+from lsmstore.staging.merge import amerge_newest
+from lsmstore.staging.refcache import RefCache
+from lsmstore.storage.base import ObjectStore
+
+T = TypeVar("T")
+
+
+class FileCacheLike(Protocol):
+    """What the reader needs of ``lsmstore.cache.FileCache``."""
+
+    async def get(
+        self, store: ObjectStore, key: str, parse: Callable[[bytes, str], T], *, kind: str = ...
+    ) -> T: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Stat:
+    """What ``stat`` tells about a key."""
+
+    key: bytes
+    size: int  # bytes of the value
+    identity: bytes
+    staged: bool  # True: the newest record is an uncommitted write; False: committed
+
+    @property
+    def path(self) -> str:
+        return self.key.decode("utf-8", "surrogateescape")
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One listing entry: a key with its value's size and identity, or a common prefix."""
+
+    key: bytes
+    size: int = 0
+    identity: bytes = b""
+    common_prefix: bool = False
+
+    @property
+    def path(self) -> str:
+        """The key decoded as UTF-8 (undecodable bytes as surrogate escapes)."""
+        return self.key.decode("utf-8", "surrogateescape")
+
+
+def _parse_sidecar(data: bytes, name: str) -> Sidecar:
+    return decode_sidecar(data, name)
+
+
+def _parse_sst(data: bytes, name: str) -> SSTReader:
+    return SSTReader(data, name)
+
+
+class SidecarCache:
+    """Decoded sidecars by object key, LRU-bounded by count; shared by a store's readers."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._items: OrderedDict[tuple[str, str], Sidecar] = OrderedDict()
+        self.fetches = 0
+
+    def peek(self, store: ObjectStore, key: str) -> Sidecar | None:
+        return self._items.get((store.url, key))
+
+    def put(self, store: ObjectStore, key: str, sc: Sidecar) -> None:
+        k = (store.url, key)
+        self._items[k] = sc
+        self._items.move_to_end(k)
+        while len(self._items) > self.capacity:
+            self._items.popitem(last=False)
+
+
+@dataclass(frozen=True, slots=True)
+class StagingFile:
+    id: str
+    level: Level
+    sidecar: Sidecar
+    key: str  # object key of the SST
+
+
+class Files:
+    """Fetches one repository's files: staging sidecars and SSTs, commits, base trees."""
+
+    def __init__(
+        self,
+        objects: ObjectStore,
+        cache: FileCacheLike,
+        source: RangeSource,
+        sidecars: SidecarCache,
+    ) -> None:
+        self.objects = objects
+        self.cache = cache
+        self.source = source
+        self.sidecars = sidecars
+        self._peek: Callable[..., Any] | None = getattr(cache, "peek", None)
+        self._trees: OrderedDict[str, TreeReader | None] = OrderedDict()
+
+    async def staging_files(
+        self, branch: str, level: Level, ids: Sequence[str]
+    ) -> list[StagingFile]:
+        """The sidecars of ``ids`` (in the given order), fetching missing ones in parallel."""
+        out: list[StagingFile | None] = []
+        missing: list[tuple[int, str, str]] = []
+        for i, fid in enumerate(ids):
+            key = layout.staging_key(branch, level, fid, SIDECAR_SUFFIX)
+            sc = self.sidecars.peek(self.objects, key)
+            if sc is None:
+                missing.append((i, fid, key))
+                out.append(None)
+            else:
+                out.append(StagingFile(fid, level, sc, key[: -len(SIDECAR_SUFFIX)] + SST_SUFFIX))
+        if missing:
+            found = await asyncio.gather(
+                *(
+                    self.cache.get(self.objects, key, _parse_sidecar, kind="meta")
+                    for _, _, key in missing
+                )
+            )
+            self.sidecars.fetches += len(missing)
+            for (i, fid, key), sc in zip(missing, found, strict=True):
+                self.sidecars.put(self.objects, key, sc)
+                out[i] = StagingFile(fid, level, sc, key[: -len(SIDECAR_SUFFIX)] + SST_SUFFIX)
+        return [f for f in out if f is not None]
+
+    def peek_sst(self, f: StagingFile) -> SSTReader | None:
+        if self._peek is None:
+            return None
+        found: SSTReader | None = self._peek(self.objects, f.key, kind="sst")
+        return found
+
+    async def sst(self, f: StagingFile) -> SSTReader:
+        reader = self.peek_sst(f)
+        if reader is None:
+            reader = await self.cache.get(self.objects, f.key, _parse_sst, kind="sst")
+        return reader
+
+    async def tree(self, base: str) -> TreeReader | None:
+        """The base tree of a commit id (None for ``""``: no commit yet)."""
+        if not base:
+            return None
+        if base in self._trees:
+            self._trees.move_to_end(base)
+            return self._trees[base]
+        commit = await read_commit(self.objects, base, cache=self.cache)
+        tree = TreeReader(self.source, commit.metarange_id)
+        self._trees[base] = tree
+        while len(self._trees) > 256:
+            self._trees.popitem(last=False)
+        return tree
+
+
+def prefix_end(prefix: bytes) -> bytes | None:
+    """The smallest key greater than every key starting with ``prefix`` (None: none)."""
+    p = prefix.rstrip(b"\xff")
+    if not p:
+        return None
+    return p[:-1] + bytes((p[-1] + 1,))
+
+
+def _l2_chain(files: Sequence[tuple[StagingFile, SSTReader]], start: bytes) -> Iterator[Record]:
+    for _, reader in files:
+        yield from reader.seek(start)
+
+
+class Snapshot:
+    """One ref value with its staging files resolved: a consistent read-only view."""
+
+    __slots__ = ("files", "l1", "l2", "ref", "tree")
+
+    def __init__(
+        self,
+        ref: Ref,
+        files: Files,
+        l1: list[StagingFile],
+        l2: list[StagingFile],
+        tree: TreeReader | None,
+    ) -> None:
+        self.ref = ref
+        self.files = files
+        self.l1 = l1  # newest first
+        self.l2 = l2  # in key order (non-overlapping)
+        self.tree = tree
+
+    @classmethod
+    async def load(cls, ref: Ref, files: Files, branch: str) -> Snapshot:
+        l1, l2, tree = await asyncio.gather(
+            files.staging_files(branch, "L1", ref.l1[::-1]),
+            files.staging_files(branch, "L2", ref.l2),
+            files.tree(ref.base),
+        )
+        l2.sort(key=lambda f: f.sidecar.first_key)
+        return cls(ref, files, l1, l2, tree)
+
+    # --- point reads ------------------------------------------------------------------
+
+    async def lookup(self, key: bytes) -> tuple[Record | None, bool]:
+        """``(record, staged)``: the newest record of ``key`` (a tombstone is returned
+        as such) and whether it came from a staging file.  ``(None, False)``: absent."""
+        probe = BloomProbe(key)
+        files = self.files
+        for f in itertools.chain(self.l1, self.l2):
+            sc = f.sidecar
+            if key < sc.first_key or key > sc.last_key or not probe.test(sc.bloom):
+                continue
+            reader = files.peek_sst(f)
+            if reader is None:
+                reader = await files.sst(f)
+            rec = reader.get(key)
+            if rec is not None:
+                return rec, True
+        if self.tree is not None:
+            return await self.tree.get(key), False
+        return None, False
+
+    # --- listing ----------------------------------------------------------------------
+
+    async def scan(self, start: bytes, end: bytes | None) -> AsyncIterator[Record]:
+        """Every newest record (tombstones included) with ``start <= key < end``."""
+        files = self.files
+        l1 = [f for f in self.l1 if f.sidecar.overlaps(start, end)]
+        l2 = [f for f in self.l2 if f.sidecar.overlaps(start, end)]
+        readers = await asyncio.gather(*(files.sst(f) for f in itertools.chain(l1, l2)))
+        sources: list[Iterable[Record] | AsyncIterator[Record]] = [
+            r.seek(start) for r in readers[: len(l1)]
+        ]
+        if l2:
+            sources.append(_l2_chain(list(zip(l2, readers[len(l1) :], strict=True)), start))
+        if self.tree is not None:
+            sources.append(self.tree.seek(start))
+        async for rec in amerge_newest(sources):
+            if end is not None and rec.key >= end:
+                return
+            yield rec
+
+    async def list(
+        self,
+        prefix: bytes = b"",
+        *,
+        after: bytes | None = None,
+        limit: int | None = None,
+        delimiter: bytes | None = None,
+    ) -> AsyncIterator[Entry]:
+        """Live keys starting with ``prefix``, in key order, strictly after ``after``, at
+        most ``limit`` entries; with ``delimiter``, keys holding it past the prefix are
+        folded into one common-prefix entry each (counted against ``limit``)."""
+        if limit is not None and limit < 0:
+            raise InvalidInputError(f"list limit must be >= 0, got {limit}")
+        if delimiter is not None and not delimiter:
+            raise InvalidInputError("list delimiter must be non-empty")
+        end = prefix_end(prefix) if prefix else None
+        start = prefix
+        if after is not None and after >= start:
+            start = after + b"\x00"
+        count = 0
+        if limit == 0:
+            return
+        plen = len(prefix)
+        while True:
+            restart: bytes | None = None
+            async for rec in self.scan(start, end):
+                if rec.value is None:
+                    continue
+                key = rec.key
+                if delimiter is not None:
+                    i = key.find(delimiter, plen)
+                    if i >= 0:
+                        cp = key[: i + len(delimiter)]
+                        if after is None or cp > after:
+                            yield Entry(cp, common_prefix=True)
+                            count += 1
+                            if limit is not None and count >= limit:
+                                return
+                        restart = prefix_end(cp)
+                        break
+                yield Entry(key, len(rec.value), rec.identity)
+                count += 1
+                if limit is not None and count >= limit:
+                    return
+            if restart is None:
+                return
+            start = restart
+
+
+class BranchView:
+    """Reads of one branch, each through a snapshot of a ref fetched after it began."""
+
+    def __init__(self, repo: str, branch: str, files: Files, refs: RefCache) -> None:
+        self.repo = repo
+        self.branch = branch
+        self.files = files
+        self.refs = refs
+        self._last: Snapshot | None = None
+
+    async def snapshot(self) -> Snapshot:
+        ref = await self.refs.get(self.repo, self.branch)
+        last = self._last
+        if last is not None and last.ref == ref:
+            return last
+        snap = await Snapshot.load(ref, self.files, self.branch)
+        self._last = snap
+        return snap
+
+    async def retrying(self, op: Callable[[Snapshot], Awaitable[T]]) -> T:
+        """Run ``op`` on a fresh snapshot; on ObjectNotFoundError (a file collected under
+        us), once more on a snapshot of a ref fetched after the failure."""
+        snap = await self.snapshot()
+        try:
+            return await op(snap)
+        except ObjectNotFoundError:
+            self._last = None
+            return await op(await self.snapshot())
+
+    async def lookup(self, key: bytes) -> tuple[Record | None, bool]:
+        return await self.retrying(lambda s: s.lookup(key))
+
+    async def list(
+        self,
+        prefix: bytes = b"",
+        *,
+        after: bytes | None = None,
+        limit: int | None = None,
+        delimiter: bytes | None = None,
+    ) -> AsyncIterator[Entry]:
+        """Like :meth:`Snapshot.list`; a file collected mid-listing makes it resume after
+        the last entry on a fresh snapshot (once)."""
+        snap = await self.snapshot()
+        last: bytes | None = after
+        count = 0
+        retried = False
+        while True:
+            try:
+                async for e in snap.list(
+                    prefix,
+                    after=last,
+                    limit=None if limit is None else limit - count,
+                    delimiter=delimiter,
+                ):
+                    last = e.key
+                    count += 1
+                    yield e
+                return
+            except ObjectNotFoundError:
+                if retried:
+                    raise
+                retried = True
+                self._last = None
+                snap = await self.snapshot()

@@ -1,0 +1,194 @@
+"""The merged view: newest L1 -> oldest L1 -> L2 -> base, tombstones, skipping by key
+range and bloom filter, listing with prefix/after/limit/delimiter."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from pathlib import Path
+
+import pytest
+from helpers.staging import BRANCH, REPO, DirectCache, commit_tree, embedded_refstore, rec
+
+from lsmstore import layout
+from lsmstore.errors import InvalidInputError
+from lsmstore.graveler.record import Record
+from lsmstore.graveler.source import CachedSource
+from lsmstore.refstore.base import Ref, RefStore
+from lsmstore.staging.files import encode_staging_file, new_file_id
+from lsmstore.staging.reader import BranchView, Files, SidecarCache, Snapshot, prefix_end
+from lsmstore.staging.refcache import RefCache
+from lsmstore.storage.base import ObjectStore
+from lsmstore.storage.memory import MemoryStore
+from lsmstore.testing.faulty_store import FaultyStore
+
+
+async def stage(objects: ObjectStore, level: str, records: list[Record]) -> str:
+    fid = new_file_id()
+    sst, meta, _ = encode_staging_file(sorted(records), 0.01)
+    await objects.put(layout.staging_key(BRANCH, level, fid, ".meta"), meta)  # type: ignore[arg-type]
+    await objects.put(layout.staging_key(BRANCH, level, fid), sst)  # type: ignore[arg-type]
+    return fid
+
+
+def files_of(objects: ObjectStore) -> Files:
+    cache = DirectCache()
+    return Files(objects, cache, CachedSource(objects, cache), SidecarCache(1000))
+
+
+async def layered(objects: ObjectStore) -> Ref:
+    """base: k0..k9=base; L2: k1,k2 (k2 deleted); L1 old: k3, new k11; L1 new: k1, k3 deleted."""
+    base = await commit_tree(objects, [rec(f"k{i}", b"base") for i in range(10)])
+    l2 = await stage(objects, "L2", [rec("k1", b"l2"), rec("k2", None)])
+    old = await stage(objects, "L1", [rec("k3", b"old"), rec("k11", b"old")])
+    new = await stage(objects, "L1", [rec("k1", b"new"), rec("k3", None)])
+    return Ref("branch", base, (l2,), (old, new))
+
+
+async def test_lookup_newest_layer_wins() -> None:
+    objects = MemoryStore()
+    ref = await layered(objects)
+    snap = await Snapshot.load(ref, files_of(objects), BRANCH)
+    expect = {
+        b"k0": (b"base", False),
+        b"k1": (b"new", True),
+        b"k2": (None, True),  # tombstone in L2 hides the base
+        b"k3": (None, True),  # newer tombstone hides the older L1 value
+        b"k11": (b"old", True),
+        b"k9": (b"base", False),
+        b"zz": (None, False),
+    }
+    for key, (value, staged) in expect.items():
+        got, was_staged = await snap.lookup(key)
+        assert (None if got is None else got.value, was_staged) == (value, staged), key
+    # listing agrees
+    assert [(e.key, e.size) for e in [e async for e in snap.list()]] == [
+        (b"k0", 4),
+        (b"k1", 3),
+        (b"k11", 3),
+        *[(b"k%d" % i, 4) for i in range(4, 10)],
+    ]
+
+
+async def test_files_excluded_by_sidecar_are_not_fetched() -> None:
+    inner = MemoryStore()
+    objects = FaultyStore(inner)
+    rng = random.Random(1)
+    # 20 L1 files over the same key range, disjoint keys: key range cannot skip, bloom can
+    ids = []
+    keys_of = []
+    for i in range(20):
+        keys = [b"key%06d-%d" % (n, i) for n in rng.sample(range(10**6), 200)]
+        keys_of.append(keys)
+        ids.append(await stage(objects, "L1", [rec(k, b"v%d" % i) for k in keys]))
+    # plus 5 files outside the key range
+    for i in range(5):
+        ids.append(await stage(objects, "L1", [rec(b"zzz%d" % i, b"far")]))
+    snap = await Snapshot.load(Ref("branch", "", (), tuple(ids)), files_of(objects), BRANCH)
+
+    def sst_gets() -> int:
+        return sum(1 for op, k in objects.log if op == "get" and k.endswith(".sst"))
+
+    for i in (0, 7, 19):
+        before = sst_gets()
+        got, staged = await snap.lookup(keys_of[i][5])
+        assert got is not None and got.value == b"v%d" % i and staged
+        # its own file, plus another only on a bloom false positive (1% each)
+        assert 1 <= sst_gets() - before <= 2
+    before = sst_gets()
+    misses = [b"key%06d-x" % n for n in range(0, 10**6, 10**4)]  # in range, absent
+    for key in misses:
+        got, _ = await snap.lookup(key)
+        assert got is None
+    # 100 misses x 20 candidate files: ~1% false positives, never a fetch per file
+    assert sst_gets() - before < 0.05 * len(misses) * 20
+    before = sst_gets()
+    assert (await snap.lookup(b"zzz3"))[0] is not None  # key range skips the other 24 files
+    assert sst_gets() - before == 1
+
+
+async def test_sidecars_fetched_once_and_in_parallel(tmp_path: Path) -> None:
+    objects = FaultyStore(MemoryStore())
+    rs = await embedded_refstore(tmp_path)
+    for i in range(8):
+        fid = await stage(objects, "L1", [rec(f"k{i}", b"v")])
+        await rs.append_l1(REPO, BRANCH, fid)
+    files = files_of(objects)
+    view = BranchView(REPO, BRANCH, files, RefCache(rs))
+    gate = objects.hold("get", times=8, match=lambda k: k.endswith(".meta"))
+    task = asyncio.create_task(view.lookup(b"k3"))
+    await gate.entered.wait()
+    assert gate.hits == 8  # all eight sidecar fetches are in flight at once
+    gate.release()
+    got, _ = await task
+    assert got is not None and got.value == b"v"
+    await view.lookup(b"k4")
+    assert files.sidecars.fetches == 8  # the second read fetched no sidecar
+    await rs.aclose()
+
+
+async def listing(snap: Snapshot, **kw: object) -> list[str]:
+    return [(e.key.decode() + (" P" if e.common_prefix else "")) async for e in snap.list(**kw)]  # type: ignore[arg-type]
+
+
+async def test_list_prefix_after_limit_delimiter() -> None:
+    objects = MemoryStore()
+    base = await commit_tree(
+        objects, [rec(k, b"b") for k in ["a/1", "a/2", "a/x/1", "a/x/2", "b/1", "c"]]
+    )
+    l1 = await stage(objects, "L1", [rec("a/3", b"s"), rec("a/x/1", None), rec("a/y/1", b"s")])
+    snap = await Snapshot.load(Ref("branch", base, (), (l1,)), files_of(objects), BRANCH)
+    assert await listing(snap) == ["a/1", "a/2", "a/3", "a/x/2", "a/y/1", "b/1", "c"]
+    assert await listing(snap, prefix=b"a/") == ["a/1", "a/2", "a/3", "a/x/2", "a/y/1"]
+    assert await listing(snap, prefix=b"a/", delimiter=b"/") == [
+        "a/1",
+        "a/2",
+        "a/3",
+        "a/x/ P",
+        "a/y/ P",
+    ]
+    assert await listing(snap, delimiter=b"/") == ["a/ P", "b/ P", "c"]
+    assert await listing(snap, prefix=b"a/", after=b"a/2", limit=2) == ["a/3", "a/x/2"]
+    assert await listing(snap, prefix=b"a/", after=b"a/x/", delimiter=b"/") == ["a/y/ P"]
+    assert await listing(snap, prefix=b"a/", after=b"a/3", delimiter=b"/", limit=1) == ["a/x/ P"]
+    assert await listing(snap, after=b"b/1") == ["c"]
+    assert await listing(snap, limit=0) == []
+    assert await listing(snap, prefix=b"zz") == []
+    with pytest.raises(InvalidInputError):
+        await listing(snap, limit=-1)
+
+
+async def test_listing_many_tombstones_costs_no_request_per_tombstone() -> None:
+    objects = FaultyStore(MemoryStore())
+    base = await commit_tree(objects, [rec(b"k%05d" % i, b"v") for i in range(2000)], 20_000, 10**9)
+    # delete all but the last 3 keys in one staging file
+    dead = await stage(objects, "L1", [rec(b"k%05d" % i, None) for i in range(1997)])
+    snap = await Snapshot.load(Ref("branch", base, (), (dead,)), files_of(objects), BRANCH)
+    calls = sum(objects.calls.values())
+    assert await listing(snap, limit=2) == ["k01997", "k01998"]
+    used = objects.log[calls:]
+    assert all(op == "get" for op, _ in used)
+    staging = [k for _, k in used if k.startswith(layout.STAGING)]
+    ranges = [k for _, k in used if k.startswith(layout.RANGES)]
+    # the staging file once, the metarange and each base range once: nothing per tombstone
+    assert len(staging) == 1
+    assert len(ranges) == len(set(ranges)) < 20
+
+
+def test_prefix_end() -> None:
+    assert prefix_end(b"a/") == b"a0"
+    assert prefix_end(b"a\xff") == b"b"
+    assert prefix_end(b"\xff\xff") is None
+
+
+async def test_refstore_is_read_per_read(tmp_path: Path) -> None:
+    """A read sees a write acknowledged by another writer just before it (a fresh ref)."""
+    objects = MemoryStore()
+    rs: RefStore = await embedded_refstore(tmp_path)
+    view = BranchView(REPO, BRANCH, files_of(objects), RefCache(rs))
+    assert (await view.lookup(b"a"))[0] is None
+    fid = await stage(objects, "L1", [rec("a", b"1")])
+    await rs.append_l1(REPO, BRANCH, fid)
+    got, _ = await view.lookup(b"a")
+    assert got is not None and got.value == b"1"
+    await rs.aclose()
