@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import os
 import random
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -264,3 +267,32 @@ def test_reads_rocksdb_files_with_other_settings(tmp_path: Path, opts: dict[str,
     reader = SSTReader(data, "other.sst", block_cache_size=3)
     check_file(records, reader)
     assert list(reader.seek(records[600].key + b"\x00")) == [as_read(r) for r in records[601:]]
+
+
+# --- concurrency ------------------------------------------------------------------------------
+
+
+async def test_writers_run_in_threads_concurrently() -> None:
+    batches = [make_records(2000, seed=s, tombstone_every=s + 2) for s in range(6)]
+    files = await asyncio.gather(*(asyncio.to_thread(write_sst, b) for b in batches))
+    for batch, data in zip(batches, files, strict=True):
+        check_file(batch, SSTReader(data, "threaded.sst"))
+
+
+def test_one_reader_shared_by_threads() -> None:
+    records = make_records(5000, seed=7, tombstone_every=4)
+    expected = [as_read(r) for r in records]
+    reader = SSTReader(write_sst(records), "shared.sst", block_cache_size=3)
+
+    def worker(seed: int) -> None:
+        rng = random.Random(seed)
+        for _ in range(1500):
+            i = rng.randrange(len(records))
+            if rng.random() < 0.9:
+                assert reader.get(records[i].key) == expected[i]
+            else:
+                assert list(islice(reader.seek(records[i].key), 30)) == expected[i : i + 30]
+
+    with ThreadPoolExecutor(4) as pool:
+        for future in [pool.submit(worker, s) for s in range(8)]:
+            future.result()

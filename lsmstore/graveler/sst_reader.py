@@ -3,9 +3,15 @@ or RocksDB with compatible settings) from its bytes, in pure Python.
 
 The byte layout is specified in docs/format.md.  Opening parses and verifies the footer,
 metaindex, properties and index blocks, and decodes the first and last data blocks (for
-``first_key``/``last_key``).  Other data blocks are read on demand: checksum verified,
-decompressed, decoded once into parallel lists of user keys and raw values, and kept in
-a small per-reader LRU.  Lookups bisect the index, then the block.
+``first_key``/``last_key``).  Other data blocks are read on demand, checksum verified and
+decompressed, and kept in a small per-reader LRU in one of two forms:
+
+* after a block's first point lookup, its raw bytes: that lookup binary-searches the
+  restart points and scans at most one restart interval (cheap for random reads);
+* from its second touch, or when ``seek`` reads it, decoded once into parallel lists of
+  user keys and ready ``Record`` objects, which later lookups bisect.
+
+Scans decode blocks without putting them in the LRU, so a scan does not flush it.
 
 A reader is immutable apart from its block cache and may be shared between tasks and
 threads.  Every problem with the bytes raises :class:`CorruptFileError` naming the file
@@ -114,11 +120,11 @@ def _crc32c_masked(buf: memoryview) -> int:
     return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & _MASK32
 
 
-_CHECKSUMS: dict[int, tuple[str, Callable[[memoryview], int]]] = {
-    1: ("crc32c", _crc32c_masked),
-    2: ("xxhash32", _xxh32),
-    3: ("xxhash64", _xxh64),
-    4: ("xxh3", _xxh3),
+_CHECKSUMS: dict[int, Callable[[memoryview], int]] = {  # footer checksum type -> function
+    1: _crc32c_masked,
+    2: _xxh32,
+    3: _xxh64,
+    4: _xxh3,
 }
 
 
@@ -456,8 +462,9 @@ class SSTReader:
     def __init__(self, data: bytes, name: str, *, block_cache_size: int = 64) -> None:
         """Parse ``data`` (the whole file); ``name`` names it in errors.
 
-        Up to ``block_cache_size`` data blocks are kept: a block is kept undecoded after
-        its first point lookup and decoded on its second touch or by ``seek``.
+        Up to ``block_cache_size`` (at least 1) data blocks are cached, raw or decoded
+        (see the module docstring): about 4 KiB each raw, 8 KiB decoded.  The index
+        takes about 175 bytes per data block.
         """
         if not isinstance(data, bytes):
             data = bytes(data)
@@ -503,7 +510,7 @@ class SSTReader:
         if checksum_type not in _CHECKSUMS:
             what = "no checksums" if checksum_type == 0 else f"checksum type {checksum_type}"
             raise _Unsupported(what)
-        self._checksum = _CHECKSUMS[checksum_type][1]
+        self._checksum = _CHECKSUMS[checksum_type]
 
         if version >= 6:
             if data[footer + 1 : footer + 5] != _EXTENDED_MAGIC:
