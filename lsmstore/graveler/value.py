@@ -13,12 +13,8 @@ from __future__ import annotations
 
 from lsmstore.errors import CorruptFileError
 
-_ONE_BYTE = [bytes((2 * n,)) for n in range(64)]
-
 
 def _put_length(n: int) -> bytes:
-    if n < 64:
-        return _ONE_BYTE[n]
     u = n << 1
     out = bytearray()
     while u >= 0x80:
@@ -28,9 +24,16 @@ def _put_length(n: int) -> bytes:
     return bytes(out)
 
 
+_LENGTHS = [_put_length(n) for n in range(1024)]  # the common lengths, precomputed
+
+
 def encode_value(identity: bytes, data: bytes) -> bytes:
     """``varint(len(identity)) identity varint(len(data)) data`` (zigzag lengths)."""
-    return b"".join((_put_length(len(identity)), identity, _put_length(len(data)), data))
+    n = len(identity)
+    m = len(data)
+    if n < 1024 and m < 1024:
+        return b"".join((_LENGTHS[n], identity, _LENGTHS[m], data))
+    return b"".join((_put_length(n), identity, _put_length(m), data))
 
 
 def _get_length(buf: bytes, p: int, name: str) -> tuple[int, int]:
