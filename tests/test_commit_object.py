@@ -214,3 +214,22 @@ async def test_corrupt_stored_commit(tmp_path) -> None:
     await store.put(layout.commit_key(junk_id), junk)
     with pytest.raises(CorruptFileError, match="magic"):
         await read_commit(store, junk_id)
+
+
+def test_documented_example() -> None:
+    # The worked example of docs/format.md ("Commits"): the format must not drift.
+    commit = Commit(EMPTY_METARANGE_ID, (), "ana", "init", 1_700_000_000, {"k": "v"}, 1)
+    data = commit.serialize()
+    assert len(data) == 115
+    assert data[:5] + data[69:] == bytes.fromhex(
+        "4c534d4301"
+        "0000000000000001"
+        "000000006553f100"
+        "00"
+        "00000003616e61"
+        "00000004696e6974"
+        "00000001"
+        "000000016b"
+        "0000000176"
+    )
+    assert commit.id == "7c9d2addc0998f869ae66165fcd8e3eb185f7e6e01455554487878cae486a43d"

@@ -21,7 +21,7 @@ from lsmstore.graveler.metarange import (
     store_metarange,
     write_metarange,
 )
-from lsmstore.graveler.ranges import RangeInfo, RangePolicy
+from lsmstore.graveler.ranges import RangeInfo, RangePolicy, fnv1a64
 from lsmstore.graveler.record import Record
 from lsmstore.graveler.source import DirectSource
 from lsmstore.graveler.sst_reader import SSTReader
@@ -60,6 +60,15 @@ def test_range_data_round_trip(lo: bytes, suffix: bytes, size: int, count: int) 
     assert data[0] == 1
     entry = Record(info.max_key, info.id.encode(), data)
     assert decode_range_entry(entry, "m") == info
+
+
+def test_documented_example() -> None:
+    # The worked example of docs/format.md ("Metaranges").
+    info = RangeInfo("ab" * 32, b"data/a.csv", b"data/b.csv", 2, 60)
+    assert encode_range_data(info) == bytes.fromhex(
+        "010a" + b"data/a.csv".hex() + "0a" + b"data/b.csv".hex() + "3c02"
+    )
+    assert fnv1a64(b"data/a.csv") == 0x192172BE3DB33903
 
 
 def test_metarange_sst_layout() -> None:
