@@ -130,6 +130,29 @@ class Config:
     #: Branches compacted at once by one worker; lease on a branch while compacting.
     compaction_concurrency: int = 2
     compaction_lease_s: float = 60.0
+    #: Commits (docs/versioning.md).  The committer worker commits a branch with staged
+    #: changes once its last commit is ``commit_interval_s`` old, or sooner when L1 + L2
+    #: hold ``commit_max_staged_files`` files or ``commit_max_staged_bytes`` bytes.
+    commit_interval_s: float = 300.0
+    commit_max_staged_files: int = 256
+    commit_max_staged_bytes: int = 256 * MiB
+    #: How often the worker re-checks branches; branches committed at once; the lease a
+    #: worker holds on a branch while committing it.
+    commit_poll_interval_s: float = 5.0
+    commit_concurrency: int = 2
+    commit_lease_s: float = 300.0
+    #: A commit whose branch moved under it starts over, up to this many attempts in
+    #: all, backing off from ``commit_backoff_ms`` (doubling, jittered) to at most
+    #: ``commit_backoff_max_ms``.
+    commit_max_attempts: int = 10
+    commit_backoff_ms: float = 50.0
+    commit_backoff_max_ms: float = 2000.0
+    #: Where committed ranges are cut (content-defined, docs/format.md).  Every process
+    #: committing to a repository should use the same values, so equal content keeps
+    #: equal range IDs.
+    commit_range_min_bytes: int = 1 * MiB
+    commit_range_max_bytes: int = 10 * MiB
+    commit_range_raggedness: int = 50_000
 
     @property
     def refstore_url(self) -> str:
@@ -163,6 +186,9 @@ _SIZES = {
     "compaction_l1_bytes",
     "compaction_job_bytes",
     "compaction_l2_file_bytes",
+    "commit_max_staged_bytes",
+    "commit_range_min_bytes",
+    "commit_range_max_bytes",
 }
 #: On/off/auto switches: TOML booleans and ``true``/``false``/``on``/``off``/``1``/``0``.
 _SWITCHES = {"compaction_in_process"}
@@ -260,6 +286,23 @@ def _validated(cfg: Config) -> Config:
             raise bad(f"{name} must be > 0")
     if cfg.compaction_in_process not in ("auto", "on", "off"):
         raise bad("compaction_in_process must be auto, on or off")
+    for name in (
+        "commit_max_staged_files",
+        "commit_max_staged_bytes",
+        "commit_concurrency",
+        "commit_max_attempts",
+        "commit_range_max_bytes",
+        "commit_range_raggedness",
+    ):
+        if getattr(cfg, name) < 1:
+            raise bad(f"{name} must be >= 1")
+    for name in ("commit_interval_s", "commit_poll_interval_s", "commit_lease_s"):
+        if not getattr(cfg, name) > 0:
+            raise bad(f"{name} must be > 0")
+    if not 0 <= cfg.commit_backoff_ms <= cfg.commit_backoff_max_ms:
+        raise bad("need 0 <= commit_backoff_ms <= commit_backoff_max_ms")
+    if not 0 <= cfg.commit_range_min_bytes <= cfg.commit_range_max_bytes:
+        raise bad("need 0 <= commit_range_min_bytes <= commit_range_max_bytes")
     return cfg
 
 
