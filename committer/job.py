@@ -99,9 +99,8 @@ class CommitResult:
     garbage_record: str | None = None  # key of the garbage record naming them
 
     def to_log(self) -> dict[str, Any]:
-        """The fields of the worker's JSON log line."""
+        """The fields of the worker's JSON log line (beside repository and branch)."""
         return {
-            "branch": self.branch,
             "commit_id": self.commit_id,
             "previous_base": self.previous_base,
             "changes": self.changes,

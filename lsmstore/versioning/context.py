@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Protocol, TypeVar
 
 from lsmstore import layout
+from lsmstore.config import Config
 from lsmstore.graveler.commit import Commit, read_commit
 from lsmstore.graveler.ranges import RangePolicy
 from lsmstore.graveler.source import DirectSource, RangeSource
@@ -28,6 +29,15 @@ T = TypeVar("T")
 
 #: Parsed commits kept per context (a commit is a few hundred bytes).
 COMMIT_CACHE_ENTRIES = 10_000
+
+
+def range_policy(config: Config) -> RangePolicy:
+    """The range cut policy the configuration names (``commit_range_*``)."""
+    return RangePolicy(
+        min_bytes=config.commit_range_min_bytes,
+        max_bytes=config.commit_range_max_bytes,
+        raggedness=config.commit_range_raggedness,
+    )
 
 
 class FileCacheLike(Protocol):

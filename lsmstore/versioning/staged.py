@@ -32,9 +32,14 @@ async def open_staged(ctx: RepoContext, branch: str, ref: Ref) -> list[SSTReader
 
     wanted: list[tuple[layout.Level, str]] = [("L1", f) for f in reversed(ref.l1)]
     wanted += [("L2", f) for f in ref.l2]
-    async with asyncio.TaskGroup() as tg:
-        tasks = [tg.create_task(fetch(level, f)) for level, f in wanted]
-    return [t.result() for t in tasks]
+    tasks = [asyncio.ensure_future(fetch(level, f)) for level, f in wanted]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:  # the first failure is raised as is (a typed error)
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 def merged(readers: list[SSTReader]) -> Iterator[Record]:

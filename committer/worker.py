@@ -1,0 +1,333 @@
+"""The committer worker: commits branches by policy, one pass every poll interval.
+
+A pass lists every repository (or the ones asked for) and their branches, and commits
+each branch that has staged files (L1 or L2) and is *due*:
+
+* ``age``: its last commit is at least ``commit_interval_s`` old, or
+* ``files``: L1 + L2 hold at least ``commit_max_staged_files`` files, or
+* ``bytes``: their SSTs hold at least ``commit_max_staged_bytes`` bytes (read from the
+  files' sidecars, which are cached: files are immutable).
+
+``force`` commits every branch with staged files.  Commits on request go through the
+client (``await branch.commit(...)``); the worker is the policy.
+
+Several workers may run at once: before committing a branch a worker takes the lease
+``committer/<repo>/<branch>`` (renewed while the commit runs), and skips branches
+leased by others.  The lease only avoids duplicated work; correctness comes from the
+commit's compare-and-swap, so a worker that lost its lease (paused, partitioned) at
+worst wastes its own work.
+
+Each commit attempt logs one JSON object (see :meth:`Worker.emit`) with the branch,
+the outcome (``committed``, ``nothing``, ``conflict``, ``error``, ``leased``), the
+number of changes, ranges read/written/reused, the commit ID and the duration.
+
+Stopping (:meth:`Worker.stop`, SIGTERM in ``__main__``): no new commit starts;
+commits already running get ``shutdown_timeout_s`` to finish, then are cancelled.
+A cancelled commit leaves only unreferenced objects behind (docs/versioning.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from typing import Any, TextIO
+
+from committer.job import CommitResult, commit_branch
+from lsmstore import layout
+from lsmstore.config import Config
+from lsmstore.errors import ConflictError, LsmError, NothingToCommitError
+from lsmstore.refstore.base import RefStore, Repository
+from lsmstore.staging.files import SIDECAR_SUFFIX, decode_sidecar
+from lsmstore.storage.base import ObjectStore
+from lsmstore.storage.url import open_object_store
+from lsmstore.versioning.context import FileCacheLike, RepoContext, range_policy
+from lsmstore.versioning.refs import BranchInfo, list_branches
+
+COMMITTER = "lsmstore-committer"
+MESSAGE = "Automatic commit"
+#: Sidecar sizes remembered by the policy (file id -> SST bytes).
+SIZE_CACHE_ENTRIES = 200_000
+_PAGE = 1000
+
+
+def _owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class Worker:
+    """Commits due branches of one RefStore's repositories (module docstring)."""
+
+    def __init__(
+        self,
+        refstore: RefStore,
+        config: Config,
+        *,
+        repositories: Iterable[str] = (),
+        force: bool = False,
+        owner: str | None = None,
+        committer: str = COMMITTER,
+        message: str = MESSAGE,
+        out: TextIO | None = None,
+        clock: Callable[[], float] = time.time,
+        objects: Callable[[str], ObjectStore] = open_object_store,
+        files: FileCacheLike | None = None,
+        wrap_objects: Callable[[ObjectStore], ObjectStore] | None = None,
+        on_step: Callable[[str], Awaitable[None]] | None = None,
+        shutdown_timeout_s: float = 30.0,
+    ) -> None:
+        self.refstore = refstore
+        self.config = config
+        self.repositories = tuple(repositories)
+        self.force = force
+        self.owner = owner or _owner()
+        self.committer = committer
+        self.message = message
+        self.out = out or sys.stdout
+        self.clock = clock
+        self.shutdown_timeout_s = shutdown_timeout_s
+        self._open_objects = objects
+        self._wrap = wrap_objects
+        self._files = files
+        self._on_step = on_step
+        self._stores: dict[str, ObjectStore] = {}
+        self._contexts: dict[str, RepoContext] = {}
+        self._sizes: dict[tuple[str, str, str], int] = {}
+        self._slots = asyncio.Semaphore(config.commit_concurrency)
+        self._stopping = asyncio.Event()
+        self._running: set[asyncio.Task[None]] = set()
+        self._reaper: asyncio.Task[None] | None = None
+        self.passes = 0
+        self.committed = 0
+
+    # --- logging -------------------------------------------------------------------
+
+    def emit(self, event: str, **fields: Any) -> None:
+        """One JSON object per line: ``ts`` (seconds), ``event``, then ``fields``."""
+        line = {"ts": round(self.clock(), 3), "event": event, **fields}
+        self.out.write(json.dumps(line, sort_keys=False, default=str) + "\n")
+        self.out.flush()
+
+    # --- the policy ----------------------------------------------------------------
+
+    async def _staged_bytes(self, ctx: RepoContext, branch: BranchInfo) -> int:
+        total = 0
+        levels: list[tuple[layout.Level, tuple[str, ...]]] = [("L1", branch.l1), ("L2", branch.l2)]
+        for level, ids in levels:
+            for fid in ids:
+                key = (ctx.objects.url, level, fid)
+                size = self._sizes.get(key)
+                if size is None:
+                    meta = layout.staging_key(branch.name, level, fid, SIDECAR_SUFFIX)
+                    size = decode_sidecar(await ctx.objects.get(meta), meta).sst_size
+                    if len(self._sizes) >= SIZE_CACHE_ENTRIES:
+                        self._sizes.clear()
+                    self._sizes[key] = size
+                total += size
+        return total
+
+    async def due(self, ctx: RepoContext, branch: BranchInfo) -> str | None:
+        """Why ``branch`` should be committed now (``force``, ``age``, ``files``,
+        ``bytes``), or None."""
+        if not branch.staged_files:
+            return None
+        if self.force:
+            return "force"
+        cfg = self.config
+        if branch.staged_files >= cfg.commit_max_staged_files:
+            return "files"
+        if branch.commit_id:
+            last = (await ctx.commit(branch.commit_id)).created_at
+            if self.clock() - last >= cfg.commit_interval_s:
+                return "age"
+        else:
+            return "age"
+        if await self._staged_bytes(ctx, branch) >= cfg.commit_max_staged_bytes:
+            return "bytes"
+        return None
+
+    # --- one pass ------------------------------------------------------------------
+
+    def _context(self, repo: Repository) -> RepoContext:
+        ctx = self._contexts.get(repo.name)
+        if ctx is None or ctx.objects.url != self._store(repo.storage_namespace).url:
+            ctx = self._contexts[repo.name] = RepoContext(
+                repo.name,
+                self.refstore,
+                self._store(repo.storage_namespace),
+                policy=range_policy(self.config),
+                files=self._files,
+                default_branch=repo.default_branch,
+                clock=self.clock,
+            )
+        return ctx
+
+    def _store(self, namespace: str) -> ObjectStore:
+        store = self._stores.get(namespace)
+        if store is None:
+            store = self._open_objects(namespace)
+            if self._wrap is not None:
+                store = self._wrap(store)
+            self._stores[namespace] = store
+        return store
+
+    async def _repositories(self) -> AsyncIterator[Repository]:
+        if self.repositories:
+            for name in self.repositories:
+                yield await self.refstore.get_repository(name)
+            return
+        after: str | None = None
+        while True:
+            page = await self.refstore.list_repositories(after=after, limit=_PAGE)
+            for repo in page:
+                yield repo
+            if len(page) < _PAGE:
+                return
+            after = page[-1].name
+
+    async def run_once(self) -> int:
+        """One pass: commit every due branch (at most ``commit_concurrency`` at once);
+        the number of commits made."""
+        self.passes += 1
+        before = self.committed
+        tasks: list[asyncio.Task[None]] = []
+        async for repo in self._repositories():
+            if self._stopping.is_set():
+                break
+            ctx = self._context(repo)
+            try:
+                async for branch in list_branches(ctx):
+                    if self._stopping.is_set():
+                        break
+                    reason = await self.due(ctx, branch)
+                    if reason is None:
+                        continue
+                    await self._slots.acquire()
+                    if self._stopping.is_set():
+                        self._slots.release()
+                        break
+                    task = asyncio.create_task(self._commit(ctx, branch.name, reason))
+                    self._running.add(task)
+                    task.add_done_callback(self._running.discard)
+                    tasks.append(task)
+            except LsmError as e:
+                self.emit("error", repo=repo.name, error=f"{type(e).__name__}: {e}")
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        return self.committed - before
+
+    async def _commit(self, ctx: RepoContext, branch: str, reason: str) -> None:
+        try:
+            lease = f"committer/{ctx.name}/{branch}"
+            ttl = self.config.commit_lease_s
+            if not await self.refstore.acquire_lease(lease, self.owner, ttl):
+                self.emit("commit", repo=ctx.name, branch=branch, outcome="leased")
+                return
+            renew = asyncio.create_task(self._renew(lease, ttl))
+            try:
+                await self._commit_leased(ctx, branch, reason)
+            finally:
+                renew.cancel()
+                await asyncio.gather(renew, return_exceptions=True)
+                try:
+                    await self.refstore.release_lease(lease, self.owner)
+                except LsmError:
+                    pass  # it expires by itself
+        finally:
+            self._slots.release()
+
+    async def _renew(self, lease: str, ttl: float) -> None:
+        while True:
+            await asyncio.sleep(ttl / 3)
+            try:
+                await self.refstore.acquire_lease(lease, self.owner, ttl)
+            except LsmError:
+                pass
+
+    async def _commit_leased(self, ctx: RepoContext, branch: str, reason: str) -> None:
+        cfg = self.config
+        started = time.monotonic()
+        base = {"repo": ctx.name, "branch": branch, "reason": reason}
+        try:
+            result: CommitResult = await commit_branch(
+                ctx,
+                branch,
+                self.message,
+                committer=self.committer,
+                clock=self.clock,
+                max_attempts=cfg.commit_max_attempts,
+                backoff_s=cfg.commit_backoff_ms / 1000,
+                backoff_max_s=cfg.commit_backoff_max_ms / 1000,
+                grace_s=cfg.compaction_grace_s,
+                on_step=self._on_step,
+            )
+        except NothingToCommitError as e:
+            took = _since(started)
+            self.emit("commit", **base, outcome="nothing", detail=str(e), duration_s=took)
+        except ConflictError as e:
+            took = _since(started)
+            self.emit("commit", **base, outcome="conflict", error=str(e), duration_s=took)
+        except Exception as e:  # one branch's trouble must not stop the worker
+            error = f"{type(e).__name__}: {e}"
+            self.emit("commit", **base, outcome="error", error=error, duration_s=_since(started))
+        else:
+            self.committed += 1
+            self.emit("commit", **base, outcome="committed", **result.to_log())
+
+    # --- running -------------------------------------------------------------------
+
+    async def run(self, *, once: bool = False) -> None:
+        """Passes every ``commit_poll_interval_s`` until :meth:`stop` (one with ``once``)."""
+        self.emit("start", owner=self.owner, once=once, force=self.force)
+        while not self._stopping.is_set():
+            started = time.monotonic()
+            await self.run_once()
+            if once:
+                break
+            wait = self.config.commit_poll_interval_s - (time.monotonic() - started)
+            if wait > 0:
+                try:
+                    await asyncio.wait_for(self._stopping.wait(), wait)
+                except TimeoutError:
+                    pass
+        self.emit("stop", passes=self.passes, committed=self.committed)
+
+    def stop(self) -> None:
+        """Start no new commit; commits already running get ``shutdown_timeout_s`` to
+        finish, then are cancelled.  :meth:`run` returns once they have ended."""
+        if self._stopping.is_set():
+            return
+        self._stopping.set()
+        if self._running:
+            self._reaper = asyncio.create_task(self._abandon_late())
+
+    async def _abandon_late(self) -> None:
+        running = list(self._running)
+        _, pending = await asyncio.wait(running, timeout=self.shutdown_timeout_s)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+            self.emit("abandoned", commits=len(pending))
+
+    async def aclose(self) -> None:
+        """Stop (see :meth:`stop`), wait for running commits, close the object stores
+        this worker opened (not the RefStore: the caller's)."""
+        self.stop()
+        if self._running:
+            await asyncio.gather(*self._running, return_exceptions=True)
+        if self._reaper is not None:
+            await asyncio.gather(self._reaper, return_exceptions=True)
+        for store in self._stores.values():
+            await store.aclose()
+        self._stores.clear()
+        self._contexts.clear()
+
+
+def _since(started: float) -> float:
+    return round(time.monotonic() - started, 6)
