@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import xxhash
 from pybloom_live import BloomFilter
+from pybloom_live.pybloom import make_hashfuncs
 
 from lsmstore.errors import CorruptFileError, EntryTooLargeError, InvalidInputError
 from lsmstore.graveler.record import Record
@@ -75,6 +76,30 @@ def build_bloom(keys: Iterable[bytes], count: int, error_rate: float) -> BloomFi
     return bloom
 
 
+class _Shape:
+    """pybloom-live's hashing for one ``(num_slices, bits_per_slice)``, precomputed
+    (:func:`pybloom_live.pybloom.make_hashfuncs`, without its per-call generator)."""
+
+    __slots__ = ("offsets", "salts", "unpack")
+
+    def __init__(self, num_slices: int, bits_per_slice: int) -> None:
+        _, hashfn = make_hashfuncs(num_slices, bits_per_slice)
+        if bits_per_slice >= 1 << 31:
+            code, size = "Q", 8
+        elif bits_per_slice >= 1 << 15:
+            code, size = "I", 4
+        else:
+            code, size = "H", 2
+        per_hash = hashfn().digest_size // size
+        self.unpack = struct.Struct("<" + code * per_hash).unpack
+        n_salts = -(-num_slices // per_hash)
+        self.salts = [hashfn(hashfn(struct.pack("I", i)).digest()) for i in range(n_salts)]
+        self.offsets = [i * bits_per_slice for i in range(num_slices)]
+
+
+_SHAPES: dict[tuple[int, int], _Shape] = {}
+
+
 class BloomProbe:
     """One key's bit positions, computed once per distinct filter shape.
 
@@ -83,10 +108,11 @@ class BloomProbe:
     a key against many sidecars costs one hash per shape plus a few bit tests each.
     """
 
-    __slots__ = ("_item", "_positions")
+    __slots__ = ("_data", "_positions")
 
     def __init__(self, key: bytes) -> None:
-        self._item = key.decode("latin-1")
+        # pybloom-live hashes the item's UTF-8 bytes; for ASCII that is the key itself
+        self._data = key if key.isascii() else key.decode("latin-1").encode("utf-8")
         self._positions: dict[tuple[int, int], list[int]] = {}
 
     def test(self, bloom: BloomFilter) -> bool:
@@ -95,11 +121,15 @@ class BloomProbe:
         shape = (bloom.num_slices, bps)
         positions = self._positions.get(shape)
         if positions is None:
-            positions = []
-            offset = 0
-            for k in bloom.make_hashes(self._item):
-                positions.append(offset + k)
-                offset += bps
+            sh = _SHAPES.get(shape)
+            if sh is None:
+                sh = _SHAPES[shape] = _Shape(*shape)
+            values: list[int] = []
+            for salt in sh.salts:
+                h = salt.copy()
+                h.update(self._data)
+                values.extend(sh.unpack(h.digest()))
+            positions = [off + v % bps for off, v in zip(sh.offsets, values, strict=False)]
             self._positions[shape] = positions
         bits = bloom.bitarray
         for p in positions:

@@ -8,8 +8,11 @@ docs/write-path.md walks through it; the contract in short:
   RefStore has appended the file id to the branch's L1 list.  If the upload or the
   append fails, every write of the batch raises the error (a typed
   :mod:`lsmstore.errors` exception) and none of it is visible.
-* Batches close ``batch_interval_ms`` after their first write, or sooner when they
-  pass ``batch_max_bytes``/``batch_max_records``.  Up to ``max_inflight_batches``
+* A batch closes ``batch_interval_ms`` after the previous one closed (at once if that
+  is past: an idle writer adds no delay to a lone write), or sooner when it passes
+  ``batch_max_bytes``/``batch_max_records``; so a writer makes at most one L1 file
+  per window under a steady load, and ack latency is the rest of the window plus
+  the flush.  Up to ``max_inflight_batches``
   are encoded and uploaded at once, while the next one fills; their appends run
   strictly in batch order, so a write acknowledged before another began is ordered
   before it.
@@ -86,13 +89,12 @@ class WriterStats:
 class _Batch:
     """A memstore and the futures of the writes waiting on it."""
 
-    __slots__ = ("appended", "done", "first_write", "mem", "seq", "waiters")
+    __slots__ = ("appended", "done", "mem", "seq", "waiters")
 
-    def __init__(self, seq: int, now: float, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, seq: int, loop: asyncio.AbstractEventLoop) -> None:
         self.seq = seq
         self.mem = Memstore()
         self.waiters: list[asyncio.Future[None]] = []
-        self.first_write = now
         # Resolved when this batch's turn to append is over: result None lets the next
         # batch append; an exception makes it fail unappended.
         self.appended: asyncio.Future[None] = loop.create_future()
@@ -135,7 +137,8 @@ class BranchWriter:
         self._on_append = on_append
         self._loop = asyncio.get_running_loop()
         self._seq = 0
-        self._batch = _Batch(0, 0.0, self._loop)
+        self._batch = _Batch(0, self._loop)
+        self._last_seal = self._loop.time()  # batches close at most once per window
         self._tail: _Batch | None = None  # the last sealed batch
         self._inflight = 0
         self._pending_bytes = 0  # memstore + in-flight batches
@@ -190,7 +193,6 @@ class BranchWriter:
         batch = self._batch
         mem = batch.mem
         if not len(mem):
-            batch.first_write = self._loop.time()
             self._wake.set()
         delta = 0
         for rec in records:
@@ -283,7 +285,7 @@ class BranchWriter:
                 continue
             # Wait out the batching window unless the batch is full or a flush is due.
             while not (self._flush_now or self._closing or self._is_full(batch)):
-                remaining = batch.first_write + self._window() - loop.time()
+                remaining = self._last_seal + self._window() - loop.time()
                 if remaining <= 0:
                     break
                 self._wake.clear()
@@ -314,8 +316,9 @@ class BranchWriter:
         return batch.mem.nbytes >= cfg.batch_max_bytes or len(batch.mem) >= cfg.batch_max_records
 
     def _seal(self) -> None:
+        self._last_seal = self._loop.time()
         self._seq += 1
-        self._batch = _Batch(self._seq, 0.0, self._loop)
+        self._batch = _Batch(self._seq, self._loop)
 
     def _tail_before(self, batch: _Batch) -> asyncio.Future[None] | None:
         """What the next batch waits for: the last sealed batch's turn, if still running.
@@ -508,7 +511,7 @@ class BranchWriter:
 
     async def _admit_sst(self) -> None:
         # Same backpressure as batches; a throwaway batch carries no waiters.
-        await self._admit(_Batch(-1, 0.0, self._loop))
+        await self._admit(_Batch(-1, self._loop))
 
     # --- life cycle --------------------------------------------------------------------------
 
