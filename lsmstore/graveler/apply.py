@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from lsmstore.errors import InvalidInputError
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID, store_metarange
-from lsmstore.graveler.ranges import RangePolicy, RangeWriter
+from lsmstore.graveler.ranges import RECORD_OVERHEAD, RangePolicy, RangeWriter, record_size
 from lsmstore.graveler.record import Record
 from lsmstore.graveler.source import DirectSource, RangeSource
 from lsmstore.graveler.tree import TreeCursor
@@ -88,12 +88,17 @@ async def apply_changes(
     base_mr = await source.metarange(base_metarange_id)
     base = TreeCursor(source, base_mr.ranges)
     closed = policy.is_closed
+    min_bytes, max_bytes = policy.min_bytes, policy.max_bytes
+    base_size = 0
+    trusted = False
     added = removed = changed = 0
     stream = _sorted_changes(changes)
     change = await anext(stream, None)
     writer = RangeWriter(
         store, policy, max_in_flight=max_in_flight, existing={r.id for r in base_mr.ranges}
     )
+    push = writer.push
+    overhead = RECORD_OVERHEAD
     async with writer:
         while True:
             pos = base.pos
@@ -116,18 +121,42 @@ async def apply_changes(
                     base.skip_range()
                 else:
                     await base.enter()
+                    base_size = 0
+                    # Trust the base's cuts only where they look like this policy's.
+                    trusted = closed(info) or base.i == len(base_mr.ranges) - 1
                 continue
-            if change is not None and change.key == record.key:
-                if change.value is None:
-                    removed += 1
-                elif change.identity == record.identity:
-                    await writer.add(record)
-                else:
-                    await writer.add(change)
-                    changed += 1
-                change = await anext(stream, None)
+            # Inside a trusted base range, a key past min_bytes (and below max_bytes) that
+            # is not the range's last is no hash boundary: the base would have cut there.
+            # Records below the next change are copied in one tight loop.
+            last_key = info.max_key
+            for record in base.take_below(None if change is None else change.key):
+                base_size += (
+                    len(record.key) + len(record.identity) + len(record.value or b"") + overhead
+                )
+                hint = (
+                    False
+                    if trusted and min_bytes <= base_size < max_bytes and record.key != last_key
+                    else None
+                )
+                if push(record, hint):
+                    await writer.flush()
+            record = base.record
+            if change is None or record is None or change.key != record.key:
+                continue  # the change is past this range, or in a gap: the loop's top
+            base_size += record_size(record)
+            hint = (
+                False
+                if trusted and min_bytes <= base_size < max_bytes and record.key != last_key
+                else None
+            )
+            if change.value is None:
+                removed += 1
+            elif change.identity == record.identity:
+                await writer.add(record, hint)
             else:
-                await writer.add(record)
+                await writer.add(change, hint)
+                changed += 1
+            change = await anext(stream, None)
             base.next()
         ranges = await writer.finish()
 

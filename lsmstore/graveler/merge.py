@@ -22,7 +22,8 @@ equal IDs; equal bounds where one side's range is the base range (take the other
 range on one side over which the other side has no keys, which either the base does not
 overlap (added: take it) or the base holds identically (deleted on the other side: drop
 it).  Whole ranges go to the output only when it has just been cut and the range is
-closed, as in :mod:`lsmstore.graveler.apply`, so merged trees stay canonical.
+closed (or nothing follows it), as in :mod:`lsmstore.graveler.apply`, so merged trees
+stay canonical.
 """
 
 from __future__ import annotations
@@ -89,9 +90,14 @@ class _Merger:
         self.conflicts: list[bytes] = []
         self.resolved = 0
 
-    def _can_take(self, info: RangeInfo) -> bool:
+    def _can_take(self, info: RangeInfo, last: bool) -> bool:
+        """Whether ``info`` may go to the output whole (``last``: nothing follows it)."""
         # After a conflict nothing is written: any range can be "taken" (skipped).
-        return bool(self.conflicts) or (self.writer.empty and self.policy.is_closed(info))
+        return bool(self.conflicts) or (self.writer.empty and (last or self.policy.is_closed(info)))
+
+    def _both_last(self) -> bool:
+        dest, src = self.dest, self.src
+        return dest.i + 1 >= len(dest.ranges) and src.i + 1 >= len(src.ranges)
 
     async def _take(self, info: RangeInfo) -> None:
         if not self.conflicts:
@@ -112,7 +118,7 @@ class _Merger:
             return _Base.SAME
         return _Base.OTHER
 
-    async def _one_side_range(self, side: TreeCursor) -> bool:
+    async def _one_side_range(self, side: TreeCursor, other: TreeCursor) -> bool:
         """``side`` stands at a range over which the other side has no keys: settle it
         whole if the base allows; False when it must be entered."""
         info = side.range
@@ -121,7 +127,8 @@ class _Merger:
             side.skip_range()
             self.base.skip_range()
             return True
-        if kind is _Base.NONE and self._can_take(info):  # added on this side only
+        last = side.i + 1 == len(side.ranges) and not other.valid
+        if kind is _Base.NONE and self._can_take(info, last):  # added on this side only
             await self._take(info)
             side.skip_range()
             return True
@@ -135,7 +142,7 @@ class _Merger:
         s_head = src.record is None and spos is not None
         if d_head and s_head:
             d, s = dest.range, src.range
-            if d.id == s.id and self._can_take(d):
+            if d.id == s.id and self._can_take(d, self._both_last()):
                 await self._take(d)
                 dest.skip_range()
                 src.skip_range()
@@ -145,16 +152,16 @@ class _Merger:
                 if kind is not _Base.NONE and self.base.record is None:
                     b = self.base.range.id
                     take = s if b == d.id else d if b == s.id else None
-                    if take is not None and self._can_take(take):
+                    if take is not None and self._can_take(take, self._both_last()):
                         await self._take(take)
                         dest.skip_range()
                         src.skip_range()
                         return True
         if s_head and (dpos is None or src.range.max_key < dpos):
-            if await self._one_side_range(src):
+            if await self._one_side_range(src, dest):
                 return True
         if d_head and (spos is None or dest.range.max_key < spos):
-            if await self._one_side_range(dest):
+            if await self._one_side_range(dest, src):
                 return True
         if d_head and (spos is None or (dpos is not None and dpos <= spos)):
             await dest.enter()

@@ -70,6 +70,10 @@ class RangePolicy:
         if self.raggedness < 1:
             raise InvalidInputError(f"invalid range policy: raggedness {self.raggedness} < 1")
 
+    def is_hash_boundary(self, key: bytes) -> bool:
+        """True when ``key`` ends a range once the range holds ``min_bytes``."""
+        return fnv1a64(key) % self.raggedness == 0
+
     def cuts_after(self, key: bytes, size: int) -> bool:
         """True when a range whose estimated size is ``size`` after ``key`` ends there."""
         if size >= self.max_bytes:
@@ -107,10 +111,14 @@ class RangeWriter:
     records and is kept.  At most ``max_in_flight`` uploads run at once; :meth:`add`
     waits for room.  IDs in ``existing`` are known to be stored and are not uploaded.
 
-    An upload failure is raised from the next :meth:`add`/:meth:`finish`.  Used as an
-    async context manager, leaving with an exception cancels the uploads still running
-    (anything already uploaded is unreferenced and left to garbage collection).  Not
-    safe for concurrent use by several tasks.
+    Tight loops may call the synchronous :meth:`push` instead of :meth:`add`; when it
+    returns True a range was cut, and the caller awaits :meth:`flush` to start its upload
+    (and to wait for room).
+
+    An upload failure is raised from the next :meth:`add`/:meth:`flush`/:meth:`finish`.
+    Used as an async context manager, leaving with an exception cancels the uploads still
+    running (anything already uploaded is unreferenced and left to garbage collection).
+    Not safe for concurrent use by several tasks.
     """
 
     def __init__(
@@ -132,6 +140,7 @@ class RangeWriter:
         self._hasher = FileIdHasher()
         self._size = 0
         self._last_key: bytes | None = None
+        self._ready: list[tuple[str, list[Record]]] = []  # cut, upload not started
         self._pending: set[asyncio.Task[None]] = set()
         self.ranges_written = 0  # ranges encoded and uploaded by this writer
         self.ranges_reused = 0  # ranges passed through whole (add_range) or found existing
@@ -146,26 +155,43 @@ class RangeWriter:
     def last_key(self) -> bytes | None:
         return self._last_key
 
-    def _check_order(self, key: bytes) -> None:
-        if self._last_key is not None and key <= self._last_key:
-            raise InvalidInputError(
-                f"records must have strictly increasing keys: {key!r} follows {self._last_key!r}"
-            )
+    def push(self, record: Record, hash_boundary: bool | None = None) -> bool:
+        """Append one record; True when the policy cut a range after it (then await
+        :meth:`flush`).
 
-    async def add(self, record: Record) -> None:
-        """Append one record; cuts and starts an upload when the policy says so."""
+        ``hash_boundary`` may pass ``policy.is_hash_boundary(record.key)`` when the
+        caller already knows it (it saves hashing the key); None: computed if needed.
+        """
         key = record.key
-        if record.value is None:
+        value = record.value
+        if value is None:
             raise InvalidInputError(f"tombstone for key {key!r} cannot go into a committed range")
+        last = self._last_key
+        if last is not None and key <= last:
+            raise InvalidInputError(
+                f"records must have strictly increasing keys: {key!r} follows {last!r}"
+            )
         if not key:
             raise InvalidInputError("committed keys must be non-empty")
-        self._check_order(key)
         self._last_key = key
         self._records.append(record)
         self._hasher.add(key, record.identity)
-        self._size += record_size(record)
-        if self._policy.cuts_after(key, self._size):
-            await self._cut()
+        size = self._size = (
+            self._size + len(key) + len(record.identity) + len(value) + RECORD_OVERHEAD
+        )
+        policy = self._policy
+        if size >= policy.max_bytes or (
+            size >= policy.min_bytes
+            and (policy.is_hash_boundary(key) if hash_boundary is None else hash_boundary)
+        ):
+            self._cut()
+            return True
+        return False
+
+    async def add(self, record: Record, hash_boundary: bool | None = None) -> None:
+        """:meth:`push`, then :meth:`flush` when a range was cut."""
+        if self.push(record, hash_boundary):
+            await self.flush()
 
     async def add_range(self, info: RangeInfo) -> None:
         """Append an existing range whole (its object is already stored)."""
@@ -178,14 +204,22 @@ class RangeWriter:
         self._ranges.append(info)
         self.ranges_reused += 1
 
+    def _check_order(self, key: bytes) -> None:
+        if self._last_key is not None and key <= self._last_key:
+            raise InvalidInputError(
+                f"records must have strictly increasing keys: {key!r} follows {self._last_key!r}"
+            )
+
     async def finish(self) -> list[RangeInfo]:
         """Cut the last range, wait for every upload, and return all ranges in key order."""
         if self._records:
-            await self._cut()
-        await self._drain()
+            self._cut()
+        await self.flush()
+        if self._pending:
+            await self._wait(asyncio.ALL_COMPLETED)
         return list(self._ranges)
 
-    async def _cut(self) -> None:
+    def _cut(self) -> None:
         records = self._records
         info = RangeInfo(
             self._hasher.hexdigest(), records[0].key, records[-1].key, len(records), self._size
@@ -199,10 +233,16 @@ class RangeWriter:
             return
         self.ranges_written += 1
         self.records_written += info.count
-        while len(self._pending) >= self._max_in_flight:
-            await self._wait(asyncio.FIRST_COMPLETED)
+        self._ready.append((info.id, records))
+
+    async def flush(self) -> None:
+        """Start the uploads of the ranges cut so far, waiting for room as needed."""
         self._reap()
-        self._pending.add(asyncio.create_task(self._upload(info.id, records)))
+        while self._ready:
+            while len(self._pending) >= self._max_in_flight:
+                await self._wait(asyncio.FIRST_COMPLETED)
+            range_id, records = self._ready.pop(0)
+            self._pending.add(asyncio.create_task(self._upload(range_id, records)))
 
     async def _upload(self, range_id: str, records: list[Record]) -> None:
         data = await asyncio.to_thread(write_sst, records)
@@ -221,12 +261,9 @@ class RangeWriter:
             self._pending.discard(task)
             task.result()
 
-    async def _drain(self) -> None:
-        if self._pending:
-            await self._wait(asyncio.ALL_COMPLETED)
-
     async def abort(self) -> None:
         """Cancel the uploads still running and wait for them to end."""
+        self._ready.clear()
         pending, self._pending = self._pending, set()
         for task in pending:
             task.cancel()

@@ -146,20 +146,43 @@ class TreeCursor:
         assert self._it is not None
         record = next(self._it, None)
         if record is None:
-            info = self.ranges[self.i]
-            reader = self._reader
-            assert reader is not None
-            if reader.last_key != info.max_key:
-                raise CorruptFileError(
-                    reader.name,
-                    f"range ends at {reader.last_key!r}, its metarange says {info.max_key!r}",
-                )
-            self.skip_range()
+            self._end_of_range()
             return
         if record.value is None:
             assert self._reader is not None
             raise _tombstone(self._reader, record.key)
         self.record = record
+
+    def _end_of_range(self) -> None:
+        info = self.ranges[self.i]
+        reader = self._reader
+        assert reader is not None
+        if reader.last_key != info.max_key:
+            raise CorruptFileError(
+                reader.name,
+                f"range ends at {reader.last_key!r}, its metarange says {info.max_key!r}",
+            )
+        self.skip_range()
+
+    def take_below(self, stop: bytes | None) -> Iterator[Record]:
+        """Yield the current record and the following ones of the entered range while
+        their keys are below ``stop`` (None: to the range's end), moving past each; the
+        cursor is left on the first record >= ``stop`` or at the next range's header.
+        Consume it fully before moving the cursor otherwise."""
+        record = self.record
+        it = self._it
+        if record is None or it is None:
+            return
+        while stop is None or record.key < stop:
+            yield record
+            record = next(it, None)
+            if record is None:
+                self._end_of_range()
+                return
+            if record.value is None:
+                assert self._reader is not None
+                raise _tombstone(self._reader, record.key)
+            self.record = record
 
     def next(self) -> None:
         """Move to the next record (or to the next range's header)."""
