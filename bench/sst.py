@@ -2,7 +2,8 @@
 
 ``python -m bench sst [--mb 5] [--seed 1]`` builds one range of 40-byte keys and ~150-byte
 values (32-byte identities) of about ``--mb`` MB and prints a Markdown table of rates.
-Each figure is the best of several rounds (the machine may be shared).
+Each figure is the best of several rounds (the machine may be shared); the load average
+at the start is printed with the results.
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ def make_records(n: int, rng: random.Random) -> list[Record]:
     return out
 
 
+ROUNDS = 9
+
+
 def best(rounds: int, fn: Callable[[], object]) -> float:
     """Fastest of ``rounds`` timings of ``fn()``, seconds."""
     times = []
@@ -68,14 +72,14 @@ def main(argv: list[str]) -> int:
         nonlocal data
         data = write_sst(records)
 
-    t_write = best(3, write)
+    t_write = best(ROUNDS, write)
     opens = []
     for _ in range(30):
         t0 = time.perf_counter()
         reader = SSTReader(data, "bench.sst")
         opens.append(time.perf_counter() - t0)
     blocks = len(reader._offsets)
-    lookups = [keys[rng.randrange(n)] for _ in range(20_000)]
+    lookups = [keys[rng.randrange(n)] for _ in range(10_000)]
 
     def gets(r: SSTReader) -> Callable[[], None]:
         def run() -> None:
@@ -86,14 +90,14 @@ def main(argv: list[str]) -> int:
         return run
 
     cold = SSTReader(data, "bench.sst", block_cache_size=1)  # nearly every lookup misses
-    t_cold = best(3, gets(cold))
+    t_cold = best(ROUNDS, gets(cold))
     lru = SSTReader(data, "bench.sst")  # default 64-block LRU, random keys: mostly misses
-    t_lru = best(3, gets(lru))
+    t_lru = best(ROUNDS, gets(lru))
     warm = SSTReader(data, "bench.sst", block_cache_size=blocks)
     for _ in range(2):  # second touch decodes each block
         for i in range(0, n, 5):
             warm.get(keys[i])
-    t_warm = best(3, gets(warm))
+    t_warm = best(ROUNDS, gets(warm))
     absent = [k[:-1] + b"~" for k in lookups]
 
     def misses() -> None:
@@ -101,8 +105,8 @@ def main(argv: list[str]) -> int:
         for k in absent:
             get(k)
 
-    t_absent = best(3, misses)
-    t_scan = best(3, lambda: sum(1 for _ in SSTReader(data, "bench.sst")))
+    t_absent = best(ROUNDS, misses)
+    t_scan = best(ROUNDS, lambda: sum(1 for _ in SSTReader(data, "bench.sst")))
     starts = [keys[rng.randrange(n)] for _ in range(2000)]
 
     def pages() -> None:
@@ -112,12 +116,13 @@ def main(argv: list[str]) -> int:
             for _ in zip(range(100), it, strict=False):
                 pass
 
-    t_pages = best(3, pages)
+    t_pages = best(ROUNDS, pages)
 
+    load = os.getloadavg()[0]
     now = datetime.now(UTC).strftime("%Y-%m-%d")
     print(
         f"SST benchmark, {now}, {platform.python_implementation()} {platform.python_version()}, "
-        f"nproc={os.cpu_count()}"
+        f"nproc={os.cpu_count()}, load average {load:.1f} at the end"
     )
     print(
         f"file: {n} records, {len(data) / 1e6:.2f} MB, {blocks} data blocks, "
