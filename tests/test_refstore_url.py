@@ -73,3 +73,39 @@ async def test_redis() -> None:
 def test_bad_redis_urls(url: str) -> None:
     with pytest.raises(InvalidURLError):
         open_refstore(url)
+
+
+async def test_dynamodb() -> None:
+    from lsmstore.refstore.dynamodb import DynamoRefStore
+
+    store = open_refstore(
+        "dynamodb://my-refs?region=eu-west-1&endpoint_url=http://127.0.0.1:8000&timeout=2"
+    )
+    assert isinstance(store, DynamoRefStore) and store.table == "my-refs"
+    assert "eu-west-1" in store.url
+    await store.aclose()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "dynamodb://",
+        "dynamodb://ab?region=us-east-1",
+        "dynamodb://bad/name?region=us-east-1",
+        "dynamodb://t@ble?region=us-east-1",
+        "dynamodb://refs?region=us-east-1&endpoint_url=ftp://x",
+        "dynamodb://refs?region=us-east-1&endpoint_url=127.0.0.1:8000",
+        "dynamodb://refs?region=us-east-1&bucket=x",
+        "dynamodb://refs?region=us-east-1&timeout=0",
+    ],
+)
+def test_bad_dynamodb_urls(url: str) -> None:
+    with pytest.raises(InvalidURLError):
+        open_refstore(url)
+
+
+def test_dynamodb_region_is_required(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AWS_REGION", raising=False)
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
+    with pytest.raises(InvalidURLError, match="region"):
+        open_refstore("dynamodb://refs")

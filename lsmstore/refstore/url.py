@@ -6,6 +6,8 @@ URL                                                    backend
 ``local:///abs/dir[?synchronous=FULL|NORMAL]``         :class:`EmbeddedRefStore` (SQLite)
 ``redis://[user:pass@]host[:port][/db][?prefix=lsm:``  :class:`RedisRefStore`
 ``&max_connections=64&timeout=5]`` (``rediss://`` TLS)
+``dynamodb://table?region=us-east-1``                  :class:`DynamoRefStore`
+``[&endpoint_url=http://127.0.0.1:8000&timeout=5]``
 =====================================================  ==================================
 
 Keyword ``options`` are passed to the backend's constructor and win over the URL's
@@ -15,11 +17,15 @@ query.  An unknown scheme, an unknown query parameter or a malformed URL raises
 
 from __future__ import annotations
 
+import os
+import re
 from typing import Any
 from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit, urlunsplit
 
 from lsmstore.errors import InvalidURLError
 from lsmstore.refstore.base import RefStore
+
+DYNAMODB_TABLE = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")
 
 
 def _query(url: str, query: str, allowed: set[str]) -> dict[str, str]:
@@ -65,9 +71,11 @@ def open_refstore(url: str, **options: Any) -> RefStore:
         return _local(url, parts, options)
     if scheme in ("redis", "rediss"):
         return _redis(url, parts, options)
+    if scheme == "dynamodb":
+        return _dynamodb(url, parts, options)
     raise InvalidURLError(
         f"unknown RefStore URL scheme {parts.scheme!r} in {url!r} "
-        "(expected local://, redis:// or rediss://)"
+        "(expected local://, redis://, rediss:// or dynamodb://)"
     )
 
 
@@ -112,3 +120,29 @@ def _redis(url: str, parts: SplitResult, options: dict[str, Any]) -> RefStore:
         kwargs["timeout"] = _number(url, "timeout", params["timeout"], float)
     plain = urlunsplit((parts.scheme.lower(), parts.netloc, f"/{db or 0}", "", ""))
     return RedisRefStore(plain, **(kwargs | options))
+
+
+def _dynamodb(url: str, parts: SplitResult, options: dict[str, Any]) -> RefStore:
+    from lsmstore.refstore.dynamodb import DynamoRefStore
+
+    table = unquote(parts.netloc)
+    if not DYNAMODB_TABLE.fullmatch(table) or parts.path not in ("", "/"):
+        raise InvalidURLError(
+            f"RefStore URL {url!r} must be dynamodb://<table>?region=... "
+            f"with a table name matching {DYNAMODB_TABLE.pattern}"
+        )
+    params = _query(url, parts.query, {"region", "endpoint_url", "timeout"})
+    region = (
+        params.get("region") or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    )
+    if not region and "region" not in options:
+        raise InvalidURLError(f"RefStore URL {url!r} names no region (add ?region=...)")
+    kwargs: dict[str, Any] = {"region": region}
+    if "endpoint_url" in params:
+        endpoint = urlsplit(params["endpoint_url"])
+        if endpoint.scheme not in ("http", "https") or not endpoint.netloc:
+            raise InvalidURLError(f"endpoint_url in RefStore URL {url!r} must be http(s)://host")
+        kwargs["endpoint_url"] = params["endpoint_url"]
+    if "timeout" in params:
+        kwargs["timeout"] = _number(url, "timeout", params["timeout"], float)
+    return DynamoRefStore(table, **(kwargs | options))
