@@ -21,7 +21,6 @@ import hashlib
 import struct
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar
 
 from lsmstore import layout
 from lsmstore.errors import (
@@ -32,9 +31,8 @@ from lsmstore.errors import (
     RefNotFoundError,
 )
 from lsmstore.graveler.metarange import check_tree_id
+from lsmstore.graveler.source import FileCacheLike
 from lsmstore.storage.base import ObjectStore, PutMode
-
-T = TypeVar("T")
 
 MAGIC = b"LSMC"
 VERSION = 1
@@ -43,12 +41,6 @@ _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
 _MAX_U32 = (1 << 32) - 1
 _MAX_U63 = (1 << 63) - 1
-
-
-class _Cache(Protocol):
-    async def get(
-        self, store: ObjectStore, key: str, parse: Callable[[bytes, str], T], *, kind: str = ...
-    ) -> T: ...
 
 
 def _utf8(value: object, what: str) -> bytes:
@@ -227,7 +219,9 @@ def _parser(cid: str) -> Callable[[bytes, str], Commit]:
     return parse
 
 
-async def read_commit(store: ObjectStore, cid: str, *, cache: _Cache | None = None) -> Commit:
+async def read_commit(
+    store: ObjectStore, cid: str, *, cache: FileCacheLike | None = None
+) -> Commit:
     """The commit named ``cid`` (read through ``cache`` when given).
 
     Raises :class:`InvalidInputError` for a malformed ID, :class:`RefNotFoundError` when
