@@ -270,3 +270,30 @@ async def test_missing_or_corrupt_base_range(tmp_path) -> None:
         await apply_changes(
             DirectSource(store), store, base_id, [put(ranges[5].min_key, b"y")], TINY
         )
+
+
+@pytest.mark.parametrize(
+    "base_policy",
+    [
+        RangePolicy(min_bytes=40, max_bytes=300, raggedness=3),
+        RangePolicy(min_bytes=500, max_bytes=5000, raggedness=40),
+    ],
+)
+async def test_base_built_with_another_policy(base_policy: RangePolicy) -> None:
+    # Reuse and boundary shortcuts assume the base's cuts; with other cuts the result
+    # must still hold exactly the right records.
+    store = MemoryStore()
+    base = seeded_model(1500, 9)
+    base_id = await write_tree(store, records(base), base_policy)
+    ordered = sorted(base)
+    changes = {ordered[i]: (None if i % 3 else b"new") for i in range(0, len(ordered), 97)}
+    changes[b"\x00"] = b"first"
+    changes[b"\xff" * 8] = b"last"
+    stream = [tombstone(k) if v is None else put(k, v) for k, v in sorted(changes.items())]
+    result = await apply_changes(DirectSource(store), store, base_id, stream, TINY)
+    model = {k: v for k, v in {**base, **changes}.items() if v is not None}
+    assert await contents(store, result.metarange_id) == records(model)
+    old_ids = {r.id for r in await TreeReader(DirectSource(store), base_id).ranges()}
+    for info in await TreeReader(DirectSource(store), result.metarange_id).ranges():
+        if info.id not in old_ids:  # reused ranges keep their size; new ones obey the policy
+            assert info.size < TINY.max_bytes + 64
