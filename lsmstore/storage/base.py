@@ -7,6 +7,11 @@ Contract (checked by :mod:`lsmstore.testing.store_contract` for every backend):
 * ``put`` is atomic: a reader sees either no object or the whole new object, never
   a prefix.  Modes: ``CREATE`` fails with :class:`ObjectExistsError` when the key is
   present (the check and the write are one atomic step); ``OVERWRITE`` replaces.
+  A backend whose client re-sends requests (S3) cannot tell its own landed first
+  attempt from another writer's object, so it may report success for a CREATE whose
+  bytes equal the existing object's.  Everything under ``_lsm/`` is either
+  content-addressed or uniquely named, so this never matters there; a caller using
+  CREATE for mutual exclusion must make each writer's bytes distinct.
 * ``get``/``get_range``/``head``/``delete`` of a missing key raise
   :class:`ObjectNotFoundError` (``delete`` is idempotent only with ``missing_ok``).
 * ``list`` yields objects in lexicographic key order, starting strictly after

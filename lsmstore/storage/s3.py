@@ -1,0 +1,262 @@
+"""An object store on S3 (or any S3-compatible endpoint) through aiobotocore.
+
+One long-lived client per store, created on first use (or by ``await store.open()``) and
+closed by ``aclose()``.  Credentials and, unless given, the region come from the usual
+AWS sources (environment, ``~/.aws/config``, instance metadata).
+
+Guarantees come from S3 itself: a PutObject is atomic and, since 2020, strongly
+consistent (read-after-write and list-after-write).  CREATE sends ``If-None-Match: *``;
+S3 answers 412 when the key exists, which is :class:`ObjectExistsError` -- unless the
+object present has our content's MD5 ETag.  Then the put succeeds: both botocore and
+aiohttp re-send a PUT whose response was lost, so a 412 may answer our own earlier
+attempt, and the two cases cannot be told apart (see ``PutMode.CREATE``).  A crash
+leaves nothing partial (there are no multipart uploads here: objects up to 5 GiB go in
+one request).
+
+Errors: 404 ``NoSuchKey`` -> :class:`ObjectNotFoundError`; a missing bucket, denied
+access, connection failures, timeouts and 5xx/throttling after botocore's retries
+(``max_attempts`` in total, "standard" mode) -> :class:`UnavailableError`.  A failed
+put is ``outcome_unknown`` unless S3 gave a definite 4xx answer.  HEAD answers carry no
+error code, so ``head`` on a missing bucket reports the object as not found.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import re
+from collections.abc import AsyncIterator
+from typing import Any, Self
+
+import aiohttp
+from aiobotocore.config import AioConfig
+from aiobotocore.session import AioSession, get_session
+from botocore.exceptions import BotoCoreError, ClientError
+from botocore.handlers import add_expect_header
+
+from lsmstore.errors import (
+    InvalidInputError,
+    ObjectExistsError,
+    ObjectNotFoundError,
+    UnavailableError,
+)
+from lsmstore.storage.base import ObjectMeta, ObjectStore, PutMode, check_key
+
+BUCKET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,254}$")
+
+#: Failures to get an answer (OSError includes TimeoutError) and S3's error answers.
+_TRANSPORT = (BotoCoreError, aiohttp.ClientError, OSError)
+_FAILURES = (ClientError, *_TRANSPORT)
+
+#: Times a CREATE is re-sent after 409 ConditionalRequestConflict (a concurrent
+#: conditional write on the same key was in flight; S3 asks the client to retry).
+CONFLICT_RETRIES = 5
+
+
+_SESSION: AioSession | None = None
+
+
+def _session() -> AioSession:
+    """One botocore session per process: it caches the (large) S3 service model."""
+    global _SESSION
+    if _SESSION is None:
+        _SESSION = get_session()
+    return _SESSION
+
+
+class S3Store(ObjectStore):
+    def __init__(
+        self,
+        bucket: str,
+        prefix: str = "",
+        *,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        path_style: bool = False,
+        max_attempts: int = 5,
+        connect_timeout: float = 5.0,
+        read_timeout: float = 30.0,
+        max_pool_connections: int = 64,
+        page_size: int = 1000,
+    ) -> None:
+        if not BUCKET_NAME.match(bucket):
+            raise InvalidInputError(f"invalid S3 bucket name {bucket!r}")
+        prefix = prefix.strip("/")
+        if prefix:
+            check_key(prefix)
+        if max_attempts < 1 or not 1 <= page_size <= 1000:
+            raise InvalidInputError("S3 max_attempts must be >= 1 and page_size in 1..1000")
+        self.bucket = bucket
+        self.prefix = prefix
+        self.endpoint_url = endpoint_url
+        self._root = f"{prefix}/" if prefix else ""
+        self.url = f"s3://{bucket}/{prefix}"
+        self._page_size = page_size
+        self._region = region or (None if endpoint_url is None else "us-east-1")
+        self._config = AioConfig(
+            retries={"total_max_attempts": max_attempts, "mode": "standard"},
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+            max_pool_connections=max_pool_connections,
+            s3={"addressing_style": "path" if path_style else "auto"},
+        )
+        self._client: Any = None
+        self._stack = contextlib.AsyncExitStack()
+        self._lock = asyncio.Lock()
+
+    async def open(self) -> Self:
+        """Create the client now rather than on first use."""
+        await self._connect()
+        return self
+
+    async def _connect(self) -> Any:
+        self._check_open()
+        if self._client is None:
+            async with self._lock:
+                if self._client is None:
+                    ctx = _session().create_client(
+                        "s3",
+                        endpoint_url=self.endpoint_url,
+                        region_name=self._region,
+                        config=self._config,
+                    )
+                    client = await self._stack.enter_async_context(ctx)
+                    # Without "Expect: 100-continue" a put costs one round trip less, and
+                    # a server that stops answering hits read_timeout instead of hanging
+                    # (aiohttp waits for the "100 Continue" with no timeout).
+                    client.meta.events.unregister("before-call.s3", add_expect_header)
+                    self._client = client
+        return self._client
+
+    async def aclose(self) -> None:
+        await super().aclose()
+        self._client = None
+        await self._stack.aclose()
+
+    def _error(self, e: Exception, op: str, key: str, *, put: bool = False) -> Exception:
+        where = f"{self.url} ({self.endpoint_url or 'AWS'}): {op} {key}"
+        if isinstance(e, ClientError):
+            error = e.response.get("Error", {})
+            code = str(error.get("Code", ""))
+            status = int(e.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+            if code == "NoSuchBucket":
+                return UnavailableError(f"{where}: bucket {self.bucket!r} does not exist")
+            if code in ("NoSuchKey", "NotFound", "404") or status == 404:
+                return ObjectNotFoundError(key)
+            if status in (401, 403):
+                return UnavailableError(f"{where}: access denied ({code})")
+            definite = 400 <= status < 500 and status not in (408, 429)
+            return UnavailableError(
+                f"{where}: {code or status} {error.get('Message', '')}".rstrip(),
+                outcome_unknown=put and not definite,
+            )
+        return UnavailableError(f"{where}: {e}", outcome_unknown=put)
+
+    # --- reads -----------------------------------------------------------------------
+
+    async def _read(self, key: str, op: str, **extra: Any) -> bytes:
+        client = await self._connect()
+        try:
+            response = await client.get_object(Bucket=self.bucket, Key=self._root + key, **extra)
+            async with response["Body"] as body:
+                data: bytes = await body.read()
+            return data
+        except ClientError as e:
+            if e.response.get("Error", {}).get("Code") == "InvalidRange":
+                return b""  # the range starts at or past the end (or the object is empty)
+            raise self._error(e, op, key) from e
+        except _TRANSPORT as e:
+            raise self._error(e, op, key) from e
+
+    async def get(self, key: str) -> bytes:
+        check_key(key)
+        return await self._read(key, "get")
+
+    async def get_range(self, key: str, start: int, end: int) -> bytes:
+        check_key(key)
+        if start < 0:
+            raise InvalidInputError(f"get_range of {key!r}: negative start {start}")
+        if end <= start:
+            await self.head(key)  # a missing key still raises ObjectNotFoundError
+            return b""
+        return await self._read(key, "get_range", Range=f"bytes={start}-{end - 1}")
+
+    async def head(self, key: str) -> ObjectMeta:
+        check_key(key)
+        client = await self._connect()
+        try:
+            response = await client.head_object(Bucket=self.bucket, Key=self._root + key)
+        except _FAILURES as e:
+            raise self._error(e, "head", key) from e
+        return ObjectMeta(key, int(response["ContentLength"]), response.get("ETag", "").strip('"'))
+
+    # --- writes ----------------------------------------------------------------------
+
+    async def put(self, key: str, data: bytes, mode: PutMode = PutMode.CREATE) -> None:
+        check_key(key)
+        client = await self._connect()
+        conditions = {"IfNoneMatch": "*"} if mode is PutMode.CREATE else {}
+        for attempt in range(CONFLICT_RETRIES + 1):
+            try:
+                await client.put_object(
+                    Bucket=self.bucket, Key=self._root + key, Body=data, **conditions
+                )
+                return
+            except ClientError as e:
+                status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+                if status == 412 and mode is PutMode.CREATE:
+                    if await self._holds(key, data):
+                        return  # most likely an earlier, unanswered attempt of this put
+                    raise ObjectExistsError(key) from None
+                if status == 409 and attempt < CONFLICT_RETRIES:
+                    continue
+                raise self._error(e, "put", key, put=True) from e
+            except _TRANSPORT as e:
+                raise self._error(e, "put", key, put=True) from e
+
+    async def _holds(self, key: str, data: bytes) -> bool:
+        """Whether the stored object's ETag is the MD5 of ``data`` (a single-part upload)."""
+        try:
+            meta = await self.head(key)
+        except ObjectNotFoundError:
+            return False
+        return meta.etag == hashlib.md5(data, usedforsecurity=False).hexdigest()
+
+    async def delete(self, key: str, *, missing_ok: bool = True) -> None:
+        check_key(key)
+        if not missing_ok:
+            await self.head(key)  # S3 deletes are silent about missing keys
+        client = await self._connect()
+        try:
+            await client.delete_object(Bucket=self.bucket, Key=self._root + key)
+        except _FAILURES as e:
+            raise self._error(e, "delete", key) from e
+
+    # --- listing ---------------------------------------------------------------------
+
+    async def list(
+        self, prefix: str = "", *, after: str | None = None
+    ) -> AsyncIterator[ObjectMeta]:
+        client = await self._connect()
+        request: dict[str, Any] = {
+            "Bucket": self.bucket,
+            "Prefix": self._root + prefix,
+            "MaxKeys": self._page_size,
+        }
+        if after is not None:
+            request["StartAfter"] = self._root + after
+        skip = len(self._root)
+        while True:
+            try:
+                response = await client.list_objects_v2(**request)
+            except _FAILURES as e:
+                raise self._error(e, "list", prefix or "/") from e
+            for obj in response.get("Contents", ()):
+                yield ObjectMeta(
+                    obj["Key"][skip:], int(obj["Size"]), obj.get("ETag", "").strip('"')
+                )
+            if not response.get("IsTruncated"):
+                return
+            request["ContinuationToken"] = response["NextContinuationToken"]
+            self._check_open()

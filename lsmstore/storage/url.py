@@ -1,0 +1,106 @@
+"""Open an object store from its storage-namespace URL.
+
+=========================================  ============================================
+``file:///abs/path``                       :class:`LocalStore` rooted at ``/abs/path``
+                                           (``file://localhost/abs/path`` also works)
+``s3://bucket/prefix?option=value&...``    :class:`S3Store` on ``bucket`` under ``prefix``
+``mem://name``                             :class:`MemoryStore` shared by ``name``
+=========================================  ============================================
+
+S3 options (query parameters override keyword arguments of the same name):
+``endpoint_url`` (an S3-compatible endpoint, e.g. ``http://127.0.0.1:9000``),
+``region``, ``path_style`` (``true``/``false``: path-style addressing),
+``max_attempts`` (total attempts per request, default 5), ``connect_timeout`` and
+``read_timeout`` (seconds, default 5 and 30), ``max_pool_connections`` (default 64),
+``page_size`` (keys per ListObjectsV2 page, 1..1000).  ``file`` and ``mem`` take no
+options.  Anything else -- another scheme, a relative path, an unknown option, a value
+of the wrong type -- raises :class:`InvalidURLError` naming it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from lsmstore.errors import InvalidInputError, InvalidURLError
+from lsmstore.storage.base import ObjectStore
+from lsmstore.storage.local import LocalStore
+from lsmstore.storage.memory import MemoryStore
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    raise ValueError(f"not a boolean: {value!r}")
+
+
+S3_OPTIONS: dict[str, Callable[[Any], Any]] = {
+    "endpoint_url": str,
+    "region": str,
+    "path_style": _bool,
+    "max_attempts": int,
+    "connect_timeout": float,
+    "read_timeout": float,
+    "max_pool_connections": int,
+    "page_size": int,
+}
+
+
+def _s3_options(url: str, query: str, options: dict[str, Any]) -> dict[str, Any]:
+    try:
+        pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
+    except ValueError as e:
+        raise InvalidURLError(f"malformed query in {url!r}: {e}") from None
+    merged = {**options, **dict(pairs)}
+    typed: dict[str, Any] = {}
+    for name, value in merged.items():
+        convert = S3_OPTIONS.get(name)
+        if convert is None:
+            raise InvalidURLError(
+                f"unknown S3 option {name!r} for {url!r}; known: {', '.join(S3_OPTIONS)}"
+            )
+        try:
+            typed[name] = None if value is None else convert(value)
+        except (TypeError, ValueError):
+            raise InvalidURLError(f"S3 option {name}={value!r} in {url!r} is invalid") from None
+    return typed
+
+
+def open_object_store(url: str, **options: Any) -> ObjectStore:
+    """The store for ``url`` (see the module doc for forms and options). No I/O happens here."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme in ("file", "mem") and (options or parts.query):
+        names = sorted({*options, *(k for k, _ in parse_qsl(parts.query, keep_blank_values=True))})
+        raise InvalidURLError(f"{scheme}:// URLs take no options; got {names} for {url!r}")
+    try:
+        if scheme == "file":
+            path = unquote(parts.path)
+            if parts.netloc not in ("", "localhost") or not path.startswith("/"):
+                raise InvalidURLError(f"file URL must name an absolute path (file:///...): {url!r}")
+            return LocalStore(Path(path))
+        if scheme == "mem":
+            if not parts.netloc or parts.path not in ("", "/"):
+                raise InvalidURLError(f"memory store URL must be mem://<name>: {url!r}")
+            return MemoryStore(unquote(parts.netloc))
+        if scheme == "s3":
+            if not parts.netloc:
+                raise InvalidURLError(f"S3 URL must be s3://<bucket>/<prefix>: {url!r}")
+            from lsmstore.storage.s3 import S3Store  # aiobotocore is imported only when needed
+
+            typed = _s3_options(url, parts.query, options)
+            return S3Store(parts.netloc, unquote(parts.path), **typed)
+    except InvalidURLError:
+        raise
+    except InvalidInputError as e:
+        raise InvalidURLError(f"{url!r}: {e}") from None
+    raise InvalidURLError(
+        f"unknown object store scheme {parts.scheme!r} in {url!r}; expected file, s3 or mem"
+    )
