@@ -41,6 +41,15 @@ async def test_keys_are_files_under_the_root(tmp_path: Path) -> None:
     assert names == ["a", "b", "c.sst"]  # no temp file left behind
 
 
+async def test_root_is_created_on_first_put(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path / "not" / "yet")
+    assert await collect(store) == []
+    with pytest.raises(ObjectNotFoundError):
+        await store.get("k")
+    await store.put("k", b"v")
+    assert (tmp_path / "not" / "yet" / "k").read_bytes() == b"v"
+
+
 async def test_temp_files_are_never_listed_or_named(tmp_path: Path) -> None:
     store = LocalStore(tmp_path)
     await store.put("d/k", b"v")

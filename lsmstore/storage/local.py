@@ -122,8 +122,11 @@ class LocalStore(ObjectStore):
         if os.path.isdir(directory):
             return
         parent = os.path.dirname(directory)
-        if directory != self._root:
-            self._ensure_dir(key, parent)
+        if directory == self._root:
+            os.makedirs(directory, exist_ok=True)
+            _fsync_dir(parent)
+            return
+        self._ensure_dir(key, parent)
         try:
             os.mkdir(directory)
         except FileExistsError:
