@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lsmstore import layout
+from lsmstore.cache import FileCache
 from lsmstore.errors import (
     CorruptFileError,
     InvalidInputError,
@@ -27,6 +28,7 @@ from lsmstore.graveler.commit import (
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID
 from lsmstore.storage.local import LocalStore
 from lsmstore.storage.memory import MemoryStore
+from lsmstore.testing.faulty_store import FaultyStore
 
 M = hashlib.sha256(b"metarange").hexdigest()
 P1 = hashlib.sha256(b"p1").hexdigest()
@@ -233,3 +235,18 @@ def test_documented_example() -> None:
         "0000000176"
     )
     assert commit.id == "7c9d2addc0998f869ae66165fcd8e3eb185f7e6e01455554487878cae486a43d"
+
+
+async def test_read_through_the_file_cache(tmp_path) -> None:
+    store = FaultyStore(LocalStore(str(tmp_path)))
+    cache = FileCache()
+    commit = sample()
+    cid = await write_commit(store, commit)
+    # Raw bytes cached under the same key must not be mistaken for the parsed commit.
+    await cache.get_bytes(store, layout.commit_key(cid))
+    for _ in range(3):
+        assert await read_commit(store, cid, cache=cache) == commit
+    # One fetch for the raw entry, one for the parsed commit, then RAM hits.
+    assert store.count("get", prefix=layout.commit_key(cid)) == 2
+    with pytest.raises(RefNotFoundError):
+        await read_commit(store, P1, cache=cache)

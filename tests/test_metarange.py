@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lsmstore import layout
+from lsmstore.cache import FileCache
 from lsmstore.errors import CorruptFileError, InvalidInputError, ObjectNotFoundError
 from lsmstore.graveler.apply import write_tree
 from lsmstore.graveler.ids import file_id
@@ -23,7 +24,7 @@ from lsmstore.graveler.metarange import (
 )
 from lsmstore.graveler.ranges import RangeInfo, RangePolicy, fnv1a64
 from lsmstore.graveler.record import Record
-from lsmstore.graveler.source import DirectSource
+from lsmstore.graveler.source import CachedSource, DirectSource
 from lsmstore.graveler.sst_reader import SSTReader
 from lsmstore.graveler.sst_writer import write_sst
 from lsmstore.graveler.tree import TreeReader
@@ -231,3 +232,21 @@ async def test_seek_stops_early_without_leaking_prefetch() -> None:
         if len(got) == 5:
             break
     assert got == records[100:105]
+
+
+async def test_cached_source_fetches_each_file_once(tmp_path) -> None:
+    store = FaultyStore(LocalStore(str(tmp_path)))
+    records = [rec(b"k%04d" % i) for i in range(400)]
+    mid = await write_tree(store, records, TINY)
+    source = CachedSource(store, FileCache())
+    n_ranges = len(await TreeReader(source, mid).ranges())
+    for _ in range(2):
+        tree = TreeReader(source, mid)  # a new reader: the parsed metarange is shared
+        for r in records:
+            assert await tree.get(r.key) == r
+        assert [r async for r in tree.seek(b"k0200")] == records[200:]
+    assert store.count("get", prefix=layout.RANGES) == 1 + n_ranges
+    assert (await source.metarange(mid)) is (await source.metarange(mid))
+    missing = "f" * 64
+    with pytest.raises(ObjectNotFoundError, match=missing):
+        await source.reader(missing)

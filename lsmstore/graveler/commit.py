@@ -232,7 +232,7 @@ async def read_commit(
     parse = _parser(cid)
     try:
         if cache is not None:
-            return await cache.get(store, key, parse)
+            return await cache.get(store, key, parse, kind="commit")
         return parse(await store.get(key), key)
     except ObjectNotFoundError as e:
         raise RefNotFoundError(f"commit {cid} not found in {store.url}") from e
