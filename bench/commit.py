@@ -1,0 +1,230 @@
+"""Commit cost: seconds and ranges read/written for C changed keys onto a base of N keys.
+
+``python -m bench commit [--bases 100000,1000000] [--changes 1,1000,100000]
+[--big 500000] [--dir DIR] [--repeat 5] [--profile]``
+
+Bases are built straight through :class:`RangeWriter` (not the write path) with the
+production range policy, in a local object store under ``--dir`` (kept between runs:
+a base already built is reused).  For each (N, C) a fresh branch starts at the base,
+with C changes staged as L2 files (80% updates of random existing keys, 10% deletes,
+10% inserts next to random keys); then ``commit_branch`` is timed: reading the staged
+files, merging them, applying them to the base (only touched ranges are read and
+rewritten), writing the metarange and commit, and the RefStore swap.  ``--big`` adds
+one commit of that many changes onto the largest base of at most 1M keys.
+Commits of at most 1,000 changes are repeated ``--repeat`` times (best and median are
+printed: the machine may be shared).  ``--profile`` prints the top of a cProfile of
+each commit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import hashlib
+import io
+import os
+import platform
+import pstats
+import random
+import shutil
+import statistics
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from committer.job import CommitResult, commit_branch
+from lsmstore import layout
+from lsmstore.graveler.commit import Commit, write_commit
+from lsmstore.graveler.metarange import store_metarange
+from lsmstore.graveler.ranges import RangePolicy, RangeWriter
+from lsmstore.graveler.record import Record
+from lsmstore.refstore.base import Ref, Repository
+from lsmstore.refstore.embedded import EmbeddedRefStore
+from lsmstore.staging.files import SIDECAR_SUFFIX, SST_SUFFIX, encode_staging_file, new_file_id
+from lsmstore.storage.base import ObjectStore, PutMode
+from lsmstore.storage.local import LocalStore
+from lsmstore.versioning.context import RepoContext
+
+REPO = "bench"
+POLICY = RangePolicy()  # production: 1 MiB min, 10 MiB max, raggedness 50,000
+STAGED_FILE_RECORDS = 100_000
+
+
+def key(i: int) -> bytes:
+    """Sorted by ``i``: 46-byte object paths."""
+    return b"tables/events/part=%05d/obj-%010d.parquet" % (i // 100_000, i)
+
+
+def value(i: int, salt: bytes) -> bytes:
+    """~110-byte metadata-like values."""
+    h = hashlib.sha256(b"%d:%s" % (i, salt)).hexdigest()
+    return b'{"etag":"%s","size":%d,"mtime":%d,"class":"STANDARD"}' % (
+        h[:32].encode(),
+        int(h[32:40], 16),
+        1_700_000_000 + int(h[40:46], 16),
+    )
+
+
+def record(k: bytes, v: bytes) -> Record:
+    return Record(k, hashlib.sha256(v).digest(), v)
+
+
+async def build_base(store: ObjectStore, n: int) -> tuple[str, int, float]:
+    """Write a tree of ``n`` records and its commit; (commit ID, ranges, seconds)."""
+    t0 = time.perf_counter()
+    writer = RangeWriter(store, POLICY, max_in_flight=2)
+    for i in range(n):
+        await writer.add(record(key(i), value(i, b"base")))
+    ranges = await writer.finish()
+    metarange = await store_metarange(store, ranges)
+    commit_id = await write_commit(store, Commit(metarange, (), "bench", f"base of {n}", 0))
+    return commit_id, len(ranges), time.perf_counter() - t0
+
+
+def make_changes(n: int, c: int, rng: random.Random, salt: bytes) -> list[Record]:
+    picked = sorted(rng.sample(range(n), c))
+    out: list[Record] = []
+    for j, i in enumerate(picked):
+        kind = j % 10
+        if kind == 8:
+            out.append(Record(key(i), b"", None))
+        elif kind == 9:
+            out.append(record(key(i) + b"-new", value(i, salt + b"new")))
+        else:
+            out.append(record(key(i), value(i, salt)))
+    out.sort(key=lambda r: r.key)
+    return out
+
+
+async def stage_as_l2(ctx: RepoContext, branch: str, changes: list[Record]) -> list[str]:
+    ids = []
+    for s in range(0, len(changes), STAGED_FILE_RECORDS):
+        chunk = changes[s : s + STAGED_FILE_RECORDS]
+        sst, meta, _ = await asyncio.to_thread(encode_staging_file, chunk, 0.01)
+        fid = new_file_id()
+        await ctx.objects.put(
+            layout.staging_key(branch, "L2", fid, SST_SUFFIX), sst, PutMode.CREATE
+        )
+        await ctx.objects.put(
+            layout.staging_key(branch, "L2", fid, SIDECAR_SUFFIX), meta, PutMode.CREATE
+        )
+        ids.append(fid)
+    return ids
+
+
+@dataclass
+class Row:
+    base: int
+    changes: int
+    seconds: list[float]  # commit_branch's own duration, per repetition
+    result: CommitResult  # of the fastest repetition
+    base_ranges: int
+
+
+async def one_commit(
+    ctx: RepoContext, base: str, n: int, c: int, profile: bool, rng: random.Random
+) -> CommitResult:
+    salt = os.urandom(8).hex().encode()  # new content each run: nothing is already stored
+    changes = make_changes(n, c, rng, salt)
+    branch = f"b{n}-{c}-{salt.decode()}"
+    l2 = await stage_as_l2(ctx, branch, changes)
+    await ctx.refstore.create_ref(REPO, branch, Ref("branch", base, tuple(l2)))
+    prof = cProfile.Profile() if profile else None
+    if prof:
+        prof.enable()
+    result = await commit_branch(ctx, branch, f"{c} changes", committer="bench")
+    if prof:
+        prof.disable()
+        text = io.StringIO()
+        pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(25)
+        print(f"--- profile: {c} changes onto {n} ---\n{text.getvalue()}")
+    return result
+
+
+async def run(args: argparse.Namespace) -> None:
+    root = Path(args.dir)
+    store = LocalStore(root / "data")
+    rs = EmbeddedRefStore(root / "refs", synchronous="NORMAL")
+    try:
+        await rs.get_repository(REPO)
+    except KeyError:
+        await rs.create_repository(Repository(REPO, store.url, "main"))
+    ctx = RepoContext(REPO, rs, store, policy=POLICY)
+    rng = random.Random(args.seed)
+    rows: list[Row] = []
+    bases = [int(x) for x in args.bases.split(",") if x]
+    changes = [int(x) for x in args.changes.split(",") if x]
+    built: dict[int, tuple[str, int]] = {}
+    for n in bases:
+        marker = root / f"base-{n}.txt"
+        if marker.exists():
+            commit_id, nranges = marker.read_text().split()
+            built[n] = (commit_id, int(nranges))
+            print(f"base of {n:,} keys: reused ({nranges} ranges)")
+        else:
+            commit_id, count, secs = await build_base(store, n)
+            marker.write_text(f"{commit_id} {count}")
+            built[n] = (commit_id, count)
+            print(f"base of {n:,} keys: built in {secs:.1f} s ({count} ranges)")
+    plan = [(n, c) for n in bases for c in changes if c <= n]
+    if args.big:
+        small = [n for n in bases if n <= 1_000_000]
+        if small:
+            plan.append((max(small), args.big))
+    for n, c in plan:
+        base, nranges = built[n]
+        results = []
+        for _ in range(args.repeat if c <= 1000 else 1):
+            results.append(await one_commit(ctx, base, n, c, args.profile, rng))
+            print(f"  {c:,} changes onto {n:,}: {results[-1].duration_s:.3f} s", flush=True)
+        best = min(results, key=lambda r: r.duration_s)
+        rows.append(Row(n, c, [r.duration_s for r in results], best, nranges))
+    await rs.aclose()
+    await store.aclose()
+
+    load = os.getloadavg()[0]
+    now = datetime.now(UTC).strftime("%Y-%m-%d")
+    print()
+    print(
+        f"Commit benchmark, {now}, {platform.python_implementation()} {platform.python_version()}, "
+        f"nproc={os.cpu_count()}, load average {load:.1f} at the end; local object store, "
+        f"embedded RefStore; range policy {POLICY.min_bytes >> 20}-{POLICY.max_bytes >> 20} MiB, "
+        f"raggedness {POLICY.raggedness}"
+    )
+    print()
+    print(
+        "| base keys | base ranges | changed keys | commit s (best) | median of | "
+        "ranges read | written | reused |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        res = r.result
+        median = statistics.median(r.seconds)
+        print(
+            f"| {r.base:,} | {r.base_ranges} | {r.changes:,} | {res.duration_s:.3f} | "
+            f"{median:.3f} ({len(r.seconds)}) | {res.ranges_read} | {res.ranges_written} | "
+            f"{res.ranges_reused} |"
+        )
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench commit", description=__doc__)
+    parser.add_argument("--bases", default="100000,1000000")
+    parser.add_argument("--changes", default="1,1000,100000")
+    parser.add_argument("--big", type=int, default=500_000, help="0: skip")
+    parser.add_argument("--dir", default="/tmp/lsmstore-bench-commit")
+    parser.add_argument("--fresh", action="store_true", help="rebuild the bases")
+    parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--repeat", type=int, default=5, help="repetitions of commits of <= 1,000 changes"
+    )
+    args = parser.parse_args(argv)
+    root = Path(args.dir)
+    if args.fresh and root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True, exist_ok=True)
+    asyncio.run(run(args))
+    return 0
