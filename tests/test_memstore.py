@@ -169,3 +169,24 @@ async def test_async_merge_matches_sync_merge() -> None:
     # "equal" records are equal by key and identity; check values too
     got = [r async for r in amerge_newest([agen(s) for s in sources])]
     assert [r.value for r in got] == [r.value for r in expected]
+
+
+def test_make_record_fast_path_matches_the_checks() -> None:
+    from lsmstore.staging.keys import make_record
+
+    assert make_record("a/b", b"v", None, 1024, 10) == Record(b"a/b", default_identity(b"v"), b"v")
+    assert make_record("é", b"v", b"id", 1024, 10) == Record("é".encode(), b"id", b"v")
+    assert make_record(b"\xff", bytearray(b"v"), None, 1024, 10).value == b"v"
+    for key, value, error in [
+        ("", b"v", EntryTooLargeError),
+        ("k" * 11, b"v", EntryTooLargeError),
+        ("é" * 6, b"v", EntryTooLargeError),  # 12 UTF-8 bytes
+        ("bad\udc80", b"v", InvalidInputError),
+        (1, b"v", InvalidInputError),
+        ("k", b"x" * 11, EntryTooLargeError),
+        ("k", "str", InvalidInputError),
+    ]:
+        with pytest.raises(error):
+            make_record(key, value, None, 10, 10)
+    with pytest.raises(InvalidInputError):
+        make_record("k", b"v", b"", 10, 10)

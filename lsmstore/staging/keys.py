@@ -7,7 +7,10 @@ rejected).  A key is 1..``max_key_bytes`` bytes (default 1024), a value at most
 
 from __future__ import annotations
 
+import hashlib
+
 from lsmstore.errors import EntryTooLargeError, InvalidInputError
+from lsmstore.graveler.record import Record
 
 
 def encode_key(key: str | bytes) -> bytes:
@@ -62,3 +65,34 @@ def check_identity(key: bytes, identity: object) -> bytes:
         if 0 < len(ident) <= 255:
             return ident
     raise InvalidInputError(f"identity of key {key[:64]!r} must be 1..255 bytes")
+
+
+_new_tuple = tuple.__new__
+_sha256 = hashlib.sha256
+
+
+def make_record(
+    key: object, value: object, identity: object, max_key_bytes: int, max_value_bytes: int
+) -> Record:
+    """A checked put record; identity ``None`` means SHA-256 of the value.
+
+    The common case (``str``/``bytes`` key in bounds, ``bytes`` value in bounds) takes a
+    fast path; anything else goes through the full checks, which raise the error.
+    """
+    k: bytes
+    if type(key) is str and key.isascii():
+        k = key.encode()
+    elif type(key) is bytes:
+        k = key
+    else:
+        k = check_key(key, max_key_bytes)  # type: ignore[arg-type]  # raises on bad input
+    if not 0 < len(k) <= max_key_bytes:
+        k = check_key(k, max_key_bytes)  # raises
+    v: bytes
+    if type(value) is bytes and len(value) <= max_value_bytes:
+        v = value
+    else:
+        v = check_value(k, value, max_value_bytes)  # raises on bad input
+    ident = _sha256(v).digest() if identity is None else check_identity(k, identity)
+    rec: Record = _new_tuple(Record, (k, ident, v))
+    return rec
