@@ -1,3 +1,80 @@
-"""lsmstore: a write service for a Git-for-data store (an LSM of SSTs over an object store)."""
+"""lsmstore: a write service for a Git-for-data store -- an LSM of RocksDB-compatible
+SSTables on an object store, ordered by a small strongly consistent RefStore.
 
-from lsmstore.errors import *  # noqa: F403
+::
+
+    import lsmstore
+
+    async with lsmstore.connect() as store:      # embedded default under ~/.lsmstore
+        repo = await store.create_repository("demo", storage_namespace="file:///tmp/demo")
+        main = repo.branch("main")
+        await main.put("a/b.parquet", b"...")
+        print(await main.get("a/b.parquet"))
+
+See docs/client.md.  Every exception is a :class:`LsmError` (re-exported here).
+"""
+
+from lsmstore.client import Branch, Ref, Repository, ResolvedRef, Store, connect
+from lsmstore.config import Config, load_config
+from lsmstore.errors import (
+    AlreadyExistsError,
+    AmbiguousRefError,
+    ClosedError,
+    ConflictError,
+    CorruptFileError,
+    EntryTooLargeError,
+    InvalidInputError,
+    InvalidNameError,
+    InvalidRefExpressionError,
+    InvalidURLError,
+    LsmError,
+    MergeConflictError,
+    NotFoundError,
+    NothingToCommitError,
+    ObjectExistsError,
+    ObjectNotFoundError,
+    PreconditionFailedError,
+    RefExistsError,
+    RefNotFoundError,
+    RepositoryNotFoundError,
+    UnavailableError,
+    UnsupportedFormatError,
+    WriteStalledError,
+)
+from lsmstore.staging.reader import Entry, Stat
+
+__all__ = [
+    "AlreadyExistsError",
+    "AmbiguousRefError",
+    "Branch",
+    "ClosedError",
+    "Config",
+    "ConflictError",
+    "CorruptFileError",
+    "Entry",
+    "EntryTooLargeError",
+    "InvalidInputError",
+    "InvalidNameError",
+    "InvalidRefExpressionError",
+    "InvalidURLError",
+    "LsmError",
+    "MergeConflictError",
+    "NotFoundError",
+    "NothingToCommitError",
+    "ObjectExistsError",
+    "ObjectNotFoundError",
+    "PreconditionFailedError",
+    "Ref",
+    "RefExistsError",
+    "RefNotFoundError",
+    "Repository",
+    "RepositoryNotFoundError",
+    "ResolvedRef",
+    "Stat",
+    "Store",
+    "UnavailableError",
+    "UnsupportedFormatError",
+    "WriteStalledError",
+    "connect",
+    "load_config",
+]

@@ -1,0 +1,655 @@
+"""The public async API: ``Store`` -> ``Repository`` -> ``Branch`` / ``Ref``.
+
+::
+
+    async with lsmstore.connect() as store:       # embedded default under ~/.lsmstore
+        repo = await store.create_repository("demo", storage_namespace="file:///tmp/demo")
+        main = repo.branch("main")
+        await main.put("a/b.parquet", b"...")
+        value = await main.get("a/b.parquet")
+
+Life cycle (httpx style): :func:`connect` returns an open :class:`Store`; ``aclose()``
+(or leaving ``async with``) flushes and acknowledges every pending write, stops
+background tasks and releases connections; any later call raises ClosedError.
+
+Concurrency: one Store per process is the intended use; it is safe for any number of
+tasks of one event loop.  All writes to one branch share one writer (one batch every
+``batch_interval_ms``); all reads share one RefStore fetch at a time per ref.
+
+Consistency: a read on a branch sees every write acknowledged before it began, from
+any process; reads through a :class:`Ref` of a commit or tag are immutable.
+
+Errors are :mod:`lsmstore.errors` types (re-exported by ``lsmstore``): a missing key
+raises NotFoundError (a KeyError); bad keys/values InvalidInputError or
+EntryTooLargeError (ValueErrors) before anything is staged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib
+import os
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+from lsmstore import refexpr
+from lsmstore.cache import FileCache
+from lsmstore.config import Config, load_config
+from lsmstore.errors import (
+    ClosedError,
+    InvalidInputError,
+    NotFoundError,
+    RefExistsError,
+)
+from lsmstore.graveler.commit import Commit, write_commit
+from lsmstore.graveler.metarange import EMPTY_METARANGE_ID
+from lsmstore.graveler.record import Record
+from lsmstore.graveler.source import CachedSource, RangeSource
+from lsmstore.refstore.base import Ref as RefValue
+from lsmstore.refstore.base import RefStore
+from lsmstore.refstore.base import Repository as RepositoryInfo
+from lsmstore.refstore.names import check_ref_name, check_repository_name
+from lsmstore.refstore.url import open_refstore
+from lsmstore.staging.keys import check_key, encode_key, make_record
+from lsmstore.staging.reader import (
+    BranchView,
+    Entry,
+    FileCacheLike,
+    Files,
+    SidecarCache,
+    Snapshot,
+    Stat,
+)
+from lsmstore.staging.refcache import RefCache
+from lsmstore.staging.writer import BranchWriter, WriterStats
+from lsmstore.storage.base import ObjectStore
+from lsmstore.storage.url import open_object_store
+from lsmstore.versioning.context import RepoContext
+
+__all__ = [
+    "Branch",
+    "Entry",
+    "Ref",
+    "Repository",
+    "ResolvedRef",
+    "Stat",
+    "Store",
+    "connect",
+]
+
+_sha256 = hashlib.sha256
+
+#: Listener of appends: ``(repository, branch, ref after the append)``.
+AppendListener = Callable[[str, str, RefValue], None]
+#: A background job of one branch (e.g. a compaction loop), run as a task until stopped.
+BranchJob = Callable[["Branch"], Coroutine[Any, Any, None]]
+
+
+def connect(
+    refstore: str | None = None,
+    *,
+    config: str | os.PathLike[str] | None = None,
+    **settings: Any,
+) -> Store:
+    """Open a :class:`Store`.
+
+    ``refstore`` names the RefStore (``local:///dir``, ``redis://host:port/db``,
+    ``dynamodb://table?region=...&endpoint_url=...``); without it, the configured one
+    or the embedded default ``local://<home>/refs``.  ``config`` is a TOML file
+    (else ``$LSMSTORE_CONFIG``); ``settings`` override any setting by name
+    (:class:`lsmstore.config.Config`).  Precedence: arguments > ``LSMSTORE_*``
+    variables > file > defaults.  No I/O happens until first use.
+    """
+    return Store(load_config(refstore, config=config, **settings))
+
+
+def _compacts_in_process(config: Config) -> bool:
+    mode = config.compaction_in_process
+    return mode == "on" or (mode == "auto" and config.refstore_url.startswith("local:"))
+
+
+def _file_cache(config: Config) -> FileCache:
+    return FileCache(
+        ram_bytes=config.cache_ram_bytes,
+        disk_dir=config.cache_path if config.cache_disk_bytes else None,
+        disk_bytes=config.cache_disk_bytes,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedRef:
+    """What ``Repository.resolve_ref`` found: a live branch, or a fixed commit."""
+
+    expression: str
+    branch: str | None  # set for a bare branch name: reads see its staged writes
+    commit_id: str  # the commit (for a branch: its base at resolution time; "" if none)
+
+
+class Store:
+    """Repositories of one RefStore, with a shared file cache. See the module docstring."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        refstore: RefStore | None = None,
+        cache: FileCacheLike | None = None,
+        open_objects: Callable[[str], ObjectStore] = open_object_store,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """``refstore``, ``cache`` and ``open_objects`` (storage namespace URL -> store)
+        replace the parts the configuration would open; tests use them to inject
+        faults."""
+        self.config = config
+        self.refstore: RefStore = refstore or open_refstore(config.refstore_url)
+        self.cache: FileCacheLike = cache or _file_cache(config)
+        self.sidecars = SidecarCache(config.sidecar_cache_entries)
+        self.refs = RefCache(self.refstore)
+        self.clock = clock
+        self._open_objects = open_objects
+        self._objects: dict[str, ObjectStore] = {}
+        self._writers: dict[tuple[str, str], BranchWriter] = {}
+        self._views: dict[tuple[str, str], BranchView] = {}
+        self._repos: dict[str, Repository] = {}
+        self._jobs: dict[tuple[str, str, str], asyncio.Task[None]] = {}
+        self._append_listeners: list[AppendListener] = []
+        self._closed = False
+        self._background: Any = None
+        if _compacts_in_process(config):
+            # compactor.inprocess wires itself in through the seams below.
+            self._background = importlib.import_module("compactor.inprocess").attach(self)
+
+    # --- repositories ------------------------------------------------------------------
+
+    async def create_repository(
+        self, name: str, *, storage_namespace: str, default_branch: str = "main"
+    ) -> Repository:
+        """Record a repository and create its default branch on an initial empty commit.
+
+        RefExistsError if the name is taken; InvalidNameError/InvalidURLError for bad
+        names or namespaces (checked before anything is written).
+        """
+        self._check_open()
+        check_repository_name(name)
+        check_ref_name(default_branch)
+        objects = self.objects(storage_namespace)
+        created = self.clock()
+        commit = Commit(
+            metarange_id=EMPTY_METARANGE_ID,
+            parents=(),
+            committer="lsmstore",
+            message="Repository created",
+            created_at=int(created),
+            metadata={},
+            generation=1,
+        )
+        commit_id = await write_commit(objects, commit)
+        info = RepositoryInfo(name, storage_namespace, default_branch, created_at=created)
+        await self.refstore.create_repository(info)
+        try:
+            await self.refstore.create_ref(name, default_branch, RefValue("branch", commit_id))
+        except RefExistsError:
+            pass  # someone else finished creating it
+        return self._repository(info)
+
+    async def get_repository(self, name: str) -> Repository:
+        """RepositoryNotFoundError if there is none."""
+        self._check_open()
+        info = await self.refstore.get_repository(name)
+        return self._repository(info)
+
+    async def list_repositories(
+        self, *, after: str | None = None, limit: int = 1000
+    ) -> list[Repository]:
+        self._check_open()
+        infos = await self.refstore.list_repositories(after=after, limit=limit)
+        return [self._repository(i) for i in infos]
+
+    async def delete_repository(self, name: str) -> None:
+        """Forget the repository and its refs (objects stay until garbage collection).
+        Pending writes to it are flushed first."""
+        self._check_open()
+        for job in [k for k in self._jobs if k[0] == name]:
+            await self.stop_job(*job)
+        for key in [k for k in self._writers if k[0] == name]:
+            await self._writers.pop(key).aclose()
+        await self.refstore.delete_repository(name)
+        self._repos.pop(name, None)
+        for key in [k for k in self._views if k[0] == name]:
+            del self._views[key]
+
+    def _repository(self, info: RepositoryInfo) -> Repository:
+        repo = self._repos.get(info.name)
+        if repo is None or repo.info != info:
+            repo = self._repos[info.name] = Repository(self, info)
+        return repo
+
+    # --- shared parts ------------------------------------------------------------------
+
+    def objects(self, storage_namespace: str) -> ObjectStore:
+        """The object store of a storage namespace URL (one per URL, shared)."""
+        self._check_open()
+        store = self._objects.get(storage_namespace)
+        if store is None:
+            store = self._objects[storage_namespace] = self._open_objects(storage_namespace)
+        return store
+
+    def writer(self, repo: Repository, branch: str) -> BranchWriter:
+        """The one writer of ``repo``/``branch`` in this process (created on first use)."""
+        key = (repo.name, branch)
+        w = self._writers.get(key)
+        if w is None:
+            self._check_open()
+            check_ref_name(branch)
+            w = self._writers[key] = BranchWriter(
+                self.refstore,
+                repo.objects,
+                repo.name,
+                branch,
+                self.config,
+                clock=self.clock,
+                on_append=lambda ref: self._appended(repo.name, branch, ref),
+            )
+        return w
+
+    def view(self, repo: Repository, branch: str) -> BranchView:
+        key = (repo.name, branch)
+        v = self._views.get(key)
+        if v is None:
+            check_ref_name(branch)
+            v = self._views[key] = BranchView(repo.name, branch, repo.files, self.refs)
+        return v
+
+    # --- background seams ----------------------------------------------------------------
+
+    def add_append_listener(self, listener: AppendListener) -> None:
+        """Call ``listener(repo, branch, ref)`` after every L1 append by this process
+        (e.g. to schedule compaction when L1 grows). It must not block."""
+        self._append_listeners.append(listener)
+
+    def _appended(self, repo: str, branch: str, ref: RefValue) -> None:
+        for listener in self._append_listeners:
+            listener(repo, branch, ref)
+
+    def start_job(self, name: str, branch: Branch, job: BranchJob) -> asyncio.Task[None]:
+        """Run ``job(branch)`` as a background task named ``name`` (e.g. "compactor")
+        until :meth:`stop_job` or ``aclose()``.  One job per name and branch."""
+        self._check_open()
+        key = (branch.repository.name, branch.name, name)
+        if key in self._jobs and not self._jobs[key].done():
+            raise InvalidInputError(f"job {name!r} already runs on {key[0]}/{key[1]}")
+        task = asyncio.get_running_loop().create_task(job(branch), name=f"{name} {key[0]}/{key[1]}")
+        self._jobs[key] = task
+        return task
+
+    async def stop_job(self, repo: str, branch: str, name: str) -> None:
+        task = self._jobs.pop((repo, branch, name), None)
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    def notify_l1_changed(self, repo: str, branch: str) -> None:
+        """Tell this process's writer of ``repo``/``branch`` that its L1 list shrank
+        (after a compaction or commit), waking it if it stalls at the hard limit."""
+        w = self._writers.get((repo, branch))
+        if w is not None:
+            w.l1_changed()
+
+    def writer_stats(self) -> dict[tuple[str, str], WriterStats]:
+        return {k: w.stats for k, w in self._writers.items()}
+
+    # --- life cycle ----------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError("store is closed")
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    async def aclose(self) -> None:
+        """Flush and acknowledge pending writes, stop jobs, close every connection."""
+        if self._closed:
+            return
+        self._closed = True
+        for key in list(self._jobs):
+            await self.stop_job(*key)
+        writers = list(self._writers.values())
+        self._writers.clear()
+        await asyncio.gather(*(w.aclose() for w in writers), return_exceptions=True)
+        await self.refs.aclose()
+        for objects in self._objects.values():
+            await objects.aclose()
+        self._objects.clear()
+        close = getattr(self.cache, "aclose", None)
+        if close is not None:
+            await close()
+        await self.refstore.aclose()
+
+    async def __aenter__(self) -> Self:
+        self._check_open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+class Repository:
+    """A repository: its branches, refs and the stores behind them.
+
+    ``refstore``, ``objects`` (the storage namespace's ObjectStore), ``cache`` (the
+    shared FileCache) and ``source`` (committed ranges through the cache) are public
+    so that version control, compaction and tools can work on the same parts.
+    """
+
+    def __init__(self, store: Store, info: RepositoryInfo) -> None:
+        self.store = store
+        self.info = info
+        self.name = info.name
+        self.storage_namespace = info.storage_namespace
+        self.default_branch = info.default_branch
+        self.refstore = store.refstore
+        self.objects = store.objects(info.storage_namespace)
+        self.cache = store.cache
+        self.source: RangeSource = CachedSource(self.objects, self.cache)
+        self.files = Files(self.objects, self.cache, self.source, store.sidecars)
+
+    def __repr__(self) -> str:
+        return f"Repository({self.name!r}, {self.storage_namespace!r})"
+
+    def branch(self, name: str | None = None) -> Branch:
+        """A handle on a branch (the default branch without a name). No I/O."""
+        return Branch(self, check_ref_name(name or self.default_branch))
+
+    def ref(self, expression: str) -> Ref:
+        """A read-only view of a branch, tag or commit (resolved on first read).
+
+        A bare branch name reads the branch's current state, staged writes included;
+        a tag or commit ID reads that commit, immutably.
+        """
+        if not isinstance(expression, str) or not expression:
+            raise InvalidInputError(f"invalid ref expression {expression!r}")
+        return Ref(self, expression)
+
+    async def resolve_ref(self, expression: str) -> ResolvedRef:
+        """Resolve a ref expression (:mod:`lsmstore.refexpr`: branch, tag, commit ID or
+        prefix, ``~N``/``^N``).  A bare branch name stays a live branch.  Assign
+        :attr:`ref_resolver` to resolve differently."""
+        if self.ref_resolver is not None:
+            return await self.ref_resolver(self, expression)
+        found = await refexpr.resolve(self.context(), expression)
+        return ResolvedRef(expression, found.branch, found.commit_id)
+
+    def context(self) -> RepoContext:
+        """This repository as version-control code sees it (same stores and cache)."""
+        return RepoContext(
+            self.name,
+            self.refstore,
+            self.objects,
+            source=self.source,
+            files=self.cache,
+            default_branch=self.default_branch,
+            clock=self.store.clock,
+        )
+
+    #: An alternative resolver (``(repository, expression) -> ResolvedRef``).
+    ref_resolver: Callable[[Repository, str], Awaitable[ResolvedRef]] | None = None
+
+    async def list_branches(
+        self, *, prefix: str = "", after: str | None = None, limit: int = 1000
+    ) -> list[str]:
+        refs = await self.refstore.list_refs(
+            self.name, prefix=prefix, after=after, limit=limit, kind="branch"
+        )
+        return [name for name, _ in refs]
+
+
+def _encode_opt(value: str | bytes | None, what: str) -> bytes | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            return value.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise InvalidInputError(f"list {what} {value!r} is not valid Unicode") from e
+    if isinstance(value, bytes):
+        return value
+    raise InvalidInputError(f"list {what} must be str or bytes, not {type(value).__name__}")
+
+
+class _Reads:
+    """Reads shared by Branch and Ref: ``get``, ``exists``, ``stat``, ``list``."""
+
+    repository: Repository
+
+    async def _snapshot_lookup(self, key: bytes) -> tuple[Record | None, bool]:
+        raise NotImplementedError
+
+    def _list(
+        self, prefix: bytes, after: bytes | None, limit: int | None, delimiter: bytes | None
+    ) -> AsyncIterator[Entry]:
+        raise NotImplementedError
+
+    def _where(self) -> str:
+        raise NotImplementedError
+
+    async def get(self, key: str | bytes) -> bytes:
+        """The value of ``key``; NotFoundError (a KeyError) when absent or deleted."""
+        k = encode_key(key)
+        rec, _ = await self._snapshot_lookup(k)
+        if rec is None or rec.value is None:
+            raise NotFoundError(f"key {key!r} not found in {self._where()}")
+        return rec.value
+
+    async def exists(self, key: str | bytes) -> bool:
+        rec, _ = await self._snapshot_lookup(encode_key(key))
+        return rec is not None and rec.value is not None
+
+    async def stat(self, key: str | bytes) -> Stat:
+        """Size, identity and whether the newest record is staged; NotFoundError if absent."""
+        k = encode_key(key)
+        rec, staged = await self._snapshot_lookup(k)
+        if rec is None or rec.value is None:
+            raise NotFoundError(f"key {key!r} not found in {self._where()}")
+        return Stat(k, len(rec.value), rec.identity, staged)
+
+    def list(
+        self,
+        prefix: str | bytes = b"",
+        *,
+        after: str | bytes | None = None,
+        limit: int | None = None,
+        delimiter: str | bytes | None = None,
+    ) -> AsyncIterator[Entry]:
+        """Entries in key order: keys starting with ``prefix``, strictly after ``after``,
+        at most ``limit``; with ``delimiter`` (e.g. ``"/"``) keys that hold it after the
+        prefix fold into one ``Entry(common_prefix=True)`` each, like ``ls``."""
+        p = _encode_opt(prefix, "prefix") or b""
+        if limit is not None and (not isinstance(limit, int) or limit < 0):
+            raise InvalidInputError(f"list limit must be a non-negative int, got {limit!r}")
+        return self._list(
+            p, _encode_opt(after, "after"), limit, _encode_opt(delimiter, "delimiter")
+        )
+
+
+class Branch(_Reads):
+    """Reads and writes of one branch. Cheap to create; all handles share one writer."""
+
+    def __init__(self, repository: Repository, name: str) -> None:
+        self.repository = repository
+        self.name = name
+        store = repository.store
+        self._store = store
+        self._config = store.config
+        self._writer: BranchWriter | None = None
+        self._view = store.view(repository, name)
+
+    def __repr__(self) -> str:
+        return f"Branch({self.repository.name!r}, {self.name!r})"
+
+    def _where(self) -> str:
+        return f"{self.repository.name}/{self.name}"
+
+    def _w(self) -> BranchWriter:
+        w = self._writer
+        if w is None or w.closed:
+            w = self._writer = self._store.writer(self.repository, self.name)
+        return w
+
+    # --- writes ----------------------------------------------------------------------
+
+    async def put(self, key: str | bytes, value: bytes, *, identity: bytes | None = None) -> None:
+        """Write ``value`` under ``key``; returns once the write is durable and ordered.
+
+        ``identity`` defaults to the SHA-256 of the value (two records with equal key
+        and identity are equal).  Bounds: key 1..``max_key_bytes``, value at most
+        ``max_value_bytes``; violations raise before anything is staged.
+        """
+        cfg = self._config
+        rec = make_record(key, value, identity, cfg.max_key_bytes, cfg.max_value_bytes)
+        await self._w().write(rec)
+
+    async def put_many(
+        self,
+        items: Iterable[tuple[str | bytes, bytes]] | Iterable[tuple[str | bytes, bytes, bytes]],
+    ) -> None:
+        """Write several ``(key, value)`` or ``(key, value, identity)`` items in one batch,
+        with one acknowledgement for the lot.  All are checked first: one bad item
+        stages none."""
+        cfg = self._config
+        max_key, max_value = cfg.max_key_bytes, cfg.max_value_bytes
+        records: list[Record] = []
+        add = records.append
+        for item in items:
+            if len(item) == 2:
+                key, value = item
+                add(make_record(key, value, None, max_key, max_value))
+            else:
+                key, value, ident = item
+                add(make_record(key, value, ident, max_key, max_value))
+        await self._w().write_many(records)
+
+    async def delete(self, key: str | bytes) -> None:
+        """Delete ``key`` (a tombstone; deleting an absent key is not an error)."""
+        k = check_key(key, self._config.max_key_bytes)
+        await self._w().write(Record(k, b"", None))
+
+    async def delete_many(self, keys: Iterable[str | bytes]) -> None:
+        max_key = self._config.max_key_bytes
+        await self._w().write_many([Record(check_key(k, max_key), b"", None) for k in keys])
+
+    async def stage_sst(self, sst: str | os.PathLike[str] | bytes) -> str:
+        """Stage a prepared SST (a path or its bytes) as one L1 file, atomically: all of
+        its records become visible at once, or none.  It is validated completely first
+        (CorruptFileError, EntryTooLargeError, InvalidInputError; nothing staged).
+        Returns the L1 file id."""
+        if isinstance(sst, bytes):
+            data = sst
+        elif isinstance(sst, str | os.PathLike):
+            path = Path(sst)
+            try:
+                data = await asyncio.to_thread(path.read_bytes)
+            except OSError as e:
+                raise InvalidInputError(f"cannot read SST file {path}: {e}") from e
+        else:
+            raise InvalidInputError(f"stage_sst needs a path or bytes, not {type(sst).__name__}")
+        return await self._w().stage_sst(data)
+
+    async def flush(self) -> None:
+        """Wait until every write this process staged on the branch has its outcome."""
+        w = self._store._writers.get((self.repository.name, self.name))
+        if w is not None:
+            await w.flush()
+
+    # --- reads -----------------------------------------------------------------------
+
+    async def _snapshot_lookup(self, key: bytes) -> tuple[Record | None, bool]:
+        return await self._view.lookup(key)
+
+    def _list(
+        self, prefix: bytes, after: bytes | None, limit: int | None, delimiter: bytes | None
+    ) -> AsyncIterator[Entry]:
+        return self._view.list(prefix, after=after, limit=limit, delimiter=delimiter)
+
+    async def head(self) -> RefValue:
+        """The branch's current ref value: base commit, L2 and L1 file ids."""
+        return await self._store.refs.get(self.repository.name, self.name)
+
+    @property
+    def writer_stats(self) -> WriterStats:
+        return self._w().stats
+
+
+class Ref(_Reads):
+    """A read-only view of a branch, tag or commit, resolved on first read.
+
+    A bare branch name stays live (each read sees the branch as of that read); a tag
+    or commit is resolved once and then read with no RefStore call.
+    """
+
+    def __init__(self, repository: Repository, expression: str) -> None:
+        self.repository = repository
+        self.expression = expression
+        self._resolved: ResolvedRef | None = None
+        self._snapshot: Snapshot | None = None
+        self._lock = asyncio.Lock()
+
+    def __repr__(self) -> str:
+        return f"Ref({self.repository.name!r}, {self.expression!r})"
+
+    def _where(self) -> str:
+        return f"{self.repository.name}@{self.expression}"
+
+    async def resolve(self) -> ResolvedRef:
+        if self._resolved is None:
+            async with self._lock:
+                if self._resolved is None:
+                    self._resolved = await self.repository.resolve_ref(self.expression)
+        return self._resolved
+
+    async def _fixed(self) -> Snapshot | None:
+        """The snapshot of a commit, or None for a live branch."""
+        if self._snapshot is not None:
+            return self._snapshot
+        r = await self.resolve()
+        if r.branch is not None:
+            return None
+        snap = await Snapshot.load(
+            RefValue("tag", r.commit_id), self.repository.files, self.repository.default_branch
+        )
+        self._snapshot = snap
+        return snap
+
+    async def _snapshot_lookup(self, key: bytes) -> tuple[Record | None, bool]:
+        snap = await self._fixed()
+        if snap is None:
+            return await self.repository.branch(self.expression)._snapshot_lookup(key)
+        return await snap.lookup(key)
+
+    async def _list(
+        self, prefix: bytes, after: bytes | None, limit: int | None, delimiter: bytes | None
+    ) -> AsyncIterator[Entry]:
+        snap = await self._fixed()
+        if snap is None:
+            it = self.repository.branch(self.expression)._list(prefix, after, limit, delimiter)
+        else:
+            it = snap.list(prefix, after=after, limit=limit, delimiter=delimiter)
+        async for e in it:
+            yield e
+
+    @property
+    def commit_id(self) -> str | None:
+        """The resolved commit (None before the first read or for a live branch)."""
+        r = self._resolved
+        return None if r is None or r.branch is not None else r.commit_id
