@@ -192,3 +192,28 @@ async def test_refstore_is_read_per_read(tmp_path: Path) -> None:
     got, _ = await view.lookup(b"a")
     assert got is not None and got.value == b"1"
     await rs.aclose()
+
+
+async def test_file_collected_under_a_read_is_retried_on_a_fresh_ref(tmp_path: Path) -> None:
+    objects = FaultyStore(MemoryStore())
+    rs = await embedded_refstore(tmp_path)
+    old = await stage(objects, "L1", [rec("k", b"v"), rec("m", b"w")])
+    await rs.append_l1(REPO, BRANCH, old)
+    view = BranchView(REPO, BRANCH, files_of(objects), RefCache(rs))
+    gate = objects.hold("get", match=lambda k: k.endswith(f"{old}.sst"))
+    gate2 = objects.hold("get", match=lambda k: k.endswith(f"{old}.sst"))
+    read = asyncio.create_task(view.lookup(b"k"))
+    listing_task = asyncio.create_task(anext(aiter(view.list())))
+    await gate.entered.wait()
+    await gate2.entered.wait()  # both the read and the listing hold the old ref
+    # meanwhile a compaction moves the file into L2 and the old file is collected
+    new = await stage(objects, "L2", [rec("k", b"v"), rec("m", b"w")])
+    await rs.swap_compacted(REPO, BRANCH, base="", l2_old=[], l1_prefix=[old], l2_new=[new])
+    for suffix in (".sst", ".meta"):
+        await objects.delete(layout.staging_key(BRANCH, "L1", old, suffix))
+    gate.release()
+    gate2.release()
+    got, staged = await read
+    assert got is not None and got.value == b"v" and staged
+    assert (await listing_task).key == b"k"
+    await rs.aclose()
