@@ -14,6 +14,7 @@ server.
   every 50 swaps), consuming 4 L1 ids per swap and replacing one L2 id by another (no
   conflicts; one round trip each).
 * ``get_ref``: all callers read one branch holding 20 L1 and 2 L2 ids.
+* Redis also gets the client's floor: a bare redis-py ``PING`` and ``HMGET``.
 """
 
 from __future__ import annotations
@@ -150,6 +151,19 @@ async def bench_swap(store: RefStore, callers: int, ops: int) -> tuple[list[int]
     return latencies, elapsed
 
 
+async def bench_redis_floor(store: RedisRefStore, op: str, ops: int) -> tuple[list[int], float]:
+    """The client's floor: a bare redis-py ``PING`` or ``HMGET`` of a ref's hash."""
+    name = f"floor-{next(_run)}"
+    await store.create_ref(REPO, name, Ref("branch", "c0"))
+    client, key = store._redis, store._ref_key(REPO, name)
+    latencies: list[int] = []
+    t0 = time.perf_counter()
+    for _ in range(ops):
+        call = client.ping() if op == "PING" else client.hmget(key, ["kind", "base", "l2", "l1"])
+        await timed(latencies, call)
+    return latencies, time.perf_counter() - t0
+
+
 def pct(latencies: list[int], q: float) -> float:
     ordered = sorted(latencies)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] / 1000
@@ -167,6 +181,14 @@ async def run(backends: list[str], callers: list[int], ops: int) -> None:
     for backend in backends:
         async with open_backend(backend) as store:
             await store.create_repository(Repository(REPO, "file:///bench", "main"))
+            if isinstance(store, RedisRefStore):
+                for op in ("PING", "HMGET"):
+                    await bench_redis_floor(store, op, ops // 10)
+                    latencies, elapsed = await bench_redis_floor(store, op, ops)
+                    print(
+                        f"| redis-py floor | {op} | 1 | {pct(latencies, 0.5):,.0f} | "
+                        f"{pct(latencies, 0.99):,.0f} | {len(latencies) / elapsed:,.0f} |"
+                    )
             for op, bench in benches:
                 for c in callers:
                     await bench(store, c, max(ops // 10, c))  # warm-up: connections, scripts
