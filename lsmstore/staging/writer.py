@@ -294,7 +294,7 @@ class BranchWriter:
                 timer.cancel()
             await slots.acquire()
             try:
-                await self._admit(batch)
+                await self._admit()
             except WriteStalledError as e:
                 slots.release()
                 self._seal()
@@ -328,7 +328,7 @@ class BranchWriter:
             return None
         return tail.appended
 
-    async def _admit(self, batch: _Batch) -> None:
+    async def _admit(self) -> None:
         """Wait while the branch's L1 list is at the hard limit (WriteStalledError after
         ``stall_timeout_s``)."""
         cfg = self.config
@@ -502,16 +502,12 @@ class BranchWriter:
             cfg.bloom_error_rate,
         )
         self._check_open()
-        await self._admit_sst()
+        await self._admit()  # the same backpressure as batches
         file_id = await self._upload(data, encode_sidecar(sidecar))
         ref = await self._append(file_id)
         self.stats.staged_ssts += 1
         self._after_append(ref)
         return file_id
-
-    async def _admit_sst(self) -> None:
-        # Same backpressure as batches; a throwaway batch carries no waiters.
-        await self._admit(_Batch(-1, self._loop))
 
     # --- life cycle --------------------------------------------------------------------------
 
