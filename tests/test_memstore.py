@@ -190,3 +190,12 @@ def test_make_record_fast_path_matches_the_checks() -> None:
             make_record(key, value, None, 10, 10)
     with pytest.raises(InvalidInputError):
         make_record("k", b"v", b"", 10, 10)
+
+
+def test_add_many_matches_add() -> None:
+    recs = [rec(b"a", b"1"), rec(b"b", None), rec(b"a", b"22"), rec(b"b", b"333"), rec(b"c", b"")]
+    one, many = Memstore(), Memstore()
+    deltas = [one.add(r) for r in recs]
+    assert many.add_many(recs) == sum(deltas)
+    assert many.nbytes == one.nbytes and many.sorted_records() == one.sorted_records()
+    assert [r.value for r in many.sorted_records()] == [b"22", b"333", b""]

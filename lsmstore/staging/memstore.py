@@ -8,6 +8,8 @@ Not thread-safe; used from one event loop.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from lsmstore.graveler.record import Record
 
 #: Bytes charged per record on top of key and value (identity, dict slot, tuple).
@@ -42,6 +44,23 @@ class Memstore:
         old = self._records.get(rec.key)
         self._records[rec.key] = rec
         delta = record_bytes(rec) - (record_bytes(old) if old is not None else 0)
+        self.nbytes += delta
+        return delta
+
+    def add_many(self, records: Iterable[Record]) -> int:
+        """:meth:`add` for each record, in order; returns the change of :attr:`nbytes`."""
+        d = self._records
+        get = d.get
+        delta = 0
+        for rec in records:
+            key = rec.key
+            old = get(key)
+            d[key] = rec
+            value = rec.value
+            delta += len(key) + RECORD_OVERHEAD + (len(value) if value is not None else 0)
+            if old is not None:
+                value = old.value
+                delta -= len(key) + RECORD_OVERHEAD + (len(value) if value is not None else 0)
         self.nbytes += delta
         return delta
 

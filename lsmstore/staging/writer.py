@@ -102,6 +102,13 @@ class _Batch:
         self.done: asyncio.Future[None] = loop.create_future()
 
 
+def _encode(mem: Memstore, error_rate: float) -> tuple[list[Record], bytes, bytes]:
+    """Sort a sealed memstore and encode it (in a worker thread)."""
+    records = mem.sorted_records()
+    sst, meta, _ = encode_staging_file(records, error_rate)
+    return records, sst, meta
+
+
 def _resolve(waiters: list[asyncio.Future[None]], error: BaseException | None) -> None:
     for w in waiters:
         if not w.done():
@@ -194,10 +201,7 @@ class BranchWriter:
         mem = batch.mem
         if not len(mem):
             self._wake.set()
-        delta = 0
-        for rec in records:
-            delta += mem.add(rec)
-        self._pending_bytes += delta
+        self._pending_bytes += mem.add(records[0]) if len(records) == 1 else mem.add_many(records)
         fut: asyncio.Future[None] = self._loop.create_future()
         batch.waiters.append(fut)
         if mem.nbytes >= self.config.batch_max_bytes or len(mem) >= self.config.batch_max_records:
@@ -379,9 +383,8 @@ class BranchWriter:
         sst_size = 0
         try:
             try:
-                records = batch.mem.sorted_records()
-                sst, meta, _ = await asyncio.to_thread(
-                    encode_staging_file, records, self.config.bloom_error_rate
+                records, sst, meta = await asyncio.to_thread(
+                    _encode, batch.mem, self.config.bloom_error_rate
                 )
                 sst_size = len(sst)
                 file_id = await self._upload(sst, meta)
