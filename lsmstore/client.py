@@ -31,7 +31,7 @@ import hashlib
 import importlib
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -47,6 +47,8 @@ from lsmstore.errors import (
     RefExistsError,
 )
 from lsmstore.graveler.commit import Commit, write_commit
+from lsmstore.graveler.diff import Change
+from lsmstore.graveler.merge import Strategy
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID
 from lsmstore.graveler.record import Record
 from lsmstore.graveler.source import CachedSource, RangeSource
@@ -69,7 +71,13 @@ from lsmstore.staging.refcache import RefCache
 from lsmstore.staging.writer import BranchWriter, WriterStats
 from lsmstore.storage.base import ObjectStore
 from lsmstore.storage.url import open_object_store
-from lsmstore.versioning.context import RepoContext
+from lsmstore.versioning import changes as _changes
+from lsmstore.versioning import history as _history
+from lsmstore.versioning import merging as _merging
+from lsmstore.versioning import refs as _refs
+from lsmstore.versioning.context import RepoContext, range_policy
+from lsmstore.versioning.history import LogEntry
+from lsmstore.versioning.merging import MergeResult
 
 __all__ = [
     "Branch",
@@ -83,6 +91,9 @@ __all__ = [
 ]
 
 _sha256 = hashlib.sha256
+
+#: The committer recorded when a caller names none.
+DEFAULT_COMMITTER = "lsmstore"
 
 #: Listener of appends: ``(repository, branch, ref after the append)``.
 AppendListener = Callable[[str, str, RefValue], None]
@@ -392,16 +403,23 @@ class Repository:
         return ResolvedRef(expression, found.branch, found.commit_id)
 
     def context(self) -> RepoContext:
-        """This repository as version-control code sees it (same stores and cache)."""
-        return RepoContext(
-            self.name,
-            self.refstore,
-            self.objects,
-            source=self.source,
-            files=self.cache,
-            default_branch=self.default_branch,
-            clock=self.store.clock,
-        )
+        """This repository as version-control code sees it (same stores and cache; one
+        per repository, so parsed commits are kept)."""
+        ctx = self._context
+        if ctx is None:
+            ctx = self._context = RepoContext(
+                self.name,
+                self.refstore,
+                self.objects,
+                policy=range_policy(self.store.config),
+                source=self.source,
+                files=self.cache,
+                default_branch=self.default_branch,
+                clock=self.store.clock,
+            )
+        return ctx
+
+    _context: RepoContext | None = None
 
     #: An alternative resolver (``(repository, expression) -> ResolvedRef``).
     ref_resolver: Callable[[Repository, str], Awaitable[ResolvedRef]] | None = None
@@ -413,6 +431,143 @@ class Repository:
             self.name, prefix=prefix, after=after, limit=limit, kind="branch"
         )
         return [name for name, _ in refs]
+
+    # --- version control (docs/versioning.md) -------------------------------------------
+
+    async def create_branch(self, name: str, *, source: str | None = None) -> Branch:
+        """Create branch ``name`` at the commit ``source`` names (any ref expression;
+        default: the default branch).  The new branch starts from the *committed* state:
+        staged writes of a source branch are not copied.  RefExistsError if a branch or
+        tag has the name."""
+        await _refs.create_branch(self.context(), name, source or self.default_branch)
+        return self.branch(name)
+
+    async def delete_branch(self, name: str) -> None:
+        """Delete a branch and drop its staged writes (this process's pending writes to
+        it are flushed first).  The default branch cannot be deleted (InvalidInputError)."""
+        check_ref_name(name)
+        await self.branch(name).flush()
+        ref = await _refs.delete_branch(self.context(), name)
+        files = [("L1", f) for f in ref.l1] + [("L2", f) for f in ref.l2]
+        if files:
+            from compactor.garbage import record_garbage
+
+            try:
+                await record_garbage(
+                    self.objects,
+                    self.name,
+                    name,
+                    files,  # type: ignore[arg-type]
+                    grace_s=self.store.config.compaction_grace_s,
+                    reason="branch deleted",
+                    clock=self.store.clock,
+                )
+            except Exception:  # the sweep finds them as orphans anyway
+                pass
+
+    async def create_tag(self, name: str, target: str) -> str:
+        """Tag the commit ``target`` names (create-if-absent: RefExistsError if the name
+        is taken; tags never move).  Returns the commit ID."""
+        return (await _refs.create_tag(self.context(), name, target)).commit_id
+
+    async def delete_tag(self, name: str) -> None:
+        """RefNotFoundError if there is no such tag."""
+        await _refs.delete_tag(self.context(), name)
+
+    async def list_tags(
+        self, *, prefix: str = "", after: str | None = None, limit: int = 1000
+    ) -> list[str]:
+        return [t.name async for t in _refs.list_tags(
+            self.context(), prefix=prefix, after=after, limit=limit
+        )]  # fmt: skip
+
+    async def log(
+        self,
+        ref: str | None = None,
+        *,
+        after: str | None = None,
+        limit: int | None = None,
+        first_parent: bool = True,
+    ) -> AsyncIterator[LogEntry]:
+        """Commits from ``ref`` (default: the default branch's head) back, newest first:
+        entries with ``id`` and the commit's fields.  ``first_parent`` follows the
+        branch's own line (``main~1``, ``main~2`` ...); False lists every ancestor by
+        generation.  Page with ``after=<last id>`` and ``limit``."""
+        ctx = self.context()
+        head = await refexpr.resolve(ctx, ref or self.default_branch)
+        async for entry in _history.log(
+            ctx, head.commit_id, after=after, limit=limit, first_parent=first_parent
+        ):
+            yield entry
+
+    async def diff(self, left: str, right: str) -> AsyncIterator[Change]:
+        """Changes from the committed state ``left`` names to the one ``right`` names, in
+        key order: ``Change(key, kind, left, right)`` with kind added/removed/changed."""
+        async for change in _changes.diff_refs(self.context(), left, right):
+            yield change
+
+    async def diff_uncommitted(self, branch: str | None = None) -> list[Change]:
+        """What committing ``branch`` (default: the default branch) now would change."""
+        return await self.branch(branch).diff_uncommitted()
+
+    async def merge(
+        self,
+        source: str,
+        *,
+        into: str | None = None,
+        strategy: Strategy | None = None,
+        message: str | None = None,
+        committer: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> MergeResult:
+        """Three-way merge of the commit ``source`` names into branch ``into`` (default:
+        the default branch); a merge commit with parents ``[into's base, source]``.
+
+        The destination's staged writes stay staged on top.  Already merged: nothing
+        is written (``merged`` False).  Conflicts raise MergeConflictError (``keys``)
+        unless ``strategy`` is ``"source-wins"`` or ``"dest-wins"``.
+        """
+        cfg = self.store.config
+        return await _merging.merge(
+            self.context(),
+            source,
+            into or self.default_branch,
+            strategy=strategy,
+            message=message,
+            committer=committer or DEFAULT_COMMITTER,
+            metadata=metadata,
+            max_attempts=cfg.commit_max_attempts,
+            backoff_s=cfg.commit_backoff_ms / 1000,
+            backoff_max_s=cfg.commit_backoff_max_ms / 1000,
+        )
+
+    async def revert(
+        self,
+        commit: str,
+        *,
+        branch: str | None = None,
+        parent: int = 1,
+        strategy: Strategy | None = None,
+        message: str | None = None,
+        committer: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> MergeResult:
+        """Undo the changes of the commit ``commit`` names on ``branch`` with a new
+        commit (``parent`` picks the side of a merge commit to revert to)."""
+        cfg = self.store.config
+        return await _merging.revert(
+            self.context(),
+            branch or self.default_branch,
+            commit,
+            parent=parent,
+            strategy=strategy,
+            message=message,
+            committer=committer or DEFAULT_COMMITTER,
+            metadata=metadata,
+            max_attempts=cfg.commit_max_attempts,
+            backoff_s=cfg.commit_backoff_ms / 1000,
+            backoff_max_s=cfg.commit_backoff_max_ms / 1000,
+        )
 
 
 def _encode_opt(value: str | bytes | None, what: str) -> bytes | None:
@@ -566,6 +721,47 @@ class Branch(_Reads):
             raise InvalidInputError(f"stage_sst needs a path or bytes, not {type(sst).__name__}")
         return await self._w().stage_sst(data)
 
+    async def commit(
+        self,
+        message: str,
+        *,
+        metadata: Mapping[str, str] | None = None,
+        committer: str | None = None,
+        allow_empty: bool = False,
+    ) -> Commit:
+        """Commit the branch's staged writes: every write acknowledged before this call
+        (from any process) is in the commit; writes acknowledged meanwhile stay staged.
+
+        NothingToCommitError when nothing is staged (or the staged writes change
+        nothing) unless ``allow_empty``.  The returned commit has ``id``, ``parents``,
+        ``metarange_id``, ``committer``, ``message``, ``created_at``, ``metadata``.
+        """
+        from committer.job import commit_branch
+
+        cfg = self._config
+        try:
+            result = await commit_branch(
+                self.repository.context(),
+                self.name,
+                message,
+                committer=committer or DEFAULT_COMMITTER,
+                metadata=metadata,
+                allow_empty=allow_empty,
+                clock=self._store.clock,
+                max_attempts=cfg.commit_max_attempts,
+                backoff_s=cfg.commit_backoff_ms / 1000,
+                backoff_max_s=cfg.commit_backoff_max_ms / 1000,
+                grace_s=cfg.compaction_grace_s,
+            )
+        finally:
+            self._store.notify_l1_changed(self.repository.name, self.name)
+        return result.commit
+
+    async def diff_uncommitted(self) -> list[Change]:
+        """The staged writes as changes against the branch's base (added, removed,
+        changed), in key order."""
+        return [c async for c in _changes.diff_uncommitted(self.repository.context(), self.name)]
+
     async def flush(self) -> None:
         """Wait until every write this process staged on the branch has its outcome."""
         w = self._store._writers.get((self.repository.name, self.name))
@@ -653,3 +849,18 @@ class Ref(_Reads):
         """The resolved commit (None before the first read or for a live branch)."""
         r = self._resolved
         return None if r is None or r.branch is not None else r.commit_id
+
+    @property
+    def id(self) -> str | None:
+        """The commit this view reads, once resolved (``await ref.resolve()`` or a first
+        read); None before, and for a live branch (see :meth:`commit`)."""
+        return self.commit_id
+
+    async def commit(self) -> Commit:
+        """The commit this view names: for a tag, commit ID or expression with
+        modifiers the resolved commit; for a bare branch name its current base."""
+        r = await self.resolve()
+        ctx = self.repository.context()
+        if r.branch is not None:
+            return await ctx.commit((await refexpr.resolve(ctx, r.branch)).commit_id)
+        return await ctx.commit(r.commit_id)
