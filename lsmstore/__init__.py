@@ -41,13 +41,19 @@ from lsmstore.errors import (
     UnsupportedFormatError,
     WriteStalledError,
 )
+from lsmstore.graveler.commit import Commit
+from lsmstore.graveler.diff import Change
 from lsmstore.staging.reader import Entry, Stat
+from lsmstore.versioning.history import LogEntry
+from lsmstore.versioning.merging import MergeResult
 
 __all__ = [
     "AlreadyExistsError",
     "AmbiguousRefError",
     "Branch",
+    "Change",
     "ClosedError",
+    "Commit",
     "Config",
     "ConflictError",
     "CorruptFileError",
@@ -57,8 +63,10 @@ __all__ = [
     "InvalidNameError",
     "InvalidRefExpressionError",
     "InvalidURLError",
+    "LogEntry",
     "LsmError",
     "MergeConflictError",
+    "MergeResult",
     "NotFoundError",
     "NothingToCommitError",
     "ObjectExistsError",
