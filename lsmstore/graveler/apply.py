@@ -76,12 +76,16 @@ async def apply_changes(
     policy: RangePolicy,
     *,
     max_in_flight: int = 4,
+    known_ranges: Iterable[str] = (),
 ) -> ApplyResult:
     """Write the tree ``base ⊕ changes`` to ``store``; its metarange ID and counts.
 
     ``changes`` is one stream of records with strictly increasing keys; ``value is None``
     deletes the key (deleting an absent key is a no-op).  New ranges and the metarange
     are uploaded in create mode; nothing is written when the result equals the base.
+    ``known_ranges`` are IDs of ranges known to be stored already (e.g. written by an
+    earlier attempt of the same commit): an output range with such an ID is neither
+    encoded nor uploaded.
     Raises :class:`InvalidInputError` for unsorted changes (ranges uploaded until then
     are unreferenced), and whatever the source and store raise.
     """
@@ -95,7 +99,10 @@ async def apply_changes(
     stream = _sorted_changes(changes)
     change = await anext(stream, None)
     writer = RangeWriter(
-        store, policy, max_in_flight=max_in_flight, existing={r.id for r in base_mr.ranges}
+        store,
+        policy,
+        max_in_flight=max_in_flight,
+        existing={r.id for r in base_mr.ranges}.union(known_ranges),
     )
     push = writer.push
     overhead = RECORD_OVERHEAD
