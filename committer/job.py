@@ -22,14 +22,16 @@ When the swap's condition fails:
   of our prefix): the files compaction merged into L2 were all in our snapshot, so the
   tree is still right.  The swap is re-issued at once against the new L2 and the
   remaining prefix; nothing is recomputed.
-* the base is the same but the fast path does not apply: the job starts over from the
-  new ref, applying the new staged stream *to the tree it already built*.  Staged
-  files only gain keys over time (compaction keeps tombstones), so the result is the
-  same as applying to the base, and every range already written is recognised by ID
-  and neither re-encoded nor re-uploaded.
+* the base is the same but the fast path does not apply (compaction consumed all of
+  our prefix): the job starts over from the new ref at once.
 * the base moved (another commit or a merge): start over from the new ref after a
   bounded, jittered backoff, up to ``max_attempts`` attempts in all; then the
   :class:`ConflictError` is raised.
+
+A new attempt passes the range IDs of the trees earlier attempts built to
+``apply_changes`` as known: output ranges with those IDs (content addressing: the same
+records) are neither re-encoded nor re-uploaded, so after a compaction race only the
+ranges whose content really changed are written again.
 
 A swap whose outcome is unknown (:class:`UnavailableError` with ``outcome_unknown``) is
 settled by reading the ref: if its base is our commit, the swap happened.
@@ -176,7 +178,7 @@ async def commit_branch(
     started = time.monotonic()
     ctx = repo
     reads = writes = reuses = 0
-    built: tuple[str, str] | None = None  # (base, tree) of the last attempt
+    known: set[str] = set()  # range IDs of the trees earlier attempts built
     attempt = 0
 
     async def step(name: str) -> None:
@@ -192,18 +194,21 @@ async def commit_branch(
             raise NothingToCommitError(f"{ctx.name}/{branch}: nothing staged to commit")
         base = await ctx.commit(ref.base) if ref.base else None
         base_tree = base.metarange_id if base is not None else EMPTY_METARANGE_ID
-        start_tree = built[1] if built is not None and built[0] == ref.base else base_tree
         readers = await open_staged(ctx, branch, ref)
         await step("staged-read")
         counter = _Counter()
         applied = await apply_changes(
-            ctx.source, ctx.objects, start_tree, counter.count(merged(readers)), ctx.policy
+            ctx.source,
+            ctx.objects,
+            base_tree,
+            counter.count(merged(readers)),
+            ctx.policy,
+            known_ranges=known,
         )
         reads += applied.ranges_read
         writes += applied.ranges_written
         reuses += applied.ranges_reused
         tree = applied.metarange_id
-        built = (ref.base, tree)
         await step("tree-written")
 
         if tree == base_tree and not allow_empty:
@@ -220,6 +225,11 @@ async def commit_branch(
                     )
                 except ConflictError:
                     pass  # someone else moved the ref: their business
+                else:
+                    if grace_s is not None:
+                        dropped: list[StagedFile] = [("L1", f) for f in ref.l1]
+                        dropped += [("L2", f) for f in ref.l2]
+                        await _record_garbage(ctx, branch, dropped, grace_s, clock)
             raise NothingToCommitError(
                 f"{ctx.name}/{branch}: the {counter.n} staged changes leave the tree "
                 "unchanged; nothing to commit"
@@ -295,8 +305,9 @@ async def commit_branch(
                 "kept changing under it",
                 found=found,
             )
+        known.update(r.id for r in await ctx.source.metarange(tree))
         if found is None or found.base != ref.base:
-            built = None  # another commit or a merge moved the base: back off, start over
+            # another commit or a merge moved the base: back off, start over
             delay = min(backoff_max_s, backoff_s * 2 ** (attempt - 1))
             await sleep(delay * (0.5 + 0.5 * rng()))
 

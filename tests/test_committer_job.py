@@ -36,6 +36,7 @@ from lsmstore.storage.base import PutMode
 from lsmstore.storage.local import LocalStore
 from lsmstore.versioning.context import RepoContext
 from lsmstore.versioning.history import log
+from lsmstore.versioning.refs import create_branch, delete_branch
 
 
 @pytest.fixture
@@ -96,8 +97,10 @@ async def test_staged_no_ops_are_dropped_without_a_commit(ctx: RepoContext) -> N
     first = await commit_branch(ctx, "main", "one", committer="c")
     await stage(ctx, "main", [kv(1), rec("absent", None)])  # same value; delete of nothing
     with pytest.raises(NothingToCommitError, match="unchanged"):
-        await commit_branch(ctx, "main", "two", committer="c")
+        await commit_branch(ctx, "main", "two", committer="c", grace_s=60)
     assert await head(ctx) == Ref("branch", first.commit_id)
+    records = [m.key async for m in ctx.objects.list(GC_PREFIX + "main/")]
+    assert len(records) == 1  # the dropped files are garbage
 
 
 async def test_bad_input_changes_nothing(ctx: RepoContext) -> None:
@@ -210,6 +213,26 @@ async def test_compaction_of_the_whole_prefix_retries_reusing_ranges(tmp_path: P
     assert result.ranges_written > 100
     assert store.range_puts - puts[0] <= 3
     await close(ctx)
+
+
+async def test_branch_recreated_at_the_same_base_during_a_commit(ctx: RepoContext) -> None:
+    """Same base, different staged files: the retry commits only what is staged now."""
+    await stage(ctx, "main", [kv(1)])
+    await commit_branch(ctx, "main", "base", committer="c")
+    await create_branch(ctx, "dev", "main")
+    await stage(ctx, "dev", [rec("old", "gone with the branch")])
+    once: list[bool] = []
+
+    async def on_step(name: str) -> None:
+        if name == "commit-written" and not once:
+            once.append(True)
+            await delete_branch(ctx, "dev")
+            await create_branch(ctx, "dev", "main")
+            await stage(ctx, "dev", [rec("new", "n")])
+
+    result = await commit_branch(ctx, "dev", "m", committer="c", on_step=on_step)
+    assert result.attempts == 2
+    assert await tree_of(ctx, result.commit_id) == {b"k00001": b"v1", b"new": b"n"}
 
 
 async def test_racing_commits_one_wins_the_other_retries(ctx: RepoContext) -> None:
