@@ -41,7 +41,7 @@ import os
 import secrets
 import struct
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -118,10 +118,9 @@ def _write_file(path: str, data: bytes) -> None:
         raise
 
 
-def _unlink(paths: list[str]) -> None:
-    for path in paths:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
+def _unlink(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
 
 
 def _scan(root: str) -> list[tuple[float, str, int]]:
@@ -166,6 +165,7 @@ class FileCache:
         self._disk_ready: asyncio.Future[None] | None = None
         self._writing: dict[str, _Load] = {}  # disk writes in flight, by file name
         self._pending_bytes = 0
+        self._disk_jobs: dict[str, asyncio.Future[None]] = {}  # newest job per file name
         self._background: set[asyncio.Future[Any]] = set()
 
     # --- RAM tier (the hot path) -----------------------------------------------------
@@ -320,7 +320,32 @@ class FileCache:
         size = self._disk.pop(name, None)
         if size is not None:
             self.stats.bytes_disk -= size
-            self._spawn(asyncio.to_thread(_unlink, [self._disk_path(name)]))
+            self._remove(name)
+
+    def _remove(self, name: str) -> None:
+        self._disk_job(name, partial(asyncio.to_thread, _unlink, self._disk_path(name)))
+
+    def _disk_job(self, name: str, job: Callable[[], Awaitable[None]]) -> None:
+        """Run ``job`` in the background after every earlier job on the file ``name``
+        (so a removal scheduled before a rewrite never deletes the new file)."""
+        before = self._disk_jobs.get(name)
+
+        async def run() -> None:
+            if before is not None:
+                await asyncio.wait([before])
+            await job()
+
+        task = asyncio.ensure_future(run())
+        self._disk_jobs[name] = task
+        self._background.add(task)
+        task.add_done_callback(partial(self._disk_job_done, name))
+
+    def _disk_job_done(self, name: str, task: asyncio.Future[None]) -> None:
+        self._background.discard(task)
+        if self._disk_jobs.get(name) is task:
+            del self._disk_jobs[name]
+        if not task.cancelled():
+            task.exception()  # retrieved; failures only cost a later refetch
 
     def _disk_write(self, name: str, data: bytes) -> None:
         size = _HEADER.size + len(data)
@@ -329,7 +354,7 @@ class FileCache:
         ticket = _Load()
         self._writing[name] = ticket
         self._pending_bytes += len(data)
-        self._spawn(self._write(name, data, size, ticket))
+        self._disk_job(name, partial(self._write, name, data, size, ticket))
 
     async def _write(self, name: str, data: bytes, size: int, ticket: _Load) -> None:
         try:
@@ -342,7 +367,7 @@ class FileCache:
             if self._writing.get(name) is ticket:
                 del self._writing[name]
         if ticket.stale:  # invalidated while it was being written
-            await asyncio.to_thread(_unlink, [self._disk_path(name)])
+            await asyncio.to_thread(_unlink, self._disk_path(name))
             return
         old = self._disk.pop(name, None)
         self.stats.bytes_disk += size - (old or 0)
@@ -350,19 +375,11 @@ class FileCache:
         self._evict_disk()
 
     def _evict_disk(self) -> None:
-        victims = []
         while self.stats.bytes_disk > self.disk_bytes and self._disk:
             name, size = self._disk.popitem(last=False)
             self.stats.bytes_disk -= size
             self.stats.evictions_disk += 1
-            victims.append(self._disk_path(name))
-        if victims:
-            self._spawn(asyncio.to_thread(_unlink, victims))
-
-    def _spawn(self, work: Any) -> None:
-        task = asyncio.ensure_future(work)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+            self._remove(name)
 
     async def drain(self) -> None:
         """Wait until background disk writes and removals have finished."""

@@ -297,3 +297,30 @@ async def test_big_objects_parse_in_a_thread() -> None:
 
     assert await cache.get(store, "small", where, kind="w") is True
     assert await cache.get(store, "big", where, kind="w") is False
+
+
+async def test_refetch_after_a_drop_keeps_the_new_disk_file(tmp_path: Path) -> None:
+    """A dropped file's removal and its rewrite run in order (they once raced)."""
+
+    def new_only(data: bytes, name: str) -> bytes:
+        if not data.startswith(b"new"):
+            raise CorruptFileError(name, "unsupported version")
+        return data
+
+    keys = [f"k{i}" for i in range(20)]
+    for trial in range(10):
+        root = tmp_path / str(trial)
+        store, first = counting(), FileCache(disk_dir=root)
+        for key in keys:
+            await store.put(key, b"old" * 1000)
+            await first.get_bytes(store, key)
+        await first.drain()
+        for key in keys:
+            await store.put(key, b"new" * 1000, PutMode.OVERWRITE)
+        cache = FileCache(disk_dir=root)
+        await asyncio.gather(*(cache.get(store, k, new_only, kind="v") for k in keys))
+        await cache.drain()
+        files = disk_files(root)
+        assert len(files) == len(keys)
+        assert cache.stats.bytes_disk == sum(p.stat().st_size for p in files)
+        assert all(p.read_bytes().endswith(b"new") for p in files)
