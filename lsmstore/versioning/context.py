@@ -80,7 +80,7 @@ class RepoContext:
         if found is not None:
             self._commits.move_to_end(commit_id)
             return found
-        commit = await read_commit(self.objects, commit_id)
+        commit = await read_commit(self.objects, commit_id, cache=self.files)
         self.remember(commit_id, commit)
         return commit
 
