@@ -23,8 +23,12 @@ import struct
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from itertools import repeat
+from operator import mod
+from typing import Any, Literal
 
 import xxhash
+from bitarray import bitarray
 from pybloom_live import BloomFilter
 from pybloom_live.pybloom import make_hashfuncs
 
@@ -68,36 +72,112 @@ def bloom_capacity(count: int) -> int:
     return max(MIN_BLOOM_CAPACITY, 1 << (max(count, 1) - 1).bit_length())
 
 
+def _bloom_data(key: bytes) -> bytes:
+    """The bytes pybloom-live hashes for :func:`bloom_item` of ``key`` (its UTF-8)."""
+    return key if key.isascii() else key.decode("latin-1").encode("utf-8")
+
+
 def build_bloom(keys: Iterable[bytes], count: int, error_rate: float) -> BloomFilter:
+    """A pybloom-live ``BloomFilter`` holding :func:`bloom_item` of every key.
+
+    Bit for bit what ``bloom.add(bloom_item(key), skip_check=True)`` for each key builds,
+    computed in bulk (:meth:`_Shape.fill`, about 4x faster than adding keys one by one).
+    """
     bloom = BloomFilter(bloom_capacity(count), error_rate)
-    add = bloom.add
-    for key in keys:
-        add(key.decode("latin-1"), skip_check=True)
+    items = [_bloom_data(k) for k in keys]
+    if items:
+        _shape(bloom.num_slices, bloom.bits_per_slice).fill(bloom.bitarray, items)
+    bloom.count = len(items)
     return bloom
 
 
 class _Shape:
-    """pybloom-live's hashing for one ``(num_slices, bits_per_slice)``, precomputed
-    (:func:`pybloom_live.pybloom.make_hashfuncs`, without its per-call generator)."""
+    """pybloom-live's hashing for one ``(num_slices, bits_per_slice)``, precomputed.
 
-    __slots__ = ("offsets", "salts", "unpack")
+    pybloom-live (:func:`pybloom_live.pybloom.make_hashfuncs`) hashes an item's UTF-8
+    bytes ``x`` with salt objects ``hashfn(hashfn(pack("I", i)).digest())``: digest i is
+    ``hashfn(prefix_i + x)`` with ``prefix_i = hashfn(pack("I", i)).digest()``.  The
+    digests of all salts, read as native unsigned ints of 2, 4 or 8 bytes, give one
+    value per slice (extra values are unused); slice ``s`` sets bit
+    ``s * bits_per_slice + value % bits_per_slice``.
+    """
+
+    __slots__ = (
+        "bits_per_slice",
+        "code",
+        "hashfn",
+        "num_slices",
+        "one_shot",
+        "per_key",
+        "prefixes",
+    )
 
     def __init__(self, num_slices: int, bits_per_slice: int) -> None:
         _, hashfn = make_hashfuncs(num_slices, bits_per_slice)
+        code: Literal["H", "I", "Q"]
         if bits_per_slice >= 1 << 31:
-            code, size = "Q", 8
+            code = "Q"
         elif bits_per_slice >= 1 << 15:
-            code, size = "I", 4
+            code = "I"
         else:
-            code, size = "H", 2
-        per_hash = hashfn().digest_size // size
-        self.unpack = struct.Struct("<" + code * per_hash).unpack
+            code = "H"
+        per_hash = hashfn().digest_size // struct.calcsize(code)
         n_salts = -(-num_slices // per_hash)
-        self.salts = [hashfn(hashfn(struct.pack("I", i)).digest()) for i in range(n_salts)]
-        self.offsets = [i * bits_per_slice for i in range(num_slices)]
+        self.num_slices = num_slices
+        self.bits_per_slice = bits_per_slice
+        self.code = code
+        self.per_key = per_hash * n_salts
+        self.prefixes = [hashfn(struct.pack("I", i)).digest() for i in range(n_salts)]
+        self.hashfn: Callable[[bytes], Any] = hashfn
+        # xxh128 has a one-shot digest function; hashlib's constructors take the data
+        self.one_shot: Callable[[bytes], bytes] | None = (
+            xxhash.xxh128_digest if hashfn is xxhash.xxh128 else None
+        )
+
+    def values(self, items: list[bytes]) -> memoryview:
+        """``per_key`` hash values per item, item after item."""
+        prefixes = self.prefixes
+        one_shot = self.one_shot
+        if one_shot is not None:
+            if len(prefixes) == 1:
+                p = prefixes[0]
+                blob = b"".join([one_shot(p + x) for x in items])
+            else:
+                blob = b"".join([one_shot(p + x) for x in items for p in prefixes])
+        else:
+            h = self.hashfn
+            if len(prefixes) == 1:
+                p = prefixes[0]
+                blob = b"".join([h(p + x).digest() for x in items])
+            else:
+                blob = b"".join([h(p + x).digest() for x in items for p in prefixes])
+        return memoryview(blob).cast(self.code)
+
+    def positions(self, data: bytes) -> list[int]:
+        """The bit positions of one item (its UTF-8 bytes)."""
+        bps = self.bits_per_slice
+        values = self.values([data])
+        return [s * bps + values[s] % bps for s in range(self.num_slices)]
+
+    def fill(self, bits: bitarray, items: list[bytes]) -> None:
+        """Set the bits of ``items`` in ``bits``, an all-zero array of this shape."""
+        bps, step = self.bits_per_slice, self.per_key
+        values = self.values(items)
+        for s in range(self.num_slices):
+            part = bitarray(bps, endian="little")
+            part.setall(0)
+            part[list(map(mod, values[s::step], repeat(bps)))] = 1
+            bits[s * bps : (s + 1) * bps] = part
 
 
 _SHAPES: dict[tuple[int, int], _Shape] = {}
+
+
+def _shape(num_slices: int, bits_per_slice: int) -> _Shape:
+    sh = _SHAPES.get((num_slices, bits_per_slice))
+    if sh is None:
+        sh = _SHAPES[(num_slices, bits_per_slice)] = _Shape(num_slices, bits_per_slice)
+    return sh
 
 
 class BloomProbe:
@@ -111,26 +191,15 @@ class BloomProbe:
     __slots__ = ("_data", "_positions")
 
     def __init__(self, key: bytes) -> None:
-        # pybloom-live hashes the item's UTF-8 bytes; for ASCII that is the key itself
-        self._data = key if key.isascii() else key.decode("latin-1").encode("utf-8")
+        self._data = _bloom_data(key)
         self._positions: dict[tuple[int, int], list[int]] = {}
 
     def test(self, bloom: BloomFilter) -> bool:
         """``bloom_item(key) in bloom``, sharing the hash work across filters."""
-        bps = bloom.bits_per_slice
-        shape = (bloom.num_slices, bps)
+        shape = (bloom.num_slices, bloom.bits_per_slice)
         positions = self._positions.get(shape)
         if positions is None:
-            sh = _SHAPES.get(shape)
-            if sh is None:
-                sh = _SHAPES[shape] = _Shape(*shape)
-            values: list[int] = []
-            for salt in sh.salts:
-                h = salt.copy()
-                h.update(self._data)
-                values.extend(sh.unpack(h.digest()))
-            positions = [off + v % bps for off, v in zip(sh.offsets, values, strict=False)]
-            self._positions[shape] = positions
+            positions = self._positions[shape] = _shape(*shape).positions(self._data)
         bits = bloom.bitarray
         for p in positions:
             if not bits[p]:
