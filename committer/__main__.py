@@ -31,6 +31,7 @@ import uvloop
 from committer.job import STEPS
 from committer.worker import Worker
 from lsmstore import layout
+from lsmstore.cache import FileCache
 from lsmstore.config import load_config
 from lsmstore.errors import InvalidInputError
 from lsmstore.refstore.url import open_refstore
@@ -114,12 +115,16 @@ async def _run(args: argparse.Namespace) -> None:
         return _PauseAfterRangeUpload(store, lambda: _pause_forever("range-uploaded"))
 
     refstore = open_refstore(config.refstore_url)
+    # Ranges and metaranges a commit reads stay in RAM for the next commits (no disk tier:
+    # a worker is stateless).
+    files = FileCache(ram_bytes=config.cache_ram_bytes, disk_dir=None, disk_bytes=0)
     worker = Worker(
         refstore,
         config,
         repositories=args.repository,
         force=args.force,
         owner=args.owner,
+        files=files,
         on_step=on_step if pause_at else None,
         wrap_objects=wrap if pause_at == "range-uploaded" else None,
     )
@@ -130,6 +135,7 @@ async def _run(args: argparse.Namespace) -> None:
         await worker.run(once=args.once)
     finally:
         await worker.aclose()
+        await files.aclose()
         await refstore.aclose()
 
 

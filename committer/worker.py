@@ -42,6 +42,7 @@ from committer.job import CommitResult, commit_branch
 from lsmstore import layout
 from lsmstore.config import Config
 from lsmstore.errors import ConflictError, LsmError, NothingToCommitError
+from lsmstore.graveler.source import CachedSource
 from lsmstore.refstore.base import RefStore, Repository
 from lsmstore.staging.files import SIDECAR_SUFFIX, decode_sidecar
 from lsmstore.storage.base import ObjectStore
@@ -156,11 +157,13 @@ class Worker:
     def _context(self, repo: Repository) -> RepoContext:
         ctx = self._contexts.get(repo.name)
         if ctx is None or ctx.objects.url != self._store(repo.storage_namespace).url:
+            objects = self._store(repo.storage_namespace)
             ctx = self._contexts[repo.name] = RepoContext(
                 repo.name,
                 self.refstore,
-                self._store(repo.storage_namespace),
+                objects,
                 policy=range_policy(self.config),
+                source=CachedSource(objects, self._files) if self._files is not None else None,
                 files=self._files,
                 default_branch=repo.default_branch,
                 clock=self.clock,
