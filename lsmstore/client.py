@@ -57,6 +57,7 @@ from lsmstore.refstore.base import RefStore
 from lsmstore.refstore.base import Repository as RepositoryInfo
 from lsmstore.refstore.names import check_ref_name, check_repository_name
 from lsmstore.refstore.url import open_refstore
+from lsmstore.staging.encoder import Encoder
 from lsmstore.staging.keys import check_key, encode_key, make_record
 from lsmstore.staging.reader import (
     BranchView,
@@ -161,6 +162,8 @@ class Store:
         self.cache: FileCacheLike = cache or _file_cache(config)
         self.sidecars = SidecarCache(config.sidecar_cache_entries)
         self.refs = RefCache(self.refstore)
+        #: Encodes the writers' batches (in a worker process when there is a spare CPU).
+        self.encoder = Encoder()
         self.clock = clock
         self._open_objects = open_objects
         self._objects: dict[str, ObjectStore] = {}
@@ -201,7 +204,19 @@ class Store:
         )
         commit_id = await write_commit(objects, commit)
         info = RepositoryInfo(name, storage_namespace, default_branch, created_at=created)
-        await self.refstore.create_repository(info)
+        try:
+            await self.refstore.create_repository(info)
+        except RefExistsError:
+            # Taken -- unless a create crashed between recording the repository and
+            # creating its default branch: then the same request finishes that work.
+            existing = await self.refstore.get_repository(name)
+            if (
+                existing.storage_namespace != storage_namespace
+                or existing.default_branch != default_branch
+                or await self.refstore.get_refs(name, [default_branch])
+            ):
+                raise
+            info = existing
         try:
             await self.refstore.create_ref(name, default_branch, RefValue("branch", commit_id))
         except RefExistsError:
@@ -265,6 +280,7 @@ class Store:
                 self.config,
                 clock=self.clock,
                 on_append=lambda ref: self._appended(repo.name, branch, ref),
+                encoder=self.encoder,
             )
         return w
 
@@ -334,6 +350,7 @@ class Store:
         writers = list(self._writers.values())
         self._writers.clear()
         await asyncio.gather(*(w.aclose() for w in writers), return_exceptions=True)
+        await self.encoder.aclose()
         await self.refs.aclose()
         for objects in self._objects.values():
             await objects.aclose()
