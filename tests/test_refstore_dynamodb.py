@@ -10,12 +10,13 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import pytest
 
 from lsmstore.errors import RepositoryNotFoundError, UnavailableError
-from lsmstore.refstore.base import Ref, Repository
-from lsmstore.refstore.dynamodb import REPOSITORIES, DynamoRefStore
+from lsmstore.refstore.base import MAX_FILE_IDS, Ref, Repository
+from lsmstore.refstore.dynamodb import ITEM_LIMIT, REPOSITORIES, DynamoRefStore, _item_size
 from lsmstore.refstore.url import open_refstore
 from lsmstore.testing.refstore_contract import REPO, RefStoreContract, branch, ids
 from lsmstore.testing.servers import MOTO_ENV, MotoServer, free_port
@@ -217,3 +218,61 @@ async def test_listings_page_through_small_pages(table_store: DynamoRefStore) ->
         assert await table_store.list_repositories() == [
             await table_store.get_repository(n) for n in ("r4", "r5", "r6")
         ]
+
+
+class TailMovesFirst(DynamoRefStore):
+    """Before its first conditional write, another swap's tail update lands (only
+    ``cver`` changes): the swap must be sent again, not reported as a conflict."""
+
+    moved = False
+
+    async def _write(self, repo: str, name: str, what: str, **kwargs: Any) -> dict[str, Any]:
+        if what.startswith("swap") and not self.moved:
+            self.moved = True
+            await self._request(
+                "update_item",
+                "test",
+                mutation=True,
+                idempotent=False,
+                TableName=self.table,
+                Key=self._key(repo, name),
+                UpdateExpression="SET #cver = :other",
+                ExpressionAttributeNames={"#cver": "cver"},
+                ExpressionAttributeValues={":other": {"S": "someone-else"}},
+            )
+        return await super()._write(repo, name, what, **kwargs)
+
+
+async def test_swap_resent_when_only_the_tail_moved(table_store: DynamoRefStore) -> None:
+    store = TailMovesFirst(
+        table_store.table, region="us-east-1", endpoint_url=table_store._endpoint_url
+    )
+    async with store:
+        await store.create_repository(Repository(REPO, "file:///d", "main"))
+        await store.create_ref(REPO, "main", branch("c1", l1=("f1", "f2", "f3")))
+        new = await store.swap_compacted(
+            REPO, "main", base="c1", l2_old=(), l1_prefix=("f1",), l2_new=("g1",)
+        )
+        assert store.moved and new == branch("c1", ("g1",), ("f2", "f3"))
+        assert await store.append_l1(REPO, "main", "f1") == new  # consumed
+        store.moved = False
+        new = await store.swap_committed(
+            REPO, "main", base="c1", l2_old=("g1",), l1_prefix=("f2",), new_base="c2"
+        )
+        assert store.moved and new == branch("c2", (), ("f3",))
+        for f in ("f1", "f2"):
+            assert await store.append_l1(REPO, "main", f) == new
+
+
+async def test_largest_ref_item_fits(table_store: DynamoRefStore) -> None:
+    """L1 + L2 at MAX_FILE_IDS and a consumed tail as long, all ids of 64 characters."""
+    await table_store.create_repository(Repository(REPO, "file:///d", "main"))
+    long_ids = tuple(f"{i:05d}" + "x" * 59 for i in range(2 * MAX_FILE_IDS))
+    old, new = long_ids[:MAX_FILE_IDS], long_ids[MAX_FILE_IDS:]
+    await table_store.create_ref(REPO, "big", branch(l1=old))
+    await table_store.swap_compacted(REPO, "big", base="c0", l2_old=(), l1_prefix=old, l2_new=new)
+    item = await table_store._get_item(REPO, "big", "test")
+    assert item is not None and item["consumed"]["S"].count(",") == MAX_FILE_IDS + 1
+    assert 250 * 1024 < _item_size(item) < ITEM_LIMIT * 0.7
+    # get_ref leaves the tail on the server.
+    assert await table_store.get_ref(REPO, "big") == branch(l2=new)

@@ -15,7 +15,7 @@ import pytest
 
 from lsmstore.errors import UnavailableError
 from lsmstore.refstore.base import Ref, Repository
-from lsmstore.refstore.embedded import FILENAME, EmbeddedRefStore
+from lsmstore.refstore.embedded import FILENAME, SCHEMA_VERSION, EmbeddedRefStore
 from lsmstore.refstore.url import open_refstore
 from lsmstore.testing.refstore_contract import REPO, RefStoreContract, branch
 
@@ -151,6 +151,44 @@ def _held_write_lock(db: Path) -> Iterator[threading.Event]:
     finally:
         release.set()
         t.join()
+
+
+SCHEMA_V1 = """
+CREATE TABLE repositories (name TEXT PRIMARY KEY, storage_namespace TEXT NOT NULL,
+    default_branch TEXT NOT NULL, created_at REAL NOT NULL, metadata TEXT NOT NULL)
+    WITHOUT ROWID;
+CREATE TABLE refs (repo TEXT NOT NULL, name TEXT NOT NULL, kind TEXT NOT NULL,
+    base TEXT NOT NULL, l2 TEXT NOT NULL, l1 TEXT NOT NULL, PRIMARY KEY (repo, name))
+    WITHOUT ROWID;
+CREATE TABLE leases (key TEXT PRIMARY KEY, owner TEXT NOT NULL, expires REAL NOT NULL)
+    WITHOUT ROWID;
+INSERT INTO repositories VALUES ('repo1', 'file:///d', 'main', 0, '{}');
+INSERT INTO refs VALUES ('repo1', 'main', 'branch', 'c1', 'g1', 'f1,f2');
+PRAGMA user_version=1;
+"""
+
+
+async def test_version_1_database_is_upgraded(tmp_path: Path) -> None:
+    path = tmp_path / "refs"
+    path.mkdir()
+    con = sqlite3.connect(path / FILENAME)
+    con.executescript(SCHEMA_V1)
+    con.close()
+    async with EmbeddedRefStore(path) as store:
+        assert await store.get_ref(REPO, "main") == branch("c1", ("g1",), ("f1", "f2"))
+        new = await store.swap_committed(
+            REPO, "main", base="c1", l2_old=("g1",), l1_prefix=("f1",), new_base="c2"
+        )
+        assert await store.append_l1(REPO, "main", "f1") == new  # consumed
+        await store.create_ref(REPO, "dev", branch("c2"))
+    async with EmbeddedRefStore(path) as store:
+        assert await store.append_l1(REPO, "main", "f1") == new
+        assert await store.get_ref(REPO, "dev") == branch("c2")
+    con = sqlite3.connect(path / FILENAME)
+    try:
+        assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    finally:
+        con.close()
 
 
 async def test_reads_do_not_wait_for_a_writer(tmp_path: Path) -> None:

@@ -10,7 +10,8 @@ Every method is atomic on one key.  Conditions (DESIGN.md, "RefStore contract"):
 =================  ======================================================  =====================
 operation          effect                                                  condition
 =================  ======================================================  =====================
-append_l1          ``l1 += [id]`` (no-op if ``id`` already in ``l1``)     ref is a branch
+append_l1          ``l1 += [id]`` (no-op if ``id`` is in ``l1`` or was     ref is a branch
+                   consumed by one of the last swaps, see below)
 swap_compacted     ``l2 = l2_new; l1 = l1[len(l1_prefix):]``               base, l2 equal; l1
                                                                            starts with prefix
 swap_committed     ``base = new_base; l2 = []; l1 = l1[len(prefix):]``    same as above
@@ -21,6 +22,14 @@ delete_ref         remove                                                  value
 
 A failed condition raises :class:`ConflictError` whose ``found`` is the current
 :class:`Ref`.  Appends never make swaps fail: swaps look at a *prefix* of ``l1``.
+
+Consumed ids: besides its value, a branch keeps the ids its swaps took out of L1,
+newest last -- the last :data:`MAX_CONSUMED_IDS`, and never fewer than the whole
+prefix of the latest swap.  ``append_l1`` of such an id changes nothing, so an append
+retried after an unknown outcome cannot re-stage a file that a compaction or commit
+consumed in between (it would shadow newer writes).  The tail is internal: it is not
+part of :class:`Ref`, reads do not fetch it, ``set_base`` keeps it, a new ref starts
+with none and ``delete_ref`` drops it.  It never makes an operation fail for size.
 
 Operations that only make sense on a branch (``append_l1``, the swaps, ``set_base``)
 raise :class:`ConflictError` on a tag; tags are immutable once created.
@@ -33,9 +42,10 @@ holding more than :data:`MAX_FILE_IDS` ids, repository metadata over
 and :class:`InvalidInputError` (checked here, before the backend is called), and
 :class:`UnavailableError` when the backend cannot be reached or times out -- with
 ``outcome_unknown=True`` for a mutation that may have been applied.  ``append_l1``
-is idempotent, so callers retry it after an unknown outcome.  Backends never retry a
-non-idempotent mutation (swaps, ``set_base``, create/delete) by themselves: a
-retry after an applied attempt would report a false conflict.
+is idempotent, so callers retry it after an unknown outcome (within the window the
+consumed tail covers: until :data:`MAX_CONSUMED_IDS` later files were consumed).
+Backends never retry a non-idempotent mutation (swaps, ``set_base``, create/delete)
+by themselves: a retry after an applied attempt would report a false conflict.
 
 Concurrency: any number of processes may call any operation at once; the backend
 serialises operations on one key.  Implementations are safe for concurrent tasks of
@@ -67,6 +77,17 @@ RefKind = Literal["branch", "tag"]
 #: Upper bound on the number of file ids a ref may hold (L1 + L2). Writers stall
 #: far below it; it keeps every backend well inside its item-size limit.
 MAX_FILE_IDS = 2000
+
+#: A branch remembers the ids its swaps consumed from L1: the last this many (but
+#: always the whole prefix of its latest swap, which may be longer), so that an
+#: ``append_l1`` retried after an unknown outcome is a no-op even when a compaction
+#: or commit consumed the file in between.  An id leaves the tail only after this
+#: many files appended *after* it were consumed too.  A writer retries for seconds
+#: (``append_attempts`` tries, each bounded by the backend timeout, 5 s by default);
+#: 1024 files is more than 10 s of one writer process flushing every 10 ms, and
+#: compaction jobs consume 128 files at most.  At ~30 bytes an id it adds about 30 KB
+#: to a ref (DynamoDB bills a write by item size: see docs/refstore.md).
+MAX_CONSUMED_IDS = 1024
 
 #: Upper bound on a repository record's metadata, encoded as JSON (UTF-8 bytes).
 MAX_REPOSITORY_METADATA_BYTES = 64 * 1024

@@ -5,7 +5,8 @@ Table: partition key ``repo`` (S), sort key ``name`` (S); see docs/refstore.md.
 =======================  ===================  ==========================================
 partition ``repo``       sort key ``name``    attributes
 =======================  ===================  ==========================================
-``<repository>``         ``<ref name>``       kind, base, l2 (L), l1 (L), n (N), ver (S)
+``<repository>``         ``<ref name>``       kind, base, l2 (L), l1 (L), n (N), ver (S),
+                                              [consumed (S), cver (S)]
 ``_repositories``        ``<repository>``     storage_namespace, default_branch,
                                               created_at (N), metadata (S), [deleting]
 ``_leases``              ``<lease key>``      owner, expires (N)
@@ -13,13 +14,17 @@ partition ``repo``       sort key ``name``    attributes
 
 Repository names cannot start with ``_``, so the reserved partitions never meet a
 repository's refs.  ``n`` is ``len(l1) + len(l2)`` (for the size limit inside a
-condition); ``ver`` is a fresh random token on every write.
+condition); ``ver`` is a fresh random token on every write.  ``consumed`` is the
+branch's consumed tail as ``",id1,id2,"`` (absent until a swap consumes something) and
+``cver`` a fresh token whenever a swap rewrites it.
 
 Atomicity: ``append_l1`` is one ``UpdateItem`` (``list_append`` under ``NOT
-contains``).  A swap whose L1 prefix has at most ``max_prefix_conditions`` ids is
-one ``UpdateItem`` whose condition names the base, the whole L2 and each prefix
-element (``l1[i] = :pi``) and whose ``REMOVE l1[0], ... l1[k-1]`` drops the prefix
-(indexes refer to the list before the update), so appends never disturb it.  A
+contains`` on L1 and on the consumed tail).  A swap whose L1 prefix has at most
+``max_prefix_conditions`` ids is one ``UpdateItem`` whose condition names the base,
+the whole L2 and each prefix element (``l1[i] = :pi``) and whose ``REMOVE l1[0], ...
+l1[k-1]`` drops the prefix (indexes refer to the list before the update), so appends
+never disturb it; it also sets the new consumed tail, computed from the tail read
+just before and conditioned on that tail's ``cver`` (appends leave it alone).  A
 longer prefix would break DynamoDB's 4 KB / 300-operator expression limits: it is
 read, checked with :mod:`~lsmstore.refstore.transitions` and written back under
 ``ver = <read token>``, retried while only appends got in between.  Every rejected
@@ -71,7 +76,9 @@ from lsmstore.refstore.codec import decode_kind
 REPOSITORIES = "_repositories"
 LEASES = "_leases"
 #: DynamoDB's item size limit.  A ref holds at most MAX_FILE_IDS ids of <= 64 bytes
-#: (about 134 KB), so only repository records can come near it.
+#: (about 134 KB) in L1 and L2, and a consumed tail of at most
+#: max(MAX_CONSUMED_IDS, MAX_FILE_IDS) more (one string, about 130 KB): under 270 KB,
+#: so only repository records can come near the limit.
 ITEM_LIMIT = 400 * 1024
 #: A swap checks its L1 prefix element by element up to this many ids (2 operators
 #: each, under DynamoDB's 300 per expression); longer prefixes go read-check-write.
@@ -87,6 +94,8 @@ _THROTTLING = {
 _TRANSIENT = {"InternalServerError", "ServiceUnavailable", "InternalFailure"}
 _CONNECTION_ERRORS = (BotoCoreError, aiohttp.ClientError, OSError, asyncio.TimeoutError)
 _PLACEHOLDER = re.compile(r"#[A-Za-z0-9_]+")
+#: What get_ref fetches: the consumed tail (up to tens of KB) stays on the server.
+_REF_ATTRIBUTES = ("kind", "base", "l2", "l1")
 _SESSION: list[AioSession] = []  # one session for all stores: loading models is slow
 
 
@@ -111,6 +120,23 @@ def _l(ids: Sequence[str]) -> dict[str, Any]:
 def _names(*expressions: str) -> dict[str, str]:
     """``#attr`` placeholders used in the expressions (every one maps to ``attr``)."""
     return {p: p[1:] for e in expressions for p in _PLACEHOLDER.findall(e)}
+
+
+def _encode_tail(ids: Sequence[str]) -> str:
+    """A consumed tail as one string, ``",a,b,"``: ``contains(consumed, ",id,")`` is an
+    exact membership test, and a string parses far faster than a list of 1,000."""
+    return f",{','.join(ids)}," if ids else ","
+
+
+def _tail(item: Mapping[str, Any], where: str) -> tuple[str, ...]:
+    """The consumed tail of a ref item (none if the item has no ``consumed``)."""
+    value = item.get("consumed")
+    if value is None:
+        return ()
+    try:
+        return tuple(i for i in value["S"].split(",") if i)
+    except (KeyError, TypeError, AttributeError) as e:
+        raise CorruptFileError(where, f"malformed consumed tail: {e!r}") from e
 
 
 def _item_size(item: Mapping[str, Any]) -> int:
@@ -325,7 +351,17 @@ class DynamoRefStore(RefStore):
             json.loads(item["metadata"]["S"]),
         )
 
-    async def _get_item(self, partition: str, name: str, what: str) -> dict[str, Any] | None:
+    async def _get_item(
+        self, partition: str, name: str, what: str, attributes: Sequence[str] = ()
+    ) -> dict[str, Any] | None:
+        """The item (strongly consistent), or only ``attributes`` of it if given."""
+        projection: dict[str, Any] = {}
+        if attributes:
+            names = {f"#{a}": a for a in attributes}
+            projection = {
+                "ProjectionExpression": ", ".join(names),
+                "ExpressionAttributeNames": names,
+            }
         response = await self._request(
             "get_item",
             what,
@@ -334,6 +370,7 @@ class DynamoRefStore(RefStore):
             TableName=self.table,
             Key=self._key(partition, name),
             ConsistentRead=True,
+            **projection,
         )
         item: dict[str, Any] | None = response.get("Item")
         return item
@@ -487,7 +524,7 @@ class DynamoRefStore(RefStore):
     # --- refs -----------------------------------------------------------------------------
 
     async def _get_ref(self, repo: str, name: str) -> Ref:
-        item = await self._get_item(repo, name, "get ref")
+        item = await self._get_item(repo, name, "get ref", _REF_ATTRIBUTES)
         if item is None:
             raise await self._missing(repo, name)
         return self._ref(item, f"{self.table}: {repo}/{name}")
@@ -603,54 +640,156 @@ class DynamoRefStore(RefStore):
 
     # --- branch operations -----------------------------------------------------------------
 
+    async def _write(
+        self,
+        repo: str,
+        name: str,
+        what: str,
+        *,
+        update: str,
+        condition: str,
+        values: dict[str, Any],
+        idempotent: bool = False,
+    ) -> dict[str, Any]:
+        """One conditional UpdateItem (with a fresh ``ver``): the new item, or _Rejected."""
+        values = {**values, ":ver": _s(self._token())}
+        update = update.replace("SET ", "SET #ver = :ver, ", 1)
+        response = await self._request(
+            "update_item",
+            what,
+            mutation=True,
+            idempotent=idempotent,
+            TableName=self.table,
+            Key=self._key(repo, name),
+            UpdateExpression=update,
+            ConditionExpression=condition,
+            ExpressionAttributeNames=_names(update, condition),
+            ExpressionAttributeValues=values,
+            ReturnValues="ALL_NEW",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+        item: dict[str, Any] = response["Attributes"]
+        return item
+
     async def _update(
         self,
         repo: str,
         name: str,
         what: str,
-        rule: Callable[[Ref], Ref],
+        rule: Callable[[Ref, tuple[str, ...]], Ref],
         *,
         update: str,
         condition: str,
         values: dict[str, Any],
         idempotent: bool = False,
     ) -> Ref:
-        """A conditional UpdateItem; on rejection the rule explains the old value."""
+        """A conditional UpdateItem; on rejection the rule, given the old value and its
+        consumed tail, explains it."""
         where = f"{self.table}: {repo}/{name}"
-        values = {**values, ":ver": _s(self._token())}
-        update = update.replace("SET ", "SET #ver = :ver, ", 1)
         try:
-            response = await self._request(
-                "update_item",
+            item = await self._write(
+                repo,
+                name,
                 what,
-                mutation=True,
+                update=update,
+                condition=condition,
+                values=values,
                 idempotent=idempotent,
-                TableName=self.table,
-                Key=self._key(repo, name),
-                UpdateExpression=update,
-                ConditionExpression=condition,
-                ExpressionAttributeNames=_names(update, condition),
-                ExpressionAttributeValues=values,
-                ReturnValues="ALL_NEW",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except _Rejected as e:
             if e.item is None:
                 raise await self._missing(repo, name) from None
             found = self._ref(e.item, where)
-            if rule(found) == found:  # e.g. an append of an id already present
-                return found
+            if rule(found, _tail(e.item, where)) == found:  # an append of an id present
+                return found  # in L1 or consumed: idempotent
             raise ConflictError(f"{repo}/{name}: {what} rejected", found=found) from None
-        return self._ref(response["Attributes"], where)
+        return self._ref(item, where)
 
-    async def _replace(self, repo: str, name: str, what: str, rule: Callable[[Ref], Ref]) -> Ref:
-        """Read, apply ``rule``, write back only if no write came between (``ver``)."""
+    async def _swap(
+        self,
+        repo: str,
+        name: str,
+        what: str,
+        rule: Callable[[Ref], Ref],
+        l1_prefix: tuple[str, ...],
+        *,
+        update: str,
+        condition: str,
+        values: dict[str, Any],
+    ) -> Ref:
+        """A swap: one conditional UpdateItem that also rewrites the consumed tail.
+
+        ``update``/``condition`` hold the swap's own clauses; the prefix's are added
+        here.  An empty prefix leaves the tail alone.  Otherwise the tail is read first
+        and the write is conditioned on the tail's token ``cver``, which only swaps
+        change (appends do not): a rejection whose item still passes the rule means
+        another swap moved the tail, and the write is sent again with the tail the
+        rejection returned.  A prefix too long for one expression goes
+        :meth:`_replace`.
+        """
+        if len(l1_prefix) > self._max_prefix:
+            return await self._replace(repo, name, what, rule, l1_prefix)
+        prefix_condition, remove = self._prefix_condition(l1_prefix, values)
+        condition += prefix_condition
+        if not l1_prefix:
+            return await self._update(
+                repo,
+                name,
+                what,
+                lambda cur, _: rule(cur),
+                update=update,
+                condition=condition,
+                values=values,
+            )
+        where = f"{self.table}: {repo}/{name}"
+        item = await self._get_item(repo, name, what)
+        for _ in range(100):
+            if item is None:
+                raise await self._missing(repo, name)
+            rule(self._ref(item, where))  # the contract's error when the swap cannot apply
+            tail = transitions.consume(_tail(item, where), l1_prefix)
+            tail_values = {**values, ":tail": _s(_encode_tail(tail)), ":cver": _s(self._token())}
+            if "cver" in item:
+                tail_condition = " AND #cver = :cverold"
+                tail_values[":cverold"] = item["cver"]
+            else:
+                tail_condition = " AND attribute_not_exists(#cver)"
+            try:
+                new = await self._write(
+                    repo,
+                    name,
+                    what,
+                    update=update + ", #consumed = :tail, #cver = :cver" + remove,
+                    condition=condition + tail_condition,
+                    values=tail_values,
+                )
+            except _Rejected as e:
+                item = e.item  # checked again at the top
+                continue
+            return self._ref(new, where)
+        raise UnavailableError(f"{self.url}: {what} {repo}/{name}: kept losing to other swaps")
+
+    async def _replace(
+        self,
+        repo: str,
+        name: str,
+        what: str,
+        rule: Callable[[Ref], Ref],
+        l1_prefix: tuple[str, ...],
+    ) -> Ref:
+        """Read, apply ``rule`` (and consume ``l1_prefix`` into the tail), write back
+        only if no write came between (``ver``)."""
         where = f"{self.table}: {repo}/{name}"
         for attempt in range(100):
             item = await self._get_item(repo, name, what)
             if item is None:
                 raise await self._missing(repo, name)
             new = rule(self._ref(item, where))
+            fresh = self._ref_item(repo, name, new)
+            tail = transitions.consume(_tail(item, where), l1_prefix)
+            if tail:
+                fresh["consumed"] = _s(_encode_tail(tail))
+                fresh["cver"] = _s(self._token())
             try:
                 await self._request(
                     "put_item",
@@ -658,7 +797,7 @@ class DynamoRefStore(RefStore):
                     mutation=True,
                     idempotent=False,
                     TableName=self.table,
-                    Item=self._ref_item(repo, name, new),
+                    Item=fresh,
                     ConditionExpression="#ver = :ver",
                     ExpressionAttributeNames={"#ver": "ver"},
                     ExpressionAttributeValues={":ver": item["ver"]},
@@ -683,12 +822,14 @@ class DynamoRefStore(RefStore):
             repo,
             branch,
             "append_l1",
-            lambda cur: transitions.append_l1(where, cur, file_id),
+            lambda cur, tail: transitions.append_l1(where, cur, file_id, tail),
             update="SET #l1 = list_append(#l1, :ids), #n = #n + :one",
-            condition="#kind = :branch AND NOT contains(#l1, :id) AND #n < :max",
+            condition="#kind = :branch AND NOT contains(#l1, :id) "
+            "AND NOT contains(#consumed, :cid) AND #n < :max",
             values={
                 ":ids": _l([file_id]),
                 ":id": _s(file_id),
+                ":cid": _s(f",{file_id},"),
                 ":one": _n(1),
                 ":branch": _s("branch"),
                 ":max": _n(MAX_FILE_IDS),
@@ -710,28 +851,23 @@ class DynamoRefStore(RefStore):
         def rule(cur: Ref) -> Ref:
             return transitions.swap_compacted(where, cur, base, l2_old, l1_prefix, l2_new)
 
-        if len(l1_prefix) > self._max_prefix:
-            return await self._replace(repo, branch, "swap_compacted", rule)
         delta = len(l2_new) - len(l2_old) - len(l1_prefix)
-        values = {
-            ":branch": _s("branch"),
-            ":base": _s(base),
-            ":l2old": _l(l2_old),
-            ":l2new": _l(l2_new),
-            ":delta": _n(delta),
-            ":nmax": _n(MAX_FILE_IDS - delta),
-        }
-        prefix_condition, remove = self._prefix_condition(l1_prefix, values)
-        return await self._update(
+        return await self._swap(
             repo,
             branch,
             "swap_compacted",
             rule,
-            update="SET #l2 = :l2new, #n = #n + :delta" + remove,
-            condition="#kind = :branch AND #base = :base AND #l2 = :l2old"
-            + prefix_condition
-            + " AND #n <= :nmax",
-            values=values,
+            l1_prefix,
+            update="SET #l2 = :l2new, #n = #n + :delta",
+            condition="#kind = :branch AND #base = :base AND #l2 = :l2old AND #n <= :nmax",
+            values={
+                ":branch": _s("branch"),
+                ":base": _s(base),
+                ":l2old": _l(l2_old),
+                ":l2new": _l(l2_new),
+                ":delta": _n(delta),
+                ":nmax": _n(MAX_FILE_IDS - delta),
+            },
         )
 
     async def _swap_committed(
@@ -748,25 +884,22 @@ class DynamoRefStore(RefStore):
         def rule(cur: Ref) -> Ref:
             return transitions.swap_committed(where, cur, base, l2_old, l1_prefix, new_base)
 
-        if len(l1_prefix) > self._max_prefix:
-            return await self._replace(repo, branch, "swap_committed", rule)
-        values = {
-            ":branch": _s("branch"),
-            ":base": _s(base),
-            ":l2old": _l(l2_old),
-            ":empty": _l(()),
-            ":newbase": _s(new_base),
-            ":consumed": _n(len(l2_old) + len(l1_prefix)),
-        }
-        prefix_condition, remove = self._prefix_condition(l1_prefix, values)
-        return await self._update(
+        return await self._swap(
             repo,
             branch,
             "swap_committed",
             rule,
-            update="SET #base = :newbase, #l2 = :empty, #n = #n - :consumed" + remove,
-            condition="#kind = :branch AND #base = :base AND #l2 = :l2old" + prefix_condition,
-            values=values,
+            l1_prefix,
+            update="SET #base = :newbase, #l2 = :empty, #n = #n - :gone",
+            condition="#kind = :branch AND #base = :base AND #l2 = :l2old",
+            values={
+                ":branch": _s("branch"),
+                ":base": _s(base),
+                ":l2old": _l(l2_old),
+                ":empty": _l(()),
+                ":newbase": _s(new_base),
+                ":gone": _n(len(l2_old) + len(l1_prefix)),
+            },
         )
 
     async def _set_base(self, repo: str, branch: str, expected_base: str, new_base: str) -> Ref:
@@ -775,7 +908,7 @@ class DynamoRefStore(RefStore):
             repo,
             branch,
             "set_base",
-            lambda cur: transitions.set_base(where, cur, expected_base, new_base),
+            lambda cur, _: transitions.set_base(where, cur, expected_base, new_base),
             update="SET #base = :new",
             condition="#kind = :branch AND #base = :expected",
             values={":branch": _s("branch"), ":expected": _s(expected_base), ":new": _s(new_base)},

@@ -35,7 +35,8 @@ from lsmstore.refstore.codec import decode_ids, decode_kind, encode_ids, prefix_
 T = TypeVar("T")
 
 FILENAME = "refs.sqlite3"
-SCHEMA_VERSION = 1
+#: 1: first layout; 2: ``refs.consumed`` (the ids the branch's swaps consumed).
+SCHEMA_VERSION = 2
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS repositories (
     name TEXT PRIMARY KEY,
@@ -51,6 +52,7 @@ CREATE TABLE IF NOT EXISTS refs (
     base TEXT NOT NULL,
     l2 TEXT NOT NULL,
     l1 TEXT NOT NULL,
+    consumed TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (repo, name)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS leases (
@@ -60,8 +62,12 @@ CREATE TABLE IF NOT EXISTS leases (
 ) WITHOUT ROWID;
 """
 
-_REF_COLUMNS = "kind, base, l2, l1"
+#: Upgrades from the schema version in the key (run in order, in one transaction).
+MIGRATIONS = {1: "ALTER TABLE refs ADD COLUMN consumed TEXT NOT NULL DEFAULT ''"}
+
+_REF_COLUMNS = "kind, base, l2, l1"  # what reads fetch: the consumed tail is not a Ref's
 Row = tuple[str, str, str, str]
+Tail = tuple[str, ...]
 
 
 def _ref(row: Row) -> Ref:
@@ -141,9 +147,13 @@ class EmbeddedRefStore(RefStore):
                     f"{self.url}: {FILENAME} has schema version {version}, "
                     f"this lsmstore reads up to {SCHEMA_VERSION}"
                 )
-            for statement in SCHEMA.split(";"):
-                if statement.strip():
-                    con.execute(statement)
+            if version == 0:  # a new database: the current schema
+                for statement in SCHEMA.split(";"):
+                    if statement.strip():
+                        con.execute(statement)
+            else:
+                for v in range(version, SCHEMA_VERSION):
+                    con.execute(MIGRATIONS[v])
             con.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         except BaseException:
             con.execute("ROLLBACK")
@@ -206,15 +216,30 @@ class EmbeddedRefStore(RefStore):
             raise RefNotFoundError(f"ref not found: {repo}/{name}")
         return _ref(row)
 
-    async def _mutate(self, repo: str, name: str, rule: Callable[[Ref], Ref]) -> Ref:
+    def _load_with_tail(self, con: sqlite3.Connection, repo: str, name: str) -> tuple[Ref, Tail]:
+        row = con.execute(
+            f"SELECT {_REF_COLUMNS}, consumed FROM refs WHERE repo = ? AND name = ?",
+            (repo, name),
+        ).fetchone()
+        if row is None:
+            self._require_repository(con, repo)
+            raise RefNotFoundError(f"ref not found: {repo}/{name}")
+        *fields, consumed = row
+        return _ref(tuple(fields)), decode_ids(consumed)
+
+    async def _mutate(
+        self, repo: str, name: str, rule: Callable[[Ref, Tail], tuple[Ref, Tail]]
+    ) -> Ref:
+        """Apply ``rule`` to the ref and its consumed tail; store what it returns."""
+
         def run(con: sqlite3.Connection) -> Ref:
-            cur = self._load(con, repo, name)
-            new = rule(cur)
-            if new != cur:
+            cur, tail = self._load_with_tail(con, repo, name)
+            new, new_tail = rule(cur, tail)
+            if new != cur or new_tail != tail:
                 con.execute(
-                    "UPDATE refs SET kind = ?, base = ?, l2 = ?, l1 = ? "
+                    "UPDATE refs SET kind = ?, base = ?, l2 = ?, l1 = ?, consumed = ? "
                     "WHERE repo = ? AND name = ?",
-                    (*_row(new), repo, name),
+                    (*_row(new), encode_ids(new_tail), repo, name),
                 )
             return new
 
@@ -323,7 +348,8 @@ class EmbeddedRefStore(RefStore):
         def run(con: sqlite3.Connection) -> None:
             self._require_repository(con, repo)
             cur = con.execute(
-                "INSERT INTO refs VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                f"INSERT INTO refs (repo, name, {_REF_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT DO NOTHING",
                 (repo, name, *_row(ref)),
             )
             if cur.rowcount == 0:
@@ -343,7 +369,7 @@ class EmbeddedRefStore(RefStore):
     async def _append_l1(self, repo: str, branch: str, file_id: str) -> Ref:
         where = f"{repo}/{branch}"
         return await self._mutate(
-            repo, branch, lambda cur: transitions.append_l1(where, cur, file_id)
+            repo, branch, lambda cur, tail: (transitions.append_l1(where, cur, file_id, tail), tail)
         )
 
     async def _swap_compacted(
@@ -359,7 +385,10 @@ class EmbeddedRefStore(RefStore):
         return await self._mutate(
             repo,
             branch,
-            lambda cur: transitions.swap_compacted(where, cur, base, l2_old, l1_prefix, l2_new),
+            lambda cur, tail: (
+                transitions.swap_compacted(where, cur, base, l2_old, l1_prefix, l2_new),
+                transitions.consume(tail, l1_prefix),
+            ),
         )
 
     async def _swap_committed(
@@ -375,13 +404,18 @@ class EmbeddedRefStore(RefStore):
         return await self._mutate(
             repo,
             branch,
-            lambda cur: transitions.swap_committed(where, cur, base, l2_old, l1_prefix, new_base),
+            lambda cur, tail: (
+                transitions.swap_committed(where, cur, base, l2_old, l1_prefix, new_base),
+                transitions.consume(tail, l1_prefix),
+            ),
         )
 
     async def _set_base(self, repo: str, branch: str, expected_base: str, new_base: str) -> Ref:
         where = f"{repo}/{branch}"
         return await self._mutate(
-            repo, branch, lambda cur: transitions.set_base(where, cur, expected_base, new_base)
+            repo,
+            branch,
+            lambda cur, tail: (transitions.set_base(where, cur, expected_base, new_base), tail),
         )
 
     # --- leases ----------------------------------------------------------------------

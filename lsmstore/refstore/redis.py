@@ -5,7 +5,9 @@ Key layout under ``key_prefix`` (``P``; see docs/refstore.md)::
     P repos                 sorted set (score 0) of repository names
     P repo:<repo>           hash: storage_namespace, default_branch, created_at, metadata
     P refs:<repo>           sorted set (score 0) of the repository's ref names
-    P ref:<repo>:<name>     hash: kind, base, l2, l1 (id lists comma-joined, see codec)
+    P ref:<repo>:<name>     hash: kind, base, l2, l1 (id lists comma-joined, see codec),
+                            consumed (the ids the branch's swaps consumed; never read
+                            by get_ref or listings)
     P lease:<key>           string: the owner, expiring with the lease (PX)
 
 A script sees and changes a ref, its repository and the indexes in one atomic step,
@@ -38,6 +40,7 @@ from lsmstore.errors import (
 )
 from lsmstore.refstore import transitions
 from lsmstore.refstore.base import (
+    MAX_CONSUMED_IDS,
     MAX_FILE_IDS,
     Ref,
     RefKind,
@@ -55,8 +58,16 @@ local function count(s)
   local _, n = string.gsub(s, ',', ',')
   return n + 1
 end
-local function has(s, id)
-  return string.find(',' .. s .. ',', ',' .. id .. ',', 1, true) ~= nil
+local function has(s, id)  -- without copying s: it may be a long consumed tail
+  local init = 1
+  while true do
+    local i, j = string.find(s, id, init, true)
+    if not i then return false end
+    if (i == 1 or string.byte(s, i - 1) == 44) and (j == #s or string.byte(s, j + 1) == 44) then
+      return true
+    end
+    init = i + 1
+  end
 end
 local function starts(s, p)
   if p == '' or s == p then return true end
@@ -77,21 +88,37 @@ local function missing(repo_key)
   return {'norepo'}
 end
 local function reply(status, v) return {status, v[1], v[2], v[3], v[4]} end
+-- The consumed tail after a swap took prefix p: the last `cap` ids, but all of p.
+local function consume(key, p, cap)
+  if p == '' then return end
+  local c = redis.call('HGET', key, 'consumed')
+  if c and c ~= '' then c = c .. ',' .. p else c = p end
+  local n, keep = count(c), math.max(cap, count(p))
+  if n > keep then
+    local pos = 0
+    for _ = 1, n - keep do pos = string.find(c, ',', pos + 1, true) end
+    c = string.sub(c, pos + 1)
+  end
+  redis.call('HSET', key, 'consumed', c)
+end
 """
 
-# KEYS: ref hash, repository hash.  ARGV: id, max ids.
+# KEYS: ref hash, repository hash.  ARGV: id, max ids.  An id in L1 or consumed: no-op.
 _APPEND = """
 local v = load(KEYS[1])
 if not v then return missing(KEYS[2]) end
 if v[1] ~= 'branch' then return reply('rejected', v) end
 if has(v[4], ARGV[1]) then return reply('ok', v) end
+local consumed = redis.call('HGET', KEYS[1], 'consumed')
+if consumed and has(consumed, ARGV[1]) then return reply('ok', v) end
 if count(v[3]) + count(v[4]) + 1 > tonumber(ARGV[2]) then return reply('rejected', v) end
 if v[4] == '' then v[4] = ARGV[1] else v[4] = v[4] .. ',' .. ARGV[1] end
 redis.call('HSET', KEYS[1], 'l1', v[4])
 return reply('ok', v)
 """
 
-# KEYS: ref hash, repository hash.  ARGV: base, l2_old, l1_prefix, l2_new, max ids.
+# KEYS: ref hash, repository hash.  ARGV: base, l2_old, l1_prefix, l2_new, max ids,
+# consumed ids kept.
 _SWAP_COMPACTED = """
 local v = load(KEYS[1])
 if not v then return missing(KEYS[2]) end
@@ -101,12 +128,14 @@ end
 local l1 = drop(v[4], ARGV[3])
 if count(ARGV[4]) + count(l1) > tonumber(ARGV[5]) then return reply('rejected', v) end
 redis.call('HSET', KEYS[1], 'l2', ARGV[4], 'l1', l1)
+consume(KEYS[1], ARGV[3], tonumber(ARGV[6]))
 v[3] = ARGV[4]
 v[4] = l1
 return reply('ok', v)
 """
 
-# KEYS: ref hash, repository hash.  ARGV: base, l2_old, l1_prefix, new_base.
+# KEYS: ref hash, repository hash.  ARGV: base, l2_old, l1_prefix, new_base, consumed
+# ids kept.
 _SWAP_COMMITTED = """
 local v = load(KEYS[1])
 if not v then return missing(KEYS[2]) end
@@ -117,6 +146,7 @@ v[2] = ARGV[4]
 v[3] = ''
 v[4] = drop(v[4], ARGV[3])
 redis.call('HSET', KEYS[1], 'base', v[2], 'l2', v[3], 'l1', v[4])
+consume(KEYS[1], ARGV[3], tonumber(ARGV[5]))
 return reply('ok', v)
 """
 
@@ -534,6 +564,7 @@ class RedisRefStore(RefStore):
             "append_l1",
             self._append,
             [file_id, MAX_FILE_IDS],
+            # The script rejects only an id in neither L1 nor the tail (for size).
             lambda cur: transitions.append_l1(where, cur, file_id),
             idempotent=True,
         )
@@ -553,7 +584,14 @@ class RedisRefStore(RefStore):
             branch,
             "swap_compacted",
             self._swap_compacted_script,
-            [base, encode_ids(l2_old), encode_ids(l1_prefix), encode_ids(l2_new), MAX_FILE_IDS],
+            [
+                base,
+                encode_ids(l2_old),
+                encode_ids(l1_prefix),
+                encode_ids(l2_new),
+                MAX_FILE_IDS,
+                MAX_CONSUMED_IDS,
+            ],
             lambda cur: transitions.swap_compacted(where, cur, base, l2_old, l1_prefix, l2_new),
         )
 
@@ -572,7 +610,7 @@ class RedisRefStore(RefStore):
             branch,
             "swap_committed",
             self._swap_committed_script,
-            [base, encode_ids(l2_old), encode_ids(l1_prefix), new_base],
+            [base, encode_ids(l2_old), encode_ids(l1_prefix), new_base, MAX_CONSUMED_IDS],
             lambda cur: transitions.swap_committed(where, cur, base, l2_old, l1_prefix, new_base),
         )
 

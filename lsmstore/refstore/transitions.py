@@ -7,6 +7,9 @@ transaction; the Redis scripts and the DynamoDB condition expressions implement 
 same rules server-side, and when the server rejects an operation those backends call
 the function on the value the server saw, so every backend raises the same error
 with the same message.  ``where`` names the ref in messages (``repo/branch``).
+
+A branch's consumed tail (:func:`consume`) is stored beside its :class:`Ref` and is
+not part of it: only :func:`append_l1` reads it.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lsmstore.errors import ConflictError, EntryTooLargeError
-from lsmstore.refstore.base import MAX_FILE_IDS, Ref
+from lsmstore.refstore.base import MAX_CONSUMED_IDS, MAX_FILE_IDS, Ref
 
 
 def starts_with(l1: Sequence[str], prefix: Sequence[str]) -> bool:
@@ -49,12 +52,26 @@ def _check_swap(
         )
 
 
-def append_l1(where: str, cur: Ref, file_id: str) -> Ref:
-    """``l1 += [file_id]`` unless already present (then ``cur`` unchanged)."""
+def append_l1(where: str, cur: Ref, file_id: str, consumed: Sequence[str] = ()) -> Ref:
+    """``l1 += [file_id]`` unless it is in L1 or in the branch's ``consumed`` tail
+    (then ``cur`` unchanged: a retried append never re-stages a consumed file)."""
     _branch(where, cur, "append to L1")
-    if file_id in cur.l1:
+    if file_id in cur.l1 or file_id in consumed:
         return cur
     return check_size(where, Ref("branch", cur.base, cur.l2, (*cur.l1, file_id)))
+
+
+def consume(consumed: Sequence[str], l1_prefix: Sequence[str]) -> tuple[str, ...]:
+    """The consumed tail after a swap took ``l1_prefix`` out of L1: newest last, the
+    last :data:`MAX_CONSUMED_IDS` ids but never less than the whole ``l1_prefix``.
+
+    Both swaps apply it on success (failed swaps change nothing); ``set_base`` keeps
+    the tail; a ref starts with an empty one.
+    """
+    if not l1_prefix:
+        return tuple(consumed)
+    keep = max(MAX_CONSUMED_IDS, len(l1_prefix))
+    return (*consumed, *l1_prefix)[-keep:]
 
 
 def swap_compacted(

@@ -35,6 +35,7 @@ from lsmstore.errors import (
 )
 from lsmstore.refstore import transitions
 from lsmstore.refstore.base import (
+    MAX_CONSUMED_IDS,
     MAX_FILE_IDS,
     MAX_REPOSITORY_METADATA_BYTES,
     Ref,
@@ -125,6 +126,19 @@ class RefStoreContract:
         ref = branch(base, l2, l1)
         await store.create_ref(REPO, name, ref)
         return ref
+
+    @staticmethod
+    async def consume(store: RefStore, op: str, name: str, prefix: tuple[str, ...]) -> Ref:
+        """A swap (``op`` "compacted" or "committed") of the ref's current value that
+        consumes ``prefix`` from L1."""
+        cur = await store.get_ref(REPO, name)
+        if op == "compacted":
+            return await store.swap_compacted(
+                REPO, name, base=cur.base, l2_old=cur.l2, l1_prefix=prefix, l2_new=("gx",)
+            )
+        return await store.swap_committed(
+            REPO, name, base=cur.base, l2_old=cur.l2, l1_prefix=prefix, new_base=cur.base + "x"
+        )
 
     # --- repositories ----------------------------------------------------------------
 
@@ -373,6 +387,95 @@ class RefStoreContract:
         assert r3.l1 == ("f1", "f2", "f3")
         assert await refstore.get_ref(REPO, "main") == r3
         assert (await refstore.append_l1(REPO, "main", "f3")).l1 == ("f1", "f2", "f3")
+
+    @pytest.mark.parametrize("op", ["compacted", "committed"])
+    async def test_append_of_a_consumed_id_is_a_noop(self, refstore: RefStore, op: str) -> None:
+        """A retried append whose first attempt landed and was consumed by a swap before
+        the retry must not re-stage the file above newer data."""
+        await self.branch(refstore, "main", base="c1", l2=("g1",))
+        await refstore.append_l1(REPO, "main", "f1")
+        await refstore.append_l1(REPO, "main", "f2")
+        await self.consume(refstore, op, "main", ("f1",))
+        newer = await refstore.append_l1(REPO, "main", "f3")
+        assert newer.l1 == ("f2", "f3")
+        assert await refstore.append_l1(REPO, "main", "f1") == newer  # the retry
+        assert await refstore.get_ref(REPO, "main") == newer
+        # Consumed ids of several swaps are remembered, and L1 ids still are too.
+        after = await self.consume(refstore, op, "main", ("f2", "f3"))
+        assert after.l1 == ()
+        for f in ("f1", "f2", "f3"):
+            assert await refstore.append_l1(REPO, "main", f) == after
+        assert (await refstore.append_l1(REPO, "main", "f4")).l1 == ("f4",)
+        assert (await refstore.append_l1(REPO, "main", "f4")).l1 == ("f4",)
+
+    async def test_consumed_ids_across_a_branch_life(self, refstore: RefStore) -> None:
+        await self.branch(refstore, "main", base="c1", l1=("f1", "f2"))
+        await self.branch(refstore, "dev", base="c1")
+        await refstore.swap_committed(
+            REPO, "main", base="c1", l2_old=(), l1_prefix=("f1",), new_base="c2"
+        )
+        # A merge's set_base keeps L1 and the consumed ids with it.
+        merged = await refstore.set_base(REPO, "main", expected_base="c2", new_base="c3")
+        assert await refstore.append_l1(REPO, "main", "f1") == merged
+        # Each branch has its own; a new ref starts with none.
+        assert (await refstore.append_l1(REPO, "dev", "f1")).l1 == ("f1",)
+        await refstore.delete_ref(REPO, "main", merged)
+        await refstore.create_ref(REPO, "main", branch("c3"))
+        assert (await refstore.append_l1(REPO, "main", "f1")).l1 == ("f1",)
+        # A failed swap consumes nothing.
+        with pytest.raises(ConflictError):
+            await refstore.swap_compacted(
+                REPO, "main", base="c9", l2_old=(), l1_prefix=("f1",), l2_new=()
+            )
+        assert (await refstore.get_ref(REPO, "main")).l1 == ("f1",)
+        done = await refstore.swap_compacted(
+            REPO, "main", base="c3", l2_old=(), l1_prefix=(), l2_new=("g1",)
+        )
+        assert await refstore.append_l1(REPO, "main", "f1") == done  # still in L1
+
+    async def test_consumed_ids_are_trimmed_at_the_cap(self, refstore: RefStore) -> None:
+        """The branch remembers the last MAX_CONSUMED_IDS consumed ids, and always the
+        whole prefix of its latest swap.  An id trimmed out is appended again: that only
+        happens after MAX_CONSUMED_IDS files appended after it were consumed too, far
+        outside the window in which a writer retries an append."""
+        cap = MAX_CONSUMED_IDS
+        l1 = ids("f", cap + 20)
+        await self.branch(refstore, "main", base="c1", l1=l1)
+        first = await refstore.swap_committed(
+            REPO, "main", base="c1", l2_old=(), l1_prefix=l1[: cap + 10], new_base="c2"
+        )
+        assert await refstore.append_l1(REPO, "main", l1[0]) == first  # whole prefix kept
+        second = await refstore.swap_compacted(
+            REPO, "main", base="c2", l2_old=(), l1_prefix=l1[cap + 10 : cap + 15], l2_new=("g1",)
+        )
+        assert second == branch("c2", ("g1",), l1[cap + 15 :])
+        # Now the tail is l1[15 : cap + 15]: exactly the last `cap` consumed ids.
+        for kept in (l1[15], l1[cap // 2], l1[cap + 14]):
+            assert await refstore.append_l1(REPO, "main", kept) == second
+        for trimmed in (l1[14], l1[0]):
+            again = await refstore.append_l1(REPO, "main", trimmed)
+            assert again.l1[-1] == trimmed
+        assert (await refstore.get_ref(REPO, "main")).l1 == (*l1[cap + 15 :], l1[14], l1[0])
+
+    async def test_consumed_ids_never_fail_for_size(self, refstore: RefStore) -> None:
+        """The largest ref: MAX_FILE_IDS ids in L1 + L2 and as many consumed, 64 chars each."""
+        await self.repo(refstore)
+        long_ids = tuple(f"{i:05d}" + "x" * 59 for i in range(2 * MAX_FILE_IDS))
+        old, new = long_ids[:MAX_FILE_IDS], long_ids[MAX_FILE_IDS:]
+        await refstore.create_ref(REPO, "big", branch(l1=old))
+        full = await refstore.swap_compacted(
+            REPO, "big", base="c0", l2_old=(), l1_prefix=old, l2_new=new
+        )
+        assert full == branch("c0", new)
+        assert await refstore.append_l1(REPO, "big", old[0]) == full  # consumed: no-op
+        assert await refstore.append_l1(REPO, "big", old[-1]) == full
+        with pytest.raises(EntryTooLargeError):
+            await refstore.append_l1(REPO, "big", "f-new")
+        await refstore.swap_committed(
+            REPO, "big", base="c0", l2_old=new, l1_prefix=(), new_base="c1"
+        )
+        assert (await refstore.append_l1(REPO, "big", "f-new")).l1 == ("f-new",)
+        assert (await refstore.append_l1(REPO, "big", old[7])).l1 == ("f-new",)
 
     async def test_tags_are_not_branches(self, refstore: RefStore) -> None:
         await self.repo(refstore)
@@ -682,15 +785,18 @@ class RefStoreContract:
         rng = random.Random(20240607)
         await self.repo(refstore)
         model: dict[str, Ref] = {}
+        tails: dict[str, tuple[str, ...]] = {}  # each branch's consumed ids
         fresh = (f"id{i:05d}" for i in itertools.count()).__next__
         for step in range(250):
             name = rng.choice(["main", "dev", "t1"])
             cur = model.get(name)
-            op, call, rule = _random_operation(refstore, rng, name, cur, fresh)
+            tail = tails.get(name, ())
+            op, call, rule, consumes = _random_operation(refstore, rng, name, cur, tail, fresh)
             if op == "create":
                 if cur is None:
                     await call()
-                    model[name] = rule(branch())
+                    model[name] = rule(branch(), ())
+                    tails[name] = ()
                 else:
                     with pytest.raises(RefExistsError):
                         await call()
@@ -700,7 +806,7 @@ class RefStoreContract:
                     await call()
                 continue
             try:
-                want = rule(cur)
+                want = rule(cur, tail)
             except LsmError as e:
                 with pytest.raises(type(e)) as err:
                     await call()
@@ -710,9 +816,11 @@ class RefStoreContract:
                 result = await call()
                 if op == "delete":
                     del model[name]
+                    del tails[name]
                 else:
                     assert result == want, (op, name)
                     model[name] = want
+                    tails[name] = transitions.consume(tail, consumes)
             if step % 25 == 0:
                 assert dict(await refstore.list_refs(REPO)) == model
             elif name in model:
@@ -788,6 +896,56 @@ class RefStoreContract:
         appended = [f for w in range(writers) for f in ids(f"w{w}-", per_writer)]
         assert sorted(consumed + list(final)) == sorted(appended)
 
+    async def test_concurrent_retried_appends_never_restage(self, refstore: RefStore) -> None:
+        """Writers re-send appends (as after lost answers) while swaps consume L1: every
+        id ends up consumed or in L1, exactly once."""
+        await self.branch(refstore, "main", base="c0")
+        rng = random.Random(11)
+        writers, per_writer = 4, 20
+        done = asyncio.Event()
+        consumed: list[str] = []
+
+        async def writer(w: int) -> None:
+            mine = ids(f"w{w}-", per_writer)
+            for i, f in enumerate(mine):
+                await refstore.append_l1(REPO, "main", f)
+                await refstore.append_l1(REPO, "main", mine[max(0, i - 3)])  # a late retry
+
+        async def swapper() -> None:
+            n = 0
+            while not done.is_set() or not consumed:
+                cur = await refstore.get_ref(REPO, "main")
+                prefix = cur.l1[: rng.randint(0, len(cur.l1))]
+                n += 1
+                if n % 2:
+                    await refstore.swap_compacted(
+                        REPO, "main", base=cur.base, l2_old=cur.l2, l1_prefix=prefix, l2_new=()
+                    )
+                else:
+                    await refstore.swap_committed(
+                        REPO,
+                        "main",
+                        base=cur.base,
+                        l2_old=cur.l2,
+                        l1_prefix=prefix,
+                        new_base=f"c{n}",
+                    )
+                consumed.extend(prefix)
+                await asyncio.sleep(0)
+
+        async def writers_then_done() -> None:
+            await asyncio.gather(*(writer(w) for w in range(writers)))
+            done.set()
+
+        await asyncio.gather(writers_then_done(), swapper())
+        appended = [f for w in range(writers) for f in ids(f"w{w}-", per_writer)]
+        final = await refstore.get_ref(REPO, "main")
+        assert sorted(consumed + list(final.l1)) == sorted(appended)
+        # Every id retried once more, after all of that: nothing changes.
+        again = await asyncio.gather(*(refstore.append_l1(REPO, "main", f) for f in appended))
+        assert all(r == final for r in again)
+        assert await refstore.get_ref(REPO, "main") == final
+
     async def test_concurrent_compactors_one_wins(self, refstore: RefStore) -> None:
         for round_ in range(5):
             name = f"b{round_}"
@@ -854,14 +1012,24 @@ class RefStoreContract:
         assert sum(got) == 1
 
 
+Rule = Callable[[Ref, tuple[str, ...]], Ref]
+
+
 def _random_operation(
-    store: RefStore, rng: random.Random, name: str, cur: Ref | None, fresh: Callable[[], str]
-) -> tuple[str, Callable[[], Awaitable[Any]], Callable[[Ref], Ref]]:
-    """A random operation on ``name``, and the pure rule it must follow.
+    store: RefStore,
+    rng: random.Random,
+    name: str,
+    cur: Ref | None,
+    tail: tuple[str, ...],
+    fresh: Callable[[], str],
+) -> tuple[str, Callable[[], Awaitable[Any]], Rule, tuple[str, ...]]:
+    """A random operation on ``name``, the pure rule it must follow (given the ref and
+    its consumed ids), and the L1 prefix it consumes if it succeeds.
 
     For ``create`` the rule maps anything to the created value; for ``delete`` it
     returns its argument (the model drops the ref).  Conditions hold most of the time
-    and are broken on purpose otherwise.
+    and are broken on purpose otherwise; appends pick an id in L1 or consumed (a retry)
+    now and then.
     """
     where = f"{REPO}/{name}"
     op = rng.choice(["create", "append", "append", "compact", "commit", "set", "delete"])
@@ -875,13 +1043,17 @@ def _random_operation(
     new_base = rng.choice(["c1", "c2", "c3"])
     if op == "create":
         value = Ref("tag", base) if name == "t1" else branch(base, (fresh(),), (fresh(), fresh()))
-        return op, lambda: store.create_ref(REPO, name, value), lambda _: value
+        return op, lambda: store.create_ref(REPO, name, value), lambda _r, _t: value, ()
     if op == "append":
-        fid = rng.choice(l1) if l1 and rng.random() < 0.3 else fresh()
+        p = rng.random()
+        fid = (
+            rng.choice(tail) if tail and p < 0.3 else rng.choice(l1) if l1 and p < 0.5 else fresh()
+        )
         return (
             op,
             lambda: store.append_l1(REPO, name, fid),
-            lambda r: transitions.append_l1(where, r, fid),
+            lambda r, t: transitions.append_l1(where, r, fid, t),
+            (),
         )
     if op == "compact":
         l2_new = (fresh(),)
@@ -890,7 +1062,8 @@ def _random_operation(
             lambda: store.swap_compacted(
                 REPO, name, base=base, l2_old=l2_old, l1_prefix=prefix, l2_new=l2_new
             ),
-            lambda r: transitions.swap_compacted(where, r, base, l2_old, prefix, l2_new),
+            lambda r, _: transitions.swap_compacted(where, r, base, l2_old, prefix, l2_new),
+            prefix,
         )
     if op == "commit":
         return (
@@ -898,18 +1071,20 @@ def _random_operation(
             lambda: store.swap_committed(
                 REPO, name, base=base, l2_old=l2_old, l1_prefix=prefix, new_base=new_base
             ),
-            lambda r: transitions.swap_committed(where, r, base, l2_old, prefix, new_base),
+            lambda r, _: transitions.swap_committed(where, r, base, l2_old, prefix, new_base),
+            prefix,
         )
     if op == "set":
         return (
             op,
             lambda: store.set_base(REPO, name, expected_base=base, new_base=new_base),
-            lambda r: transitions.set_base(where, r, base, new_base),
+            lambda r, _: transitions.set_base(where, r, base, new_base),
+            (),
         )
     expected = cur if cur and rng.random() < 0.7 else branch(base)
 
-    def delete_rule(r: Ref) -> Ref:
+    def delete_rule(r: Ref, _: tuple[str, ...]) -> Ref:
         transitions.delete(where, r, expected)
         return r
 
-    return op, lambda: store.delete_ref(REPO, name, expected), delete_rule
+    return op, lambda: store.delete_ref(REPO, name, expected), delete_rule, ()
