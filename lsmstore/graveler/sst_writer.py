@@ -7,6 +7,11 @@ search index -- files Debian's ``sst_dump`` (RocksDB 7.8) and our reader both re
 
 Synchronous and CPU-bound (about a microsecond per record): async callers run it in a
 thread (``await asyncio.to_thread(write_sst, records)``).
+
+RocksDB's writer needs a file, and fsyncs it when it finishes.  The bytes are read back
+at once and the file removed, so it goes to a RAM-backed directory when there is one
+(``/dev/shm``: the fsync costs nothing there; on disk it was ~0.8 ms of every flush),
+else to the temporary directory -- also when ``/dev/shm`` is full.
 """
 
 from __future__ import annotations
@@ -31,6 +36,19 @@ from lsmstore.graveler.value import encode_value
 FORMAT_VERSION = 5
 BLOCK_SIZE = 4096
 
+#: RAM-backed directories tried first for the writer's temporary file.
+RAM_DIRS = ("/dev/shm",)
+
+
+def _ram_dir() -> str | None:
+    for d in RAM_DIRS:
+        if os.path.isdir(d) and os.access(d, os.W_OK | os.X_OK):
+            return d
+    return None
+
+
+_RAM_DIR = _ram_dir()
+
 
 def _options() -> Options:
     table = BlockBasedOptions()
@@ -50,7 +68,19 @@ def write_sst(records: Iterable[Record]) -> bytes:
     records (RocksDB cannot write an empty SST), :class:`InvalidInputError` names the
     key at fault.  The temporary file the RocksDB writer needs is always removed.
     """
-    fd, path = tempfile.mkstemp(prefix="lsmstore-", suffix=".sst")
+    records = records if isinstance(records, list | tuple) else list(records)
+    if _RAM_DIR is not None:
+        try:
+            return _write_sst(records, _RAM_DIR)
+        except InvalidInputError:
+            raise
+        except Exception:  # OSError, or RocksDB's "IO error" (e.g. /dev/shm is full)
+            pass
+    return _write_sst(records, None)
+
+
+def _write_sst(records: Iterable[Record], directory: str | None) -> bytes:
+    fd, path = tempfile.mkstemp(prefix="lsmstore-", suffix=".sst", dir=directory)
     os.close(fd)
     try:
         writer = SstFileWriter(options=_options())
