@@ -711,26 +711,32 @@ class DynamoRefStore(RefStore):
         name: str,
         what: str,
         rule: Callable[[Ref], Ref],
+        base: str,
+        l2_old: tuple[str, ...],
         l1_prefix: tuple[str, ...],
         *,
         update: str,
-        condition: str,
+        condition: str = "",
         values: dict[str, Any],
     ) -> Ref:
         """A swap: one conditional UpdateItem that also rewrites the consumed tail.
 
-        ``update``/``condition`` hold the swap's own clauses; the prefix's are added
-        here.  An empty prefix leaves the tail alone.  Otherwise the tail is read first
-        and the write is conditioned on the tail's token ``cver``, which only swaps
-        change (appends do not): a rejection whose item still passes the rule means
-        another swap moved the tail, and the write is sent again with the tail the
-        rejection returned.  A prefix too long for one expression goes
-        :meth:`_replace`.
+        ``update``/``condition``/``values`` hold the swap's own clauses; the condition
+        both swaps share (a branch on ``base`` whose L2 is ``l2_old`` and whose L1
+        starts with ``l1_prefix``) is added here.  An empty prefix leaves the tail
+        alone.  Otherwise the tail is read first and the write is conditioned on the
+        tail's token ``cver``, which only swaps change (appends do not): a rejection
+        whose item still passes the rule means another swap moved the tail, and the
+        write is sent again with the tail the rejection returned.  A prefix too long
+        for one expression goes :meth:`_replace`.
         """
         if len(l1_prefix) > self._max_prefix:
             return await self._replace(repo, name, what, rule, l1_prefix)
+        values = {":branch": _s("branch"), ":base": _s(base), ":l2old": _l(l2_old), **values}
         prefix_condition, remove = self._prefix_condition(l1_prefix, values)
-        condition += prefix_condition
+        condition = (
+            "#kind = :branch AND #base = :base AND #l2 = :l2old" + condition + prefix_condition
+        )
         if not l1_prefix:
             return await self._update(
                 repo,
@@ -857,13 +863,12 @@ class DynamoRefStore(RefStore):
             branch,
             "swap_compacted",
             rule,
+            base,
+            l2_old,
             l1_prefix,
             update="SET #l2 = :l2new, #n = #n + :delta",
-            condition="#kind = :branch AND #base = :base AND #l2 = :l2old AND #n <= :nmax",
+            condition=" AND #n <= :nmax",
             values={
-                ":branch": _s("branch"),
-                ":base": _s(base),
-                ":l2old": _l(l2_old),
                 ":l2new": _l(l2_new),
                 ":delta": _n(delta),
                 ":nmax": _n(MAX_FILE_IDS - delta),
@@ -889,13 +894,11 @@ class DynamoRefStore(RefStore):
             branch,
             "swap_committed",
             rule,
+            base,
+            l2_old,
             l1_prefix,
             update="SET #base = :newbase, #l2 = :empty, #n = #n - :gone",
-            condition="#kind = :branch AND #base = :base AND #l2 = :l2old",
             values={
-                ":branch": _s("branch"),
-                ":base": _s(base),
-                ":l2old": _l(l2_old),
                 ":empty": _l(()),
                 ":newbase": _s(new_base),
                 ":gone": _n(len(l2_old) + len(l1_prefix)),
