@@ -88,6 +88,10 @@ local function missing(repo_key)
   return {'norepo'}
 end
 local function reply(status, v) return {status, v[1], v[2], v[3], v[4]} end
+-- Both swaps' condition: a branch on base b whose L2 is l2 and whose L1 starts with p.
+local function swappable(v, b, l2, p)
+  return v[1] == 'branch' and v[2] == b and v[3] == l2 and starts(v[4], p)
+end
 -- The consumed tail after a swap took prefix p: the last `cap` ids, but all of p.
 local function consume(key, p, cap)
   if p == '' then return end
@@ -122,9 +126,7 @@ return reply('ok', v)
 _SWAP_COMPACTED = """
 local v = load(KEYS[1])
 if not v then return missing(KEYS[2]) end
-if v[1] ~= 'branch' or v[2] ~= ARGV[1] or v[3] ~= ARGV[2] or not starts(v[4], ARGV[3]) then
-  return reply('rejected', v)
-end
+if not swappable(v, ARGV[1], ARGV[2], ARGV[3]) then return reply('rejected', v) end
 local l1 = drop(v[4], ARGV[3])
 if count(ARGV[4]) + count(l1) > tonumber(ARGV[5]) then return reply('rejected', v) end
 redis.call('HSET', KEYS[1], 'l2', ARGV[4], 'l1', l1)
@@ -139,9 +141,7 @@ return reply('ok', v)
 _SWAP_COMMITTED = """
 local v = load(KEYS[1])
 if not v then return missing(KEYS[2]) end
-if v[1] ~= 'branch' or v[2] ~= ARGV[1] or v[3] ~= ARGV[2] or not starts(v[4], ARGV[3]) then
-  return reply('rejected', v)
-end
+if not swappable(v, ARGV[1], ARGV[2], ARGV[3]) then return reply('rejected', v) end
 v[2] = ARGV[4]
 v[3] = ''
 v[4] = drop(v[4], ARGV[3])
