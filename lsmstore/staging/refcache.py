@@ -4,10 +4,13 @@ Every read of a branch must see every write acknowledged before the read began, 
 any process, so it needs a ref value fetched *after* it began.  Concurrent reads of one
 ref share fetches ("flights") under this rule:
 
-* no flight running: the read starts one;
-* a flight running: it started before this read, so its answer may predate a write
-  acknowledged just before the read -- the read joins the *next* flight, which starts
-  the moment the running one ends.  All reads arriving meanwhile share that next one.
+* no flight: the read starts one (its RefStore call begins at the next turn of the
+  event loop);
+* a flight whose RefStore call has not begun yet: the read joins it -- every read
+  made in the same turn of the loop shares one call;
+* a flight whose call has begun: its answer may predate a write acknowledged just
+  before the read, so the read joins the *next* flight, which starts the moment the
+  running one ends.  All reads arriving meanwhile share that next one.
 
 So at most one RefStore call per ref is in flight, at most one is queued, and a read
 waits at most two round trips; no time window is involved.  Each waiter has its own
@@ -24,10 +27,11 @@ from lsmstore.refstore.base import Ref, RefStore
 
 
 class _Flight:
-    __slots__ = ("waiters",)
+    __slots__ = ("started", "waiters")
 
     def __init__(self) -> None:
         self.waiters: list[asyncio.Future[Ref]] = []
+        self.started = False  # set just before the RefStore call begins
 
 
 class _Slot:
@@ -60,10 +64,13 @@ class RefCache:
         slot = self._slots.get((repo, name))
         if slot is None:
             slot = self._slots[(repo, name)] = _Slot()
-        if slot.running is None:
+        running = slot.running
+        if running is None:
             flight = slot.running = _Flight()
             flight.waiters.append(fut)
             self._start(repo, name, slot)
+        elif not running.started:  # its call begins after this read began
+            running.waiters.append(fut)
         else:
             if slot.next is None:
                 slot.next = _Flight()
@@ -79,6 +86,7 @@ class RefCache:
         flight = slot.running
         assert flight is not None
         self.fetches += 1
+        flight.started = True
         try:
             ref = await self._fetch(repo, name)
         except asyncio.CancelledError:
