@@ -23,7 +23,7 @@ from lsmstore.graveler.record import Record, default_identity
 from lsmstore.graveler.source import DirectSource
 from lsmstore.graveler.sst_reader import SSTReader
 from lsmstore.graveler.tree import TreeReader
-from lsmstore.refstore.base import Ref, RefStore
+from lsmstore.refstore.base import Ref, RefStore, Repository
 from lsmstore.staging.files import (
     SIDECAR_SUFFIX,
     SST_SUFFIX,
@@ -34,6 +34,17 @@ from lsmstore.staging.files import (
 from lsmstore.storage.base import ObjectStore
 
 TINY_RANGES = RangePolicy(min_bytes=256, max_bytes=4096, raggedness=7)
+REPO = "repo"
+BRANCH = "main"
+
+
+async def setup_branch(
+    refstore: RefStore, namespace: str = "mem://unused", repo: str = REPO, branch: str = BRANCH
+) -> RefStore:
+    """Create ``repo`` (storage namespace ``namespace``) with an empty branch ``branch``."""
+    await refstore.create_repository(Repository(repo, namespace, branch))
+    await refstore.create_ref(repo, branch, Ref("branch", ""))
+    return refstore
 
 
 def make_config(**overrides: Any) -> Config:

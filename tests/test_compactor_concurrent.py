@@ -15,11 +15,19 @@ import pytest
 
 from compactor.inprocess import BackgroundCompactor
 from compactor.runner import Compactor
-from compactor.testing import WorkerProcess, branch_state, check_l2, make_config
+from compactor.testing import (
+    BRANCH,
+    REPO,
+    WorkerProcess,
+    branch_state,
+    check_l2,
+    make_config,
+    setup_branch,
+)
 from lsmstore.config import Config
 from lsmstore.errors import WriteStalledError
 from lsmstore.graveler.record import Record, default_identity
-from lsmstore.refstore.base import Ref, RefStore, Repository
+from lsmstore.refstore.base import Ref, RefStore
 from lsmstore.refstore.embedded import EmbeddedRefStore
 from lsmstore.refstore.url import open_refstore
 from lsmstore.staging.writer import BranchWriter
@@ -27,9 +35,6 @@ from lsmstore.storage.base import ObjectStore
 from lsmstore.storage.local import LocalStore
 from lsmstore.storage.s3 import S3Store
 from lsmstore.testing.servers import MotoServer
-
-REPO = "repo"
-BRANCH = "main"
 
 
 async def new_bucket(endpoint: str) -> str:
@@ -41,11 +46,6 @@ async def new_bucket(endpoint: str) -> str:
     ) as client:
         await client.create_bucket(Bucket=name)
     return name
-
-
-async def setup_branch(refstore: RefStore, namespace: str) -> None:
-    await refstore.create_repository(Repository(REPO, namespace, BRANCH))
-    await refstore.create_ref(REPO, BRANCH, Ref("branch", ""))
 
 
 async def writes_with_compaction(

@@ -16,34 +16,32 @@ from compactor import garbage
 from compactor.garbage import Sweeper
 from compactor.job import CompactionJob
 from compactor.testing import (
+    BRANCH,
+    REPO,
     append_l1_file,
     branch_state,
     gc_records,
     make_config,
     rec,
     referenced,
+    setup_branch,
     staged_files,
 )
 from lsmstore import layout
 from lsmstore.errors import CorruptFileError
-from lsmstore.refstore.base import Ref, RefStore, Repository
+from lsmstore.refstore.base import Ref, RefStore
 from lsmstore.refstore.embedded import EmbeddedRefStore
 from lsmstore.staging.files import encode_staging_file, new_file_id
 from lsmstore.storage.memory import MemoryStore
 from lsmstore.testing.faulty_store import FaultyStore
 
-REPO = "repo"
-BRANCH = "main"
 GRACE = 60.0
 
 
 @pytest.fixture
 async def refstore(tmp_path: Path) -> AsyncIterator[RefStore]:
-    rs = EmbeddedRefStore(tmp_path / "refs")
-    await rs.create_repository(Repository(REPO, "mem://unused", BRANCH))
-    await rs.create_ref(REPO, BRANCH, Ref("branch", ""))
-    yield rs
-    await rs.aclose()
+    async with EmbeddedRefStore(tmp_path / "refs") as rs:
+        yield await setup_branch(rs)
 
 
 @pytest.fixture

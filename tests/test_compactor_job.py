@@ -14,6 +14,8 @@ import pytest
 from compactor import garbage
 from compactor.job import CompactionJob, JobResult
 from compactor.testing import (
+    BRANCH,
+    REPO,
     append_l1_file,
     branch_state,
     check_l2,
@@ -22,30 +24,26 @@ from compactor.testing import (
     make_config,
     rec,
     referenced,
+    setup_branch,
     staged_files,
 )
 from lsmstore.config import Config
 from lsmstore.errors import ConflictError, UnavailableError
 from lsmstore.graveler.source import DirectSource
-from lsmstore.refstore.base import Ref, RefStore, Repository
+from lsmstore.refstore.base import Ref, RefStore
 from lsmstore.refstore.embedded import EmbeddedRefStore
 from lsmstore.staging.reader import Files, SidecarCache, Snapshot
 from lsmstore.storage.base import ObjectStore
 from lsmstore.storage.memory import MemoryStore
 from lsmstore.testing.faulty_store import FaultyStore
 
-REPO = "repo"
-BRANCH = "main"
 T = TypeVar("T")
 
 
 @pytest.fixture
 async def refstore(tmp_path: Path) -> AsyncIterator[RefStore]:
-    rs = EmbeddedRefStore(tmp_path / "refs")
-    await rs.create_repository(Repository(REPO, "mem://unused", BRANCH))
-    await rs.create_ref(REPO, BRANCH, Ref("branch", ""))
-    yield rs
-    await rs.aclose()
+    async with EmbeddedRefStore(tmp_path / "refs") as rs:
+        yield await setup_branch(rs)
 
 
 @pytest.fixture
