@@ -22,16 +22,21 @@ def check_repository_name(name: str) -> str:
     return name
 
 
-def check_ref_name(name: str, what: str = "branch") -> str:
-    """Branch and tag names: no '/', '..', whitespace or control characters, <= 255 bytes."""
+def _check_text(name: str, what: str, max_bytes: int) -> None:
+    """A non-empty string of valid Unicode, at most ``max_bytes`` in UTF-8."""
     if not isinstance(name, str) or not name:
-        raise InvalidNameError(f"invalid {what} name {name!r}: empty")
+        raise InvalidNameError(f"invalid {what} {name!r}: empty")
     try:
         size = len(name.encode("utf-8"))
     except UnicodeEncodeError as e:
-        raise InvalidNameError(f"invalid {what} name {name!r}: not valid Unicode") from e
-    if size > MAX_REF_NAME_BYTES:
-        raise InvalidNameError(f"invalid {what} name: longer than {MAX_REF_NAME_BYTES} bytes")
+        raise InvalidNameError(f"invalid {what} {name!r}: not valid Unicode") from e
+    if size > max_bytes:
+        raise InvalidNameError(f"invalid {what}: longer than {max_bytes} bytes")
+
+
+def check_ref_name(name: str, what: str = "branch") -> str:
+    """Branch and tag names: no '/', '..', whitespace or control characters, <= 255 bytes."""
+    _check_text(name, f"{what} name", MAX_REF_NAME_BYTES)
     if "/" in name or ".." in name:
         raise InvalidNameError(f"invalid {what} name {name!r}: contains '/' or '..'")
     if any(c.isspace() or ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in name):
@@ -59,14 +64,7 @@ def check_commit_id(commit_id: str, what: str = "base commit") -> str:
 
 def check_lease_name(name: str, what: str = "lease key") -> str:
     """Lease keys and owners: non-empty, <= 512 bytes, no control characters."""
-    if not isinstance(name, str) or not name:
-        raise InvalidNameError(f"invalid {what} {name!r}: empty")
-    try:
-        size = len(name.encode("utf-8"))
-    except UnicodeEncodeError as e:
-        raise InvalidNameError(f"invalid {what} {name!r}: not valid Unicode") from e
-    if size > MAX_LEASE_NAME_BYTES:
-        raise InvalidNameError(f"invalid {what}: longer than {MAX_LEASE_NAME_BYTES} bytes")
+    _check_text(name, what, MAX_LEASE_NAME_BYTES)
     if any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in name):
         raise InvalidNameError(f"invalid {what} {name!r}: control character")
     return name
