@@ -53,6 +53,7 @@ from lsmstore.errors import (
     RefNotFoundError,
     UnavailableError,
 )
+from lsmstore.graveler import merge as trees
 from lsmstore.graveler.commit import Commit, next_generation, write_commit
 from lsmstore.graveler.merge import STRATEGIES, Strategy, merge_trees
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID
@@ -116,6 +117,39 @@ async def _set_base(ctx: RepoContext, branch: str, expected: str, new: str) -> b
         return (await ctx.refstore.get_ref(ctx.name, branch)).base == new
 
 
+async def _commit_onto(ctx: RepoContext, branch: str, dest: str, commit: Commit) -> str | None:
+    """Write ``commit`` and move the branch's base from ``dest`` to it: the commit's id,
+    or None when the base is no longer ``dest`` (the caller starts over)."""
+    commit_id = await write_commit(ctx.objects, commit)
+    ctx.remember(commit_id, commit)
+    return commit_id if await _set_base(ctx, branch, dest, commit_id) else None
+
+
+def _merged(
+    commit_id: str,
+    commit: Commit,
+    source: str,
+    dest: str,
+    base: str | None,
+    result: trees.MergeResult,
+    attempt: int,
+) -> MergeResult:
+    """The result of a merge or revert that committed ``commit`` onto the branch."""
+    return MergeResult(
+        commit_id,
+        commit,
+        True,
+        source,
+        dest,
+        base,
+        result.conflicts_resolved,
+        result.ranges_read,
+        result.ranges_written,
+        result.ranges_reused,
+        attempt,
+    )
+
+
 def _check(strategy: object, max_attempts: int) -> None:
     if strategy not in STRATEGIES:
         raise InvalidInputError(
@@ -177,22 +211,9 @@ async def merge(
             dict(metadata or {}),
             next_generation((dc, sc)),
         )
-        commit_id = await write_commit(ctx.objects, commit)
-        ctx.remember(commit_id, commit)
-        if await _set_base(ctx, into, dest, commit_id):
-            return MergeResult(
-                commit_id,
-                commit,
-                True,
-                src,
-                dest,
-                base,
-                result.conflicts_resolved,
-                result.ranges_read,
-                result.ranges_written,
-                result.ranges_reused,
-                attempt,
-            )
+        commit_id = await _commit_onto(ctx, into, dest, commit)
+        if commit_id is not None:
+            return _merged(commit_id, commit, src, dest, base, result, attempt)
         if attempt < max_attempts:
             await retry.wait(attempt)
     raise ConflictError(
@@ -260,22 +281,9 @@ async def revert(
             dict(metadata or {}),
             dc.generation + 1,
         )
-        commit_id = await write_commit(ctx.objects, commit)
-        ctx.remember(commit_id, commit)
-        if await _set_base(ctx, branch, dest, commit_id):
-            return MergeResult(
-                commit_id,
-                commit,
-                True,
-                reverted,
-                dest,
-                reverted,
-                result.conflicts_resolved,
-                result.ranges_read,
-                result.ranges_written,
-                result.ranges_reused,
-                attempt,
-            )
+        commit_id = await _commit_onto(ctx, branch, dest, commit)
+        if commit_id is not None:
+            return _merged(commit_id, commit, reverted, dest, reverted, result, attempt)
         if attempt < max_attempts:
             await retry.wait(attempt)
     raise ConflictError(
