@@ -480,6 +480,16 @@ class SSTReader:
         except _ERRORS as e:
             raise self._error(e, "file") from None
 
+    @property
+    def block_cache_size(self) -> int:
+        """Data blocks cached at most."""
+        return self._cache_size
+
+    def grow_block_cache(self, blocks: int) -> None:
+        """Cache up to ``blocks`` data blocks from now on (never shrinks the cache)."""
+        if blocks > self._cache_size:
+            self._cache_size = blocks
+
     def _error(self, e: Exception, where: str) -> CorruptFileError:
         """The typed error (naming this file) for an exception raised while decoding."""
         if isinstance(e, CorruptFileError):

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from itertools import repeat
-from operator import mod
+from operator import add, mod
 from typing import Any, Literal
 
 import xxhash
@@ -107,9 +107,11 @@ class _Shape:
         "code",
         "hashfn",
         "num_slices",
+        "offsets",
         "one_shot",
         "per_key",
         "prefixes",
+        "unpack",
     )
 
     def __init__(self, num_slices: int, bits_per_slice: int) -> None:
@@ -128,6 +130,8 @@ class _Shape:
         self.code = code
         self.per_key = per_hash * n_salts
         self.prefixes = [hashfn(struct.pack("I", i)).digest() for i in range(n_salts)]
+        self.offsets = [s * bits_per_slice for s in range(num_slices)]
+        self.unpack = struct.Struct(code * self.per_key).unpack  # native, as pybloom-live
         self.hashfn: Callable[[bytes], Any] = hashfn
         # xxh128 has a one-shot digest function; hashlib's constructors take the data
         self.one_shot: Callable[[bytes], bytes] | None = (
@@ -155,9 +159,19 @@ class _Shape:
 
     def positions(self, data: bytes) -> list[int]:
         """The bit positions of one item (its UTF-8 bytes)."""
-        bps = self.bits_per_slice
-        values = self.values([data])
-        return [s * bps + values[s] % bps for s in range(self.num_slices)]
+        prefixes = self.prefixes
+        one_shot = self.one_shot
+        if len(prefixes) == 1:
+            p = prefixes[0]
+            digests = one_shot(p + data) if one_shot is not None else self.hashfn(p + data).digest()
+        elif one_shot is not None:
+            digests = b"".join([one_shot(p + data) for p in prefixes])
+        else:
+            digests = b"".join([self.hashfn(p + data).digest() for p in prefixes])
+        # map stops at the last slice: values past num_slices are unused
+        return list(
+            map(add, self.offsets, map(mod, self.unpack(digests), repeat(self.bits_per_slice)))
+        )
 
     def fill(self, bits: bitarray, items: list[bytes]) -> None:
         """Set the bits of ``items`` in ``bits``, an all-zero array of this shape."""

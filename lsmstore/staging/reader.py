@@ -28,6 +28,7 @@ from typing import Any, Protocol, TypeVar
 from lsmstore import layout
 from lsmstore.errors import InvalidInputError, ObjectNotFoundError
 from lsmstore.graveler.commit import read_commit
+from lsmstore.graveler.metarange import Metarange
 from lsmstore.graveler.record import Record
 from lsmstore.graveler.source import RangeSource
 from lsmstore.graveler.sst_reader import SSTReader
@@ -175,6 +176,18 @@ class Files:
         found: SSTReader | None = self._peek(self.objects, f.key, kind="sst")
         return found
 
+    def peek_range(self, range_id: str) -> SSTReader | None:
+        """The parsed committed range ``range_id`` if the file cache holds it in RAM
+        (the entry :class:`~lsmstore.graveler.source.CachedSource` fills), else None.
+        A range read through here keeps up to :data:`STAGING_BLOCK_CACHE` decoded
+        blocks, like a staging file."""
+        if self._peek is None:
+            return None
+        found: SSTReader | None = self._peek(self.objects, layout.RANGES + range_id, kind="sst")
+        if found is not None:
+            found.grow_block_cache(STAGING_BLOCK_CACHE)
+        return found
+
     async def sst(self, f: StagingFile) -> SSTReader:
         reader = self.peek_sst(f)
         if reader is None:
@@ -212,7 +225,7 @@ def _l2_chain(files: Sequence[tuple[StagingFile, SSTReader]], start: bytes) -> I
 class Snapshot:
     """One ref value with its staging files resolved: a consistent read-only view."""
 
-    __slots__ = ("files", "l1", "l2", "ref", "tree")
+    __slots__ = ("files", "l1", "l2", "metarange", "ref", "staging", "tree")
 
     def __init__(
         self,
@@ -221,12 +234,15 @@ class Snapshot:
         l1: list[StagingFile],
         l2: list[StagingFile],
         tree: TreeReader | None,
+        metarange: Metarange | None = None,
     ) -> None:
         self.ref = ref
         self.files = files
         self.l1 = l1  # newest first
         self.l2 = l2  # in key order (non-overlapping)
+        self.staging = l1 + l2  # the order a point read consults them
         self.tree = tree
+        self.metarange = metarange  # the tree's, once loaded
 
     @classmethod
     async def load(cls, ref: Ref, files: Files, branch: str) -> Snapshot:
@@ -236,16 +252,48 @@ class Snapshot:
             files.tree(ref.base),
         )
         l2.sort(key=lambda f: f.sidecar.first_key)
-        return cls(ref, files, l1, l2, tree)
+        metarange = await tree.metarange() if tree is not None else None
+        return cls(ref, files, l1, l2, tree, metarange)
 
     # --- point reads ------------------------------------------------------------------
+
+    def lookup_cached(self, key: bytes) -> tuple[Record | None, bool] | None:
+        """What :meth:`lookup` returns, when every file it needs is in RAM; else None
+        (then call :meth:`lookup`).  No await: a warm read does not yield."""
+        probe = BloomProbe(key)
+        peek = self.files.peek_sst
+        for f in self.staging:
+            sc = f.sidecar
+            if key < sc.first_key or key > sc.last_key or not probe.test(sc.bloom):
+                continue
+            reader = peek(f)
+            if reader is None:
+                return None
+            rec = reader.get(key)
+            if rec is not None:
+                return rec, True
+        if self.tree is None:
+            return None, False
+        mr = self.metarange
+        if mr is None:
+            return None
+        info = mr.find(key)
+        if info is None:
+            return None, False
+        reader = self.files.peek_range(info.id)
+        if reader is None:
+            return None
+        rec = reader.get(key)
+        if rec is not None and rec.value is None:
+            return None  # a corrupt range: lookup() raises the error
+        return rec, False
 
     async def lookup(self, key: bytes) -> tuple[Record | None, bool]:
         """``(record, staged)``: the newest record of ``key`` (a tombstone is returned
         as such) and whether it came from a staging file.  ``(None, False)``: absent."""
         probe = BloomProbe(key)
         files = self.files
-        for f in itertools.chain(self.l1, self.l2):
+        for f in self.staging:
             sc = f.sidecar
             if key < sc.first_key or key > sc.last_key or not probe.test(sc.bloom):
                 continue
@@ -256,6 +304,8 @@ class Snapshot:
             if rec is not None:
                 return rec, True
         if self.tree is not None:
+            if self.metarange is None:
+                self.metarange = await self.tree.metarange()
             return await self.tree.get(key), False
         return None, False
 
@@ -341,7 +391,7 @@ class BranchView:
     async def snapshot(self) -> Snapshot:
         ref = await self.refs.get(self.repo, self.branch)
         last = self._last
-        if last is not None and last.ref == ref:
+        if last is not None and (last.ref is ref or last.ref == ref):
             return last
         snap = await Snapshot.load(ref, self.files, self.branch)
         self._last = snap
@@ -358,11 +408,15 @@ class BranchView:
             return await op(await self.snapshot())
 
     async def lookup(self, key: bytes) -> tuple[Record | None, bool]:
-        """:meth:`Snapshot.lookup` on a fresh snapshot (the hot path of ``get``)."""
+        """:meth:`Snapshot.lookup` on a fresh snapshot (the hot path of ``get``: one
+        await for the ref, and none more when the files it needs are in RAM)."""
         ref = await self.refs.get(self.repo, self.branch)
         snap = self._last
-        if snap is None or snap.ref != ref:
+        if snap is None or (snap.ref is not ref and snap.ref != ref):
             snap = self._last = await Snapshot.load(ref, self.files, self.branch)
+        found = snap.lookup_cached(key)
+        if found is not None:
+            return found
         try:
             return await snap.lookup(key)
         except ObjectNotFoundError:
