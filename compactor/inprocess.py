@@ -59,8 +59,6 @@ class _Branch:
     callbacks: list[Callable[[Ref], None]]
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
-    watchers: int = 1
-    swaps: int = 0
 
 
 class BackgroundCompactor:
@@ -90,13 +88,12 @@ class BackgroundCompactor:
         *,
         on_compacted: Callable[[Ref], None] | None = None,
     ) -> None:
-        """Compact ``repo/branch`` in a task of our own until :meth:`unwatch` (counted:
-        several watchers of one branch share one task)."""
+        """Compact ``repo/branch`` in a task of our own until :meth:`unwatch` (watching
+        it again only adds ``on_compacted``)."""
         if self._closing.is_set():
             raise ClosedError("background compactor is closed")
         b = self._branches.get((repo, branch))
         if b is not None:
-            b.watchers += 1
             if on_compacted is not None:
                 b.callbacks.append(on_compacted)
             return
@@ -106,14 +103,10 @@ class BackgroundCompactor:
         )
 
     def unwatch(self, repo: str, branch: str) -> None:
-        b = self._branches.get((repo, branch))
-        if b is None:
-            return
-        b.watchers -= 1
-        if b.watchers <= 0:
-            del self._branches[(repo, branch)]
-            if b.task is not None:
-                b.task.cancel()
+        """Stop compacting ``repo/branch`` (a running job is cancelled: it cleans up)."""
+        b = self._branches.pop((repo, branch), None)
+        if b is not None and b.task is not None:
+            b.task.cancel()
 
     async def run_branch(
         self,
@@ -158,11 +151,6 @@ class BackgroundCompactor:
         """``notify`` bound to one branch: a writer's ``on_append`` hook."""
         return lambda ref: self.notify(repo, branch, ref)
 
-    def swaps(self, repo: str, branch: str) -> int:
-        """Compactions swapped in by this process on ``repo/branch`` so far."""
-        b = self._branches.get((repo, branch))
-        return b.swaps if b is not None else 0
-
     # --- the per-branch loop -------------------------------------------------------------
 
     async def _loop(self, b: _Branch) -> None:
@@ -171,7 +159,6 @@ class BackgroundCompactor:
         next_sweep = self._clock() + sweep_every
 
         def swapped(ref: Ref) -> None:
-            b.swaps += 1
             for cb in list(b.callbacks):
                 try:
                     cb(ref)

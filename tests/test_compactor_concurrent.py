@@ -278,3 +278,42 @@ async def test_a_lone_script_through_the_store(tmp_path: Path, mode: str) -> Non
         assert await branch_state(store.refstore, objects, "demo", "main") == model
     finally:
         await store.aclose()
+
+
+async def test_watch_and_unwatch(tmp_path: Path) -> None:
+    config = stall_config(compaction_interval_s=0.01, compaction_l1_files=2)
+    async with EmbeddedRefStore(tmp_path / "refs") as refstore:
+        await setup_branch(refstore, f"file://{tmp_path}/data")
+        objects = LocalStore(tmp_path / "data")
+        writer = BranchWriter(refstore, objects, REPO, BRANCH, config)
+        bg = BackgroundCompactor(refstore, config)
+        seen: list[Ref] = []
+        model: dict[bytes, bytes] = {}
+
+        async def batches(n: int, tag: str) -> None:  # n L1 files, one after the other
+            for i in range(n):
+                recs = [(f"{tag}{i}-{j}".encode(), b"v%d" % j) for j in range(5)]
+                await writer.write_many([Record(k, default_identity(v), v) for k, v in recs])
+                model.update(recs)
+
+        bg.watch(REPO, BRANCH, objects, on_compacted=seen.append)
+        bg.watch(REPO, BRANCH, objects)  # again: still one loop
+        try:
+            await batches(5, "a")
+            for _ in range(500):  # the timer alone (no notifier) gets it compacted
+                if seen and len((await refstore.get_ref(REPO, BRANCH)).l1) <= 2:
+                    break
+                await asyncio.sleep(0.01)
+            assert seen
+            bg.unwatch(REPO, BRANCH)
+            bg.unwatch(REPO, BRANCH)  # harmless
+            await asyncio.sleep(0.05)
+            before = len(seen)
+            await batches(3, "b")  # stays under the hard bound (6): nobody compacts now
+            await asyncio.sleep(0.2)
+            assert len(seen) == before
+            assert len((await refstore.get_ref(REPO, BRANCH)).l1) >= 3
+        finally:
+            await writer.aclose()
+            await bg.aclose()
+        assert await branch_state(refstore, objects, REPO, BRANCH) == model
