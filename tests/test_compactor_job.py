@@ -16,6 +16,7 @@ from compactor.job import CompactionJob, JobResult
 from compactor.testing import (
     BRANCH,
     REPO,
+    TINY_RANGES,
     append_l1_file,
     branch_state,
     check_l2,
@@ -434,3 +435,57 @@ async def test_read_amplification_after_compaction(
         assert len(ssts) <= 1, ssts  # at most the one L2 file holding the key
         assert not l1 or key == b"k00007" or len(l1) <= 1  # a bloom false positive at worst
         assert len(base_gets) <= 3  # commit + metarange + one range (uncached)
+
+
+@pytest.mark.parametrize("first", ["committer", "compactor"])
+async def test_compaction_racing_the_committer(
+    refstore: RefStore, objects: ObjectStore, first: str
+) -> None:
+    """The real committer against a real compaction job, both paused just before their
+    swaps, with appends in between: either order ends valid and complete."""
+    from committer.job import commit_branch
+    from lsmstore.versioning.context import RepoContext
+
+    rng = random.Random(11)
+    model: dict[bytes, bytes] = {}
+    await random_l1(refstore, objects, model, rng, files=4)
+    await job(refstore, objects, cfg(compaction_job_files=2)).run()  # some L2 too
+    await random_l1(refstore, objects, model, rng, files=4)
+    ctx = RepoContext(REPO, refstore, objects, policy=TINY_RANGES)
+    compaction_gate = Gate("before_swap")
+    commit_at = asyncio.Event()
+    commit_go = asyncio.Event()
+
+    async def commit_step(step: str) -> None:
+        if step == "commit-written" and not commit_go.is_set():
+            commit_at.set()
+            await commit_go.wait()
+
+    compaction = asyncio.create_task(job(refstore, objects, step=compaction_gate).run())
+    commit = asyncio.create_task(
+        commit_branch(ctx, BRANCH, "race", committer="test", on_step=commit_step, grace_s=60)
+    )
+    await asyncio.wait_for(compaction_gate.arrived.wait(), 10)
+    await asyncio.wait_for(commit_at.wait(), 10)
+    late = dict(model)
+    await random_l1(refstore, objects, model, rng, files=2)  # appended meanwhile
+    if first == "committer":
+        commit_go.set()
+        done = await commit
+        compaction_gate.go.set()
+        result = await compaction
+        assert result.outcome == "conflict"  # the base moved under it
+    else:
+        compaction_gate.go.set()
+        result = await compaction
+        assert result.outcome == "compacted"
+        commit_go.set()
+        done = await commit  # its swap conflicts; it retries from the new state
+    ref = await refstore.get_ref(REPO, BRANCH)
+    assert ref.base == done.commit_id
+    committed = await branch_state(refstore, objects, REPO, BRANCH, Ref("branch", ref.base))
+    # what was staged when the commit (last) read the branch: before the late appends if
+    # it went first, all of it if it had to retry after the compaction's swap
+    assert committed == (late if first == "committer" else model)
+    assert await branch_state(refstore, objects, REPO, BRANCH) == model
+    assert not ref.l2 and len(ref.l1) == (2 if first == "committer" else 0)
