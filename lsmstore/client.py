@@ -605,7 +605,7 @@ class _Reads:
 
     repository: Repository
 
-    async def _snapshot_lookup(self, key: bytes) -> tuple[Record | None, bool]:
+    def _snapshot_lookup(self, key: bytes) -> Awaitable[tuple[Record | None, bool]]:
         raise NotImplementedError
 
     def _list(
@@ -787,8 +787,8 @@ class Branch(_Reads):
 
     # --- reads -----------------------------------------------------------------------
 
-    async def _snapshot_lookup(self, key: bytes) -> tuple[Record | None, bool]:
-        return await self._view.lookup(key)
+    def _snapshot_lookup(self, key: bytes) -> Awaitable[tuple[Record | None, bool]]:
+        return self._view.lookup(key)  # the coroutine itself: one frame less per read
 
     def _list(
         self, prefix: bytes, after: bytes | None, limit: int | None, delimiter: bytes | None

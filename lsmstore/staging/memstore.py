@@ -64,6 +64,10 @@ class Memstore:
         self.nbytes += delta
         return delta
 
+    def records(self) -> list[Record]:
+        """The records in insertion order of their keys (the memstore is left unchanged)."""
+        return list(self._records.values())
+
     def sorted_records(self) -> list[Record]:
         """The records in key order (the memstore is left unchanged)."""
         records = self._records

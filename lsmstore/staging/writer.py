@@ -58,12 +58,12 @@ from lsmstore.errors import (
 )
 from lsmstore.graveler.record import Record
 from lsmstore.refstore.base import Ref, RefStore
+from lsmstore.staging.encoder import Encoder
 from lsmstore.staging.files import (
     SIDECAR_SUFFIX,
     SST_SUFFIX,
     Sidecar,
     encode_sidecar,
-    encode_staging_file,
     new_file_id,
     sidecar_of_prepared_sst,
 )
@@ -102,13 +102,6 @@ class _Batch:
         self.done: asyncio.Future[None] = loop.create_future()
 
 
-def _encode(mem: Memstore, error_rate: float) -> tuple[list[Record], bytes, bytes]:
-    """Sort a sealed memstore and encode it (in a worker thread)."""
-    records = mem.sorted_records()
-    sst, meta, _ = encode_staging_file(records, error_rate)
-    return records, sst, meta
-
-
 def _resolve(waiters: list[asyncio.Future[None]], error: BaseException | None) -> None:
     for w in waiters:
         if not w.done():
@@ -132,7 +125,10 @@ class BranchWriter:
         clock: Callable[[], float] = time.time,
         randbits: Callable[[int], int] = secrets.randbits,
         on_append: Callable[[Ref], None] | None = None,
+        encoder: Encoder | None = None,
     ) -> None:
+        """``encoder`` encodes sealed batches (a Store shares one, with a worker
+        process); without one, batches are encoded in a thread."""
         self.refstore = refstore
         self.objects = objects
         self.repo = repo
@@ -142,6 +138,7 @@ class BranchWriter:
         self._clock = clock
         self._randbits = randbits
         self._on_append = on_append
+        self._encoder = encoder or Encoder(use_process=False)
         self._loop = asyncio.get_running_loop()
         self._seq = 0
         self._batch = _Batch(0, self._loop)
@@ -379,12 +376,11 @@ class BranchWriter:
         error: BaseException | None = None  # what the batch's writes get
         poison: BaseException | None = None  # what batches queued behind it get
         file_id: str | None = None
-        records: list[Record] = []
         sst_size = 0
         try:
             try:
-                records, sst, meta = await asyncio.to_thread(
-                    _encode, batch.mem, self.config.bloom_error_rate
+                sst, meta = await self._encoder.encode(
+                    batch.mem.records(), self.config.bloom_error_rate
                 )
                 sst_size = len(sst)
                 file_id = await self._upload(sst, meta)
@@ -405,7 +401,7 @@ class BranchWriter:
                     error = poison = e
                 else:
                     self.stats.batches += 1
-                    self.stats.records += len(records)
+                    self.stats.records += len(batch.mem)
                     self.stats.sst_bytes += sst_size
                     self._after_append(ref)
         except BaseException as e:  # cancelled: the event loop is going away

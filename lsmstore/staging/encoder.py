@@ -1,0 +1,296 @@
+"""Encoding staging files off the event loop: in a worker process, else in a thread.
+
+Sorting a sealed batch, writing its SST and building its bloom filter is pure CPU work
+(1.3-1.5 us a record).  In a thread it holds the GIL, so on a machine with a spare
+core it still competes with the event loop that resolves acknowledgements and serves
+reads.  :class:`Encoder` sends batches of at least ``min_records`` records to one
+worker process (:func:`main`, started on first use, one per Store) and encodes smaller
+ones -- where the round trip would cost more than it saves -- in a thread.
+
+The worker is an optimisation, never a dependency: while it starts, when it has
+``max_queued`` batches queued, or if it cannot be started or dies, batches are encoded
+in a thread; a batch lost with a dying worker is encoded again in a thread, so no
+write fails because of the worker.  It is restarted on a later batch (at most
+``MAX_RESTARTS`` times).  It exits when its stdin closes: on :meth:`Encoder.aclose`, or
+when this process dies (even by ``kill -9``).
+
+Protocol (pipes, in order): each request is ``u64 length`` + ``pickle((keys,
+identities, values, error_rate))`` -- plain lists, cheap to pickle, in memstore order
+(the worker sorts); each answer is ``u64 length`` + ``pickle(("ok", sst, sidecar))`` or
+``pickle(("error", text))``.  The worker writes one ``u64 0`` when it is ready.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import os
+import pickle
+import struct
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from lsmstore.graveler.record import Record
+from lsmstore.staging.files import encode_staging_file
+
+log = logging.getLogger(__name__)
+
+_LEN = struct.Struct("<Q")
+#: Batches smaller than this are encoded in a thread (the round trip costs ~0.3 ms).
+MIN_RECORDS = 64
+#: Batches queued in the worker at most; more are encoded in a thread meanwhile.
+MAX_QUEUED = 1
+#: Worker (re)starts per Encoder at most; after that, threads only.
+MAX_RESTARTS = 3
+#: Seconds the worker may take to start.
+START_TIMEOUT = 30.0
+
+#: The directory lsmstore is imported from (the worker imports it from there too).
+_ROOT = str(Path(__file__).resolve().parents[2])
+
+Columns = tuple[list[bytes], list[bytes], list[bytes | None]]
+
+
+def columns(records: Sequence[Record]) -> Columns:
+    """Keys, identities and values of ``records`` as three lists (what is sent)."""
+    keys = [r[0] for r in records]
+    identities = [r[1] for r in records]
+    values = [r[2] for r in records]
+    return keys, identities, values
+
+
+def encode_columns(
+    keys: list[bytes], identities: list[bytes], values: list[bytes | None], error_rate: float
+) -> tuple[bytes, bytes]:
+    """``(sst, sidecar)`` of the records given as columns with unique keys in any order."""
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    records = [Record(keys[i], identities[i], values[i]) for i in order]
+    sst, meta, _ = encode_staging_file(records, error_rate)
+    return sst, meta
+
+
+def encode_records(records: Sequence[Record], error_rate: float) -> tuple[bytes, bytes]:
+    """:func:`encode_columns` of records with unique keys in any order."""
+    return encode_columns(*columns(records), error_rate)
+
+
+class _Unavailable(Exception):
+    """The worker could not take or finish a batch: encode it in a thread."""
+
+
+class Encoder:
+    """Encodes staging files for the writers of one Store (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        use_process: bool | None = None,
+        min_records: int = MIN_RECORDS,
+        max_queued: int = MAX_QUEUED,
+    ) -> None:
+        """``use_process=None``: a worker process when this machine has more than one
+        CPU; ``False``: threads only."""
+        if use_process is None:
+            use_process = (os.cpu_count() or 1) > 1
+        self.use_process = use_process
+        self.min_records = min_records
+        self.max_queued = max_queued
+        self.batches_in_process = 0
+        self.batches_in_thread = 0
+        self.restarts = 0
+        self._proc: asyncio.subprocess.Process | None = None
+        self._starting: asyncio.Task[None] | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._pending: collections.deque[asyncio.Future[tuple[bytes, bytes]]] = collections.deque()
+        self._closed = False
+
+    async def encode(self, records: Sequence[Record], error_rate: float) -> tuple[bytes, bytes]:
+        """``(sst, sidecar)`` of ``records`` (unique keys, any order; not empty)."""
+        if self.use_process and not self._closed and len(records) >= self.min_records:
+            cols = columns(records)
+            try:
+                out = await self._in_process(cols, error_rate)
+            except _Unavailable:
+                pass
+            else:
+                self.batches_in_process += 1
+                return out
+            self.batches_in_thread += 1
+            return await asyncio.to_thread(encode_columns, *cols, error_rate)
+        self.batches_in_thread += 1
+        return await asyncio.to_thread(encode_records, records, error_rate)
+
+    # --- the worker ---------------------------------------------------------------------
+
+    async def _in_process(self, cols: Columns, error_rate: float) -> tuple[bytes, bytes]:
+        proc = self._proc
+        if proc is None or proc.returncode is not None or self._reader is None:
+            self._ensure_started()
+            raise _Unavailable
+        if len(self._pending) >= self.max_queued or proc.stdin is None:
+            raise _Unavailable
+        payload = pickle.dumps((*cols, error_rate), protocol=pickle.HIGHEST_PROTOCOL)
+        fut: asyncio.Future[tuple[bytes, bytes]] = asyncio.get_running_loop().create_future()
+        self._pending.append(fut)
+        try:
+            proc.stdin.write(_LEN.pack(len(payload)))
+            proc.stdin.write(payload)
+            del payload
+            await proc.stdin.drain()
+        except (ConnectionError, RuntimeError) as e:  # broken pipe: the worker died
+            self._lost(e)
+        return await fut
+
+    def _ensure_started(self) -> None:
+        if self._starting is not None or self._closed or self.restarts >= MAX_RESTARTS:
+            return
+        self.restarts += 1
+        self._starting = asyncio.get_running_loop().create_task(self._start())
+
+    async def _start(self) -> None:
+        try:
+            env = dict(os.environ)
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (_ROOT, env.get("PYTHONPATH")) if p)
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-c",
+                "from lsmstore.staging.encoder import main; main()",
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                env=env,
+            )
+            assert proc.stdout is not None
+            try:
+                ready = await asyncio.wait_for(proc.stdout.readexactly(_LEN.size), START_TIMEOUT)
+                if _LEN.unpack(ready)[0] != 0:
+                    raise RuntimeError("unexpected greeting")
+            except BaseException:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+                raise
+            if self._closed:
+                await self._stop(proc)
+                return
+            self._proc = proc
+            self._reader = asyncio.get_running_loop().create_task(self._read(proc))
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            log.warning("encoder worker did not start (%s); encoding in threads", e)
+        finally:
+            self._starting = None
+
+    async def _read(self, proc: asyncio.subprocess.Process) -> None:
+        assert proc.stdout is not None
+        try:
+            while True:
+                (n,) = _LEN.unpack(await proc.stdout.readexactly(_LEN.size))
+                answer = pickle.loads(await proc.stdout.readexactly(n))
+                fut = self._pending.popleft()
+                if fut.done():
+                    continue
+                if answer[0] == "ok":
+                    fut.set_result((answer[1], answer[2]))
+                else:  # encoded again in a thread, which raises the real error
+                    log.warning("encoder worker: %s", answer[1])
+                    fut.set_exception(_Unavailable(answer[1]))
+        except (asyncio.IncompleteReadError, ConnectionError, IndexError) as e:
+            self._lost(e)
+        except asyncio.CancelledError:
+            self._lost(ConnectionError("encoder closed"))
+            raise
+
+    def _lost(self, error: BaseException) -> None:
+        """The worker is gone: its batches go to threads; a later batch restarts it."""
+        if not self._closed:
+            log.warning("encoder worker lost (%s); encoding in threads", error)
+        proc, self._proc = self._proc, None
+        self._reader = None
+        if proc is not None and proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+        while self._pending:
+            fut = self._pending.popleft()
+            if not fut.done():
+                fut.set_exception(_Unavailable(str(error)))
+
+    async def _stop(self, proc: asyncio.subprocess.Process) -> None:
+        if proc.stdin is not None:
+            proc.stdin.close()
+        try:
+            await asyncio.wait_for(proc.wait(), 5.0)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+
+    async def aclose(self) -> None:
+        """Stop the worker (batches already sent finish first; later ones use threads)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._starting is not None:
+            self._starting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._starting
+        proc = self._proc
+        if proc is not None:
+            await self._stop(proc)
+        if self._reader is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+        self._lost(ConnectionError("encoder closed"))
+
+
+# --- the worker process --------------------------------------------------------------
+
+
+def _read_exactly(f: BinaryIO, n: int) -> bytes | None:
+    parts = []
+    while n:
+        chunk = f.read(n)
+        if not chunk:
+            return None
+        parts.append(chunk)
+        n -= len(chunk)
+    return b"".join(parts)
+
+
+def serve(inp: BinaryIO, out: BinaryIO) -> None:
+    """Answer requests from ``inp`` on ``out`` until ``inp`` closes."""
+    out.write(_LEN.pack(0))
+    out.flush()
+    while True:
+        head = _read_exactly(inp, _LEN.size)
+        if head is None:
+            return
+        body = _read_exactly(inp, _LEN.unpack(head)[0])
+        if body is None:
+            return
+        answer: tuple[Any, ...]
+        try:
+            keys, identities, values, error_rate = pickle.loads(body)
+            del body
+            answer = ("ok", *encode_columns(keys, identities, values, error_rate))
+        except Exception as e:
+            answer = ("error", f"{type(e).__name__}: {e}")
+        data = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
+        out.write(_LEN.pack(len(data)))
+        out.write(data)
+        out.flush()
+
+
+def main() -> None:
+    inp, out = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # nothing else may write to the answer pipe
+    with contextlib.suppress(BrokenPipeError, KeyboardInterrupt):
+        serve(inp, out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+"""Staging-file encoding in the worker process and in threads: the same files, and a
+worker that dies costs nothing but time."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+
+from lsmstore.errors import InvalidInputError
+from lsmstore.graveler.record import Record, default_identity, tombstone
+from lsmstore.graveler.sst_reader import SSTReader
+from lsmstore.staging import files
+from lsmstore.staging.encoder import Encoder
+
+
+def _records(n: int, seed: int = 1) -> list[Record]:
+    rng = random.Random(seed)
+    keys = list({rng.randbytes(rng.randint(1, 40)) for _ in range(n)})  # unsorted
+    out = []
+    for i, k in enumerate(keys):
+        if i % 7 == 0:
+            out.append(tombstone(k))
+        else:
+            v = rng.randbytes(rng.randint(0, 200))
+            out.append(Record(k, default_identity(v), v))
+    return out
+
+
+def _contents(sst: bytes, meta: bytes) -> tuple[list[Record], tuple[object, ...], bytes]:
+    sc = files.decode_sidecar(meta, "t.meta")
+    head = (sc.entries, sc.tombstones, sc.sst_size, sc.data_bytes, sc.first_key, sc.last_key)
+    return list(SSTReader(sst, "t.sst")), head, sc.bloom.bitarray.tobytes()
+
+
+async def _worker_ready(enc: Encoder, records: list[Record]) -> None:
+    """Encode until a batch went to the worker (it starts on first use)."""
+    for _ in range(400):
+        before = enc.batches_in_process
+        await enc.encode(records, 0.01)
+        if enc.batches_in_process > before:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the worker never took a batch")
+
+
+async def test_worker_and_thread_write_the_same_file() -> None:
+    records = _records(3000)
+    enc = Encoder(use_process=True, min_records=10)
+    try:
+        await _worker_ready(enc, records)
+        in_worker = await enc.encode(records, 0.01)
+        assert enc.batches_in_process >= 2
+    finally:
+        await enc.aclose()
+    in_thread = await Encoder(use_process=False).encode(records, 0.01)
+    got = _contents(*in_worker)
+    assert got == _contents(*in_thread)
+    assert got[0] == sorted(records)
+    assert got[1][:2] == (len(records), len(records[::7]))
+
+
+async def test_small_batches_stay_in_threads() -> None:
+    enc = Encoder(use_process=True, min_records=100)
+    try:
+        for _ in range(3):
+            await enc.encode(_records(50), 0.01)
+        assert (enc.batches_in_process, enc.batches_in_thread) == (0, 3)
+        assert enc._proc is None and enc._starting is None  # never started
+    finally:
+        await enc.aclose()
+
+
+async def test_a_dead_worker_costs_no_batch_and_is_restarted() -> None:
+    records = _records(500)
+    enc = Encoder(use_process=True, min_records=10)
+    try:
+        await _worker_ready(enc, records)
+        proc = enc._proc
+        assert proc is not None
+        proc.kill()
+        await proc.wait()
+        # batches right after the death are encoded in threads, correctly
+        for _ in range(3):
+            sst, meta = await enc.encode(records, 0.01)
+            assert _contents(sst, meta)[0] == sorted(records)
+        await _worker_ready(enc, records)  # a later batch restarted it
+        assert enc.restarts == 2
+        assert enc._proc is not proc
+    finally:
+        await enc.aclose()
+
+
+async def test_aclose_stops_the_worker_and_later_batches_use_threads() -> None:
+    records = _records(200)
+    enc = Encoder(use_process=True, min_records=10)
+    await _worker_ready(enc, records)
+    proc = enc._proc
+    assert proc is not None
+    await enc.aclose()
+    assert proc.returncode is not None
+    before = enc.batches_in_thread
+    sst, meta = await enc.encode(records, 0.01)
+    assert enc.batches_in_thread == before + 1
+    assert _contents(sst, meta)[0] == sorted(records)
+
+
+@pytest.mark.parametrize("use_process", [True, False])
+async def test_duplicate_keys_are_refused_in_either_place(use_process: bool) -> None:
+    # a writer never sends duplicates; if it did, the error is the SST writer's own
+    records = _records(100)
+    records.append(records[3])
+    enc = Encoder(use_process=use_process, min_records=10)
+    try:
+        if use_process:
+            await _worker_ready(enc, _records(100, seed=2))
+        with pytest.raises(InvalidInputError, match="strictly increasing"):
+            await enc.encode(records, 0.01)
+    finally:
+        await enc.aclose()
