@@ -72,7 +72,7 @@ def bloom_capacity(count: int) -> int:
     return max(MIN_BLOOM_CAPACITY, 1 << (max(count, 1) - 1).bit_length())
 
 
-def _bloom_data(key: bytes) -> bytes:
+def bloom_data(key: bytes) -> bytes:
     """The bytes pybloom-live hashes for :func:`bloom_item` of ``key`` (its UTF-8)."""
     return key if key.isascii() else key.decode("latin-1").encode("utf-8")
 
@@ -84,7 +84,7 @@ def build_bloom(keys: Iterable[bytes], count: int, error_rate: float) -> BloomFi
     computed in bulk (:meth:`_Shape.fill`, about 4x faster than adding keys one by one).
     """
     bloom = BloomFilter(bloom_capacity(count), error_rate)
-    items = [_bloom_data(k) for k in keys]
+    items = [bloom_data(k) for k in keys]
     if items:
         _shape(bloom.num_slices, bloom.bits_per_slice).fill(bloom.bitarray, items)
     bloom.count = len(items)
@@ -187,6 +187,12 @@ class _Shape:
 _SHAPES: dict[tuple[int, int], _Shape] = {}
 
 
+def bloom_shape(bloom: BloomFilter) -> _Shape:
+    """The hashing of ``bloom``'s shape: ``bloom_shape(b).positions(bloom_data(key))`` are
+    the bits ``bloom_item(key) in b`` tests (shared by every filter of that shape)."""
+    return _shape(bloom.num_slices, bloom.bits_per_slice)
+
+
 def _shape(num_slices: int, bits_per_slice: int) -> _Shape:
     sh = _SHAPES.get((num_slices, bits_per_slice))
     if sh is None:
@@ -205,7 +211,7 @@ class BloomProbe:
     __slots__ = ("_data", "_positions")
 
     def __init__(self, key: bytes) -> None:
-        self._data = _bloom_data(key)
+        self._data = bloom_data(key)
         self._positions: dict[tuple[int, int], list[int]] = {}
 
     def test(self, bloom: BloomFilter) -> bool:

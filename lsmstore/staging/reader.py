@@ -40,6 +40,8 @@ from lsmstore.staging.files import (
     SST_SUFFIX,
     BloomProbe,
     Sidecar,
+    bloom_data,
+    bloom_shape,
     decode_sidecar,
 )
 from lsmstore.staging.merge import amerge_newest
@@ -225,7 +227,7 @@ def _l2_chain(files: Sequence[tuple[StagingFile, SSTReader]], start: bytes) -> I
 class Snapshot:
     """One ref value with its staging files resolved: a consistent read-only view."""
 
-    __slots__ = ("files", "l1", "l2", "metarange", "ref", "staging", "tree")
+    __slots__ = ("_plan", "_shapes", "files", "l1", "l2", "metarange", "ref", "staging", "tree")
 
     def __init__(
         self,
@@ -243,6 +245,20 @@ class Snapshot:
         self.staging = l1 + l2  # the order a point read consults them
         self.tree = tree
         self.metarange = metarange  # the tree's, once loaded
+        # what a warm point read tests per staging file, in order; filters of one
+        # shape share the key's bit positions (index into _shapes)
+        shapes: dict[tuple[int, int], int] = {}
+        self._shapes: list[Any] = []
+        self._plan: list[tuple[bytes, bytes, Any, int, StagingFile]] = []
+        for f in self.staging:
+            sc = f.sidecar
+            bloom = sc.bloom
+            dims = (bloom.num_slices, bloom.bits_per_slice)
+            i = shapes.get(dims)
+            if i is None:
+                i = shapes[dims] = len(self._shapes)
+                self._shapes.append(bloom_shape(bloom))
+            self._plan.append((sc.first_key, sc.last_key, bloom.bitarray, i, f))
 
     @classmethod
     async def load(cls, ref: Ref, files: Files, branch: str) -> Snapshot:
@@ -260,18 +276,26 @@ class Snapshot:
     def lookup_cached(self, key: bytes) -> tuple[Record | None, bool] | None:
         """What :meth:`lookup` returns, when every file it needs is in RAM; else None
         (then call :meth:`lookup`).  No await: a warm read does not yield."""
-        probe = BloomProbe(key)
+        shapes = self._shapes
+        positions: list[list[int] | None] = [None] * len(shapes)
+        data = bloom_data(key)
         peek = self.files.peek_sst
-        for f in self.staging:
-            sc = f.sidecar
-            if key < sc.first_key or key > sc.last_key or not probe.test(sc.bloom):
+        for first, last, bits, si, f in self._plan:
+            if key < first or key > last:
                 continue
-            reader = peek(f)
-            if reader is None:
-                return None
-            rec = reader.get(key)
-            if rec is not None:
-                return rec, True
+            pos = positions[si]
+            if pos is None:
+                pos = positions[si] = shapes[si].positions(data)
+            for p in pos:
+                if not bits[p]:
+                    break
+            else:  # every bit set: the file may hold the key
+                reader = peek(f)
+                if reader is None:
+                    return None
+                rec = reader.get(key)
+                if rec is not None:
+                    return rec, True
         if self.tree is None:
             return None, False
         mr = self.metarange
