@@ -201,13 +201,13 @@ class Encoder:
                     fut.set_exception(_Unavailable(answer[1]))
         except (asyncio.IncompleteReadError, ConnectionError, IndexError) as e:
             self._lost(e)
-        except asyncio.CancelledError:
-            self._lost(ConnectionError("encoder closed"))
+        except asyncio.CancelledError:  # the event loop is going away
+            self._lost(ConnectionError("encoder closed"), quiet=True)
             raise
 
-    def _lost(self, error: BaseException) -> None:
+    def _lost(self, error: BaseException, *, quiet: bool = False) -> None:
         """The worker is gone: its batches go to threads; a later batch restarts it."""
-        if not self._closed:
+        if not self._closed and not quiet:
             log.warning("encoder worker lost (%s); encoding in threads", error)
         proc, self._proc = self._proc, None
         self._reader = None
@@ -244,7 +244,7 @@ class Encoder:
         if self._reader is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reader
-        self._lost(ConnectionError("encoder closed"))
+        self._lost(ConnectionError("encoder closed"), quiet=True)
 
 
 # --- the worker process --------------------------------------------------------------
