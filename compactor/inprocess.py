@@ -40,6 +40,7 @@ from compactor.runner import Compactor
 from lsmstore.config import Config
 from lsmstore.errors import ClosedError, InvalidInputError
 from lsmstore.refstore.base import Ref, RefStore
+from lsmstore.staging.encoder import Encoder
 from lsmstore.storage.base import ObjectStore
 
 if TYPE_CHECKING:
@@ -70,9 +71,12 @@ class BackgroundCompactor:
         clock: Callable[[], float] = time.time,
         on_result: Callable[[dict[str, Any]], None] | None = None,
         shutdown_timeout: float = 10.0,
+        encoder: Encoder | None = None,
     ) -> None:
         self.config = config
-        self.compactor = Compactor(refstore, config, clock=clock, on_result=on_result)
+        self.compactor = Compactor(
+            refstore, config, clock=clock, on_result=on_result, encoder=encoder
+        )
         self.shutdown_timeout = shutdown_timeout
         self._branches: dict[tuple[str, str], _Branch] = {}
         self._closing = asyncio.Event()
@@ -202,7 +206,9 @@ class BackgroundCompactor:
 
 def attach(store: Store) -> BackgroundCompactor:
     """Run compaction inside ``store``'s process (see the module docstring)."""
-    bg = BackgroundCompactor(store.refstore, store.config, clock=store.clock)
+    # output files are encoded by the store's encoder (its worker process): in a thread
+    # they would hold the GIL the writers' event loop needs
+    bg = BackgroundCompactor(store.refstore, store.config, clock=store.clock, encoder=store.encoder)
     started: set[tuple[str, str]] = set()
     starting: set[asyncio.Task[None]] = set()
 

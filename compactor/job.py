@@ -51,6 +51,7 @@ from lsmstore.graveler.record import Record
 from lsmstore.graveler.sst_reader import SSTReader
 from lsmstore.layout import Level
 from lsmstore.refstore.base import MAX_FILE_IDS, Ref, RefStore
+from lsmstore.staging.encoder import Encoder
 from lsmstore.staging.files import (
     SIDECAR_SUFFIX,
     SST_SUFFIX,
@@ -197,6 +198,7 @@ class _Output:
         error_rate: float,
         clock: Callable[[], float],
         randbits: Callable[[int], int],
+        encoder: Encoder | None = None,
     ) -> None:
         self.objects = objects
         self.branch = branch
@@ -204,6 +206,7 @@ class _Output:
         self.error_rate = error_rate
         self.clock = clock
         self.randbits = randbits
+        self.encoder = encoder
         self.ids: list[str] = []  # the new L2, in key order (new and reused files)
         self.new: list[str] = []  # files this job wrote (or is writing)
         self.reused: list[str] = []
@@ -259,7 +262,12 @@ class _Output:
 
     async def _write(self, fid: str, records: list[Record]) -> None:
         try:
-            sst, meta, _ = await asyncio.to_thread(encode_staging_file, records, self.error_rate)
+            if self.encoder is not None:  # the client's: a worker process, off the GIL
+                sst, meta = await self.encoder.encode(records, self.error_rate)
+            else:
+                sst, meta, _ = await asyncio.to_thread(
+                    encode_staging_file, records, self.error_rate
+                )
             del records
             await asyncio.gather(
                 self.objects.put(self._key(fid, SIDECAR_SUFFIX), meta, PutMode.CREATE),
@@ -307,7 +315,11 @@ class CompactionJob:
         randbits: Callable[[int], int] = secrets.randbits,
         step: StepHook | None = None,
         reason: str = "",
+        encoder: Encoder | None = None,
     ) -> None:
+        """``encoder`` encodes the output files (the in-process compactor passes the
+        client's, whose worker process keeps the encoding off this process's GIL);
+        without one they are encoded in a thread."""
         self.refstore = refstore
         self.objects = objects
         self.repo = repo
@@ -318,6 +330,7 @@ class CompactionJob:
         self.clock = clock
         self.randbits = randbits
         self._step = step
+        self.encoder = encoder
         self.result = JobResult(repo, branch, "idle", reason=reason)
 
     async def step(self, name: str) -> None:
@@ -356,7 +369,13 @@ class CompactionJob:
 
         target = self._target_bytes(l1_sc, l2_sc)
         out = _Output(
-            objects, branch, target, self.config.bloom_error_rate, self.clock, self.randbits
+            objects,
+            branch,
+            target,
+            self.config.bloom_error_rate,
+            self.clock,
+            self.randbits,
+            self.encoder,
         )
         try:
             await self._merge(prefix, list(zip(ref.l2, l2_sc, strict=True)), out)

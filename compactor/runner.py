@@ -29,6 +29,7 @@ from compactor.policy import Policy
 from lsmstore.config import Config
 from lsmstore.errors import LsmError, RefNotFoundError, RepositoryNotFoundError
 from lsmstore.refstore.base import Ref, RefStore
+from lsmstore.staging.encoder import Encoder
 from lsmstore.storage.base import ObjectStore
 from lsmstore.storage.url import open_object_store
 
@@ -53,7 +54,9 @@ class Compactor:
         owner: str | None = None,
         on_result: Callable[[dict[str, Any]], None] | None = None,
         step: StepHook | None = None,
+        encoder: Encoder | None = None,
     ) -> None:
+        """``encoder`` encodes the jobs' output files (default: a thread per file)."""
         self.refstore = refstore
         self.config = config
         self.policy = Policy.from_config(config)
@@ -61,6 +64,7 @@ class Compactor:
         self.owner = owner or default_owner()
         self.on_result = on_result or _log_result
         self.step = step
+        self.encoder = encoder
         self.sidecars = Sidecars(min(config.sidecar_cache_entries, 100_000) or 1)
         self.sweeper = Sweeper(config.compaction_grace_s, clock=clock)
         self._stores: dict[str, ObjectStore] = {}
@@ -152,6 +156,7 @@ class Compactor:
                     clock=self.clock,
                     step=self.step,
                     reason=why,
+                    encoder=self.encoder,
                 )
                 result = await job.run(ref)
                 results.append(result)
