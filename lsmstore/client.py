@@ -345,11 +345,13 @@ class Store:
         if self._closed:
             return
         self._closed = True
-        for key in list(self._jobs):
-            await self.stop_job(*key)
+        # Writers first: their last flush may wait on the L1 hard bound, which only a
+        # still-running (in-process) compactor can relieve.
         writers = list(self._writers.values())
         self._writers.clear()
         await asyncio.gather(*(w.aclose() for w in writers), return_exceptions=True)
+        for key in list(self._jobs):
+            await self.stop_job(*key)
         await self.encoder.aclose()
         await self.refs.aclose()
         for objects in self._objects.values():
