@@ -691,7 +691,9 @@ class Branch(_Reads):
         ``max_value_bytes``; violations raise before anything is staged.
         """
         cfg = self._config
-        rec = make_record(key, value, identity, cfg.max_key_bytes, cfg.max_value_bytes)
+        rec = make_record(
+            key, value, identity, cfg.max_key_bytes, cfg.max_value_bytes, defer_identity=True
+        )
         await self._w().write(rec)
 
     async def put_many(
@@ -708,7 +710,7 @@ class Branch(_Reads):
         for item in items:
             if len(item) == 2:
                 key, value = item
-                add(make_record(key, value, None, max_key, max_value))
+                add(make_record(key, value, None, max_key, max_value, defer_identity=True))
             else:
                 key, value, ident = item
                 add(make_record(key, value, ident, max_key, max_value))

@@ -119,3 +119,25 @@ async def test_duplicate_keys_are_refused_in_either_place(use_process: bool) -> 
             await enc.encode(records, 0.01)
     finally:
         await enc.aclose()
+
+
+@pytest.mark.parametrize("use_process", [True, False])
+async def test_deferred_identities_become_sha256_of_the_value(use_process: bool) -> None:
+    from lsmstore.staging.keys import DEFERRED_IDENTITY, make_record
+
+    puts = [
+        make_record(b"p%04d" % i, b"v%d" % i, None, 1024, 1024, defer_identity=True)
+        for i in range(300)
+    ]
+    assert all(r.identity == DEFERRED_IDENTITY for r in puts)
+    given = Record(b"given", b"mine", b"v")
+    records = [*puts, given, tombstone(b"gone")]
+    enc = Encoder(use_process=use_process, min_records=10)
+    try:
+        if use_process:
+            await _worker_ready(enc, _records(100, seed=4))
+        got = _contents(*await enc.encode(records, 0.01))[0]
+    finally:
+        await enc.aclose()
+    expected = [Record(r.key, default_identity(r.value), r.value) for r in puts]
+    assert got == sorted([*expected, given, tombstone(b"gone")])

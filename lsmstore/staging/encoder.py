@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import hashlib
 import logging
 import os
 import pickle
@@ -66,9 +67,21 @@ def columns(records: Sequence[Record]) -> Columns:
 def encode_columns(
     keys: list[bytes], identities: list[bytes], values: list[bytes | None], error_rate: float
 ) -> tuple[bytes, bytes]:
-    """``(sst, sidecar)`` of the records given as columns with unique keys in any order."""
+    """``(sst, sidecar)`` of the records given as columns with unique keys in any order.
+
+    A put whose identity is empty (:data:`~lsmstore.staging.keys.DEFERRED_IDENTITY`)
+    gets the default, SHA-256 of its value.
+    """
     order = sorted(range(len(keys)), key=keys.__getitem__)
-    records = [Record(keys[i], identities[i], values[i]) for i in order]
+    sha256 = hashlib.sha256
+    records: list[Record] = []
+    add = records.append
+    for i in order:
+        value = values[i]
+        ident = identities[i]
+        if not ident and value is not None:
+            ident = sha256(value).digest()
+        add(Record(keys[i], ident, value))
     sst, meta, _ = encode_staging_file(records, error_rate)
     return sst, meta
 

@@ -70,11 +70,25 @@ def check_identity(key: bytes, identity: object) -> bytes:
 _new_tuple = tuple.__new__
 _sha256 = hashlib.sha256
 
+#: The identity of a staged put whose identity is the default, SHA-256 of its value:
+#: the encoder computes it (:func:`lsmstore.staging.encoder.encode_columns`).  A given
+#: identity is 1..255 bytes, so an empty one is never ambiguous; a tombstone's is
+#: empty too, and stays so.
+DEFERRED_IDENTITY = b""
+
 
 def make_record(
-    key: object, value: object, identity: object, max_key_bytes: int, max_value_bytes: int
+    key: object,
+    value: object,
+    identity: object,
+    max_key_bytes: int,
+    max_value_bytes: int,
+    *,
+    defer_identity: bool = False,
 ) -> Record:
-    """A checked put record; identity ``None`` means SHA-256 of the value.
+    """A checked put record; identity ``None`` means SHA-256 of the value -- with
+    ``defer_identity``, left to the encoder (:data:`DEFERRED_IDENTITY`: the writer's
+    encoder hashes off the event loop, in its worker process when there is one).
 
     The common case (``str``/``bytes`` key in bounds, ``bytes`` value in bounds) takes a
     fast path; anything else goes through the full checks, which raise the error.
@@ -93,6 +107,9 @@ def make_record(
         v = value
     else:
         v = check_value(k, value, max_value_bytes)  # raises on bad input
-    ident = _sha256(v).digest() if identity is None else check_identity(k, identity)
+    if identity is None:
+        ident = DEFERRED_IDENTITY if defer_identity else _sha256(v).digest()
+    else:
+        ident = check_identity(k, identity)
     rec: Record = _new_tuple(Record, (k, ident, v))
     return rec

@@ -10,9 +10,10 @@ docs/write-path.md walks through it; the contract in short:
   :mod:`lsmstore.errors` exception) and none of it is visible.
 * A batch closes ``batch_interval_ms`` after the previous one closed (at once if that
   is past: an idle writer adds no delay to a lone write), or sooner when it passes
-  ``batch_max_bytes``/``batch_max_records``; so a writer makes at most one L1 file
-  per window under a steady load, and ack latency is the rest of the window plus
-  the flush.  Up to ``max_inflight_batches``
+  ``batch_max_bytes``/``batch_max_records`` (a write finding the memstore that full
+  starts the next batch); so a writer makes at most one L1 file per window under a
+  steady load of small writes, and ack latency is the rest of the window plus the
+  flush.  Up to ``max_inflight_batches``
   are encoded and uploaded at once, while the next one fills; their appends run
   strictly in batch order, so a write acknowledged before another began is ordered
   before it.
@@ -144,6 +145,8 @@ class BranchWriter:
         self._batch = _Batch(0, self._loop)
         self._last_seal = self._loop.time()  # batches close at most once per window
         self._tail: _Batch | None = None  # the last sealed batch
+        #: Batches closed because they were full, not yet taken by the flusher (in order).
+        self._full: collections.deque[_Batch] = collections.deque()
         self._inflight = 0
         self._pending_bytes = 0  # memstore + in-flight batches
         self._room: collections.deque[tuple[int, asyncio.Future[None]]] = collections.deque()
@@ -193,8 +196,15 @@ class BranchWriter:
         await self._stage(records, size)
 
     def _stage(self, records: Sequence[Record], size: int) -> asyncio.Future[None]:
-        """Insert into the current memstore (no await in between: one batch)."""
+        """Insert into the current memstore (no await in between: one batch).  A full
+        memstore is closed first, so these records start the next batch (the flusher
+        takes closed batches in order)."""
         batch = self._batch
+        if len(batch.mem) and self._is_full(batch):
+            self._full.append(batch)
+            self._next_batch()
+            self._wake.set()
+            batch = self._batch
         mem = batch.mem
         if not len(mem):
             self._wake.set()
@@ -257,6 +267,8 @@ class BranchWriter:
             self._wake.set()
             target = self._batch
             await asyncio.shield(target.done)
+        elif self._full:
+            await asyncio.shield(self._full[-1].done)
         elif self._tail is not None:
             await asyncio.shield(self._tail.done)
 
@@ -277,32 +289,36 @@ class BranchWriter:
         slots = asyncio.Semaphore(self.config.max_inflight_batches)
         loop = self._loop
         while True:
-            batch = self._batch
-            if not len(batch.mem):
-                if self._closing and not self._room and not self._granted:
-                    break
-                self._wake.clear()
-                await self._wake.wait()
-                continue
-            # Wait out the batching window unless the batch is full or a flush is due.
-            while not (self._flush_now or self._closing or self._is_full(batch)):
-                remaining = self._last_seal + self._window() - loop.time()
-                if remaining <= 0:
-                    break
-                self._wake.clear()
-                timer = loop.call_later(remaining, self._wake.set)
-                await self._wake.wait()
-                timer.cancel()
+            if self._full:  # closed because full: flush at once, in order
+                batch = self._full[0]
+            else:
+                batch = self._batch
+                if not len(batch.mem):
+                    if self._closing and not self._room and not self._granted:
+                        break
+                    self._wake.clear()
+                    await self._wake.wait()
+                    continue
+                # Wait out the batching window unless the batch is full or a flush is due.
+                while not (self._flush_now or self._closing or self._full or self._is_full(batch)):
+                    remaining = self._last_seal + self._window() - loop.time()
+                    if remaining <= 0:
+                        break
+                    self._wake.clear()
+                    timer = loop.call_later(remaining, self._wake.set)
+                    await self._wake.wait()
+                    timer.cancel()
+                if self._full and self._full[0] is not batch:
+                    continue  # the current batch is not the oldest any more
             await slots.acquire()
             try:
                 await self._admit()
             except WriteStalledError as e:
                 slots.release()
-                self._seal()
+                self._take(batch)
                 self._finish(batch, e, poison=None)
                 continue
-            self._flush_now = False
-            self._seal()
+            self._take(batch)
             prev = self._tail_before(batch)
             self._tail = batch
             self._inflight += 1
@@ -316,10 +332,18 @@ class BranchWriter:
         cfg = self.config
         return batch.mem.nbytes >= cfg.batch_max_bytes or len(batch.mem) >= cfg.batch_max_records
 
-    def _seal(self) -> None:
-        self._last_seal = self._loop.time()
+    def _next_batch(self) -> None:
         self._seq += 1
         self._batch = _Batch(self._seq, self._loop)
+
+    def _take(self, batch: _Batch) -> None:
+        """Seal ``batch`` for flushing: the oldest full batch, or the current one."""
+        self._last_seal = self._loop.time()
+        if self._full and self._full[0] is batch:
+            self._full.popleft()
+        else:
+            self._flush_now = False
+            self._next_batch()
 
     def _tail_before(self, batch: _Batch) -> asyncio.Future[None] | None:
         """What the next batch waits for: the last sealed batch's turn, if still running.
