@@ -1,0 +1,636 @@
+"""The write path and the read path end to end, beside SlateDB in the same run.
+
+``python -m bench write [--seconds 2] [--systems redis,embedded,slatedb]
+[--compaction off,on] [--keys 60000] [--batch 10000] [--measures ...] [--rate R]
+[--encoder process|thread] [--dir DIR]`` (``./dev.sh bench write`` runs the defaults,
+about 80 s on 2 cores; ``--seconds 1 --keys 30000`` about 45 s).
+
+Every figure goes through the public API (``lsmstore.connect`` -> ``Branch``), with
+N = 10 ms (``batch_interval_ms``), 40-byte keys and 150-byte values (1,024 distinct
+values cycled; identities are their SHA-256), on the local-file object store:
+
+* ``redis``: RefStore on a private ``redis-server`` (loopback);
+* ``embedded``: the embedded default (SQLite RefStore, ``synchronous=FULL``);
+* ``slatedb``: SlateDB's Python binding (``slatedb==0.17.0``) on a local-file object
+  store, ``flush_interval`` 10 ms, each put awaited with ``await_durable()``.
+
+Each lsmstore system runs once per ``--compaction`` mode, ``compaction_in_process`` set
+explicitly: ``on`` runs the compactor as a task of the client's event loop; ``off``
+runs the compactor worker (``python -m compactor --interval 0.25``) as its own process
+beside the client, as a deployment would (without any compactor, L1 would pass its
+soft limit within a second and slow the writer down).  Measures, in this order, each
+for ``--seconds`` (bounded loops: every loop also has a count limit):
+
+* acknowledged (durable) puts/s from 1, 100 and 1,000 concurrent tasks, each task
+  writing unique keys (a fresh branch per measure, so L1 starts empty);
+* ack latency p50/p99/p99.9 at half the 1,000-task rate (or ``--rate``), open loop: a
+  scheduler issues puts at that fixed rate (every ms, each put due by then, as a task)
+  and latency is counted from each put's scheduled time, so a stalled loop shows as
+  latency.  It runs right after the 1,000-task burst, so the compactor is still
+  working through that branch;
+* records/s of ``put_many`` (SlateDB: ``WriteBatch``) with ``--batch`` records per call
+  from 4 tasks;
+* random gets/s with a warm cache from 100 tasks over ``--keys`` keys, interleaved
+  across layers: key i lives in the committed base (i % 3 == 0), in compacted L2 files
+  (i % 3 == 1), or in one of 6 L1 files (i % 3 == 2); every file's key range spans
+  the whole key space, so a get of a base key tests every L1 and L2 sidecar first.
+  Every key is read once before the timed reads.  SlateDB holds the same keys,
+  written in ``WriteBatch``es and flushed from its memtable (L0 SSTs);
+* a listing of 10,000 keys (the first 10,000 of the get keys, across all layers).
+
+Besides the rates, CPU time per operation: of the event-loop thread, and of the whole
+process (its threads included; not the encoder's or compactor's own processes).
+Prints a Markdown table with the load average at the start and at the end (the
+machine may be shared: other processes' CPU shows in every figure).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import platform
+import random
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import uvloop
+
+import lsmstore
+from lsmstore.client import Branch, Store
+from lsmstore.testing.servers import RedisServer
+
+KEY_BYTES = 40
+VALUE_BYTES = 150
+READ_TASKS = 100
+LIST_KEYS = 10_000
+L1_FILES = 6
+#: Tasks calling put_many (WriteBatch) at once.
+BATCH_TASKS = 4
+#: Seconds between the passes of the compactor process that runs beside the writers
+#: when ``compaction_in_process`` is off.
+COMPACTOR_INTERVAL_S = 0.25
+MEASURES = ("puts1", "puts100", "puts1000", "batch", "latency", "gets", "list")
+#: Upper bound of puts per task in one measure (the duration ends it first).
+MAX_OPS_PER_TASK = 1_000_000
+
+
+def make_values(n: int = 1024) -> list[bytes]:
+    rng = random.Random(7)
+    return [rng.randbytes(VALUE_BYTES) for _ in range(n)]
+
+
+VALUES = make_values()
+
+
+def key_of(prefix: str, i: int) -> bytes:
+    """A 40-byte key: ``prefix`` then a zero-padded number."""
+    return b"%s/%0*d" % (prefix.encode(), KEY_BYTES - len(prefix) - 1, i)
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+@dataclass
+class Result:
+    name: str
+    puts: dict[int, float] = field(default_factory=dict)  # tasks -> puts/s
+    batch_rate: float = 0.0
+    lat_rate: float = 0.0
+    lat: tuple[float, float, float] = (0.0, 0.0, 0.0)  # ms
+    lat_done: str = ""
+    gets: float = 0.0
+    list_ms: float = 0.0
+    notes: list[str] = field(default_factory=list)
+    #: measure -> (CPU us per op of the event-loop thread, of the whole process)
+    cpu: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+
+class Cpu:
+    """CPU seconds of this thread (the event loop's) and of the whole process."""
+
+    def __enter__(self) -> Cpu:
+        self._thread, self._process = time.thread_time(), time.process_time()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.thread = time.thread_time() - self._thread
+        self.process = time.process_time() - self._process
+
+    def per_op(self, n: int) -> tuple[float, float]:
+        return (self.thread / n * 1e6, self.process / n * 1e6) if n else (0.0, 0.0)
+
+
+# --- a system under test: put, put_many, get, list -----------------------------------
+
+
+class System:
+    name = ""
+    notes: list[str]
+
+    async def start(self) -> None: ...
+    async def stop(self) -> None: ...
+
+    async def fresh(self, label: str) -> None:
+        """Switch to an empty keyspace for the next write measure."""
+
+    async def put(self, key: bytes, value: bytes) -> None:
+        raise NotImplementedError
+
+    async def put_many(self, items: list[tuple[bytes, bytes]]) -> None:
+        raise NotImplementedError
+
+    async def load_for_reads(self, keys: list[bytes], batch: int) -> str:
+        """Store ``keys`` (value ``VALUES[i % len]``) and say where they live."""
+        raise NotImplementedError
+
+    async def get(self, key: bytes) -> bytes | None:
+        raise NotImplementedError
+
+    async def list_keys(self, n: int) -> int:
+        raise NotImplementedError
+
+
+class Lsm(System):
+    def __init__(
+        self, refstore: str, compaction: str, root: Path, encoder: str | None = None
+    ) -> None:
+        self.encoder = encoder
+        self.refstore = refstore
+        self.compaction = compaction
+        self.root = root
+        self.name = f"lsmstore {refstore}, compaction_in_process={compaction}" + (
+            " + compactor process" if compaction == "off" else ""
+        )
+        self.redis: RedisServer | None = None
+        self.compactor: asyncio.subprocess.Process | None = None
+        self.store: Store | None = None
+        self.branch: Branch | None = None
+        self.read_branch: Branch | None = None
+        self.notes: list[str] = []
+
+    async def start(self) -> None:
+        home = self.root / "home"
+        settings: dict[str, Any] = {
+            "home": str(home),
+            "batch_interval_ms": 10,
+            "compaction_in_process": self.compaction,
+        }
+        url = None
+        if self.refstore == "redis":
+            self.redis = RedisServer()
+            await asyncio.to_thread(self.redis.start)
+            url = self.redis.url
+        self.store = lsmstore.connect(url, **settings)
+        if self.compaction == "off":  # the production setup: a compactor process alongside
+            self.compactor = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "compactor",
+                "--refstore",
+                self.store.config.refstore_url,
+                "--interval",
+                str(COMPACTOR_INTERVAL_S),
+                "--log-level",
+                "warning",
+                env={**os.environ, "LSMSTORE_HOME": str(home)},
+            )
+        if self.encoder is not None:
+            self.store.encoder.use_process = self.encoder == "process"
+        self.repo = await self.store.create_repository(
+            "bench", storage_namespace=(self.root / "data").as_uri()
+        )
+
+    async def stop(self) -> None:
+        if self.store is not None:
+            enc = getattr(self.store, "encoder", None)
+            if enc is not None:
+                self.notes.append(
+                    f"batches encoded in the worker process {enc.batches_in_process:,}, "
+                    f"in threads {enc.batches_in_thread:,}"
+                )
+            await self.store.aclose()
+        if self.compactor is not None:
+            self.compactor.terminate()
+            await self.compactor.wait()
+        if self.redis is not None:
+            await asyncio.to_thread(self.redis.stop)
+
+    async def fresh(self, label: str) -> None:
+        self.branch = await self.repo.create_branch(label)
+        self.put = self.branch.put  # type: ignore[method-assign]  # no wrapper frame
+
+    async def put_many(self, items: list[tuple[bytes, bytes]]) -> None:
+        assert self.branch is not None
+        await self.branch.put_many(items)
+
+    async def load_for_reads(self, keys: list[bytes], batch: int) -> str:
+        from compactor.runner import Compactor
+
+        b = await self.repo.create_branch("reads")
+        base = [(k, VALUES[i % len(VALUES)]) for i, k in enumerate(keys) if i % 3 == 0]
+        l2 = [(k, VALUES[i % len(VALUES)]) for i, k in enumerate(keys) if i % 3 == 1]
+        l1 = [(k, VALUES[i % len(VALUES)]) for i, k in enumerate(keys) if i % 3 == 2]
+        for chunk in chunks(base, batch):
+            await b.put_many(chunk)
+        await b.commit("base of the read benchmark")
+        for chunk in chunks(l2, batch):
+            await b.put_many(chunk)
+        assert self.store is not None
+        compactor = Compactor(self.store.refstore, self.store.config)
+        try:
+            await compactor.compact("bench", "reads", self.repo.objects, force=True)
+        finally:
+            await compactor.aclose()
+        self.store.notify_l1_changed("bench", "reads")
+        for chunk in chunks(l1, -(-len(l1) // L1_FILES)):
+            await b.put_many(chunk)
+        head = await b.head()
+        self.read_branch = b
+        self.get = b.get  # type: ignore[method-assign]  # no wrapper frame
+        return (
+            f"base commit {head.base[:8]} ({len(base):,} keys), {len(head.l2)} L2 files "
+            f"({len(l2):,} keys), {len(head.l1)} L1 files ({len(l1):,} keys)"
+        )
+
+    async def list_keys(self, n: int) -> int:
+        assert self.read_branch is not None
+        count = 0
+        async for _ in self.read_branch.list(prefix=b"g/", limit=n):
+            count += 1
+        return count
+
+
+class Slate(System):
+    name = "SlateDB 0.17 (Python binding), file store, flush_interval 10ms"
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.dbs: list[Any] = []
+        self.db: Any = None
+        self.notes: list[str] = []
+
+    async def _open(self, label: str) -> Any:
+        from slatedb.uniffi import DbBuilder, ObjectStore, Settings
+
+        store = ObjectStore.resolve("file:///")
+        settings = Settings.default()
+        settings.set("flush_interval", '"10ms"')
+        path = self.root / label
+        path.mkdir(parents=True, exist_ok=True)
+        builder = DbBuilder(str(path).lstrip("/"), store)
+        builder.with_settings(settings)
+        db = await builder.build()
+        self.dbs.append(db)
+        return db
+
+    async def stop(self) -> None:
+        for db in self.dbs:
+            await db.shutdown()
+
+    async def fresh(self, label: str) -> None:
+        if self.db is not None:  # one open database at a time: they share the 2 cores
+            await self.db.shutdown()
+            self.dbs.remove(self.db)
+        self.db = await self._open(label)
+        self._db_put = self.db.put
+
+    async def put(self, key: bytes, value: bytes) -> None:
+        handle = await self._db_put(key, value)
+        await handle.await_durable()
+
+    async def put_many(self, items: list[tuple[bytes, bytes]]) -> None:
+        from slatedb.uniffi import WriteBatch
+
+        wb = WriteBatch()
+        for k, v in items:
+            wb.put(k, v)
+        handle = await self.db.write(wb)
+        await handle.await_durable()
+
+    async def load_for_reads(self, keys: list[bytes], batch: int) -> str:
+        from slatedb.uniffi import FlushOptions, FlushType
+
+        await self.fresh("reads")
+        items = [(k, VALUES[i % len(VALUES)]) for i, k in enumerate(keys)]
+        for chunk in chunks(items, batch):
+            await self.put_many(chunk)
+        await self.db.flush_with_options(FlushOptions(flush_type=FlushType.MEM_TABLE))
+        self.get = self.db.get  # type: ignore[method-assign]  # no wrapper frame
+        return f"{len(keys):,} keys written in WriteBatches of {batch:,}, memtable flushed to L0"
+
+    async def list_keys(self, n: int) -> int:
+        from slatedb.uniffi import KeyRange
+
+        it = await self.db.scan(
+            KeyRange(start=b"g/", start_inclusive=True, end=b"g0", end_inclusive=False)
+        )
+        count = 0
+        while count < n:
+            got = await it.next_batch(min(1000, n - count))
+            if not got:
+                break
+            count += len(got)
+        return count
+
+
+def chunks(items: list[Any], size: int) -> list[list[Any]]:
+    return [items[i : i + size] for i in range(0, len(items), max(1, size))]
+
+
+# --- measures ----------------------------------------------------------------------------
+
+
+async def closed_loop(system: System, label: str, tasks: int, seconds: float) -> tuple[float, int]:
+    """Puts/s of ``tasks`` tasks, each putting unique keys until the deadline."""
+    await system.fresh(label)
+    loop = asyncio.get_running_loop()
+    put = system.put
+    done = 0
+    nvalues = len(VALUES)
+
+    async def one(t: int, deadline: float) -> None:
+        nonlocal done
+        prefix = b"%s/%05d/" % (label.encode(), t)
+        width = KEY_BYTES - len(prefix)
+        for i in range(MAX_OPS_PER_TASK):
+            if loop.time() >= deadline:
+                return
+            await put(b"%s%0*d" % (prefix, width, i), VALUES[(t + i) % nvalues])
+            done += 1
+
+    t0 = loop.time()
+    await asyncio.gather(*(one(t, t0 + seconds) for t in range(tasks)))
+    return done / (loop.time() - t0), done
+
+
+async def batches(system: System, label: str, batch: int, seconds: float) -> tuple[float, int]:
+    """Records/s of ``put_many`` calls of ``batch`` records from 4 tasks."""
+    await system.fresh(label)
+    loop = asyncio.get_running_loop()
+    done = 0
+
+    async def one(t: int, deadline: float) -> None:
+        nonlocal done
+        for j in range(10_000):
+            if loop.time() >= deadline:
+                return
+            items = [
+                (key_of(f"{label}/{t}/{j:05d}", i), VALUES[i % len(VALUES)]) for i in range(batch)
+            ]
+            await system.put_many(items)
+            done += len(items)
+
+    t0 = loop.time()
+    await asyncio.gather(*(one(t, t0 + seconds) for t in range(BATCH_TASKS)))
+    return done / (loop.time() - t0), done
+
+
+async def open_loop(
+    system: System, label: str, rate: float, seconds: float
+) -> tuple[list[float], int, float]:
+    """Latencies (ms) of puts issued at ``rate``/s, counted from each scheduled time.
+
+    Returns the latencies, the puts issued, and the worst lag of the scheduler itself.
+    """
+    await system.fresh(label)
+    loop = asyncio.get_running_loop()
+    lat: list[float] = []
+    put = system.put
+    tasks: set[asyncio.Task[None]] = set()
+    prefix = label.encode() + b"/"
+    width = KEY_BYTES - len(prefix)
+
+    async def one(i: int, scheduled: float) -> None:
+        await put(b"%s%0*d" % (prefix, width, i), VALUES[i % len(VALUES)])
+        lat.append((loop.time() - scheduled) * 1000)
+
+    total = int(rate * seconds)
+    t0 = loop.time() + 0.01
+    issued = 0
+    worst_lag = 0.0
+    for _ in range(int(seconds * 1000) + 10_000):  # one tick per ms, bounded
+        now = loop.time()
+        due = min(total, int((now - t0) * rate) + 1) if now >= t0 else 0
+        if issued < due:
+            worst_lag = max(worst_lag, now - (t0 + issued / rate))
+        while issued < due:
+            task = loop.create_task(one(issued, t0 + issued / rate))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+            issued += 1
+        if issued >= total:
+            break
+        await asyncio.sleep(0.001)
+    if tasks:
+        await asyncio.gather(*tasks)
+    return lat, issued, worst_lag * 1000
+
+
+async def gets(system: System, keys: list[bytes], seconds: float) -> tuple[float, int]:
+    """Random gets/s of 100 tasks over ``keys`` (every value is checked)."""
+    loop = asyncio.get_running_loop()
+    get = system.get
+    nvalues = len(VALUES)
+    n = len(keys)
+    done = 0
+    wrong = 0
+
+    async def one(seed: int, deadline: float) -> None:
+        nonlocal done, wrong
+        rng = random.Random(seed)
+        idx = [rng.randrange(n) for _ in range(4096)]
+        for j in range(MAX_OPS_PER_TASK):
+            if j & 63 == 0 and loop.time() >= deadline:
+                return
+            i = idx[j & 4095]
+            if await get(keys[i]) != VALUES[i % nvalues]:
+                wrong += 1
+            done += 1
+
+    t0 = loop.time()
+    await asyncio.gather(*(one(s, t0 + seconds) for s in range(READ_TASKS)))
+    if wrong:
+        raise AssertionError(f"{wrong} gets returned a wrong value")
+    return done / (loop.time() - t0), done
+
+
+async def warm(system: System, keys: list[bytes]) -> None:
+    """Read every key once (from 100 tasks): every file is then in the caches."""
+    get = system.get
+
+    async def one(part: list[bytes]) -> None:
+        for k in part:
+            await get(k)
+
+    await asyncio.gather(*(one(keys[i::READ_TASKS]) for i in range(READ_TASKS)))
+
+
+async def measure(system: System, args: argparse.Namespace, tag: str) -> Result:
+    res = Result(system.name)
+    secs = args.seconds
+    want = set(args.measures.split(","))
+    await system.start()
+    try:
+        for tasks in (1, 100, 1000):
+            if f"puts{tasks}" not in want:
+                continue
+            with Cpu() as cpu:
+                rate, n = await closed_loop(system, f"{tag}p{tasks}", tasks, secs)
+            res.puts[tasks] = rate
+            res.cpu[f"puts{tasks}"] = cpu.per_op(n)
+            print(f"  {system.name}: {tasks} tasks: {rate:,.0f} puts/s ({n:,})", flush=True)
+        if "latency" in want:
+            res.lat_rate = args.rate or res.puts.get(1000, 0.0) / 2
+            if not res.lat_rate:
+                raise SystemExit("the latency measure needs puts1000 or --rate")
+            with Cpu() as cpu:
+                lat, issued, lag = await open_loop(system, f"{tag}l", res.lat_rate, secs)
+            res.cpu["latency"] = cpu.per_op(issued)
+            res.lat = (pct(lat, 0.5), pct(lat, 0.99), pct(lat, 0.999))
+            res.lat_done = f"{issued:,} puts, scheduler lag at most {lag:.1f} ms"
+            print(
+                f"  {system.name}: open loop at {res.lat_rate:,.0f}/s: p50 {res.lat[0]:.1f} "
+                f"p99 {res.lat[1]:.1f} p99.9 {res.lat[2]:.1f} ms ({res.lat_done})",
+                flush=True,
+            )
+        if "batch" in want:
+            with Cpu() as cpu:
+                res.batch_rate, n = await batches(system, f"{tag}b", args.batch, secs)
+            res.cpu["batch"] = cpu.per_op(n)
+            print(f"  {system.name}: put_many: {res.batch_rate:,.0f} records/s", flush=True)
+        if "gets" in want or "list" in want:
+            keys = [key_of("g", i) for i in range(args.keys)]
+            where = await system.load_for_reads(keys, args.batch)
+            res.notes.append(f"gets: {where}")
+            await warm(system, keys)
+            if "gets" in want:
+                with Cpu() as cpu:
+                    res.gets, n = await gets(system, keys, secs)
+                res.cpu["gets"] = cpu.per_op(n)
+                print(f"  {system.name}: gets: {res.gets:,.0f}/s; {where}", flush=True)
+            t0 = time.perf_counter()
+            listed = await system.list_keys(LIST_KEYS)
+            res.list_ms = (time.perf_counter() - t0) * 1000
+            if listed != min(LIST_KEYS, args.keys):
+                raise AssertionError(f"listed {listed} keys, not {min(LIST_KEYS, args.keys)}")
+    finally:
+        await system.stop()
+        res.notes.extend(system.notes)
+    return res
+
+
+def table(results: list[Result]) -> None:
+    cols = results
+    print("| measure | " + " | ".join(r.name for r in cols) + " |")
+    print("|---|" + "---|" * len(cols))
+
+    def row(label: str, cell: Callable[[Result], str]) -> None:
+        print(f"| {label} | " + " | ".join(cell(r) for r in cols) + " |")
+
+    for t in (1, 100, 1000):
+        row(
+            f"durable puts/s, {t} task{'s' if t > 1 else ''}",
+            lambda r, t=t: f"{r.puts.get(t, 0):,.0f}",
+        )
+    row("records/s, put_many / WriteBatch", lambda r: f"{r.batch_rate:,.0f}")
+    row("open-loop rate (half the 1,000-task rate)", lambda r: f"{r.lat_rate:,.0f}/s")
+    row("ack latency p50 / p99 / p99.9 (ms)", lambda r: "{:.1f} / {:.1f} / {:.1f}".format(*r.lat))
+    row(f"random gets/s, warm, {READ_TASKS} tasks", lambda r: f"{r.gets:,.0f}")
+    row(f"list {LIST_KEYS:,} keys (ms)", lambda r: f"{r.list_ms:.0f}")
+    for m, label in (
+        ("puts1000", "1,000-task puts"),
+        ("batch", "put_many records"),
+        ("latency", "open-loop puts"),
+        ("gets", "gets"),
+    ):
+        row(
+            f"CPU µs per op, {label}: event-loop thread / whole process",
+            lambda r, m=m: "{:.1f} / {:.1f}".format(*r.cpu[m]) if m in r.cpu else "",
+        )
+
+
+async def run(args: argparse.Namespace) -> None:
+    load0 = os.getloadavg()
+    print(
+        f"write/read path benchmark, {datetime.now(UTC):%Y-%m-%d}, "
+        f"{platform.python_implementation()} {platform.python_version()}, uvloop, "
+        f"nproc={os.cpu_count()}, load average {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f} "
+        f"at the start; {args.seconds}s per measure, {args.keys:,} keys for reads, "
+        f"batches of {args.batch:,}",
+        flush=True,
+    )
+    systems = [s for s in args.systems.split(",") if s]
+    modes = [m for m in args.compaction.split(",") if m]
+    results: list[Result] = []
+    root = Path(tempfile.mkdtemp(prefix="lsm-bench-write-", dir=args.dir))
+    try:
+        n = 0
+        for s in systems:
+            if s == "slatedb":
+                try:
+                    import slatedb.uniffi  # noqa: F401
+                except ImportError:
+                    print("  slatedb is not installed: pip install slatedb==0.17.0", flush=True)
+                    continue
+                results.append(await measure(Slate(root / "slatedb"), args, "s"))
+                continue
+            if s not in ("redis", "embedded"):
+                raise SystemExit(f"unknown system {s!r}: redis, embedded, slatedb")
+            for mode in modes:
+                n += 1
+                system = Lsm(s, mode, root / f"lsm{n}", args.encoder)
+                results.append(await measure(system, args, f"x{n}"))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    load1 = os.getloadavg()
+    print()
+    table(results)
+    print()
+    for r in results:
+        for note in r.notes:
+            print(f"* {r.name}: {note}")
+    print(f"load average at the end {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}")
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench write", description=__doc__)
+    parser.add_argument("--seconds", type=float, default=2.0, help="length of each measure")
+    parser.add_argument("--systems", default="redis,embedded,slatedb")
+    parser.add_argument("--compaction", default="off,on", help="compaction_in_process modes")
+    parser.add_argument("--keys", type=int, default=60_000, help="keys of the read measures")
+    parser.add_argument("--batch", type=int, default=10_000, help="records per put_many")
+    parser.add_argument("--dir", default=None, help="where the temporary data goes")
+    parser.add_argument(
+        "--encoder", choices=("process", "thread"), help="force where batches are encoded"
+    )
+    parser.add_argument("--measures", default=",".join(MEASURES), help="a subset to run")
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=0.0,
+        help="open-loop puts/s (default: half the 1,000-task rate)",
+    )
+    args = parser.parse_args(argv)
+    if args.seconds <= 0 or args.keys < 3 or args.batch < 1:
+        parser.error("need --seconds > 0, --keys >= 3, --batch >= 1")
+    logging.basicConfig(level=logging.WARNING)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(run(args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
