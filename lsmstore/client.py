@@ -120,11 +120,6 @@ def connect(
     return Store(load_config(refstore, config=config, **settings))
 
 
-def _compacts_in_process(config: Config) -> bool:
-    mode = config.compaction_in_process
-    return mode == "on" or (mode == "auto" and config.refstore_url.startswith("local:"))
-
-
 def _file_cache(config: Config) -> FileCache:
     return FileCache(
         ram_bytes=config.cache_ram_bytes,
@@ -174,7 +169,7 @@ class Store:
         self._append_listeners: list[AppendListener] = []
         self._closed = False
         self._background: Any = None
-        if _compacts_in_process(config):
+        if config.compaction_in_process_enabled:
             # compactor.inprocess wires itself in through the seams below.
             self._background = importlib.import_module("compactor.inprocess").attach(self)
 
