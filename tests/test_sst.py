@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import rocksdict
+from helpers.rocksdb_files import rocksdb_sst
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -21,7 +22,6 @@ from lsmstore.errors import InvalidInputError
 from lsmstore.graveler.record import Record, tombstone
 from lsmstore.graveler.sst_reader import SSTReader
 from lsmstore.graveler.sst_writer import write_sst
-from lsmstore.graveler.value import encode_value
 
 
 def as_read(rec: Record) -> Record:
@@ -213,30 +213,6 @@ def test_writer_output_is_what_the_format_document_says() -> None:
 
 
 # --- files written by RocksDB with other (supported) settings -----------------------------
-
-
-def rocksdb_sst(records: list[Record], path: Path, **opts: Any) -> bytes:
-    """An SST written by rocksdict's SstFileWriter with the given table settings."""
-    table = rocksdict.BlockBasedOptions()
-    table.set_format_version(opts.get("format_version", 5))
-    table.set_block_size(opts.get("block_size", 4096))
-    table.set_checksum_type(opts.get("checksum", rocksdict.ChecksumType.xxh3()))
-    if "restart_interval" in opts:
-        table.set_block_restart_interval(opts["restart_interval"])
-    if "index_restart_interval" in opts:
-        table.set_index_block_restart_interval(opts["index_restart_interval"])
-    options = rocksdict.Options(raw_mode=True)
-    options.set_block_based_table_factory(table)
-    options.set_compression_type(opts.get("compression", rocksdict.DBCompressionType.snappy()))
-    writer = rocksdict.SstFileWriter(options=options)
-    writer.open(str(path))
-    for rec in records:
-        if rec.value is None:
-            del writer[rec.key]
-        else:
-            writer[rec.key] = encode_value(rec.identity, rec.value)
-    writer.finish()
-    return path.read_bytes()
 
 
 C = rocksdict.ChecksumType

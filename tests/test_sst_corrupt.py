@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 import rocksdict
 import xxhash
+from helpers.rocksdb_files import rocksdb_sst
 
 from lsmstore.errors import CorruptFileError, UnsupportedFormatError
 from lsmstore.graveler.record import Record, tombstone
 from lsmstore.graveler.sst_reader import SSTReader
 from lsmstore.graveler.sst_writer import write_sst
-from lsmstore.graveler.value import encode_value
 
 NAME = "_lsm/ranges/damaged"
 Answers = tuple[list[Record], list[Record | None], list[list[Record]]]
@@ -65,28 +65,6 @@ def writer_file(records: list[Record]) -> bytes:
     return write_sst(records)
 
 
-def rocksdb_file(records: list[Record], path: Path, **opts: Any) -> bytes:
-    table = rocksdict.BlockBasedOptions()
-    table.set_format_version(opts.get("format_version", 5))
-    table.set_checksum_type(opts.get("checksum", rocksdict.ChecksumType.xxh3()))
-    if "index_type" in opts:
-        table.set_index_type(opts["index_type"])
-    if "data_block_index" in opts:
-        table.set_data_block_index_type(opts["data_block_index"])
-    options = rocksdict.Options(raw_mode=True)
-    options.set_block_based_table_factory(table)
-    options.set_compression_type(opts.get("compression", rocksdict.DBCompressionType.snappy()))
-    writer = rocksdict.SstFileWriter(options=options)
-    writer.open(str(path))
-    for rec in records:
-        if rec.value is None:
-            del writer[rec.key]
-        else:
-            writer[rec.key] = encode_value(rec.identity, rec.value)
-    writer.finish()
-    return path.read_bytes()
-
-
 # --- truncation and flipped bytes ------------------------------------------------------------
 
 
@@ -124,7 +102,7 @@ def test_every_flipped_byte_is_detected_or_harmless() -> None:
 
 def test_every_flipped_byte_of_a_format6_file_is_detected(tmp_path: Path) -> None:
     records = sample_records(40, seed=2)
-    data = rocksdb_file(records, tmp_path / "v6.sst", format_version=6)
+    data = rocksdb_sst(records, tmp_path / "v6.sst", format_version=6)
     check_flips(data, records, footer_checked=True)  # format 6 checksums its footer
 
 
@@ -170,7 +148,7 @@ UNSUPPORTED = {
 
 @pytest.mark.parametrize(("opts", "match"), UNSUPPORTED.values(), ids=UNSUPPORTED.keys())
 def test_rocksdb_settings_not_implemented(tmp_path: Path, opts: dict[str, Any], match: str) -> None:
-    data = rocksdb_file(sample_records(200), tmp_path / "u.sst", **opts)
+    data = rocksdb_sst(sample_records(200), tmp_path / "u.sst", **opts)
     with pytest.raises(UnsupportedFormatError, match=match) as info:
         answers(data, sample_records(200))
     assert info.value.name == NAME
@@ -271,7 +249,7 @@ def test_crafted_unsupported_properties(prop: bytes, value: bytes, match: str) -
 
 def test_crafted_merge_entry_is_unsupported(tmp_path: Path) -> None:
     records = sample_records(300)
-    data = rocksdb_file(records, tmp_path / "raw.sst", compression=Z.none())
+    data = rocksdb_sst(records, tmp_path / "raw.sst", compression=Z.none())
     reader = SSTReader(data, NAME)
     offset, size = reader._offsets[1], reader._sizes[1]  # a middle block: read lazily
     key, voff, _ = block_entries(data[offset : offset + size])[0]
