@@ -45,6 +45,7 @@ from lsmstore.objects.addresses import (
 from lsmstore.objects.entry import (
     DEFAULT_CONTENT_TYPE,
     AddressType,
+    BatchEncoder,
     ObjectEntry,
     decode_entry,
     encode_value,
@@ -387,28 +388,46 @@ class ObjectWrites(ObjectReads):
     async def link_many(self, links: Iterable[ObjectLink]) -> None:
         """Register many objects in one batch with one acknowledgement (the
         high-throughput write path).  Every link is checked first: one bad link stages
-        none.  A path given twice keeps its last link."""
+        none.  A path given twice keeps its last link.  Unlike the single-path writes,
+        it looks nothing up, so it records no garbage candidates: data it replaced is
+        found by the GC job's scan for unreferenced ``data/`` objects."""
         repo = self.repository
         ns = namespace(repo)
         max_key = repo.store.config.max_key_bytes
         now = self._now()
+        max_value = repo.store.config.max_value_bytes
         records: list[Record] = []
-        news: list[str | None] = []
+        add = records.append
+        encoders: dict[tuple[int, int, AddressType, str], BatchEncoder] = {}
         for link in links:
-            if not isinstance(link, ObjectLink):
+            if type(link) is not ObjectLink:
                 raise InvalidInputError(f"link_many takes ObjectLinks, not {type(link).__name__}")
             key = check_path(link.path, max_key)
-            entry = self._link_entry(ns, link, now)
-            records.append(self._record(key, entry))
-            news.append(entry.address if entry.address_type is AddressType.RELATIVE else None)
-        if not records:
-            return
-        olds = await asyncio.gather(*(self._previous(r.key) for r in records))
-        await self._w().write_many(records)
-        await self._replaced(
-            [(r.key, old, new) for r, (_, old), new in zip(records, olds, news, strict=True)],
-            "overwritten",
-        )
+            if link.metadata:
+                add(self._record(key, self._link_entry(ns, link, now)))
+                continue
+            # the common case: no metadata, shared fields encoded once per batch
+            address, atype = ns.for_link(link.physical_address)
+            size = check_size(link.size)
+            etag = check_checksum(link.checksum)
+            ct = (
+                DEFAULT_CONTENT_TYPE
+                if link.content_type is None
+                else check_content_type(link.content_type)
+            )
+            secs, nanos = now if link.mtime is None else (check_mtime(link.mtime), 0)
+            shared = (secs, nanos, atype, ct)
+            enc = encoders.get(shared)
+            if enc is None:
+                enc = encoders[shared] = BatchEncoder(secs, nanos, int(atype), ct)
+            identity, data = enc.encode(address, size, etag)
+            if len(data) > max_value:
+                raise InvalidInputError(
+                    f"entry of {key[:64]!r} is {len(data)} bytes, over max_value_bytes"
+                )
+            add(_new_tuple(Record, (key, identity, data)))
+        if records:
+            await self._w().write_many(records)
 
     async def delete_object(self, path: str) -> None:
         """Delete the object at ``path``; ObjectNotFoundError when there is none."""
@@ -425,7 +444,7 @@ class ObjectWrites(ObjectReads):
         keys = list(dict.fromkeys(check_path(p, max_key) for p in paths))
         if not keys:
             return
-        previous = await asyncio.gather(*(self._previous(k) for k in keys))
+        previous = [await self._previous(k) for k in keys]
         await self._w().write_many([Record(k, b"", None) for k in keys])
         await self._replaced(
             [(k, old, None) for k, (_, old) in zip(keys, previous, strict=True)], "deleted"
