@@ -35,7 +35,7 @@ ALLOWED_EXTERNAL_PREFIXES_KEY = "lsmstore.allowed_external_prefixes"
 MAX_ADDRESS_BYTES = 4096
 #: Keys that pass ``check_key`` and need no unquoting: segments of safe characters
 #: that do not start with a dot.
-_PLAIN_KEY = re.compile(r"(?:[A-Za-z0-9_=+-][A-Za-z0-9._=+-]*/)*[A-Za-z0-9_=+-][A-Za-z0-9._=+-]*")
+PLAIN_KEY = re.compile(r"(?:[A-Za-z0-9_=+-][A-Za-z0-9._=+-]*/)*[A-Za-z0-9_=+-][A-Za-z0-9._=+-]*")
 
 
 def parse_allowed_prefixes(value: str | None, scheme: str) -> tuple[str, ...]:
@@ -80,7 +80,7 @@ class Namespace:
         return entry.address
 
     def _key_in_namespace(self, rest: str) -> str:
-        if _PLAIN_KEY.fullmatch(rest):
+        if PLAIN_KEY.fullmatch(rest):
             return rest  # the common case: no escapes, no dot segments, nothing to check
         key = unquote(rest) if self.scheme == "file" else rest
         check_key(key)

@@ -127,6 +127,8 @@ def encode_entry(entry: ObjectEntry) -> bytes:
 def _uvarint(n: int) -> bytes:
     if n < 0x80:
         return _BYTE[n]
+    if n < 0x4000:
+        return bytes(((n & 0x7F) | 0x80, n >> 7))
     out = bytearray()
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)
@@ -163,23 +165,25 @@ class BatchEncoder:
         """``(identity, data)`` of the entry."""
         a = address.encode("utf-8")
         t = etag.encode("utf-8")
+        la = len(a)
+        lt = len(t)
         data = b"".join(
             (
-                b"\x0a" + _uvarint(len(a)) if a else b"",
+                (b"\x0a" + (_BYTE[la] if la < 0x80 else _uvarint(la))) if la else b"",
                 a,
                 self._ts,
-                b"\x18" + _uvarint(size) if size else b"",
-                b"\x22" + _uvarint(len(t)) if t else b"",
+                (b"\x18" + _uvarint(size)) if size else b"",
+                (b"\x22" + (_BYTE[lt] if lt < 0x80 else _uvarint(lt))) if lt else b"",
                 t,
                 self._tail,
             )
         )
-        identity = _sha256(
-            b"".join(
-                (_T_INT64, _pack_q(size), _T_STRING, _T_INT64, _pack_q(len(t)), t, self._id_tail)
-            )
-        ).digest()
+        identity = _sha256(_ID_HEAD(0x0208, size, b"\x01\x02\x08", lt) + t + self._id_tail).digest()
         return identity, data
+
+
+#: ``Int64(size) String-type Int64-type`` then ``len(etag)``: the identity's first bytes.
+_ID_HEAD = struct.Struct(">Hq3sq").pack
 
 
 def encode_value(entry: ObjectEntry) -> tuple[bytes, bytes]:
