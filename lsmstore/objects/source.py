@@ -43,10 +43,10 @@ class Source:
             self._kind = "bytes"
         elif isinstance(data, str | os.PathLike):
             self._kind = "path"
-        elif callable(getattr(data, "read", None)):
-            self._kind = "file"
         elif isinstance(data, AsyncIterable):
             self._kind = "aiter"
+        elif callable(getattr(data, "read", None)):
+            self._kind = "file"
         else:
             raise InvalidInputError(
                 "upload data must be bytes, a file path, a binary file object or an async "
