@@ -241,6 +241,7 @@ async def test_link_checks_addresses_and_sizes(env: Env) -> None:
         base + "/data/../../escape",
         base + "/data//x",
         base + "/_lsm/commits/abc",  # the service's own files
+        base + "/data/nested/_lsm/commits/abc",  # ... of a repository nested inside
         base + "-sibling/data/x",
         "http://example.com/data/x",
         base.replace(base.split("://")[0], "gs", 1) + "/data/x",
@@ -307,6 +308,7 @@ async def test_link_many(env: Env) -> None:
     for bad in (
         ObjectLink("b", f"{base}/data/../_lsm/x", 1, "e"),
         ObjectLink("b", f"{base}/data/a/../../x", 1, "e"),
+        ObjectLink("b", f"{base}/data/n/_lsm/ranges/r", 1, "e"),
         ObjectLink("b", f"{base}/data/ok", -1, "e"),
         ObjectLink("b", f"{base}/data/ok", True, "e"),
         ObjectLink("b", f"{base}/data/ok", 1, ""),

@@ -76,6 +76,7 @@ if TYPE_CHECKING:
     from lsmstore.staging.writer import BranchWriter
 
 _new_tuple = tuple.__new__
+_LSM = f"/{layout.PREFIX}/"
 #: Checksums that need no stripping or checking: MD5 hex, S3 multipart ETags, ...
 _PLAIN_ETAG = re.compile(r"[0-9A-Za-z_.:+/=-]{1,1024}")
 
@@ -457,6 +458,7 @@ class ObjectWrites(ObjectReads):
                 and type(addr) is str
                 and addr.startswith(data_base)
                 and plain_key(addr, plain_at)
+                and _LSM not in addr
                 and type(size) is int
                 and 0 <= size <= MAX_SIZE
                 and type(etag) is str
