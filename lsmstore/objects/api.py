@@ -317,7 +317,11 @@ class ObjectWrites(ObjectReads):
             if if_absent and exists:
                 raise ObjectExistsError(path)
             data_key = layout.data_key(new_file_id(repo.store.clock))
-            await repo.objects.put_stream(data_key, source, PutMode.CREATE)
+            payload = source.small()
+            if payload is not None:  # one put: fewer worker-thread hops than a stream
+                await repo.objects.put(data_key, payload, PutMode.CREATE)
+            else:
+                await repo.objects.put_stream(data_key, source, PutMode.CREATE)
             secs, nanos = self._now()
             entry = ObjectEntry(
                 data_key, AddressType.RELATIVE, source.size, source.md5hex, secs, nanos, ct, md
