@@ -1,6 +1,8 @@
 """Where things live inside a storage namespace (DESIGN.md, "Layout on the object store").
 
 Everything under ``_lsm/`` is immutable once written; nothing is overwritten.
+Objects' data (docs/objects.md) lives under ``data/<id>`` (unique, never reused);
+records of uncommitted data that may be garbage under ``_lsm/gc-data/`` (docs/format.md).
 """
 
 from __future__ import annotations
