@@ -175,6 +175,9 @@ async def test_wrong_types_raise_typed_errors(
         lambda: store.list_repositories(after=b"a"),
         lambda: repo.list_branches(after=5),
         lambda: repo.list_tags(prefix=None),
+        lambda: repo.list_branches(prefix="\udc80"),
+        lambda: repo.list_branches(after="\udc80"),
+        lambda: store.list_repositories(after="\udc80"),
         lambda: main.stage_sst(3.5),
     ]
     for call in calls:
