@@ -42,3 +42,12 @@ def staging_key(branch: str, level: Level, file_id: str, suffix: str = ".sst") -
     """
     b, lv, fid = locate_entry(branch, level, file_id)
     return f"{staging_prefix(b)}{lv}/{check_file_id(fid)}{suffix}"
+
+
+def data_key(object_id: str) -> str:
+    """An object's data written by an upload: ``data/<id>`` (unique, never reused)."""
+    return DATA + check_file_id(object_id)
+
+
+#: Uncommitted object data that was overwritten or deleted (lsmstore.objects.garbage).
+DATA_GC = f"{PREFIX}/gc-data/"
