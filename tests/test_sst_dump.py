@@ -16,7 +16,7 @@ import pytest
 
 from lsmstore.graveler.record import Record, tombstone
 from lsmstore.graveler.sst_reader import SSTReader
-from lsmstore.graveler.sst_writer import RANGE, write_committed_sst, write_sst
+from lsmstore.graveler.sst_writer import METARANGE, RANGE, write_committed_sst, write_sst
 from lsmstore.graveler.value import encode_value
 
 ENTRY = re.compile(r"^'([0-9A-F]*)' seq:(\d+), type:(\d+) => ([0-9A-F]*)$")
@@ -109,14 +109,15 @@ def sst_dump_properties(path: Path) -> str:
     return sst_dump(path, "--show_properties")
 
 
+@pytest.mark.parametrize("kind", [RANGE, METARANGE])
 @pytest.mark.parametrize("records", COMMITTED.values(), ids=COMMITTED.keys())
-def test_sst_dump_reads_committed_files(tmp_path: Path, records: list[Record]) -> None:
-    data = write_committed_sst(records, RANGE)
+def test_sst_dump_reads_committed_files(tmp_path: Path, records: list[Record], kind: str) -> None:
+    data = write_committed_sst(records, kind)
     path = tmp_path / "range.sst"
     path.write_bytes(data)
     assert sst_dump_scan(path) == expected_entries(records)
     shown = sst_dump_properties(path)
     # RocksDB shows the user properties lakeFS writes, hex-encoded
-    assert f"# type: 0x{b'ranges'.hex().upper()}" in shown
+    assert f"# type: 0x{kind.encode().hex().upper()}" in shown
     assert f"# min_key: 0x{records[0].key.hex().upper()}" in shown
     assert f"# count: 0x{str(len(records)).encode().hex().upper()}" in shown
