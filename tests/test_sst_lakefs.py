@@ -25,6 +25,7 @@ from helpers.lakefs_sst import (
     read_table,
 )
 from helpers.rocksdb_files import rocksdb_sst
+from helpers.sst_dump import sst_dump_scan
 
 from lsmstore import layout
 from lsmstore.errors import CorruptFileError, InvalidInputError
@@ -58,12 +59,16 @@ def records(n: int, seed: int = 1) -> list[Record]:
     return out
 
 
-async def test_every_committed_file_of_a_tree_is_lakefs_readable() -> None:
+async def test_every_committed_file_of_a_tree_is_lakefs_readable(tmp_path: Path) -> None:
     store = MemoryStore()
     recs = records(3000)
     policy = RangePolicy(min_bytes=20_000, max_bytes=80_000, raggedness=7)
     tree_id = await write_tree(store, recs, policy)
     objects = {m.key: await store.get(m.key) async for m in store.list(layout.RANGES)}
+    for i, data in enumerate(objects.values()):  # RocksDB reads and verifies each one too
+        path = tmp_path / f"{i}.sst"
+        path.write_bytes(data)
+        assert len(sst_dump_scan(path)) == SSTReader(data, str(path)).num_entries
     metarange = read_table(objects.pop(layout.range_key(tree_id)))
     assert len(objects) == len(metarange.entries) > 5  # the ranges the metarange lists
 

@@ -650,17 +650,21 @@ class SSTReader:
 
     # blocks --------------------------------------------------------------------------
 
+    def _verify_checksum(self, offset: int, end: int, what: str) -> None:
+        """The trailer's checksum of the block ``[offset, end)`` matches its contents."""
+        stored = _u32(self._data, end + 1)[0]
+        if self._base_context:
+            stored = (stored - _context_modifier(self._base_context, offset)) & _MASK32
+        if self._checksum(self._view[offset : end + 1]) != stored:
+            raise _Bad(f"{what} block at offset {offset}: checksum mismatch")
+
     def _read_block(self, offset: int, size: int, what: str) -> bytes:
         """Verified, decompressed contents of the block at ``offset``."""
         end = offset + size
         if end + BLOCK_TRAILER_SIZE > self._data_end:
             raise _Bad(f"{what} block handle ({offset}, {size}) is outside the file")
+        self._verify_checksum(offset, end, what)
         data = self._data
-        stored = _u32(data, end + 1)[0]
-        if self._base_context:
-            stored = (stored - _context_modifier(self._base_context, offset)) & _MASK32
-        if self._checksum(self._view[offset : end + 1]) != stored:
-            raise _Bad(f"{what} block at offset {offset}: checksum mismatch")
         kind = data[end]
         if kind == 0:
             return data[offset:end]
