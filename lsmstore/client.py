@@ -20,8 +20,10 @@ Consistency: a read on a branch sees every write acknowledged before it began, f
 any process; reads through a :class:`Ref` of a commit or tag are immutable.
 
 Errors are :mod:`lsmstore.errors` types (re-exported by ``lsmstore``): a missing key
-raises NotFoundError (a KeyError); bad keys/values InvalidInputError or
-EntryTooLargeError (ValueErrors) before anything is staged.
+raises NotFoundError (a KeyError); a bad key InvalidKeyError, a value over its bound
+EntryTooLargeError, any other bad argument InvalidInputError (all ValueErrors), before
+anything is staged.  Arguments are checked at method entry with :mod:`lsmstore.validate`;
+``None`` is the only "not given" (an empty name is invalid, never the default).
 """
 
 from __future__ import annotations

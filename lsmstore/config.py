@@ -342,13 +342,15 @@ def _validated(cfg: Config) -> Config:
 
 def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The settings of a TOML file (top-level keys, or an ``[lsmstore]`` table)."""
-    p = Path(path).expanduser()
+    p = validate.check_path(path, "config file").expanduser()
     try:
         with p.open("rb") as f:
             data = tomllib.load(f)
     except FileNotFoundError as e:
         raise InvalidInputError(f"config file {p} does not exist") from e
-    except tomllib.TOMLDecodeError as e:
+    except OSError as e:
+        raise InvalidInputError(f"config file {p} cannot be read: {e.strerror or e}") from e
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise InvalidInputError(f"config file {p}: {e}") from e
     if set(data) == {"lsmstore"} and isinstance(data["lsmstore"], dict):
         data = data["lsmstore"]
@@ -388,8 +390,8 @@ def load_config(
     """
     env = os.environ if environ is None else environ
     merged: dict[str, Any] = {}
-    path = config if config is not None else env.get("LSMSTORE_CONFIG")
-    if path:
+    path = config if config is not None else env.get("LSMSTORE_CONFIG") or None
+    if path is not None:  # config="" is a bad path; an empty $LSMSTORE_CONFIG is unset
         merged.update(read_config_file(path))
     merged.update(env_settings(env))
     if refstore is not None:

@@ -379,6 +379,41 @@ def config(name: str, value: Any, via_env: bool) -> None:
             assert got == value
 
 
+toml_values = st.one_of(
+    st.integers(-5, 10**6).map(str),
+    st.floats(allow_nan=True, allow_infinity=True).map(
+        lambda f: (
+            "nan" if math.isnan(f) else ("inf" if f > 0 else "-inf") if math.isinf(f) else repr(f)
+        )
+    ),
+    st.text(max_size=10).map(json.dumps),
+    st.sampled_from(["true", "[1, 2]", "{a = 1}", "1979-05-27T07:32:00Z", '"64MiB"', '""']),
+)
+config_files = st.one_of(
+    st.builds(
+        lambda pairs, table: (
+            ("[lsmstore]\n" if table else "") + "".join(f"{k} = {v}\n" for k, v in pairs)
+        ),
+        st.lists(st.tuples(st.sampled_from([*sorted(_FIELDS), "nope"]), toml_values), max_size=3),
+        st.booleans(),
+    ).map(lambda text: text.encode("utf-8", "surrogatepass")),
+    st.binary(max_size=40),
+)
+
+
+@_settings(100)
+@given(content=config_files, path=st.one_of(st.none(), texts, junk))
+def config_files_(content: bytes, path: Any) -> None:
+    f = FUZZ.tmp / "fuzz.toml"
+    f.write_bytes(content)
+    env = {"LSMSTORE_HOME": str(FUZZ.tmp / "home")}
+    ok, cfg = FUZZ.attempt("config", lambda: load_config(config=f, environ=env))
+    if ok:
+        assert cfg == Config(**{n: getattr(cfg, n) for n in _FIELDS})
+    if path is not None and not (isinstance(path, str) and path.startswith(("/", "~"))):
+        FUZZ.attempt("config", lambda: load_config(config=path, environ=env))
+
+
 path_texts = st.text(
     alphabet=st.characters(codec="utf-8", exclude_characters="%?#"), min_size=1, max_size=20
 )
@@ -561,6 +596,7 @@ TARGETS: dict[str, Callable[[], None]] = {
     "refs": refs,
     "commits": commits,
     "config": config,
+    "config_files": config_files_,
     "urls": urls,
     "stage_sst": stage_sst,
 }
