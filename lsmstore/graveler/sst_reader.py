@@ -1,5 +1,6 @@
 """Read an SST written by :func:`~lsmstore.graveler.sst_writer.write_sst` (or lakeFS/Pebble,
-or RocksDB with compatible settings) from its bytes, in pure Python.
+or RocksDB with compatible settings) from its bytes, in Python (checksums and
+decompression by native libraries).
 
 The byte layout is specified in docs/format.md.  Opening parses and verifies the footer,
 metaindex, properties and index blocks, and decodes the first and last data blocks (for
