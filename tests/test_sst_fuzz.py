@@ -17,6 +17,8 @@ import rocksdict
 from helpers.crafted_sst import Parts, build
 from helpers.rocksdb_files import rocksdb_sst
 
+from lsmstore.graveler.metarange import write_metarange
+from lsmstore.graveler.ranges import RangeInfo
 from lsmstore.graveler.record import Record, tombstone
 from lsmstore.graveler.sst_writer import RANGE, write_committed_sst, write_sst
 
@@ -37,7 +39,9 @@ def seed_files(tmp: Path) -> list[bytes]:
         {"format_version": 2, "checksum": rocksdict.ChecksumType.crc32c(), "block_size": 256},
         {"format_version": 3, "index_restart_interval": 4, "block_size": 128},
     ]
+    ranges = [RangeInfo(f"{i:064x}", b"k%da" % i, b"k%dz" % i, i + 1, 50) for i in range(5)]
     return [
+        write_metarange(ranges)[1],
         write_committed_sst(recs, RANGE),
         write_sst(mixed),
         build(Parts()),

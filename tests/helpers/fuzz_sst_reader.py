@@ -1,7 +1,8 @@
 """Coverage-guided fuzzing of the SST reader with atheris (libFuzzer).
 
 Run as a script: ``python tests/helpers/fuzz_sst_reader.py [libFuzzer flags] CORPUS_DIR``.
-Every input is read in full (open, scan, a few gets and seeks).  The first byte picks
+Every input is read in full (open, scan, a few gets and seeks), and each entry decoded
+as a metarange entry.  The first byte picks
 the reader: even, the production reader; odd, the same reader with block checksums not
 verified, so mutations reach the block, index and property decoders instead of stopping
 at a checksum.  Anything but success or CorruptFileError (UnsupportedFormatError is one)
@@ -19,9 +20,15 @@ import atheris
 
 # Only the reader's own modules are instrumented (lsmstore's package import pulls in much
 # more); they are first imported here, inside the hook.
-_TARGETS = ["lsmstore.graveler.sst_reader", "lsmstore.graveler.value", "lsmstore.graveler.record"]
+_TARGETS = [
+    "lsmstore.graveler.sst_reader",
+    "lsmstore.graveler.value",
+    "lsmstore.graveler.record",
+    "lsmstore.graveler.metarange",
+]
 with atheris.instrument_imports(include=_TARGETS):
     from lsmstore.errors import CorruptFileError
+    from lsmstore.graveler.metarange import decode_range_entry
     from lsmstore.graveler.sst_reader import SSTReader
 
 
@@ -40,8 +47,11 @@ def read_everything(data: bytes) -> None:
     cls = UncheckedReader if data[0] & 1 else SSTReader
     try:
         reader = cls(data[1:], "fuzz.sst", block_cache_size=2)
-        for _ in reader:
-            pass
+        for record in reader:
+            try:  # every entry as a metarange entry too (RangeData protobuf decoding)
+                decode_range_entry(record, "fuzz.sst")
+            except CorruptFileError:
+                pass
         for key in (b"", reader.first_key, reader.last_key, b"m", b"\xff" * 4):
             reader.get(key)
             list(islice(reader.seek(key), 3))
