@@ -166,7 +166,8 @@ good_names = st.text(
     min_size=1,
     max_size=16,
 )
-names = st.one_of(good_names, good_names, texts, junk)
+repo_names = st.from_regex(r"[a-z0-9][a-z0-9_-]{0,10}", fullmatch=True)
+names = st.one_of(good_names, good_names, repo_names, texts, junk)
 metadata = st.one_of(
     st.none(),
     st.dictionaries(good_names, st.text(max_size=8), max_size=3),
@@ -292,6 +293,16 @@ def refs(name: Any, source: Any, other: Any, limit: Any) -> None:
     FUZZ.attempt("refs", lambda: repo.diff_uncommitted(source))
     FUZZ.attempt("refs", lambda: repo.list_branches(prefix=other, after=source, limit=limit))
     FUZZ.attempt("refs", lambda: FUZZ.store.get_repository(name))
+    ok, made = FUZZ.attempt(
+        "refs",
+        lambda: FUZZ.store.create_repository(
+            name, storage_namespace=f"mem://fuzz-{FUZZ.serial}", default_branch=other
+        ),
+    )
+    if ok:
+        assert made.name == name and made.default_branch == other
+        assert FUZZ.run(made.branch().head()).base  # on its initial commit
+        FUZZ.run(FUZZ.store.delete_repository(name))
     FUZZ.attempt("refs", lambda: FUZZ.store.list_repositories(after=source, limit=limit))
 
 
