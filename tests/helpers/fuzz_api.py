@@ -162,12 +162,17 @@ values = st.one_of(good_values, good_values, good_values, st.binary(max_size=MAX
 good_ids = st.binary(min_size=1, max_size=255)
 identities = st.one_of(st.none(), st.none(), st.binary(min_size=1, max_size=255), junk)
 good_names = st.text(
+    alphabet=st.characters(categories=["L", "N"], include_characters="-_"),
+    min_size=1,
+    max_size=16,
+).filter(lambda n: not n.startswith("-"))
+odd_names = st.text(
     alphabet=st.characters(codec="utf-8", exclude_characters="/~^:?*[\\@"),
     min_size=1,
     max_size=16,
 )
 repo_names = st.from_regex(r"[a-z0-9][a-z0-9_-]{0,10}", fullmatch=True)
-names = st.one_of(good_names, good_names, repo_names, texts, junk)
+names = st.one_of(good_names, good_names, repo_names, odd_names, texts, junk)
 metadata = st.one_of(
     st.none(),
     st.dictionaries(good_names, st.text(max_size=8), max_size=3),
@@ -306,19 +311,41 @@ def refs(name: Any, source: Any, other: Any, limit: Any) -> None:
     FUZZ.attempt("refs", lambda: FUZZ.store.list_repositories(after=source, limit=limit))
 
 
-@_settings(60)
-@given(
-    message=st.one_of(texts, texts, junk),
-    committer=st.one_of(st.none(), st.none(), names),
-    meta=st.one_of(
-        st.none(), st.dictionaries(good_names, st.text(max_size=8), max_size=3), metadata
-    ),
-    allow_empty=st.one_of(st.booleans(), st.booleans(), junk),
-    strategy=st.one_of(st.none(), st.sampled_from(["source-wins", "dest-wins", "", "x"]), junk),
-    parent=st.one_of(st.just(1), st.integers(-1, 3), junk),
-    into=st.one_of(st.none(), st.none(), names),
+_commit_any = st.fixed_dictionaries(
+    {
+        "message": st.one_of(texts, texts, junk),
+        "committer": st.one_of(st.none(), st.none(), names),
+        "meta": st.one_of(
+            st.none(), st.dictionaries(good_names, st.text(max_size=8), max_size=3), metadata
+        ),
+        "allow_empty": st.one_of(st.booleans(), st.booleans(), junk),
+        "strategy": st.one_of(
+            st.none(), st.sampled_from(["source-wins", "dest-wins", "", "x"]), junk
+        ),
+        "parent": st.one_of(st.just(1), st.integers(-1, 3), junk),
+        "into": st.one_of(st.none(), st.none(), names),
+    }
 )
-def commits(
+_commit_sane = st.fixed_dictionaries(
+    {
+        "message": st.text(max_size=20),
+        "committer": st.one_of(st.none(), good_names),
+        "meta": st.one_of(st.none(), st.dictionaries(good_names, st.text(max_size=8), max_size=3)),
+        "allow_empty": st.booleans(),
+        "strategy": st.sampled_from([None, "source-wins", "dest-wins"]),
+        "parent": st.just(1),
+        "into": st.none(),
+    }
+)
+
+
+@_settings(60)
+@given(args=st.one_of(_commit_sane, _commit_any))
+def commits(args: dict[str, Any]) -> None:
+    _commits(**args)
+
+
+def _commits(
     message: Any,
     committer: Any,
     meta: Any,
