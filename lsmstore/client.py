@@ -56,6 +56,8 @@ from lsmstore.graveler.merge import Strategy
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID
 from lsmstore.graveler.record import Record
 from lsmstore.graveler.source import CachedSource, RangeSource
+from lsmstore.objects.addresses import ALLOWED_EXTERNAL_PREFIXES_KEY, parse_allowed_prefixes
+from lsmstore.objects.api import ObjectReads, ObjectWrites
 from lsmstore.refstore.base import Ref as RefValue
 from lsmstore.refstore.base import RefStore
 from lsmstore.refstore.base import Repository as RepositoryInfo
@@ -184,17 +186,30 @@ class Store:
     # --- repositories ------------------------------------------------------------------
 
     async def create_repository(
-        self, name: str, *, storage_namespace: str, default_branch: str = "main"
+        self,
+        name: str,
+        *,
+        storage_namespace: str,
+        default_branch: str = "main",
+        metadata: Mapping[str, str] | None = None,
     ) -> Repository:
         """Record a repository and create its default branch on an initial empty commit.
 
-        RefExistsError if the name is taken; InvalidNameError/InvalidURLError for bad
-        names or namespaces (checked before anything is written).
+        ``metadata`` is kept with the repository; the key
+        ``lsmstore.allowed_external_prefixes`` lists URI prefixes outside the storage
+        namespace that ``Branch.link`` may point at (docs/client.md, "Objects API").
+        RefExistsError if the name is taken; InvalidNameError/InvalidURLError/
+        InvalidInputError for bad names, namespaces or metadata (checked before
+        anything is written).
         """
         self._check_open()
         check_repository_name(name)
         check_ref_name(default_branch)
         validate.check_url_text(storage_namespace, "storage namespace", InvalidURLError)
+        md = validate.check_metadata(metadata, "repository metadata")
+        parse_allowed_prefixes(
+            md.get(ALLOWED_EXTERNAL_PREFIXES_KEY), storage_namespace.partition("://")[0].lower()
+        )
         objects = self.objects(storage_namespace)
         created = self.clock()
         commit = Commit(
@@ -207,7 +222,9 @@ class Store:
             generation=1,
         )
         commit_id = await write_commit(objects, commit)
-        info = RepositoryInfo(name, storage_namespace, default_branch, created_at=created)
+        info = RepositoryInfo(
+            name, storage_namespace, default_branch, created_at=created, metadata=md
+        )
         try:
             await self.refstore.create_repository(info)
         except RefExistsError:
@@ -632,8 +649,9 @@ def _encode_opt(value: str | bytes | None, what: str) -> bytes | None:
     raise InvalidInputError(f"list {what} must be str or bytes, not {type(value).__name__}")
 
 
-class _Reads:
-    """Reads shared by Branch and Ref: ``get``, ``exists``, ``stat``, ``list``.
+class _Reads(ObjectReads):
+    """Reads shared by Branch and Ref: ``get``, ``exists``, ``stat``, ``list``, and the
+    object reads ``stat_object``, ``open``, ``list_objects``.
 
     A key a write would refuse (empty, over ``max_key_bytes``, not str/bytes) raises
     InvalidKeyError on reads too."""
@@ -690,8 +708,9 @@ class _Reads:
         )
 
 
-class Branch(_Reads):
-    """Reads and writes of one branch. Cheap to create; all handles share one writer."""
+class Branch(_Reads, ObjectWrites):
+    """Reads and writes of one branch (raw values and objects). Cheap to create; all
+    handles share one writer."""
 
     def __init__(self, repository: Repository, name: str) -> None:
         self.repository = repository

@@ -12,7 +12,8 @@ S3 options (query parameters override keyword arguments of the same name):
 ``region``, ``path_style`` (``true``/``false``: path-style addressing),
 ``max_attempts`` (total attempts per request, default 5), ``connect_timeout`` and
 ``read_timeout`` (seconds, default 5 and 30), ``max_pool_connections`` (default 64),
-``page_size`` (keys per ListObjectsV2 page, 1..1000).  ``file`` and ``mem`` take no
+``page_size`` (keys per ListObjectsV2 page, 1..1000), ``part_size`` (bytes per part of
+a streamed upload, default 8 MiB, at least 5 MiB).  ``file`` and ``mem`` take no
 options.  Anything else -- another scheme, a relative path, an unknown option, a value
 of the wrong type -- raises :class:`InvalidURLError` naming it.
 """
@@ -62,6 +63,7 @@ S3_OPTIONS: dict[str, Callable[[Any], Any]] = {
     "read_timeout": float,
     "max_pool_connections": int,
     "page_size": int,
+    "part_size": int,
 }
 
 
