@@ -519,6 +519,122 @@ def urls(url: Any, name: str) -> None:
         FUZZ.run(FUZZ.store.delete_repository(name))
 
 
+# --- objects (upload, link, stat, open, list, delete, copy) -----------------------------
+
+object_paths = st.one_of(
+    st.text(
+        alphabet=st.characters(categories=["L", "N"], include_characters="/._-"),
+        min_size=1,
+        max_size=30,
+    ),
+    st.text(
+        alphabet=st.characters(categories=["L", "N"], include_characters="/._-"),
+        min_size=1,
+        max_size=30,
+    ),
+    texts,
+    junk,
+)
+content_types = st.one_of(
+    st.none(), st.sampled_from(["text/plain", "application/json"]), texts, junk
+)
+checksums = st.one_of(st.from_regex(r"[0-9a-f]{32}", fullmatch=True), texts, junk)
+sizes = st.one_of(st.integers(0, 100), st.integers(-5, 2**64), junk)
+mtimes = st.one_of(st.none(), st.integers(0, 2**40), junk)
+
+
+async def _read_all(reader: Any) -> bytes:
+    try:
+        return bytes(await reader.read())
+    finally:
+        await reader.aclose()
+
+
+@_settings(120)
+@given(
+    path=object_paths,
+    other=object_paths,
+    data=st.one_of(st.binary(max_size=300), st.binary(max_size=300), junk, texts, st.just("file1")),
+    content_type=content_types,
+    meta=st.one_of(
+        st.none(), st.dictionaries(good_names, st.text(max_size=8), max_size=3), metadata
+    ),
+    if_absent=st.one_of(st.booleans(), junk),
+    size=sizes,
+    checksum=checksums,
+    mtime=mtimes,
+    address=st.one_of(st.none(), texts, junk),
+    prefix=st.one_of(st.just(""), object_paths),
+    amount=st.one_of(st.none(), st.integers(-1, 5), junk),
+)
+def objects(
+    path: Any,
+    other: Any,
+    data: Any,
+    content_type: Any,
+    meta: Any,
+    if_absent: Any,
+    size: Any,
+    checksum: Any,
+    mtime: Any,
+    address: Any,
+    prefix: Any,
+    amount: Any,
+) -> None:
+    b = FUZZ.repo.branch("dev")
+    expected = data
+    if isinstance(data, str):  # a file to upload: only ever one under the scratch directory
+        if ".." in data:
+            return
+        (FUZZ.tmp / "up-file1").write_bytes(b"file contents")
+        expected = b"file contents" if data == "file1" else None
+        data = f"{FUZZ.tmp}/up-{data}"
+    ok, _ = FUZZ.attempt(
+        "objects",
+        lambda: b.upload(path, data, content_type=content_type, metadata=meta, if_absent=if_absent),
+    )
+    if ok:
+        got = FUZZ.run(b.stat_object(path))
+        assert got.size == len(expected) and got.metadata == dict(meta or {})
+        if content_type is not None:
+            assert got.content_type == content_type
+        assert FUZZ.run(_read_all(FUZZ.run(b.open(path)))) == bytes(expected)
+    ok, _ = FUZZ.attempt(
+        "objects",
+        lambda: b.link(
+            other,
+            b.new_physical_address() if address is None else address,
+            size=size,
+            checksum=checksum,
+            content_type=content_type,
+            metadata=meta,
+            mtime=mtime,
+        ),
+    )
+    if ok:
+        got = FUZZ.run(b.stat_object(other))
+        assert got.size == size and got.metadata == dict(meta or {})
+    FUZZ.attempt(
+        "objects",
+        lambda: b.link_many(
+            [
+                lsmstore.ObjectLink(
+                    other, b.new_physical_address(), size, checksum, content_type, meta, mtime
+                )
+            ]
+        ),
+    )
+    FUZZ.attempt("objects", lambda: b.link_many(data))
+    FUZZ.attempt("objects", lambda: b.copy_object(path, other, src_ref=address))
+    FUZZ.attempt(
+        "objects", lambda: b.list_objects(prefix, delimiter="/", after=address, amount=amount)
+    )
+    FUZZ.attempt("objects", lambda: FUZZ.repo.ref("main").list_objects(prefix, amount=amount))
+    FUZZ.attempt("objects", lambda: b.delete_objects([path, other]))
+    FUZZ.attempt("objects", lambda: b.delete_objects(data))
+    FUZZ.attempt("objects", lambda: b.delete_object(path))
+
+
 # --- SSTs: checksum-valid, malformed -----------------------------------------------------
 
 record_lists = st.lists(
@@ -636,6 +752,7 @@ TARGETS: dict[str, Callable[[], None]] = {
     "config": config,
     "config_files": config_files_,
     "urls": urls,
+    "objects": objects,
     "stage_sst": stage_sst,
 }
 
