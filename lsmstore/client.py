@@ -158,6 +158,10 @@ class Store:
         """``refstore``, ``cache`` and ``open_objects`` (storage namespace URL -> store)
         replace the parts the configuration would open; tests use them to inject
         faults."""
+        if not isinstance(config, Config):
+            raise InvalidInputError(
+                f"Store needs a Config (lsmstore.load_config), not {type(config).__name__}"
+            )
         self.config = config
         self.refstore: RefStore = refstore or open_refstore(config.refstore_url)
         self.cache: FileCacheLike = cache or _file_cache(config)

@@ -173,6 +173,8 @@ class Config:
         return Path(self.cache_dir).expanduser() if self.cache_dir else self.home / "cache"
 
     def __post_init__(self) -> None:
+        if isinstance(self.home, str):  # Config(home="/data/lsm") means the path
+            object.__setattr__(self, "home", Path(self.home))
         _validated(self)  # a Config is never invalid, however it was built
 
     def replace(self, **changes: Any) -> Config:

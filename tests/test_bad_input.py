@@ -270,6 +270,22 @@ async def test_an_unusable_cache_directory_costs_only_the_disk_tier(tmp_path: Pa
         assert await repo.ref(c.id).get("k") == b"v"
 
 
+async def test_object_calls_with_wrong_shapes_and_paths(repo: lsmstore.Repository) -> None:
+    main = repo.branch()
+    before = await main.head()
+    for call in (
+        lambda: main.link_many(None),  # type: ignore[arg-type]
+        lambda: main.link_many("abc"),  # type: ignore[arg-type]
+        lambda: main.delete_objects(None),  # type: ignore[arg-type]
+        lambda: main.delete_objects("abc"),  # would delete objects "a", "b" and "c"
+        lambda: main.upload("p", "/tmp/a\0b"),
+        lambda: main.upload("p", ""),
+    ):
+        with pytest.raises(lsmstore.InvalidInputError):
+            await call()
+    assert await main.head() == before
+
+
 async def test_stage_sst_path_with_nul(repo: lsmstore.Repository) -> None:
     with pytest.raises(lsmstore.InvalidInputError):
         await repo.branch().stage_sst("/tmp/a\0b")

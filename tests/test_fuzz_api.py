@@ -1,12 +1,13 @@
 """Property-based fuzzing of every public entry point (tests/helpers/fuzz_api.py): the
-client API, the configuration, storage-namespace and RefStore URLs, and SSTs built to
-be checksum-valid but malformed, staged through ``Branch.stage_sst``.
+client API (keys and values, objects, refs, commits and merges), the configuration,
+storage-namespace and RefStore URLs, and SSTs built to be checksum-valid but malformed,
+staged through ``Branch.stage_sst``.
 
 Each family runs in a child process with a memory limit (an allocation a malformed
 input could provoke fails there, as a MemoryError the property reports, instead of
 exhausting the machine) and a hang guard (each call has its own bound inside; the
 child as a whole is killed past :data:`CHILD_LIMIT_S`).  Inputs are derandomized: CI
-runs the same ~1,200 of them every time.  Every input must be accepted and read back
+runs the same ~1,400 of them every time.  Every input must be accepted and read back
 exactly, or rejected with an LsmError; each family must see both outcomes, so that a
 strategy producing only junk (or only valid input) cannot pass unnoticed.
 
@@ -39,6 +40,7 @@ TARGETS = [
     "config",
     "config_files",
     "urls",
+    "objects",
     "stage_sst",
 ]
 
