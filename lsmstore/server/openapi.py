@@ -75,6 +75,8 @@ def operation(route: Route) -> dict[str, Any]:
     op["responses"] = responses
     if route.permission is None:
         op["security"] = []
+    else:
+        op["x-lsmstore-permission"] = route.permission
     return op
 
 
