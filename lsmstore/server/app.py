@@ -155,7 +155,8 @@ class App:
             headers.append((k.lower().encode("latin-1"), v.encode("latin-1")))
         body = response.body
         if isinstance(body, bytes):
-            if "content-length" not in response.headers and response.status not in (204, 304):
+            has_length = any(k.lower() == "content-length" for k in response.headers)
+            if not has_length and response.status not in (204, 304):
                 headers.append((b"content-length", str(len(body)).encode()))
             await send({"type": "http.response.start", "status": response.status,
                         "headers": headers})  # fmt: skip

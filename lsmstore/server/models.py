@@ -6,8 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from lsmstore.client import Repository
+from lsmstore.errors import LsmError
 from lsmstore.graveler.commit import Commit
 from lsmstore.graveler.diff import Change
+from lsmstore.objects.entry import decode_entry
 
 #: What ``version_config.version`` says: numeric (lakefs-spec parses it), >= 1.3.1.
 LAKEFS_VERSION = "1.70.0"
@@ -48,6 +50,12 @@ _DIFF_TYPE = {"added": "added", "removed": "removed", "changed": "changed"}
 def diff(change: Change) -> dict[str, Any]:
     path = change.key.decode("utf-8", "surrogateescape")
     out: dict[str, Any] = {"type": _DIFF_TYPE[change.kind], "path": path, "path_type": "object"}
+    rec = change.right if change.right is not None else change.left
+    if rec is not None and rec.value:
+        try:
+            out["size_bytes"] = decode_entry(rec.value, path).size
+        except LsmError:  # a raw value written with put(), not an object entry
+            out["size_bytes"] = len(rec.value)
     return out
 
 
