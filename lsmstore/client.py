@@ -42,6 +42,7 @@ from lsmstore.cache import FileCache
 from lsmstore.config import Config, load_config
 from lsmstore.errors import (
     ClosedError,
+    ConflictError,
     InvalidInputError,
     NotFoundError,
     RefExistsError,
@@ -783,6 +784,46 @@ class Branch(_Reads):
         w = self._store._writers.get((self.repository.name, self.name))
         if w is not None:
             await w.flush()
+
+    async def reset(self) -> RefValue:
+        """Drop the branch's uncommitted changes (lakectl ``branch reset``): every write
+        acknowledged before this call is discarded; the branch reads as its last commit.
+
+        One compare-and-swap of the ref (the committer's swap onto the same base), retried
+        when compaction moved the staging lists meanwhile; writes acknowledged while it
+        runs may be dropped too.  The dropped files become garbage.  Returns the new ref.
+        """
+        from compactor.garbage import StagedFile, record_garbage
+
+        await self.flush()
+        refstore, repo = self.repository.refstore, self.repository.name
+        ref = await refstore.get_ref(repo, self.name)
+        if not ref.is_branch:
+            raise InvalidInputError(f"{repo}/{self.name} is a tag, not a branch")
+        for _ in range(self._config.commit_max_attempts * 10):
+            if not ref.l1 and not ref.l2:
+                return ref
+            try:
+                new = await refstore.swap_committed(
+                    repo, self.name, base=ref.base, l2_old=ref.l2, l1_prefix=ref.l1,
+                    new_base=ref.base,
+                )  # fmt: skip
+            except ConflictError:
+                ref = await refstore.get_ref(repo, self.name)  # compaction moved L1/L2
+                continue
+            dropped: list[StagedFile] = [("L1", f) for f in ref.l1]
+            dropped += [("L2", f) for f in ref.l2]
+            try:
+                await record_garbage(
+                    self.repository.objects, repo, self.name, dropped,
+                    grace_s=self._config.compaction_grace_s, reason="branch reset",
+                    clock=self._store.clock,
+                )  # fmt: skip
+            except Exception:  # the sweep finds them as orphans anyway
+                pass
+            self._store.notify_l1_changed(repo, self.name)
+            return new
+        raise ConflictError(f"{repo}/{self.name}: the branch kept moving; reset not done")
 
     # --- reads -----------------------------------------------------------------------
 

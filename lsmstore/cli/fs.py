@@ -1,0 +1,9 @@
+"""Placeholder."""
+
+from __future__ import annotations
+
+import click
+
+
+def register(cli: click.Group) -> None:
+    pass

@@ -1,0 +1,117 @@
+"""What every command shares: the global options, opening the store, running a body.
+
+A command is a coroutine over an open store: :func:`run` opens the store the global
+options name (a server URL, a RefStore URL, or the embedded default), runs the body on
+an event loop, and closes the store (flushing every write) before returning.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import click
+import uvloop
+
+import lsmstore
+from lsmstore.cli.output import Output
+from lsmstore.errors import InvalidURLError
+from lsmstore.uri import LsmURI, parse_uri
+
+T = TypeVar("T")
+
+
+@dataclass
+class Settings:
+    """The global options of one ``lsmstore`` run."""
+
+    refstore: str | None = None
+    server: str | None = None
+    config: str | None = None
+    output: str = "table"
+    debug: bool = False
+    color: bool | None = None
+    progress: bool | None = None
+    _out: Output | None = None
+
+    @property
+    def out(self) -> Output:
+        if self._out is None:
+            self._out = Output(self.output, color=self.color, progress=self.progress)
+        return self._out
+
+
+def settings() -> Settings:
+    ctx = click.get_current_context()
+    obj = ctx.find_root().obj
+    if not isinstance(obj, Settings):  # a command invoked outside the root group (tests)
+        obj = ctx.find_root().obj = Settings()
+    return obj
+
+
+def out() -> Output:
+    return settings().out
+
+
+def open_store(s: Settings) -> lsmstore.Store:
+    """The store the options name: ``--server`` (or the configured ``server``), else
+    ``--refstore`` (or the configured ``refstore``), else the embedded default."""
+    if s.server:
+        raise click.UsageError("--server: the remote client is not available in this version")
+    return lsmstore.connect(s.refstore, config=s.config)
+
+
+def run(body: Callable[[lsmstore.Store], Awaitable[T]]) -> T:
+    """Run ``body(store)`` on a fresh event loop with the store the options name."""
+    s = settings()
+
+    async def main() -> T:
+        async with open_store(s) as store:
+            return await body(store)
+
+    return uvloop.run(main())
+
+
+def run_plain(body: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run a coroutine that needs no store (e.g. reading a local directory)."""
+    return uvloop.run(body())
+
+
+class URIType(click.ParamType[LsmURI, Any]):
+    """An ``lsm://repo/ref/path`` (or ``lakefs://``) argument, parsed and checked."""
+
+    name = "lsm-uri"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> LsmURI:
+        if isinstance(value, LsmURI):
+            return value
+        try:
+            return parse_uri(value)
+        except InvalidURLError as e:
+            self.fail(str(e), param, ctx)
+
+
+URI = URIType()
+
+
+def confirm(question: str, yes: bool) -> None:
+    """Go on if ``--yes`` was given or the user agrees on a terminal; otherwise stop."""
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise click.UsageError(f"{question} -- refusing without --yes (no terminal to ask on)")
+    click.confirm(question, abort=True, err=True)
+
+
+def parse_metadata(pairs: tuple[str, ...]) -> dict[str, str]:
+    meta: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint="--meta")
+        meta[key] = value
+    return meta
