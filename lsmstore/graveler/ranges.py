@@ -27,7 +27,7 @@ from lsmstore import layout
 from lsmstore.errors import InvalidInputError, ObjectExistsError
 from lsmstore.graveler.ids import FileIdHasher
 from lsmstore.graveler.record import Record
-from lsmstore.graveler.sst_writer import write_sst
+from lsmstore.graveler.sst_writer import RANGE, write_committed_sst
 from lsmstore.storage.base import ObjectStore, PutMode
 
 FNV_OFFSET = 0xCBF29CE484222325
@@ -245,7 +245,7 @@ class RangeWriter:
             self._pending.add(asyncio.create_task(self._upload(range_id, records)))
 
     async def _upload(self, range_id: str, records: list[Record]) -> None:
-        data = await asyncio.to_thread(write_sst, records)
+        data = await asyncio.to_thread(write_committed_sst, records, RANGE)
         try:
             await self._store.put(layout.range_key(range_id), data, PutMode.CREATE)
         except ObjectExistsError:
