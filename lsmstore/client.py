@@ -34,7 +34,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from lsmstore import refexpr, validate
 from lsmstore.cache import FileCache
@@ -85,6 +85,9 @@ from lsmstore.versioning.context import RepoContext, range_policy
 from lsmstore.versioning.history import LogEntry
 from lsmstore.versioning.merging import MergeResult
 
+if TYPE_CHECKING:
+    from lsmstore.remote.client import RemoteStore
+
 __all__ = [
     "Branch",
     "Entry",
@@ -112,17 +115,28 @@ def connect(
     *,
     config: str | os.PathLike[str] | None = None,
     **settings: Any,
-) -> Store:
-    """Open a :class:`Store`.
+) -> Store | RemoteStore:
+    """Open a :class:`Store`, or a :class:`~lsmstore.remote.RemoteStore` for a server.
 
     ``refstore`` names the RefStore (``local:///dir``, ``redis://host:port/db``,
-    ``dynamodb://table?region=...&endpoint_url=...``); without it, the configured one
+    ``dynamodb://table?region=...&endpoint_url=...``) or a server
+    (``http(s)://host:port``, also the ``server_url`` setting; credentials from the
+    ``access_key_id``/``secret_access_key`` settings); without it, the configured one
     or the embedded default ``local://<home>/refs``.  ``config`` is a TOML file
     (else ``$LSMSTORE_CONFIG``); ``settings`` override any setting by name
     (:class:`lsmstore.config.Config`).  Precedence: arguments > ``LSMSTORE_*``
-    variables > file > defaults.  No I/O happens until first use.
+    variables > file > defaults.  No I/O happens until first use.  Both kinds of
+    store offer the same API (:mod:`lsmstore.api`).
     """
-    return Store(load_config(refstore, config=config, **settings))
+    if refstore is not None and refstore.lower().startswith(("http://", "https://")):
+        settings["server_url"], refstore = refstore, None
+    cfg = load_config(refstore, config=config, **settings)
+    url = cfg.server_url or (cfg.refstore if cfg.refstore.lower().startswith("http") else "")
+    if url:
+        from lsmstore.remote.client import RemoteStore
+
+        return RemoteStore(cfg, url=url)
+    return Store(cfg)
 
 
 def _file_cache(config: Config) -> FileCache:
@@ -432,6 +446,11 @@ class Repository:
 
     def __repr__(self) -> str:
         return f"Repository({self.name!r}, {self.storage_namespace!r})"
+
+    @property
+    def created_at(self) -> float:
+        """When the repository was created (seconds since the epoch)."""
+        return self.info.created_at
 
     def branch(self, name: str | None = None) -> Branch:
         """A handle on a branch (the default branch when ``name`` is None; an empty name

@@ -31,7 +31,7 @@ def _pct(sorted_values: list[float], p: float) -> float:
 async def demo(home: Path, puts: int, tasks: int, batch: int) -> None:
     t_start = time.perf_counter()
     print(f"lsmstore demo in {home}")
-    async with lsmstore.connect(home=str(home)) as store:
+    async with lsmstore.Store(lsmstore.load_config(home=str(home))) as store:
         name = f"demo-{int(time.time())}-{random.randrange(1000):03d}"
         namespace = (home / "data" / name).as_uri()
         repo = await store.create_repository(name, storage_namespace=namespace)

@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 import lsmstore
+from lsmstore.api import StoreAPI
 from lsmstore.cli.output import timestamp
 from lsmstore.cli.runtime import URI, confirm, out, run
 from lsmstore.uri import LsmURI
@@ -39,7 +40,7 @@ def create(uri: LsmURI, source: LsmURI) -> None:
     _branch_uri(uri)
     src = _source_ref(source, uri)
 
-    async def body(store: lsmstore.Store) -> dict[str, Any]:
+    async def body(store: StoreAPI) -> dict[str, Any]:
         repo = await store.get_repository(uri.repository)
         await repo.create_branch(uri.ref_or_error, source=src)
         head = await repo.branch(uri.ref_or_error).head()
@@ -59,7 +60,7 @@ def create(uri: LsmURI, source: LsmURI) -> None:
 def list_(uri: LsmURI, prefix: str, after: str | None, amount: int | None) -> None:
     """List the branches of repository URI (lsm://REPO)."""
 
-    async def body(store: lsmstore.Store) -> list[dict[str, Any]]:
+    async def body(store: StoreAPI) -> list[dict[str, Any]]:
         repo = await store.get_repository(uri.repository)
         names: list[str] = []
         cursor = after
@@ -101,7 +102,7 @@ def show(uri: LsmURI) -> None:
     """Show branch URI: its commit and its uncommitted (staged) files."""
     _branch_uri(uri)
 
-    async def body(store: lsmstore.Store) -> dict[str, Any]:
+    async def body(store: StoreAPI) -> dict[str, Any]:
         repo = await store.get_repository(uri.repository)
         head = await repo.branch(uri.ref_or_error).head()
         if not head.is_branch:
@@ -137,7 +138,7 @@ def delete(uri: LsmURI, yes: bool) -> None:
     _branch_uri(uri)
     confirm(f"Delete branch {uri} and its uncommitted changes?", yes)
 
-    async def body(store: lsmstore.Store) -> None:
+    async def body(store: StoreAPI) -> None:
         repo = await store.get_repository(uri.repository)
         await repo.delete_branch(uri.ref_or_error)
 
@@ -153,7 +154,7 @@ def reset(uri: LsmURI, yes: bool) -> None:
     _branch_uri(uri)
     confirm(f"Drop all uncommitted changes of {uri}?", yes)
 
-    async def body(store: lsmstore.Store) -> dict[str, Any]:
+    async def body(store: StoreAPI) -> dict[str, Any]:
         repo = await store.get_repository(uri.repository)
         before = await repo.branch(uri.ref_or_error).head()
         after = await repo.branch(uri.ref_or_error).reset()
@@ -180,7 +181,7 @@ def revert(uri: LsmURI, commits: tuple[str, ...], parent_number: int, message: s
     a new commit, in the order given."""
     _branch_uri(uri)
 
-    async def body(store: lsmstore.Store) -> list[dict[str, Any]]:
+    async def body(store: StoreAPI) -> list[dict[str, Any]]:
         repo = await store.get_repository(uri.repository)
         results = []
         for c in commits:

@@ -8,6 +8,7 @@ import click
 from rich.markup import escape
 
 import lsmstore
+from lsmstore.api import StoreAPI
 from lsmstore.cli.graph import Graph
 from lsmstore.cli.output import timestamp
 from lsmstore.cli.runtime import URI, out, parse_metadata, run, settings
@@ -41,7 +42,7 @@ def commit(
     uri.require(ref=True, no_path=True)
     metadata = parse_metadata(meta)
 
-    async def body(store: lsmstore.Store) -> dict[str, Any]:
+    async def body(store: StoreAPI) -> dict[str, Any]:
         repo = await store.get_repository(uri.repository)
         with out().spinner(f"committing {uri}"):
             c = await repo.branch(uri.ref_or_error).commit(
@@ -71,7 +72,7 @@ def log(
     uri.require(ref=True, no_path=True)
     fp = (not graph) if first_parent is None else first_parent
 
-    async def body(store: lsmstore.Store) -> list[dict[str, Any]]:
+    async def body(store: StoreAPI) -> list[dict[str, Any]]:
         repo = await store.get_repository(uri.repository)
         return [
             commit_fields(e.id, e.commit)
@@ -109,7 +110,7 @@ def show(uri: LsmURI) -> None:
     """Show the commit URI (lsm://REPO/REF) names."""
     uri.require(ref=True, no_path=True)
 
-    async def body(store: lsmstore.Store) -> dict[str, Any]:
+    async def body(store: StoreAPI) -> dict[str, Any]:
         repo = await store.get_repository(uri.repository)
         ref = repo.ref(uri.ref_or_error)
         c = await ref.commit()
@@ -152,7 +153,7 @@ def diff(left: LsmURI, right: LsmURI | None, prefix: str) -> None:
         if right.repository != left.repository:
             raise click.BadParameter("both refs must be in one repository", param_hint="RIGHT")
 
-    async def body(store: lsmstore.Store) -> list[dict[str, Any]]:
+    async def body(store: StoreAPI) -> list[dict[str, Any]]:
         repo = await store.get_repository(left.repository)
         if right is None:
             changes = await repo.branch(left.ref_or_error).diff_uncommitted()
@@ -199,13 +200,13 @@ def merge(
         raise click.BadParameter("source and destination must be in one repository")
     metadata = parse_metadata(meta)
 
-    async def body(store: lsmstore.Store) -> dict[str, Any]:
+    async def body(store: StoreAPI) -> dict[str, Any]:
         repo = await store.get_repository(source.repository)
         with out().spinner(f"merging {source} into {destination}"):
             r = await repo.merge(
                 source.ref_or_error,
                 into=destination.ref_or_error,
-                strategy=strategy,  # type: ignore[arg-type]
+                strategy=strategy,
                 message=message,
                 metadata=metadata or None,
             )

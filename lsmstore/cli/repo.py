@@ -7,18 +7,18 @@ from typing import Any
 
 import click
 
-import lsmstore
+from lsmstore.api import StoreAPI
 from lsmstore.cli.output import timestamp
 from lsmstore.cli.runtime import URI, confirm, out, run
 from lsmstore.uri import LsmURI
 
 
-def repo_fields(r: lsmstore.Repository) -> dict[str, Any]:
+def repo_fields(r: Any) -> dict[str, Any]:
     return {
         "id": r.name,
         "storage_namespace": r.storage_namespace,
         "default_branch": r.default_branch,
-        "creation_date": int(r.info.created_at),
+        "creation_date": int(r.created_at),
     }
 
 
@@ -41,7 +41,7 @@ def create(uri: LsmURI, storage_namespace: str | None, default_branch: str) -> N
     if uri.ref is not None:
         raise click.BadParameter("expected lsm://REPOSITORY (no ref)", param_hint="URI")
 
-    async def body(store: lsmstore.Store) -> dict[str, Any]:
+    async def body(store: StoreAPI) -> dict[str, Any]:
         ns = storage_namespace or (Path(store.config.home) / "data" / uri.repository).as_uri()
         r = await store.create_repository(
             uri.repository, storage_namespace=ns, default_branch=default_branch
@@ -62,7 +62,7 @@ def create(uri: LsmURI, storage_namespace: str | None, default_branch: str) -> N
 def list_(after: str | None, amount: int | None) -> None:
     """List repositories."""
 
-    async def body(store: lsmstore.Store) -> list[dict[str, Any]]:
+    async def body(store: StoreAPI) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = []
         cursor = after
         while amount is None or len(rows) < amount:
@@ -93,7 +93,7 @@ def delete(uri: LsmURI, yes: bool) -> None:
         raise click.BadParameter("expected lsm://REPOSITORY (no ref)", param_hint="URI")
     confirm(f"Delete repository {uri.repository}?", yes)
 
-    async def body(store: lsmstore.Store) -> None:
+    async def body(store: StoreAPI) -> None:
         await store.get_repository(uri.repository)  # RepositoryNotFoundError if absent
         await store.delete_repository(uri.repository)
 

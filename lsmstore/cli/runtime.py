@@ -16,6 +16,7 @@ import click
 import uvloop
 
 import lsmstore
+from lsmstore.api import StoreAPI
 from lsmstore.cli.output import Output
 from lsmstore.errors import InvalidURLError
 from lsmstore.uri import LsmURI, parse_uri
@@ -55,15 +56,15 @@ def out() -> Output:
     return settings().out
 
 
-def open_store(s: Settings) -> lsmstore.Store:
+def open_store(s: Settings) -> StoreAPI:
     """The store the options name: ``--server`` (or the configured ``server``), else
     ``--refstore`` (or the configured ``refstore``), else the embedded default."""
     if s.server:
-        raise click.UsageError("--server: the remote client is not available in this version")
+        return lsmstore.connect(s.server, config=s.config)
     return lsmstore.connect(s.refstore, config=s.config)
 
 
-def run(body: Callable[[lsmstore.Store], Awaitable[T]]) -> T:
+def run(body: Callable[[StoreAPI], Awaitable[T]]) -> T:
     """Run ``body(store)`` on a fresh event loop with the store the options name."""
     s = settings()
 

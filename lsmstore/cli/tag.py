@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 import lsmstore
+from lsmstore.api import StoreAPI
 from lsmstore.cli.commits import commit_fields
 from lsmstore.cli.output import timestamp
 from lsmstore.cli.runtime import URI, confirm, out, run
@@ -29,7 +30,7 @@ def create(uri: LsmURI, target: LsmURI, force: bool) -> None:
     if target.repository != uri.repository:
         raise click.BadParameter("the tag and its target must be in one repository")
 
-    async def body(store: lsmstore.Store) -> dict[str, Any]:
+    async def body(store: StoreAPI) -> dict[str, Any]:
         repo = await store.get_repository(uri.repository)
         if force:
             try:
@@ -51,7 +52,7 @@ def create(uri: LsmURI, target: LsmURI, force: bool) -> None:
 def list_(uri: LsmURI, prefix: str, after: str | None, amount: int | None) -> None:
     """List the tags of repository URI (lsm://REPO)."""
 
-    async def body(store: lsmstore.Store) -> list[dict[str, Any]]:
+    async def body(store: StoreAPI) -> list[dict[str, Any]]:
         repo = await store.get_repository(uri.repository)
         names = await repo.list_tags(prefix=prefix, after=after, limit=amount or 1_000_000)
         rows = []
@@ -72,7 +73,7 @@ def show(uri: LsmURI) -> None:
     """Show tag URI (lsm://REPO/TAG) and its commit."""
     uri.require(ref=True, no_path=True)
 
-    async def body(store: lsmstore.Store) -> dict[str, Any]:
+    async def body(store: StoreAPI) -> dict[str, Any]:
         repo = await store.get_repository(uri.repository)
         head = await repo.branch(uri.ref_or_error).head()
         if head.is_branch:
@@ -102,7 +103,7 @@ def delete(uri: LsmURI, yes: bool) -> None:
     uri.require(ref=True, no_path=True)
     confirm(f"Delete tag {uri}?", yes)
 
-    async def body(store: lsmstore.Store) -> None:
+    async def body(store: StoreAPI) -> None:
         repo = await store.get_repository(uri.repository)
         await repo.delete_tag(uri.ref_or_error)
 
