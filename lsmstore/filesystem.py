@@ -67,6 +67,18 @@ def split_path(path: str) -> tuple[str, str, str]:
     return parts[0], parts[1], parts[2]
 
 
+async def _all(page: Callable[..., Any], name: Callable[[Any], str]) -> list[str]:
+    """Every name of a paged listing (``page(after=..., limit=...)``)."""
+    names: list[str] = []
+    after: str | None = None
+    while True:
+        items = await page(after=after, limit=1000)
+        names.extend(name(i) for i in items)
+        if len(items) < 1000:
+            return names
+        after = names[-1]
+
+
 def _info(repo: str, ref: str, s: ObjectStats) -> dict[str, Any]:
     name = f"{repo}/{ref}/{s.path}".rstrip("/")
     if s.path_type == "common_prefix":
@@ -161,11 +173,11 @@ class LsmFileSystem(AsyncFileSystem):  # type: ignore[misc]
         try:
             if not repo_name:
                 store = await self._get_store()
-                repos = await store.list_repositories(limit=100_000)
-                out = [{"name": r.name, "size": 0, "type": "directory"} for r in repos]
+                names = await _all(store.list_repositories, lambda r: r.name)
+                out = [{"name": n, "size": 0, "type": "directory"} for n in names]
             elif not ref:
                 repo = await self._repo(repo_name)
-                names = await repo.list_branches(limit=100_000)
+                names = await _all(repo.list_branches, lambda b: b)
                 out = [{"name": f"{repo_name}/{b}", "size": 0, "type": "directory"} for b in names]
             else:
                 repo = await self._repo(repo_name)
@@ -289,7 +301,10 @@ class LsmFileSystem(AsyncFileSystem):  # type: ignore[misc]
             async with await repo.ref(ref1).open(sub1) as reader:
                 st = reader.stats
                 await branch.upload(
-                    sub2, reader, content_type=st.content_type or None, metadata=st.metadata
+                    sub2,
+                    reader.iter_chunks(),
+                    content_type=st.content_type or None,
+                    metadata=st.metadata,
                 )
         self.invalidate_cache(self._parent(path2))
 
@@ -384,9 +399,7 @@ class LsmFile(AbstractBufferedFile):  # type: ignore[misc]
 
     def close(self) -> None:
         super().close()
-        if self._reader is not None:
-            reader, self._reader = self._reader, None
-            sync(self.fs.loop, reader.aclose)
+        self._reader = None  # a reader holds no resources beyond the store's
 
 
 class LsmTransaction:

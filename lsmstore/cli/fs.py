@@ -305,7 +305,10 @@ def cp(source: LsmURI, destination: LsmURI, recursive: bool, parallelism: int) -
             async with await src_ref.open(src_path) as reader:
                 st = reader.stats
                 await dst.upload(
-                    dst_path, reader, content_type=st.content_type or None, metadata=st.metadata
+                    dst_path,
+                    reader.iter_chunks(),
+                    content_type=st.content_type or None,
+                    metadata=st.metadata,
                 )
 
         if not recursive:

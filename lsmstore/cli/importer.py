@@ -15,6 +15,7 @@ overwritten with the same data) or ``lsmstore branch reset``.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -29,6 +30,7 @@ from lsmstore.cli.output import Tracker, human_size
 from lsmstore.cli.runtime import URI, out, parse_metadata, run
 from lsmstore.cli.transfer import DEFAULT_PARALLELISM, pool, upload_file, walk
 from lsmstore.objects import ObjectLink
+from lsmstore.storage.base import ObjectStore
 from lsmstore.storage.url import open_object_store
 from lsmstore.uri import LsmURI
 
@@ -63,12 +65,13 @@ async def _import_store(branch: Any, url: str, prefix: str, tracker: Tracker) ->
     batch: list[ObjectLink] = []
     try:
         async for meta in store.list(""):
+            checksum = (meta.etag or "").strip('"') or await _md5(store, meta.key)
             batch.append(
                 ObjectLink(
                     path=prefix + meta.key,
                     physical_address=f"{base}/{meta.key}",
                     size=meta.size,
-                    checksum=(meta.etag or "").strip('"'),
+                    checksum=checksum,
                 )
             )
             total += meta.size
@@ -84,6 +87,14 @@ async def _import_store(branch: Any, url: str, prefix: str, tracker: Tracker) ->
     finally:
         await store.aclose()
     return n, total
+
+
+async def _md5(store: ObjectStore, key: str) -> str:
+    """The MD5 hex of an object whose store lists no ETag (a local directory)."""
+    h = hashlib.md5()
+    async for chunk in store.get_stream(key):
+        await asyncio.to_thread(h.update, chunk)
+    return h.hexdigest()
 
 
 @click.command("import")

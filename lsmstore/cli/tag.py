@@ -54,7 +54,15 @@ def list_(uri: LsmURI, prefix: str, after: str | None, amount: int | None) -> No
 
     async def body(store: StoreAPI) -> list[dict[str, Any]]:
         repo = await store.get_repository(uri.repository)
-        names = await repo.list_tags(prefix=prefix, after=after, limit=amount or 1_000_000)
+        names: list[str] = []
+        cursor = after
+        while amount is None or len(names) < amount:
+            page = await repo.list_tags(prefix=prefix, after=cursor, limit=1000)
+            names.extend(page)
+            if len(page) < 1000:
+                break
+            cursor = page[-1]
+        names = names[:amount] if amount else names
         rows = []
         for name in names:
             resolved = await repo.resolve_ref(name)
