@@ -27,6 +27,7 @@ from lsmstore.errors import (
     ClosedError,
     InvalidInputError,
     NotFoundError,
+    NothingToCommitError,
     ObjectNotFoundError,
     UnavailableError,
 )
@@ -363,10 +364,13 @@ class RemoteRepository:
         body: dict[str, Any] = {"message": message or "", "metadata": dict(metadata or {})}
         if strategy:
             body["strategy"] = strategy
-        r = await self.http.request(
-            "POST", f"{self._base}/refs/{seg(source)}/merge/{seg(dest)}",
-            json_body=body, ok=(200,), kind="merge",
-        )  # fmt: skip
+        try:
+            r = await self.http.request(
+                "POST", f"{self._base}/refs/{seg(source)}/merge/{seg(dest)}",
+                json_body=body, ok=(200,), kind="merge",
+            )  # fmt: skip
+        except NothingToCommitError:  # lakeFS answers 400 when already merged
+            return MergeResult(before, None, False, source, before, None)
         commit_id = str(r.json()["reference"])
         merged = commit_id != before
         commit = (await self.resolve_commit(commit_id))[1] if merged else None

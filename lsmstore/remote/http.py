@@ -214,6 +214,16 @@ def _message(answer: Response) -> str:
     return text or f"HTTP {answer.status}"
 
 
+#: How the server words a missing branch, tag or commit (lsmstore.refexpr and the
+#: RefStores), told apart from a missing object on an existing ref.
+_REF_MISSING = (
+    "no branch, tag or commit named",
+    "ref not found:",
+    "has no commit",
+    "no tag named",
+)
+
+
 def error_for(answer: Response, method: str, what: str, kind: str) -> LsmError:
     """The typed error of an unexpected answer (module docstring)."""
     status = answer.status
@@ -227,12 +237,15 @@ def error_for(answer: Response, method: str, what: str, kind: str) -> LsmError:
         hint = "" if status == 403 else " (check access_key_id / secret_access_key)"
         return PermissionDeniedError(f"{msg}{hint}", status=status)
     if status == 404:
-        if kind == "object" or ("object" in low and "repository" not in low):
-            return ObjectNotFoundError(what, msg if method != "HEAD" else f"{what}: not found")
-        if kind == "repository" or low.startswith("repository") or "repository not found" in low:
+        if low.startswith("repository not found"):
             return RepositoryNotFoundError(msg)
-        if kind == "ref" or "branch" in low or "ref" in low or "tag" in low or "commit" in low:
+        ref_missing = any(m in low for m in _REF_MISSING) or low.startswith("commit ")
+        if ref_missing or (kind in ("ref", "merge") and method != "HEAD"):
             return RefNotFoundError(msg)
+        if kind == "object":
+            return ObjectNotFoundError(what, msg if method != "HEAD" else f"{what}: not found")
+        if kind == "repository":
+            return RepositoryNotFoundError(msg)
         return NotFoundError(msg)
     if status == 409:
         if kind == "merge" or ("conflict" in low and "merge" in low):
