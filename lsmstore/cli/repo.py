@@ -35,14 +35,22 @@ def create(uri: LsmURI, storage_namespace: str | None, default_branch: str) -> N
     """Create repository URI (lsm://NAME) on STORAGE_NAMESPACE.
 
     STORAGE_NAMESPACE is where its data lives: s3://bucket/prefix, file:///dir, ...;
-    by default a directory under the embedded store's home ($LSMSTORE_HOME/data/NAME).
+    by default a directory under the embedded store's home ($LSMSTORE_HOME/data/NAME),
+    or local://NAME (under the server's home) with --server.
     """
     uri.require(no_path=True)
     if uri.ref is not None:
         raise click.BadParameter("expected lsm://REPOSITORY (no ref)", param_hint="URI")
 
     async def body(store: StoreAPI) -> dict[str, Any]:
-        ns = storage_namespace or (Path(store.config.home) / "data" / uri.repository).as_uri()
+        from lsmstore.remote.client import RemoteStore
+
+        if storage_namespace:
+            ns = storage_namespace
+        elif isinstance(store, RemoteStore):
+            ns = f"local://{uri.repository}"  # under the server's home
+        else:
+            ns = (Path(store.config.home) / "data" / uri.repository).as_uri()
         r = await store.create_repository(
             uri.repository, storage_namespace=ns, default_branch=default_branch
         )
