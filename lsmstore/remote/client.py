@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import importlib
 import json
 import os
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
@@ -87,6 +88,24 @@ def _stats(d: Mapping[str, Any]) -> ObjectStats:
         )
     except (KeyError, TypeError, ValueError) as e:
         raise UnavailableError(f"the server answered garbage: not ObjectStats: {d!r:.200}") from e
+
+
+try:  # msgpack carries put data as bytes; JSON needs base64 (docs/server.md)
+    _msgpack: Any = importlib.import_module("msgpack")
+except ImportError:  # pragma: no cover - a dependency of the server
+    _msgpack = None
+
+
+def encode_batch(entries: list[Any]) -> tuple[bytes, str]:
+    """A batch body (docs/server.md "Batch write"): msgpack when available, else JSON
+    with ``put`` data in base64."""
+    if _msgpack is not None:
+        return _msgpack.packb(entries, use_bin_type=True), "application/msgpack"
+    text = [
+        [e[0], e[1], base64.b64encode(e[2]).decode(), *e[3:]] if e[0] == "put" else e
+        for e in entries
+    ]
+    return json.dumps(text).encode(), "application/json"
 
 
 class RemoteStore:
@@ -205,10 +224,10 @@ class RemoteStore:
             path = f"/lsm/repositories/{seg(repo)}/branches/{seg(branch)}/batch"
 
             async def send(entries: list[Any]) -> None:
+                body, content_type = encode_batch(entries)
                 await self.http.request(
-                    "POST", path, data=json.dumps(entries).encode(),
-                    headers={"Content-Type": "application/json"}, ok=(200, 201, 204),
-                    kind="ref",
+                    "POST", path, data=body, headers={"Content-Type": content_type},
+                    ok=(200, 201, 204), kind="ref",
                 )  # fmt: skip
 
             cfg = self.config
@@ -536,7 +555,7 @@ class RemoteBranch(_RemoteReads):
             from lsmstore.errors import EntryTooLargeError
 
             raise EntryTooLargeError(f"value of {key!r} is {len(value)} bytes, over {max_value}")
-        return ["put", path, base64.b64encode(value).decode()], path, len(value) + len(path)
+        return ["put", path, bytes(value)], path, len(value) + len(path)
 
     async def put(self, key: str | bytes, value: bytes, *, identity: bytes | None = None) -> None:
         entry, path, n = self._put_entry(key, value)
