@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import click
 import uvloop
+from click.shell_completion import CompletionItem
 
 import lsmstore
 from lsmstore.api import StoreAPI
@@ -94,6 +95,37 @@ class URIType(click.ParamType[LsmURI, Any]):
             return parse_uri(value)
         except InvalidURLError as e:
             self.fail(str(e), param, ctx)
+
+    def shell_complete(
+        self, ctx: click.Context, param: click.Parameter, incomplete: str
+    ) -> list[CompletionItem]:
+        """Complete repository names after ``lsm://`` and ref names after
+        ``lsm://repo/`` (from the store the command line names; nothing on error)."""
+        scheme, sep, rest = incomplete.partition("://")
+        if not sep:
+            starts = "lsm://".startswith(incomplete)
+            return [CompletionItem("lsm://", type="plain")] if starts else []
+        root = ctx.find_root().params
+        s = Settings(
+            refstore=root.get("refstore"), server=root.get("server"), config=root.get("config")
+        )
+
+        async def names() -> list[str]:
+            async with open_store(s) as store:
+                if "/" not in rest:
+                    repos = await store.list_repositories(limit=1000)
+                    return [f"{scheme}://{r.name}/" for r in repos if r.name.startswith(rest)]
+                repo_name, _, ref = rest.partition("/")
+                if "/" in ref:
+                    return []
+                repo = await store.get_repository(repo_name)
+                branches = await repo.list_branches(prefix=ref, limit=1000)
+                return [f"{scheme}://{repo_name}/{b}/" for b in branches]
+
+        try:
+            return [CompletionItem(n, type="plain") for n in uvloop.run(names())]
+        except Exception:
+            return []
 
 
 URI = URIType()
