@@ -32,7 +32,7 @@ GiB = 1 << 30
 
 #: Variables read from the environment that are not settings.
 ENV_PREFIX = "LSMSTORE_"
-_NOT_SETTINGS = {"LSMSTORE_CONFIG", "LSMSTORE_VENV"}
+_NOT_SETTINGS = {"LSMSTORE_CONFIG", "LSMSTORE_VENV", "LSMSTORE_DEBUG"}
 
 _UNITS = {
     "": 1,
@@ -80,6 +80,22 @@ class Config:
     #: RefStore URL: ``local:///dir``, ``redis://host:port/db``, ``dynamodb://table?...``.
     #: Empty means ``local://<home>/refs``.
     refstore: str = ""
+    #: An lsmstore server to talk to instead (``http(s)://host:port``): ``connect`` then
+    #: returns a remote store (docs/client.md, "Remote").  ``connect("http://...")`` too.
+    server_url: str = ""
+    #: Credentials for the server (an access key created with ``lsmstore serve
+    #: credentials create``).
+    access_key_id: str = ""
+    secret_access_key: str = field(default="", repr=False)
+    #: Remote writes of one branch made within this window go as one batch request;
+    #: bounds of a batch; batch requests of a branch in flight at once.
+    remote_batch_window_ms: float = 1.0
+    remote_batch_max_entries: int = 10_000
+    remote_batch_max_bytes: int = 8 * MiB
+    remote_max_inflight_batches: int = 4
+    #: Connections kept to the server (keep-alive pool); seconds a request may take.
+    remote_max_connections: int = 64
+    remote_timeout_s: float = 60.0
     #: Local disk tier of the file cache; empty means ``<home>/cache``.
     cache_dir: str = ""
     cache_ram_bytes: int = 256 * MiB
@@ -203,6 +219,7 @@ class Config:
 
 _FIELDS = {f.name: f for f in fields(Config)}
 _SIZES = {
+    "remote_batch_max_bytes",
     "cache_ram_bytes",
     "cache_disk_bytes",
     "batch_max_bytes",
@@ -327,6 +344,12 @@ _BOUNDS: dict[str, tuple[float, float, bool]] = {
     "server_body_timeout_s": (0, _YEAR_S, True),
     "server_keepalive_s": (0, _YEAR_S, True),
     "server_max_path_bytes": (1, 64 * KiB, False),
+    "remote_batch_window_ms": (0, 3_600_000, False),
+    "remote_batch_max_entries": (1, _COUNT, False),
+    "remote_batch_max_bytes": (1, _BYTES, False),
+    "remote_max_inflight_batches": (1, 1024, False),
+    "remote_max_connections": (1, 100_000, False),
+    "remote_timeout_s": (0, _YEAR_S, True),
 }
 
 
