@@ -48,6 +48,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import gc
 import logging
 import os
 import platform
@@ -116,6 +118,54 @@ class Result:
     notes: list[str] = field(default_factory=list)
     #: measure -> (CPU us per op of the event-loop thread, of the whole process)
     cpu: dict[str, tuple[float, float]] = field(default_factory=dict)
+    #: measure -> Probe.summary()
+    probes: dict[str, str] = field(default_factory=dict)
+
+
+class Probe:
+    """What the event loop and the garbage collector did during a measure: the lag of a
+    1 ms ticker task (how late it woke: a stalled loop shows here) and CPython's
+    collections by generation (count, longest pause, total pause)."""
+
+    def __init__(self) -> None:
+        self.lags: list[float] = []  # ms
+        self.gc: dict[int, list[float]] = {0: [], 1: [], 2: []}  # generation -> pauses (ms)
+        self._t_gc = 0.0
+        self._task: asyncio.Task[None] | None = None
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._t_gc = time.perf_counter()
+        else:
+            self.gc[info["generation"]].append((time.perf_counter() - self._t_gc) * 1000)
+
+    async def _tick(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            t = loop.time()
+            await asyncio.sleep(0.001)
+            self.lags.append((loop.time() - t - 0.001) * 1000)
+
+    async def __aenter__(self) -> Probe:
+        gc.callbacks.append(self._on_gc)
+        self._task = asyncio.get_running_loop().create_task(self._tick())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._on_gc)
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def summary(self) -> str:
+        full = self.gc[2]
+        return (
+            f"loop lag p99 {pct(self.lags, 0.99):.1f} / max {max(self.lags, default=0):.1f} ms; "
+            f"gen-2 GCs {len(full)}, max {max(full, default=0):.1f} ms, "
+            f"total {sum(full):.0f} ms; gen-0/1 GCs {len(self.gc[0]) + len(self.gc[1])}, "
+            f"max {max(self.gc[0] + self.gc[1], default=0):.1f} ms"
+        )
 
 
 class Cpu:
@@ -487,8 +537,10 @@ async def measure(system: System, args: argparse.Namespace, tag: str) -> Result:
         for tasks in (1, 100, 1000):
             if f"puts{tasks}" not in want:
                 continue
-            with Cpu() as cpu:
-                rate, n = await closed_loop(system, f"{tag}p{tasks}", tasks, secs)
+            async with Probe() as probe:
+                with Cpu() as cpu:
+                    rate, n = await closed_loop(system, f"{tag}p{tasks}", tasks, secs)
+            res.probes[f"puts{tasks}"] = probe.summary()
             res.puts[tasks] = rate
             res.cpu[f"puts{tasks}"] = cpu.per_op(n)
             print(f"  {system.name}: {tasks} tasks: {rate:,.0f} puts/s ({n:,})", flush=True)
@@ -496,8 +548,10 @@ async def measure(system: System, args: argparse.Namespace, tag: str) -> Result:
             res.lat_rate = args.rate or res.puts.get(1000, 0.0) / 2
             if not res.lat_rate:
                 raise SystemExit("the latency measure needs puts1000 or --rate")
-            with Cpu() as cpu:
-                lat, issued, lag = await open_loop(system, f"{tag}l", res.lat_rate, secs)
+            async with Probe() as probe:
+                with Cpu() as cpu:
+                    lat, issued, lag = await open_loop(system, f"{tag}l", res.lat_rate, secs)
+            res.probes["latency"] = probe.summary()
             res.cpu["latency"] = cpu.per_op(issued)
             res.lat = (pct(lat, 0.5), pct(lat, 0.99), pct(lat, 0.999))
             res.lat_done = f"{issued:,} puts, scheduler lag at most {lag:.1f} ms"
@@ -507,8 +561,10 @@ async def measure(system: System, args: argparse.Namespace, tag: str) -> Result:
                 flush=True,
             )
         if "batch" in want:
-            with Cpu() as cpu:
-                res.batch_rate, n = await batches(system, f"{tag}b", args.batch, secs)
+            async with Probe() as probe:
+                with Cpu() as cpu:
+                    res.batch_rate, n = await batches(system, f"{tag}b", args.batch, secs)
+            res.probes["batch"] = probe.summary()
             res.cpu["batch"] = cpu.per_op(n)
             print(f"  {system.name}: put_many: {res.batch_rate:,.0f} records/s", flush=True)
         if "gets" in want or "list" in want:
@@ -602,6 +658,8 @@ async def run(args: argparse.Namespace) -> None:
     for r in results:
         for note in r.notes:
             print(f"* {r.name}: {note}")
+        for m, summary in r.probes.items():
+            print(f"* {r.name}, {m}: {summary}")
     print(f"load average at the end {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}")
 
 

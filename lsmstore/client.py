@@ -46,6 +46,7 @@ from lsmstore.errors import (
     NotFoundError,
     RefExistsError,
 )
+from lsmstore.gcfreeze import freeze_startup_state
 from lsmstore.graveler.commit import Commit, write_commit
 from lsmstore.graveler.diff import Change
 from lsmstore.graveler.merge import Strategy
@@ -267,6 +268,8 @@ class Store:
         if w is None:
             self._check_open()
             check_ref_name(branch)
+            if self.config.gc_freeze != "off":
+                freeze_startup_state()
             w = self._writers[key] = BranchWriter(
                 self.refstore,
                 repo.objects,
