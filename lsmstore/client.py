@@ -51,6 +51,7 @@ from lsmstore.graveler.commit import Commit, write_commit
 from lsmstore.graveler.diff import Change
 from lsmstore.graveler.merge import Strategy
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID
+from lsmstore.graveler.range_encoder import shared_range_encoder
 from lsmstore.graveler.record import Record
 from lsmstore.graveler.source import CachedSource, RangeSource
 from lsmstore.refstore.base import Ref as RefValue
@@ -433,6 +434,7 @@ class Repository:
                 files=self.cache,
                 default_branch=self.default_branch,
                 clock=self.store.clock,
+                range_encoder=shared_range_encoder(),
             )
         return ctx
 

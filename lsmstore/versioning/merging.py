@@ -200,6 +200,7 @@ async def merge(
             await _tree(ctx, src),
             strategy=strategy,
             policy=ctx.policy,
+            encoder=ctx.range_encoder,
         )
         dc, sc = await ctx.commit(dest), await ctx.commit(src)
         commit = Commit(
@@ -266,6 +267,7 @@ async def revert(
             await _tree(ctx, before),
             strategy=strategy,
             policy=ctx.policy,
+            encoder=ctx.range_encoder,
         )
         if result.metarange_id == dest_tree:
             raise NothingToCommitError(
