@@ -3,6 +3,7 @@
 #   ./dev.sh run    set up, then run the demo workload on the embedded default
 #   ./dev.sh test   set up (incl. Debian packages the tests need), then ruff, mypy, pytest
 #   ./dev.sh bench  set up with the benchmark extras, then run bench/ (see BENCHMARKS.md)
+#   ./dev.sh proto  regenerate the Python code of the .proto files (committed with them)
 set -euo pipefail
 cd "$(dirname "$0")"
 VENV=${LSMSTORE_VENV:-.venv}
@@ -61,8 +62,15 @@ case "${1:-}" in
     ensure_venv "dev,bench"
     exec "$VENV/bin/python" -m bench "$@"
     ;;
+  proto)
+    shift
+    ensure_venv "dev,proto"
+    for f in lsmstore/objects/proto/*.proto; do
+      "$VENV/bin/python" -m grpc_tools.protoc -I . --python_out=. --pyi_out=. "$f"
+    done
+    ;;
   *)
-    echo "usage: ./dev.sh run|test|bench [args]" >&2
+    echo "usage: ./dev.sh run|test|bench|proto [args]" >&2
     exit 2
     ;;
 esac

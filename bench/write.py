@@ -68,6 +68,10 @@ import uvloop
 
 import lsmstore
 from lsmstore.client import Branch, Store
+from lsmstore.config import load_config
+from lsmstore.storage.base import ObjectStore
+from lsmstore.storage.url import open_object_store
+from lsmstore.testing.faulty_store import OPS, FaultyStore
 from lsmstore.testing.servers import RedisServer
 
 KEY_BYTES = 40
@@ -215,14 +219,24 @@ class System:
 
 class Lsm(System):
     def __init__(
-        self, refstore: str, compaction: str, root: Path, encoder: str | None = None
+        self,
+        refstore: str,
+        compaction: str,
+        root: Path,
+        encoder: str | None = None,
+        latency_ms: float = 0.0,
+        settings: dict[str, Any] | None = None,
     ) -> None:
         self.encoder = encoder
+        self.latency_ms = latency_ms
+        self.extra = settings or {}
         self.refstore = refstore
         self.compaction = compaction
         self.root = root
         self.name = f"lsmstore {refstore}, compaction_in_process={compaction}" + (
             " + compactor process" if compaction == "off" else ""
+        ) + (f", +{latency_ms:g} ms per object-store request" if latency_ms else "") + "".join(
+            f", {k}={v}" for k, v in self.extra.items()
         )
         self.redis: RedisServer | None = None
         self.compactor: asyncio.subprocess.Process | None = None
@@ -237,13 +251,24 @@ class Lsm(System):
             "home": str(home),
             "batch_interval_ms": 10,
             "compaction_in_process": self.compaction,
+            **self.extra,
         }
         url = None
         if self.refstore == "redis":
             self.redis = RedisServer()
             await asyncio.to_thread(self.redis.start)
             url = self.redis.url
-        self.store = lsmstore.connect(url, **settings)
+        if self.latency_ms:  # every request of the client's object stores waits this long
+            delay = self.latency_ms / 1000
+
+            def open_objects(namespace: str) -> ObjectStore:
+                store = FaultyStore(open_object_store(namespace))
+                store.delay(OPS, delay)
+                return store
+
+            self.store = Store(load_config(url, **settings), open_objects=open_objects)
+        else:
+            self.store = lsmstore.connect(url, **settings)
         if self.compaction == "off":  # the production setup: a compactor process alongside
             self.compactor = await asyncio.create_subprocess_exec(
                 sys.executable,
@@ -647,7 +672,8 @@ async def run(args: argparse.Namespace) -> None:
                 raise SystemExit(f"unknown system {s!r}: redis, embedded, slatedb")
             for mode in modes:
                 n += 1
-                system = Lsm(s, mode, root / f"lsm{n}", args.encoder)
+                extra = dict(kv.split("=", 1) for kv in args.set)
+                system = Lsm(s, mode, root / f"lsm{n}", args.encoder, args.latency_ms, extra)
                 results.append(await measure(system, args, f"x{n}"))
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -675,6 +701,20 @@ def main(argv: list[str]) -> int:
         "--encoder", choices=("process", "thread"), help="force where batches are encoded"
     )
     parser.add_argument("--measures", default=",".join(MEASURES), help="a subset to run")
+    parser.add_argument(
+        "--latency-ms",
+        type=float,
+        default=0.0,
+        help="add this much to every object-store request of the client (an S3-like "
+        "store: ~15-20 ms per small PUT or GET); use with --compaction on",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a client setting (lsmstore.config), e.g. --set max_inflight_batches=8",
+    )
     parser.add_argument(
         "--rate",
         type=float,

@@ -24,6 +24,7 @@ from lsmstore.errors import (
     CorruptFileError,
     EntryTooLargeError,
     InvalidInputError,
+    InvalidKeyError,
     InvalidNameError,
     InvalidRefExpressionError,
     InvalidURLError,
@@ -43,6 +44,7 @@ from lsmstore.errors import (
 )
 from lsmstore.graveler.commit import Commit
 from lsmstore.graveler.diff import Change
+from lsmstore.objects import ObjectLink, ObjectReader, ObjectStats
 from lsmstore.staging.reader import Entry, Stat
 from lsmstore.versioning.history import LogEntry
 from lsmstore.versioning.merging import MergeResult
@@ -60,6 +62,7 @@ __all__ = [
     "Entry",
     "EntryTooLargeError",
     "InvalidInputError",
+    "InvalidKeyError",
     "InvalidNameError",
     "InvalidRefExpressionError",
     "InvalidURLError",
@@ -70,7 +73,10 @@ __all__ = [
     "NotFoundError",
     "NothingToCommitError",
     "ObjectExistsError",
+    "ObjectLink",
     "ObjectNotFoundError",
+    "ObjectReader",
+    "ObjectStats",
     "PreconditionFailedError",
     "Ref",
     "RefExistsError",

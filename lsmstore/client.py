@@ -33,18 +33,20 @@ import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-from lsmstore import refexpr
+from lsmstore import refexpr, validate
 from lsmstore.cache import FileCache
 from lsmstore.config import Config, load_config
 from lsmstore.errors import (
     ClosedError,
     InvalidInputError,
+    InvalidURLError,
+    LsmError,
     NotFoundError,
     RefExistsError,
+    UnavailableError,
 )
 from lsmstore.gcfreeze import freeze_startup_state
 from lsmstore.graveler.commit import Commit, write_commit
@@ -54,13 +56,15 @@ from lsmstore.graveler.metarange import EMPTY_METARANGE_ID
 from lsmstore.graveler.range_encoder import shared_range_encoder
 from lsmstore.graveler.record import Record
 from lsmstore.graveler.source import CachedSource, RangeSource
+from lsmstore.objects.addresses import ALLOWED_EXTERNAL_PREFIXES_KEY, parse_allowed_prefixes
+from lsmstore.objects.api import ObjectReads, ObjectWrites
 from lsmstore.refstore.base import Ref as RefValue
 from lsmstore.refstore.base import RefStore
 from lsmstore.refstore.base import Repository as RepositoryInfo
 from lsmstore.refstore.names import check_ref_name, check_repository_name
 from lsmstore.refstore.url import open_refstore
 from lsmstore.staging.encoder import Encoder
-from lsmstore.staging.keys import check_key, encode_key, make_record
+from lsmstore.staging.keys import check_key, make_record
 from lsmstore.staging.reader import (
     BranchView,
     Entry,
@@ -178,16 +182,30 @@ class Store:
     # --- repositories ------------------------------------------------------------------
 
     async def create_repository(
-        self, name: str, *, storage_namespace: str, default_branch: str = "main"
+        self,
+        name: str,
+        *,
+        storage_namespace: str,
+        default_branch: str = "main",
+        metadata: Mapping[str, str] | None = None,
     ) -> Repository:
         """Record a repository and create its default branch on an initial empty commit.
 
-        RefExistsError if the name is taken; InvalidNameError/InvalidURLError for bad
-        names or namespaces (checked before anything is written).
+        ``metadata`` is kept with the repository; the key
+        ``lsmstore.allowed_external_prefixes`` lists URI prefixes outside the storage
+        namespace that ``Branch.link`` may point at (docs/client.md, "Objects API").
+        RefExistsError if the name is taken; InvalidNameError/InvalidURLError/
+        InvalidInputError for bad names, namespaces or metadata (checked before
+        anything is written).
         """
         self._check_open()
         check_repository_name(name)
         check_ref_name(default_branch)
+        validate.check_url_text(storage_namespace, "storage namespace", InvalidURLError)
+        md = validate.check_metadata(metadata, "repository metadata")
+        parse_allowed_prefixes(
+            md.get(ALLOWED_EXTERNAL_PREFIXES_KEY), storage_namespace.partition("://")[0].lower()
+        )
         objects = self.objects(storage_namespace)
         created = self.clock()
         commit = Commit(
@@ -200,7 +218,9 @@ class Store:
             generation=1,
         )
         commit_id = await write_commit(objects, commit)
-        info = RepositoryInfo(name, storage_namespace, default_branch, created_at=created)
+        info = RepositoryInfo(
+            name, storage_namespace, default_branch, created_at=created, metadata=md
+        )
         try:
             await self.refstore.create_repository(info)
         except RefExistsError:
@@ -257,6 +277,7 @@ class Store:
     def objects(self, storage_namespace: str) -> ObjectStore:
         """The object store of a storage namespace URL (one per URL, shared)."""
         self._check_open()
+        validate.check_url_text(storage_namespace, "storage namespace", InvalidURLError)
         store = self._objects.get(storage_namespace)
         if store is None:
             store = self._objects[storage_namespace] = self._open_objects(storage_namespace)
@@ -351,15 +372,25 @@ class Store:
         await asyncio.gather(*(w.aclose() for w in writers), return_exceptions=True)
         for key in list(self._jobs):
             await self.stop_job(*key)
-        await self.encoder.aclose()
-        await self.refs.aclose()
-        for objects in self._objects.values():
-            await objects.aclose()
+        # Every part is closed even when one fails; the first failure is raised last.
+        steps: list[Callable[[], Awaitable[None]]] = [self.encoder.aclose, self.refs.aclose]
+        steps += [objects.aclose for objects in self._objects.values()]
         self._objects.clear()
         close = getattr(self.cache, "aclose", None)
         if close is not None:
-            await close()
-        await self.refstore.aclose()
+            steps.append(close)
+        steps.append(self.refstore.aclose)
+        failures: list[Exception] = []
+        for step in steps:
+            try:
+                await step()
+            except Exception as e:
+                failures.append(e)
+        if failures:
+            first = failures[0]
+            if isinstance(first, LsmError):
+                raise first
+            raise UnavailableError(f"closing the store failed: {first!r}") from first
 
     async def __aenter__(self) -> Self:
         self._check_open()
@@ -371,7 +402,15 @@ class Store:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self.aclose()
+        if exc is None:
+            await self.aclose()
+            return
+        # The body's error is the one to report: a failure while closing after it
+        # is noted on it instead of replacing it.
+        try:
+            await self.aclose()
+        except Exception as e:
+            exc.add_note(f"also, closing the store failed: {type(e).__name__}: {e}")
 
 
 class Repository:
@@ -398,8 +437,9 @@ class Repository:
         return f"Repository({self.name!r}, {self.storage_namespace!r})"
 
     def branch(self, name: str | None = None) -> Branch:
-        """A handle on a branch (the default branch without a name). No I/O."""
-        return Branch(self, check_ref_name(name or self.default_branch))
+        """A handle on a branch (the default branch when ``name`` is None; an empty name
+        is invalid). No I/O."""
+        return Branch(self, check_ref_name(self.default_branch if name is None else name))
 
     def ref(self, expression: str) -> Ref:
         """A read-only view of a branch, tag or commit (resolved on first read).
@@ -458,7 +498,9 @@ class Repository:
         default: the default branch).  The new branch starts from the *committed* state:
         staged writes of a source branch are not copied.  RefExistsError if a branch or
         tag has the name."""
-        await _refs.create_branch(self.context(), name, source or self.default_branch)
+        await _refs.create_branch(
+            self.context(), name, self.default_branch if source is None else source
+        )
         return self.branch(name)
 
     async def delete_branch(self, name: str) -> None:
@@ -512,8 +554,10 @@ class Repository:
         entries with ``id`` and the commit's fields.  ``first_parent`` follows the
         branch's own line (``main~1``, ``main~2`` ...); False lists every ancestor by
         generation.  Page with ``after=<last id>`` and ``limit``."""
+        validate.check_optional_str(after, "log after")
+        validate.check_bool(first_parent, "log first_parent")
         ctx = self.context()
-        head = await refexpr.resolve(ctx, ref or self.default_branch)
+        head = await refexpr.resolve(ctx, self.default_branch if ref is None else ref)
         async for entry in _history.log(
             ctx, head.commit_id, after=after, limit=limit, first_parent=first_parent
         ):
@@ -547,14 +591,15 @@ class Repository:
         unless ``strategy`` is ``"source-wins"`` or ``"dest-wins"``.
         """
         cfg = self.store.config
+        into = self.branch(into).name
         return await _merging.merge(
             self.context(),
             source,
-            into or self.default_branch,
+            into,
             strategy=strategy,
-            message=message,
-            committer=committer or DEFAULT_COMMITTER,
-            metadata=metadata,
+            message=validate.check_message(message),
+            committer=validate.check_committer(committer) or DEFAULT_COMMITTER,
+            metadata=validate.check_metadata(metadata),
             max_attempts=cfg.commit_max_attempts,
             backoff_s=cfg.commit_backoff_ms / 1000,
             backoff_max_s=cfg.commit_backoff_max_ms / 1000,
@@ -576,13 +621,13 @@ class Repository:
         cfg = self.store.config
         return await _merging.revert(
             self.context(),
-            branch or self.default_branch,
+            self.branch(branch).name,
             commit,
-            parent=parent,
+            parent=validate.check_int(parent, "revert parent", min_value=1, max_value=2),
             strategy=strategy,
-            message=message,
-            committer=committer or DEFAULT_COMMITTER,
-            metadata=metadata,
+            message=validate.check_message(message),
+            committer=validate.check_committer(committer) or DEFAULT_COMMITTER,
+            metadata=validate.check_metadata(metadata),
             max_attempts=cfg.commit_max_attempts,
             backoff_s=cfg.commit_backoff_ms / 1000,
             backoff_max_s=cfg.commit_backoff_max_ms / 1000,
@@ -596,16 +641,22 @@ def _encode_opt(value: str | bytes | None, what: str) -> bytes | None:
         try:
             return value.encode("utf-8")
         except UnicodeEncodeError as e:
-            raise InvalidInputError(f"list {what} {value!r} is not valid Unicode") from e
+            shown = validate.preview(value)
+            raise InvalidInputError(f"list {what} {shown} is not valid Unicode") from e
     if isinstance(value, bytes):
         return value
     raise InvalidInputError(f"list {what} must be str or bytes, not {type(value).__name__}")
 
 
-class _Reads:
-    """Reads shared by Branch and Ref: ``get``, ``exists``, ``stat``, ``list``."""
+class _Reads(ObjectReads):
+    """Reads shared by Branch and Ref: ``get``, ``exists``, ``stat``, ``list``, and the
+    object reads ``stat_object``, ``open``, ``list_objects``.
+
+    A key a write would refuse (empty, over ``max_key_bytes``, not str/bytes) raises
+    InvalidKeyError on reads too."""
 
     repository: Repository
+    _max_key: int
 
     def _snapshot_lookup(self, key: bytes) -> Awaitable[tuple[Record | None, bool]]:
         raise NotImplementedError
@@ -620,22 +671,22 @@ class _Reads:
 
     async def get(self, key: str | bytes) -> bytes:
         """The value of ``key``; NotFoundError (a KeyError) when absent or deleted."""
-        k = encode_key(key)
+        k = check_key(key, self._max_key)
         rec, _ = await self._snapshot_lookup(k)
         if rec is None or rec.value is None:
-            raise NotFoundError(f"key {key!r} not found in {self._where()}")
+            raise NotFoundError(f"key {validate.preview(k)} not found in {self._where()}")
         return rec.value
 
     async def exists(self, key: str | bytes) -> bool:
-        rec, _ = await self._snapshot_lookup(encode_key(key))
+        rec, _ = await self._snapshot_lookup(check_key(key, self._max_key))
         return rec is not None and rec.value is not None
 
     async def stat(self, key: str | bytes) -> Stat:
         """Size, identity and whether the newest record is staged; NotFoundError if absent."""
-        k = encode_key(key)
+        k = check_key(key, self._max_key)
         rec, staged = await self._snapshot_lookup(k)
         if rec is None or rec.value is None:
-            raise NotFoundError(f"key {key!r} not found in {self._where()}")
+            raise NotFoundError(f"key {validate.preview(k)} not found in {self._where()}")
         return Stat(k, len(rec.value), rec.identity, staged)
 
     def list(
@@ -650,15 +701,15 @@ class _Reads:
         at most ``limit``; with ``delimiter`` (e.g. ``"/"``) keys that hold it after the
         prefix fold into one ``Entry(common_prefix=True)`` each, like ``ls``."""
         p = _encode_opt(prefix, "prefix") or b""
-        if limit is not None and (not isinstance(limit, int) or limit < 0):
-            raise InvalidInputError(f"list limit must be a non-negative int, got {limit!r}")
+        validate.check_optional_int(limit, "list limit", min_value=0)
         return self._list(
             p, _encode_opt(after, "after"), limit, _encode_opt(delimiter, "delimiter")
         )
 
 
-class Branch(_Reads):
-    """Reads and writes of one branch. Cheap to create; all handles share one writer."""
+class Branch(_Reads, ObjectWrites):
+    """Reads and writes of one branch (raw values and objects). Cheap to create; all
+    handles share one writer."""
 
     def __init__(self, repository: Repository, name: str) -> None:
         self.repository = repository
@@ -666,6 +717,7 @@ class Branch(_Reads):
         store = repository.store
         self._store = store
         self._config = store.config
+        self._max_key = store.config.max_key_bytes
         self._writer: BranchWriter | None = None
         self._view = store.view(repository, name)
 
@@ -707,13 +759,19 @@ class Branch(_Reads):
         max_key, max_value = cfg.max_key_bytes, cfg.max_value_bytes
         records: list[Record] = []
         add = records.append
-        for item in items:
-            if len(item) == 2:
+        for i, item in enumerate(validate.check_items(items, "put_many items")):
+            n = len(item) if isinstance(item, tuple | list) else 0
+            if n == 2:
                 key, value = item
                 add(make_record(key, value, None, max_key, max_value, defer_identity=True))
-            else:
+            elif n == 3:
                 key, value, ident = item
                 add(make_record(key, value, ident, max_key, max_value))
+            else:
+                raise InvalidInputError(
+                    f"put_many item {i} must be a (key, value) or (key, value, identity) "
+                    f"tuple, not {validate.preview(item)}"
+                )
         await self._w().write_many(records)
 
     async def delete(self, key: str | bytes) -> None:
@@ -723,17 +781,18 @@ class Branch(_Reads):
 
     async def delete_many(self, keys: Iterable[str | bytes]) -> None:
         max_key = self._config.max_key_bytes
-        await self._w().write_many([Record(check_key(k, max_key), b"", None) for k in keys])
+        checked = validate.check_items(keys, "delete_many keys")
+        await self._w().write_many([Record(check_key(k, max_key), b"", None) for k in checked])
 
     async def stage_sst(self, sst: str | os.PathLike[str] | bytes) -> str:
         """Stage a prepared SST (a path or its bytes) as one L1 file, atomically: all of
         its records become visible at once, or none.  It is validated completely first
         (CorruptFileError, EntryTooLargeError, InvalidInputError; nothing staged).
         Returns the L1 file id."""
-        if isinstance(sst, bytes):
-            data = sst
+        if isinstance(sst, bytes | bytearray | memoryview):
+            data = bytes(sst)
         elif isinstance(sst, str | os.PathLike):
-            path = Path(sst)
+            path = validate.check_path(sst, "SST path")
             try:
                 data = await asyncio.to_thread(path.read_bytes)
             except OSError as e:
@@ -759,13 +818,17 @@ class Branch(_Reads):
         """
         from committer.job import commit_branch
 
+        validate.check_str(message, "commit message", empty_ok=True)
+        committer = validate.check_committer(committer) or DEFAULT_COMMITTER
+        metadata = validate.check_metadata(metadata, "commit metadata")
+        validate.check_bool(allow_empty, "allow_empty")
         cfg = self._config
         try:
             result = await commit_branch(
                 self.repository.context(),
                 self.name,
                 message,
-                committer=committer or DEFAULT_COMMITTER,
+                committer=committer,
                 metadata=metadata,
                 allow_empty=allow_empty,
                 clock=self._store.clock,
@@ -818,6 +881,7 @@ class Ref(_Reads):
     def __init__(self, repository: Repository, expression: str) -> None:
         self.repository = repository
         self.expression = expression
+        self._max_key = repository.store.config.max_key_bytes
         self._resolved: ResolvedRef | None = None
         self._snapshot: Snapshot | None = None
         self._lock = asyncio.Lock()

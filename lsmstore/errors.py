@@ -27,7 +27,13 @@ class InvalidNameError(InvalidInputError):
 
 
 class EntryTooLargeError(InvalidInputError):
-    """A key or value is empty/over-long, or a record is too large for a backend."""
+    """A value or a record is too large for its bound or for a backend."""
+
+
+class InvalidKeyError(InvalidInputError):
+    """A key is not one: not str/bytes, not valid Unicode, empty, or longer than the
+    configured bound.  Raised the same way by reads and writes; the message shows a
+    bounded prefix of the key."""
 
 
 class InvalidRefExpressionError(InvalidInputError):

@@ -38,3 +38,12 @@ def staging_key(branch: str, level: Level, file_id: str, suffix: str = ".sst") -
     never sees an old file: the per-branch token of DESIGN.md is not needed.
     """
     return f"{staging_prefix(branch)}{level}/{check_file_id(file_id)}{suffix}"
+
+
+def data_key(object_id: str) -> str:
+    """An object's data written by an upload: ``data/<id>`` (unique, never reused)."""
+    return DATA + check_file_id(object_id)
+
+
+#: Uncommitted object data that was overwritten or deleted (lsmstore.objects.garbage).
+DATA_GC = f"{PREFIX}/gc-data/"

@@ -217,6 +217,7 @@ def test_writer_output_is_what_the_format_document_says() -> None:
 
 C = rocksdict.ChecksumType
 Z = rocksdict.DBCompressionType
+TWO_LEVEL = rocksdict.BlockBasedIndexType.two_level_index_search()
 SUPPORTED = {
     "format2-crc32c": {"format_version": 2, "checksum": C.crc32c()},
     "format3-xxhash32": {"format_version": 3, "checksum": C.xxhash()},
@@ -233,6 +234,38 @@ SUPPORTED = {
     "index-delta-values": {"index_restart_interval": 8, "block_size": 256},
     "index-delta-values-format3": {"format_version": 3, "index_restart_interval": 4},
     "tiny-blocks": {"block_size": 64},
+    # Two-level (partitioned) indexes, as Pebble writes once an index outgrows 4 KiB:
+    # small metadata blocks make many partitions.
+    "two-level-format2-crc32c": {
+        "format_version": 2,
+        "checksum": C.crc32c(),
+        "index_type": TWO_LEVEL,
+        "metadata_block_size": 256,
+        "block_size": 256,
+    },
+    "two-level-format5": {"index_type": TWO_LEVEL, "metadata_block_size": 128, "block_size": 128},
+    "two-level-format6-zstd": {
+        "format_version": 6,
+        "index_type": TWO_LEVEL,
+        "metadata_block_size": 200,
+        "block_size": 300,
+        "compression": Z.zstd(),
+    },
+    "two-level-delta-values": {
+        "index_type": TWO_LEVEL,
+        "metadata_block_size": 512,
+        "index_restart_interval": 4,
+        "block_size": 128,
+    },
+    "two-level-partitioned-filters": {
+        "index_type": TWO_LEVEL,
+        "metadata_block_size": 256,
+        "block_size": 256,
+        "bloom_bits": 10,
+        "partition_filters": True,
+    },
+    "two-level-one-partition": {"index_type": TWO_LEVEL},
+    "full-bloom-filter": {"bloom_bits": 10},
 }
 
 
@@ -243,6 +276,10 @@ def test_reads_rocksdb_files_with_other_settings(tmp_path: Path, opts: dict[str,
     reader = SSTReader(data, "other.sst", block_cache_size=3)
     check_file(records, reader)
     assert list(reader.seek(records[600].key + b"\x00")) == [as_read(r) for r in records[601:]]
+    if opts.get("index_type") is TWO_LEVEL:
+        assert reader.properties["rocksdb.block.based.table.index.type"] == b"\x02\x00\x00\x00"
+        partitions = reader.properties["rocksdb.index.partitions"][0]
+        assert partitions > 1 or "metadata_block_size" not in opts
 
 
 # --- concurrency ------------------------------------------------------------------------------

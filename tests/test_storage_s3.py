@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 import time
 import uuid
@@ -19,9 +20,9 @@ from lsmstore.errors import (
     UnavailableError,
 )
 from lsmstore.storage.base import ObjectStore, PutMode
-from lsmstore.storage.s3 import S3Store
+from lsmstore.storage.s3 import MIN_PART_SIZE, S3Store
 from lsmstore.testing.servers import MotoServer, free_port
-from lsmstore.testing.store_contract import StoreContract, collect
+from lsmstore.testing.store_contract import StoreContract, aiter_of, collect
 
 FAST_FAIL = {"max_attempts": 1, "connect_timeout": 0.5, "read_timeout": 0.5}
 
@@ -47,6 +48,8 @@ class TestS3Store(StoreContract):
     # Every key costs a PUT to moto (~5 ms of its CPU): page by 100 keys so that a few
     # hundred keys cross pages (ContinuationToken) as 1100 keys would at S3's 1000.
     MANY = 250
+    # Two parts of the smallest size S3 accepts and a short last one: a multipart upload.
+    STREAM_SIZE = 2 * MIN_PART_SIZE + 1000
 
     @pytest.fixture
     async def store(self, moto: MotoServer, bucket: str) -> AsyncIterator[ObjectStore]:
@@ -54,8 +57,42 @@ class TestS3Store(StoreContract):
         async with S3Store(bucket, endpoint_url=moto.endpoint) as outside:
             await outside.put("ns/repo1-sibling", b"not mine")
             await outside.put("a", b"not mine")
-        async with S3Store(bucket, "ns/repo1", endpoint_url=moto.endpoint, page_size=100) as s:
+        async with S3Store(
+            bucket, "ns/repo1", endpoint_url=moto.endpoint, page_size=100, part_size=MIN_PART_SIZE
+        ) as s:
             yield s
+        # Nothing a test did leaves an incomplete multipart upload behind.
+        async with _session.create_client(
+            "s3", endpoint_url=moto.endpoint, region_name="us-east-1"
+        ) as client:
+            uploads = await client.list_multipart_uploads(Bucket=bucket)
+        assert uploads.get("Uploads", []) == []
+
+
+async def test_streamed_put_is_multipart_past_the_part_size(moto: MotoServer, bucket: str) -> None:
+    """A streamed object of three parts gets S3's multipart ETag, which the store
+    predicts; one within a part is a single PutObject (its ETag is the MD5)."""
+    import hashlib
+
+    data = os.urandom(2 * MIN_PART_SIZE + 5)
+    async with S3Store(bucket, endpoint_url=moto.endpoint, part_size=MIN_PART_SIZE) as s:
+        meta = await s.put_stream("big", aiter_of([data[:100], data[100:]]))
+        head = await s.head("big")
+        assert meta.etag == head.etag and head.etag is not None and head.etag.endswith("-3")
+        md5s = b"".join(
+            hashlib.md5(data[i : i + MIN_PART_SIZE]).digest()
+            for i in range(0, len(data), MIN_PART_SIZE)
+        )
+        assert head.etag == hashlib.md5(md5s).hexdigest() + "-3"
+        small = await s.put_stream("small", aiter_of([b"abc"]))
+        assert small.etag == (await s.head("small")).etag == hashlib.md5(b"abc").hexdigest()
+        assert b"".join([c async for c in s.get_stream("big", chunk_size=1 << 20)]) == data
+
+
+async def test_part_size_bounds() -> None:
+    for bad in (MIN_PART_SIZE - 1, (5 << 30) + 1):
+        with pytest.raises(InvalidInputError):
+            S3Store("bucket", part_size=bad)
 
 
 async def test_prefix_maps_keys(moto: MotoServer, bucket: str) -> None:

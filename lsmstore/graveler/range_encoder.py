@@ -28,10 +28,9 @@ import threading
 from collections.abc import Container, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import cast
 
 from lsmstore.graveler.record import Record
-from lsmstore.graveler.sst_writer import write_sst
+from lsmstore.graveler.sst_writer import RANGE, write_committed_sst
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +57,8 @@ def encode_range(
     rid = range_id(keys, identities)
     if rid in skip:
         return rid, None
-    # write_sst unpacks (key, identity, value) triples: plain tuples do
-    return rid, write_sst(cast("list[Record]", list(zip(keys, identities, values, strict=True))))
+    records = list(map(Record, keys, identities, values))
+    return rid, write_committed_sst(records, RANGE)
 
 
 class RangeEncoder:

@@ -114,7 +114,7 @@ class RangeWriter:
     Feed records with :meth:`add` (strictly increasing keys, no tombstones) and whole
     existing ranges with :meth:`add_range` (only while :attr:`empty`), then call
     :meth:`finish` for the list of ranges in key order.  Each range is named by the
-    fileID of its records and encoded with ``write_sst`` by ``encoder``
+    fileID of its records and encoded (``write_committed_sst``) by ``encoder``
     (:class:`~lsmstore.graveler.range_encoder.RangeEncoder`: the first range in a
     thread, later ones in its process pool, so a big rewrite uses every core; default:
     threads only), then uploaded in create mode to ``layout.range_key(id)``; an object

@@ -63,6 +63,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Literal, Self
 
+from lsmstore import validate
 from lsmstore.errors import ClosedError, EntryTooLargeError, InvalidInputError
 from lsmstore.refstore.names import (
     check_commit_id,
@@ -187,8 +188,7 @@ class RefStore(abc.ABC):
         self._check_open()
         check_repository_name(repo)
         _check_page(after, limit)
-        if not isinstance(prefix, str):
-            raise InvalidInputError(f"list_refs prefix must be a string, not {prefix!r}")
+        validate.check_str(prefix, "list_refs prefix", empty_ok=True, max_bytes=MAX_PAGE_TOKEN)
         if kind not in (None, "branch", "tag"):
             raise InvalidInputError(f"list_refs kind must be 'branch', 'tag' or None, not {kind!r}")
         return await self._list_refs(repo, prefix, after, limit, kind)
@@ -377,11 +377,13 @@ class RefStore(abc.ABC):
     async def _release_lease(self, key: str, owner: str) -> None: ...
 
 
+#: Longest listing prefix or page token (``after``), in UTF-8 bytes.
+MAX_PAGE_TOKEN = 1024
+
+
 def _check_page(after: str | None, limit: int) -> None:
-    if after is not None and not isinstance(after, str):
-        raise InvalidInputError(f"listing 'after' must be a string or None, not {after!r}")
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_PAGE:
-        raise InvalidInputError(f"listing limit {limit!r} must be an int in [0, {MAX_PAGE}]")
+    validate.check_optional_str(after, "listing 'after'", empty_ok=True, max_bytes=MAX_PAGE_TOKEN)
+    validate.check_int(limit, "listing limit", min_value=0, max_value=MAX_PAGE)
 
 
 def encode_metadata(metadata: dict[str, str]) -> str:

@@ -11,6 +11,7 @@ threads with their own connections, so a ``get_ref`` never waits behind an fsync
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sqlite3
 import threading
@@ -70,6 +71,14 @@ Row = tuple[str, str, str, str]
 Tail = tuple[str, ...]
 
 
+def _rollback(con: sqlite3.Connection) -> None:
+    """Roll back after a failure, never raising over it: SQLite may already have rolled
+    the transaction back itself (after SQLITE_FULL, SQLITE_IOERR ...)."""
+    if con.in_transaction:
+        with contextlib.suppress(sqlite3.Error):
+            con.execute("ROLLBACK")
+
+
 def _ref(row: Row) -> Ref:
     kind, base, l2, l1 = row
     return Ref(decode_kind(kind, FILENAME), base, decode_ids(l2), decode_ids(l1))
@@ -119,18 +128,28 @@ class EmbeddedRefStore(RefStore):
             return con
         with self._lock:
             if not self._initialised:
-                self.path.mkdir(parents=True, exist_ok=True)
+                try:
+                    self.path.mkdir(parents=True, exist_ok=True)
+                except OSError as e:
+                    raise UnavailableError(
+                        f"{self.url}: cannot create the directory {self.path}: "
+                        f"{e.strerror or e}"
+                    ) from e
             con = sqlite3.connect(
                 self.path / FILENAME,
                 isolation_level=None,  # we issue BEGIN/COMMIT ourselves
                 check_same_thread=False,  # only so aclose() can close it
                 timeout=self._busy_ms / 1000,
             )
-            con.execute(f"PRAGMA busy_timeout={self._busy_ms}")
-            if not self._initialised:
-                self._initialise(con)
-                self._initialised = True
-            con.execute(f"PRAGMA synchronous={self._synchronous}")
+            try:
+                con.execute(f"PRAGMA busy_timeout={self._busy_ms}")
+                if not self._initialised:
+                    self._initialise(con)
+                    self._initialised = True
+                con.execute(f"PRAGMA synchronous={self._synchronous}")
+            except BaseException:
+                con.close()
+                raise
             self._connections.append(con)
         self._local.con = con
         return con
@@ -156,7 +175,7 @@ class EmbeddedRefStore(RefStore):
                     con.execute(MIGRATIONS[v])
             con.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         except BaseException:
-            con.execute("ROLLBACK")
+            _rollback(con)
             raise
         con.execute("COMMIT")
 
@@ -169,13 +188,12 @@ class EmbeddedRefStore(RefStore):
         try:
             result = fn(con)
         except BaseException:
-            con.execute("ROLLBACK")
+            _rollback(con)
             raise
         try:
             con.execute("COMMIT")
         except sqlite3.Error as e:
-            if con.in_transaction:
-                con.execute("ROLLBACK")
+            _rollback(con)
             raise UnavailableError(
                 f"{self.url}: commit failed: {e}", outcome_unknown=immediate
             ) from e

@@ -22,7 +22,7 @@ import asyncio
 import itertools
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from lsmstore import layout
@@ -75,12 +75,16 @@ class Stat:
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """One listing entry: a key with its value's size and identity, or a common prefix."""
+    """One listing entry: a key with its value's size and identity, or a common prefix.
+
+    ``value`` is the value itself (None for a common prefix); it takes no part in
+    comparisons or ``repr``."""
 
     key: bytes
     size: int = 0
     identity: bytes = b""
     common_prefix: bool = False
+    value: bytes | None = field(default=None, compare=False, repr=False)
 
     @property
     def path(self) -> str:
@@ -393,7 +397,7 @@ class Snapshot:
                                 return
                         restart = prefix_end(cp)
                         break
-                yield Entry(key, len(rec.value), rec.identity)
+                yield Entry(key, len(rec.value), rec.identity, False, rec.value)
                 count += 1
                 if limit is not None and count >= limit:
                     return

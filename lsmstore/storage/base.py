@@ -16,6 +16,14 @@ Contract (checked by :mod:`lsmstore.testing.store_contract` for every backend):
   :class:`ObjectNotFoundError` (``delete`` is idempotent only with ``missing_ok``).
 * ``list`` yields objects in lexicographic key order, starting strictly after
   ``after``; backends page internally.
+* ``put_stream`` stores the concatenation of an async iterator of chunks with the
+  same atomicity and modes as ``put``, never holding the whole object in memory (a
+  backend buffers at most about two parts: ``S3Store`` sends objects past its part size
+  as a multipart upload).  If the iterator raises, or the caller is cancelled, nothing
+  is published and nothing partial is left behind that a key can name (S3 aborts the
+  multipart upload; a local store removes its temp file).
+* ``get_stream`` yields bytes ``[start, end)`` in chunks of at most ``chunk_size``;
+  a missing key raises :class:`ObjectNotFoundError` from the first iteration.
 * Any failure to reach the backend (connection refused, timeout, 5xx after the
   configured retries) raises :class:`UnavailableError`.
 * Safe for concurrent use by many tasks of one event loop; blocking I/O never runs
@@ -27,12 +35,15 @@ from __future__ import annotations
 
 import abc
 import enum
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Self
 
-from lsmstore.errors import ClosedError, InvalidNameError
+from lsmstore.errors import ClosedError, InvalidInputError, InvalidNameError
+
+#: Largest chunk :meth:`ObjectStore.get_stream` yields by default.
+STREAM_CHUNK = 1 << 20
 
 
 class PutMode(enum.Enum):
@@ -87,6 +98,53 @@ class ObjectStore(abc.ABC):
     @abc.abstractmethod
     def list(self, prefix: str = "", *, after: str | None = None) -> AsyncIterator[ObjectMeta]:
         """Objects whose key starts with ``prefix``, in key order, strictly after ``after``."""
+
+    async def put_stream(
+        self, key: str, chunks: AsyncIterable[bytes], mode: PutMode = PutMode.CREATE
+    ) -> ObjectMeta:
+        """Store the concatenation of ``chunks`` atomically, as :meth:`put` does, without
+        holding the whole object in memory (see the module docstring).  Returns the
+        stored object's size (and etag where the backend has one).
+
+        This default gathers the chunks and calls :meth:`put`: right for an in-memory
+        backend, and for wrappers that forward ``put``; real backends stream.
+        """
+        check_key(key)
+        parts = [bytes(c) async for c in chunks]
+        data = b"".join(parts)
+        del parts
+        await self.put(key, data, mode)
+        return ObjectMeta(key, len(data))
+
+    async def get_stream(
+        self, key: str, start: int = 0, end: int | None = None, *, chunk_size: int = STREAM_CHUNK
+    ) -> AsyncIterator[bytes]:
+        """Bytes ``[start, end)`` (``end`` None: to the end) in chunks of at most
+        ``chunk_size`` bytes.  ObjectNotFoundError when the key is missing.
+
+        This default reads ``chunk_size`` bytes per :meth:`get_range` call (any object
+        under ``data/`` and ``_lsm/`` is immutable, so the chunks fit together).
+        """
+        check_key(key)
+        if start < 0 or chunk_size < 1:
+            raise InvalidInputError(
+                f"get_stream of {key!r}: start {start} must be >= 0 and chunk_size >= 1"
+            )
+        pos = start
+        first = True
+        while end is None or pos < end:
+            stop = pos + chunk_size if end is None else min(end, pos + chunk_size)
+            want = stop - pos
+            chunk = await self.get_range(key, pos, stop)
+            if not chunk:
+                if first:
+                    await self.head(key)  # a missing key raises ObjectNotFoundError
+                return
+            first = False
+            yield chunk
+            pos += len(chunk)
+            if len(chunk) < want:
+                return  # short read: the end of the object
 
     async def aclose(self) -> None:
         self._closed = True

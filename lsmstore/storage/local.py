@@ -25,8 +25,9 @@ import errno
 import itertools
 import os
 import secrets
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from lsmstore.errors import (
     InvalidInputError,
@@ -35,7 +36,7 @@ from lsmstore.errors import (
     ObjectNotFoundError,
     UnavailableError,
 )
-from lsmstore.storage.base import ObjectMeta, ObjectStore, PutMode, check_key
+from lsmstore.storage.base import STREAM_CHUNK, ObjectMeta, ObjectStore, PutMode, check_key
 
 #: Temp files start with this; a key segment may not (so no key names a temp file).
 TMP_MARK = ".lsm-tmp."
@@ -51,9 +52,19 @@ def _fsync_dir(path: str) -> None:
         os.close(fd)
 
 
+def _discard(tmp: str, f: BinaryIO) -> None:
+    """Close and remove a temp file (a leftover one is invisible anyway)."""
+    with contextlib.suppress(OSError):
+        f.close()
+    with contextlib.suppress(OSError):
+        os.unlink(tmp)
+
+
 class LocalStore(ObjectStore):
     #: Objects handed over per worker-thread hop of :meth:`list`.
     PAGE = 1000
+    #: Bytes of a streamed put gathered per worker-thread hop.
+    WRITE_BYTES = 1 << 20
 
     def __init__(self, root: Path | str) -> None:
         root = Path(root)
@@ -123,8 +134,13 @@ class LocalStore(ObjectStore):
             return
         parent = os.path.dirname(directory)
         if directory == self._root:
-            os.makedirs(directory, exist_ok=True)
-            _fsync_dir(parent)
+            try:
+                os.makedirs(directory, exist_ok=True)
+                _fsync_dir(parent)
+            except OSError as e:  # the namespace itself is unusable, not the key
+                raise UnavailableError(
+                    f"local store root {self._root} cannot be created: {e.strerror or e}"
+                ) from e
             return
         self._ensure_dir(key, parent)
         try:
@@ -138,15 +154,28 @@ class LocalStore(ObjectStore):
             return
         _fsync_dir(parent)
 
-    def _put(self, key: str, path: str, data: bytes, mode: PutMode) -> None:
+    def _open_tmp(self, key: str, path: str) -> tuple[str, BinaryIO]:
+        """A new temp file beside ``path`` (creating the directories), open for writing."""
         directory = os.path.dirname(path)
         tmp = os.path.join(directory, f"{TMP_MARK}{os.path.basename(path)}.{secrets.token_hex(8)}")
-        published = False
         try:
             self._ensure_dir(key, directory)
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-            with open(fd, "wb") as f:
-                f.write(data)
+        except (IsADirectoryError, NotADirectoryError) as e:
+            raise InvalidNameError(
+                f"object key {key!r} conflicts with an existing object or key prefix"
+            ) from e
+        except OSError as e:
+            raise self._unavailable(key, e) from e
+        return tmp, open(fd, "wb")  # closed by _publish/_discard
+
+    def _publish(self, key: str, path: str, tmp: str, f: BinaryIO, mode: PutMode) -> None:
+        """Fsync and close the temp file, publish it under ``path``, fsync the directory.
+        The temp file is gone afterwards, whatever happens."""
+        directory = os.path.dirname(path)
+        published = False
+        try:
+            with f:
                 f.flush()
                 os.fsync(f.fileno())
             if mode is PutMode.CREATE:
@@ -160,7 +189,7 @@ class LocalStore(ObjectStore):
                 os.replace(tmp, path)
             published = True
             _fsync_dir(directory)
-        except ObjectExistsError:
+        except (ObjectExistsError, UnavailableError):
             raise
         except (IsADirectoryError, NotADirectoryError) as e:
             raise InvalidNameError(
@@ -170,12 +199,88 @@ class LocalStore(ObjectStore):
             raise self._unavailable(key, e, outcome_unknown=published) from e
         finally:
             if mode is PutMode.CREATE or not published:
-                with contextlib.suppress(OSError):  # a leftover temp file is invisible anyway
-                    os.unlink(tmp)
+                _discard(tmp, f)
+
+    def _put(self, key: str, path: str, data: bytes, mode: PutMode) -> None:
+        tmp, f = self._open_tmp(key, path)
+        try:
+            f.write(data)
+        except OSError as e:
+            _discard(tmp, f)
+            raise self._unavailable(key, e) from e
+        self._publish(key, path, tmp, f, mode)
 
     async def put(self, key: str, data: bytes, mode: PutMode = PutMode.CREATE) -> None:
         path = self._path(key)
         await asyncio.to_thread(self._put, key, path, data, mode)
+
+    async def put_stream(
+        self, key: str, chunks: AsyncIterable[bytes], mode: PutMode = PutMode.CREATE
+    ) -> ObjectMeta:
+        """Write chunks to a temp file as they come (one worker-thread hop per
+        ``WRITE_BYTES`` gathered), then publish it as :meth:`put` does."""
+        path = self._path(key)
+        tmp, f = await asyncio.to_thread(self._open_tmp, key, path)
+        size = 0
+        try:
+            pending: list[bytes] = []
+            gathered = 0
+            async for chunk in chunks:
+                if not chunk:
+                    continue
+                pending.append(bytes(chunk))
+                gathered += len(chunk)
+                if gathered >= self.WRITE_BYTES:
+                    await asyncio.to_thread(f.writelines, pending)
+                    size += gathered
+                    pending, gathered = [], 0
+            if pending:
+                await asyncio.to_thread(f.writelines, pending)
+                size += gathered
+        except OSError as e:
+            await asyncio.shield(asyncio.to_thread(_discard, tmp, f))
+            raise self._unavailable(key, e) from e
+        except BaseException:
+            await asyncio.shield(asyncio.to_thread(_discard, tmp, f))
+            raise
+        await asyncio.shield(asyncio.to_thread(self._publish, key, path, tmp, f, mode))
+        return ObjectMeta(key, size)
+
+    async def get_stream(
+        self, key: str, start: int = 0, end: int | None = None, *, chunk_size: int = STREAM_CHUNK
+    ) -> AsyncIterator[bytes]:
+        if start < 0 or chunk_size < 1:
+            raise InvalidInputError(
+                f"get_stream of {key!r}: start {start} must be >= 0 and chunk_size >= 1"
+            )
+        path = self._path(key)
+
+        def open_at() -> BinaryIO:
+            try:
+                f = open(path, "rb")  # closed below
+            except _NOT_FOUND as e:
+                raise ObjectNotFoundError(key) from e
+            except OSError as e:
+                raise self._unavailable(key, e) from e
+            if start:
+                f.seek(start)
+            return f
+
+        f = await asyncio.to_thread(open_at)
+        try:
+            pos = start
+            while end is None or pos < end:
+                n = chunk_size if end is None else min(chunk_size, end - pos)
+                try:
+                    chunk = await asyncio.to_thread(f.read, n)
+                except OSError as e:
+                    raise self._unavailable(key, e) from e
+                if not chunk:
+                    return
+                pos += len(chunk)
+                yield chunk
+        finally:
+            f.close()
 
     def _delete(self, key: str, path: str, missing_ok: bool) -> None:
         try:

@@ -9,9 +9,13 @@ consistent (read-after-write and list-after-write).  CREATE sends ``If-None-Matc
 S3 answers 412 when the key exists, which is :class:`ObjectExistsError` -- unless the
 object present has our content's MD5 ETag.  Then the put succeeds: both botocore and
 aiohttp re-send a PUT whose response was lost, so a 412 may answer our own earlier
-attempt, and the two cases cannot be told apart (see ``PutMode.CREATE``).  A crash
-leaves nothing partial (there are no multipart uploads here: objects up to 5 GiB go in
-one request).
+attempt, and the two cases cannot be told apart (see ``PutMode.CREATE``).  ``put``
+sends one PutObject (up to 5 GiB).  ``put_stream`` sends an object that fits in one part
+(``part_size``, default 8 MiB) as one PutObject, a larger one as a multipart upload whose
+parts go one at a time (memory: about two parts); CREATE sends ``If-None-Match: *`` with
+the CompleteMultipartUpload.  A failure, cancellation or exception from the source
+aborts the multipart upload; a crash leaves an incomplete upload, invisible to reads and
+listings (S3 bills its parts until a bucket lifecycle rule aborts it).
 
 Errors: 404 ``NoSuchKey`` -> :class:`ObjectNotFoundError`; a missing bucket, denied
 access, connection failures, timeouts and 5xx/throttling after botocore's retries
@@ -26,7 +30,7 @@ import asyncio
 import contextlib
 import hashlib
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator
 from typing import Any, Self
 
 import aiohttp
@@ -41,13 +45,18 @@ from lsmstore.errors import (
     ObjectNotFoundError,
     UnavailableError,
 )
-from lsmstore.storage.base import ObjectMeta, ObjectStore, PutMode, check_key
+from lsmstore.storage.base import STREAM_CHUNK, ObjectMeta, ObjectStore, PutMode, check_key
 
 BUCKET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,254}$")
 
 #: Failures to get an answer (OSError includes TimeoutError) and S3's error answers.
 _TRANSPORT = (BotoCoreError, aiohttp.ClientError, OSError)
 _FAILURES = (ClientError, *_TRANSPORT)
+
+#: Smallest part of a multipart upload S3 accepts (all but the last part).
+MIN_PART_SIZE = 5 << 20
+#: At most this many parts per multipart upload (S3's limit).
+MAX_PARTS = 10_000
 
 #: Times a CREATE is re-sent after 409 ConditionalRequestConflict (a concurrent
 #: conditional write on the same key was in flight; S3 asks the client to retry).
@@ -79,6 +88,7 @@ class S3Store(ObjectStore):
         read_timeout: float = 30.0,
         max_pool_connections: int = 64,
         page_size: int = 1000,
+        part_size: int = 8 << 20,
     ) -> None:
         if not BUCKET_NAME.match(bucket):
             raise InvalidInputError(f"invalid S3 bucket name {bucket!r}")
@@ -87,6 +97,11 @@ class S3Store(ObjectStore):
             check_key(prefix)
         if max_attempts < 1 or not 1 <= page_size <= 1000:
             raise InvalidInputError("S3 max_attempts must be >= 1 and page_size in 1..1000")
+        if not MIN_PART_SIZE <= part_size <= 5 << 30:
+            raise InvalidInputError(
+                f"S3 part_size must be in {MIN_PART_SIZE}..5GiB, not {part_size}"
+            )
+        self.part_size = part_size
         self.bucket = bucket
         self.prefix = prefix
         self.endpoint_url = endpoint_url
@@ -215,6 +230,89 @@ class S3Store(ObjectStore):
             except _TRANSPORT as e:
                 raise self._error(e, "put", key, put=True) from e
 
+    async def put_stream(
+        self, key: str, chunks: AsyncIterable[bytes], mode: PutMode = PutMode.CREATE
+    ) -> ObjectMeta:
+        check_key(key)
+        part_size = self.part_size
+        pending: list[bytes] = []
+        gathered = 0
+        size = 0
+        upload: _Multipart | None = None
+        try:
+            async for chunk in chunks:
+                if not chunk:
+                    continue
+                pending.append(bytes(chunk))
+                gathered += len(chunk)
+                size += len(chunk)
+                while gathered >= part_size:
+                    data = b"".join(pending)
+                    pending = [data[part_size:]] if gathered > part_size else []
+                    gathered -= part_size
+                    if upload is None:
+                        upload = await self._start_multipart(key)
+                    await upload.send(data[:part_size] if len(data) > part_size else data)
+                    del data
+            last = b"".join(pending)
+            pending = []
+            if upload is None:
+                await self.put(key, last, mode)
+                return ObjectMeta(key, size, hashlib.md5(last, usedforsecurity=False).hexdigest())
+            if last:
+                await upload.send(last)
+            del last
+            etag = await upload.complete(mode)
+            upload = None
+            return ObjectMeta(key, size, etag)
+        finally:
+            if upload is not None:
+                await asyncio.shield(upload.abort())
+
+    async def _start_multipart(self, key: str) -> _Multipart:
+        client = await self._connect()
+        try:
+            response = await client.create_multipart_upload(
+                Bucket=self.bucket, Key=self._root + key
+            )
+        except _FAILURES as e:
+            raise self._error(e, "put", key) from e
+        return _Multipart(self, client, key, str(response["UploadId"]))
+
+    async def get_stream(
+        self, key: str, start: int = 0, end: int | None = None, *, chunk_size: int = STREAM_CHUNK
+    ) -> AsyncIterator[bytes]:
+        """One GET (ranged unless the whole object), read ``chunk_size`` at a time."""
+        check_key(key)
+        if start < 0 or chunk_size < 1:
+            raise InvalidInputError(
+                f"get_stream of {key!r}: start {start} must be >= 0 and chunk_size >= 1"
+            )
+        if end is not None and end <= start:
+            await self.head(key)
+            return
+        extra: dict[str, Any] = {}
+        if start or end is not None:
+            extra["Range"] = f"bytes={start}-{'' if end is None else end - 1}"
+        client = await self._connect()
+        try:
+            response = await client.get_object(Bucket=self.bucket, Key=self._root + key, **extra)
+        except ClientError as e:
+            if e.response.get("Error", {}).get("Code") == "InvalidRange":
+                return
+            raise self._error(e, "get", key) from e
+        except _TRANSPORT as e:
+            raise self._error(e, "get", key) from e
+        async with response["Body"] as body:
+            while True:
+                try:
+                    chunk: bytes = await body.read(chunk_size)
+                except _FAILURES as e:
+                    raise self._error(e, "get", key) from e
+                if not chunk:
+                    return
+                yield chunk
+
     async def _holds(self, key: str, data: bytes) -> bool:
         """Whether the stored object's ETag is the MD5 of ``data`` (a single-part upload)."""
         try:
@@ -260,3 +358,87 @@ class S3Store(ObjectStore):
                 return
             request["ContinuationToken"] = response["NextContinuationToken"]
             self._check_open()
+
+
+class _Multipart:
+    """One multipart upload of :meth:`S3Store.put_stream`: parts in order, then complete
+    (or abort)."""
+
+    def __init__(self, store: S3Store, client: Any, key: str, upload_id: str) -> None:
+        self.store = store
+        self.client = client
+        self.key = key
+        self.upload_id = upload_id
+        self.parts: list[dict[str, Any]] = []
+        self._md5s: list[bytes] = []
+
+    async def send(self, data: bytes) -> None:
+        store = self.store
+        number = len(self.parts) + 1
+        if number > MAX_PARTS:
+            raise InvalidInputError(
+                f"put_stream of {self.key!r}: more than {MAX_PARTS} parts of {store.part_size} "
+                "bytes; raise the store's part_size"
+            )
+        try:
+            response = await self.client.upload_part(
+                Bucket=store.bucket,
+                Key=store._root + self.key,
+                UploadId=self.upload_id,
+                PartNumber=number,
+                Body=data,
+            )
+        except _FAILURES as e:
+            raise store._error(e, "put", self.key) from e
+        self.parts.append({"PartNumber": number, "ETag": response["ETag"]})
+        self._md5s.append(hashlib.md5(data, usedforsecurity=False).digest())
+
+    def etag(self) -> str:
+        """S3's ETag of the completed object: MD5 of the parts' MD5s, dash, part count."""
+        digest = hashlib.md5(b"".join(self._md5s), usedforsecurity=False).hexdigest()
+        return f"{digest}-{len(self._md5s)}"
+
+    async def complete(self, mode: PutMode) -> str:
+        store = self.store
+        conditions = {"IfNoneMatch": "*"} if mode is PutMode.CREATE else {}
+        expected = self.etag()
+        for attempt in range(CONFLICT_RETRIES + 1):
+            try:
+                await self.client.complete_multipart_upload(
+                    Bucket=store.bucket,
+                    Key=store._root + self.key,
+                    UploadId=self.upload_id,
+                    MultipartUpload={"Parts": self.parts},
+                    **conditions,
+                )
+                return expected
+            except ClientError as e:
+                status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+                code = e.response.get("Error", {}).get("Code")
+                if (status == 412 and mode is PutMode.CREATE) or code == "NoSuchUpload":
+                    # 412: the key exists; NoSuchUpload: this upload is gone -- maybe
+                    # completed by an earlier attempt whose answer was lost.
+                    if await self._landed(expected):
+                        return expected
+                    if status == 412:
+                        raise ObjectExistsError(self.key) from None
+                if status == 409 and attempt < CONFLICT_RETRIES:
+                    continue
+                raise store._error(e, "put", self.key, put=True) from e
+            except _TRANSPORT as e:
+                raise store._error(e, "put", self.key, put=True) from e
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _landed(self, expected: str) -> bool:
+        try:
+            meta = await self.store.head(self.key)
+        except ObjectNotFoundError:
+            return False
+        return meta.etag == expected
+
+    async def abort(self) -> None:
+        """Best effort: a failed abort leaves parts that only a lifecycle rule removes."""
+        with contextlib.suppress(*_FAILURES):
+            await self.client.abort_multipart_upload(
+                Bucket=self.store.bucket, Key=self.store._root + self.key, UploadId=self.upload_id
+            )

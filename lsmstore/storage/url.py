@@ -12,7 +12,8 @@ S3 options (query parameters override keyword arguments of the same name):
 ``region``, ``path_style`` (``true``/``false``: path-style addressing),
 ``max_attempts`` (total attempts per request, default 5), ``connect_timeout`` and
 ``read_timeout`` (seconds, default 5 and 30), ``max_pool_connections`` (default 64),
-``page_size`` (keys per ListObjectsV2 page, 1..1000).  ``file`` and ``mem`` take no
+``page_size`` (keys per ListObjectsV2 page, 1..1000), ``part_size`` (bytes per part of
+a streamed upload, default 8 MiB, at least 5 MiB).  ``file`` and ``mem`` take no
 options.  Anything else -- another scheme, a relative path, an unknown option, a value
 of the wrong type -- raises :class:`InvalidURLError` naming it.
 """
@@ -28,6 +29,18 @@ from lsmstore.errors import InvalidInputError, InvalidURLError
 from lsmstore.storage.base import ObjectStore
 from lsmstore.storage.local import LocalStore
 from lsmstore.storage.memory import MemoryStore
+from lsmstore.validate import check_url_text, has_control, preview
+
+
+def _unquoted(url: str, part: str) -> str:
+    """A percent-decoded URL part: valid UTF-8 without control characters (``%00``)."""
+    try:
+        text = unquote(part, errors="strict") if "%" in part else part
+    except UnicodeDecodeError as e:
+        raise InvalidURLError(f"{preview(url)}: escaped bytes are not UTF-8 ({e})") from None
+    if has_control(text):
+        raise InvalidURLError(f"{preview(url)} holds an escaped control character")
+    return text
 
 
 def _bool(value: Any) -> bool:
@@ -50,6 +63,7 @@ S3_OPTIONS: dict[str, Callable[[Any], Any]] = {
     "read_timeout": float,
     "max_pool_connections": int,
     "page_size": int,
+    "part_size": int,
 }
 
 
@@ -75,28 +89,33 @@ def _s3_options(url: str, query: str, options: dict[str, Any]) -> dict[str, Any]
 
 def open_object_store(url: str, **options: Any) -> ObjectStore:
     """The store for ``url`` (see the module doc for forms and options). No I/O happens here."""
-    parts = urlsplit(url)
+    check_url_text(url, "storage namespace URL", InvalidURLError)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 -- raises ValueError on a malformed port
+    except ValueError as e:
+        raise InvalidURLError(f"malformed storage namespace URL {preview(url)}: {e}") from None
     scheme = parts.scheme.lower()
     if scheme in ("file", "mem") and (options or parts.query):
         names = sorted({*options, *(k for k, _ in parse_qsl(parts.query, keep_blank_values=True))})
         raise InvalidURLError(f"{scheme}:// URLs take no options; got {names} for {url!r}")
     try:
         if scheme == "file":
-            path = unquote(parts.path)
+            path = _unquoted(url, parts.path)
             if parts.netloc not in ("", "localhost") or not path.startswith("/"):
                 raise InvalidURLError(f"file URL must name an absolute path (file:///...): {url!r}")
             return LocalStore(Path(path))
         if scheme == "mem":
             if not parts.netloc or parts.path not in ("", "/"):
                 raise InvalidURLError(f"memory store URL must be mem://<name>: {url!r}")
-            return MemoryStore(unquote(parts.netloc))
+            return MemoryStore(_unquoted(url, parts.netloc))
         if scheme == "s3":
             if not parts.netloc:
                 raise InvalidURLError(f"S3 URL must be s3://<bucket>/<prefix>: {url!r}")
             from lsmstore.storage.s3 import S3Store  # aiobotocore is imported only when needed
 
             typed = _s3_options(url, parts.query, options)
-            return S3Store(parts.netloc, unquote(parts.path), **typed)
+            return S3Store(parts.netloc, _unquoted(url, parts.path), **typed)
     except InvalidURLError:
         raise
     except InvalidInputError as e:

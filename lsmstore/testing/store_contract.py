@@ -24,6 +24,7 @@ import pytest
 
 from lsmstore.errors import (
     ClosedError,
+    InvalidInputError,
     InvalidNameError,
     ObjectExistsError,
     ObjectNotFoundError,
@@ -49,6 +50,15 @@ async def put_many(store: ObjectStore, keys: list[str], data: bytes = b"", width
 
 async def collect(store: ObjectStore, prefix: str = "", after: str | None = None) -> list[str]:
     return [m.key async for m in store.list(prefix, after=after)]
+
+
+async def aiter_of(chunks: list[bytes]) -> AsyncIterator[bytes]:
+    for chunk in chunks:
+        yield chunk
+
+
+async def collect_stream(store: ObjectStore, key: str) -> bytes:
+    return b"".join([c async for c in store.get_stream(key)])
 
 
 class StoreContract:
@@ -186,6 +196,95 @@ class StoreContract:
         assert await collect(store, "p/000") == keys[:100]
         assert await collect(store, after="p/") == [*keys, "q"]
 
+    # --- streaming ---------------------------------------------------------------------
+
+    #: Bytes of the large streamed object: more than one part of the backend (S3
+    #: test classes set it past their ``part_size``).
+    STREAM_SIZE = 3 << 20 | 17
+
+    @pytest.mark.parametrize("chunking", ["empty", "one byte", "many chunks", "large"])
+    async def test_put_stream_round_trip(self, store: ObjectStore, chunking: str) -> None:
+        sizes = {
+            "empty": [],
+            "one byte": [1],
+            "many chunks": [1000, 0, 1, 65536, 7],
+            "large": [self.STREAM_SIZE // 3, 0, self.STREAM_SIZE - self.STREAM_SIZE // 3],
+        }[chunking]
+        chunks = [os.urandom(n) for n in sizes]
+        meta = await store.put_stream("s/obj", aiter_of(chunks))
+        data = b"".join(chunks)
+        assert (meta.key, meta.size) == ("s/obj", len(data))
+        assert await store.get("s/obj") == data
+        assert (await store.head("s/obj")).size == len(data)
+        assert b"".join([c async for c in store.get_stream("s/obj")]) == data
+
+    async def test_put_stream_modes(self, store: ObjectStore) -> None:
+        await store.put_stream("k", aiter_of([b"fir", b"st"]))
+        with pytest.raises(ObjectExistsError):
+            await store.put_stream("k", aiter_of([b"second"]))
+        big = os.urandom(self.STREAM_SIZE)
+        with pytest.raises(ObjectExistsError):
+            await store.put_stream("k", aiter_of([big]))
+        assert await store.get("k") == b"first"
+        await store.put_stream("k", aiter_of([big[:10], big[10:]]), PutMode.OVERWRITE)
+        assert await store.get("k") == big
+        assert await collect(store) == ["k"]
+
+    @pytest.mark.parametrize("fail_after", [0, 1, 2])
+    async def test_put_stream_failing_source_publishes_nothing(
+        self, store: ObjectStore, fail_after: int
+    ) -> None:
+        part = os.urandom(self.STREAM_SIZE // 2 + 1)
+
+        async def source() -> AsyncIterator[bytes]:
+            for _ in range(fail_after):
+                yield part
+            raise OSError("source broke")
+
+        with pytest.raises(OSError, match="source broke"):
+            await store.put_stream("f/obj", source())
+        with pytest.raises(ObjectNotFoundError):
+            await store.head("f/obj")
+        assert await collect(store) == []
+        await store.put_stream("f/obj", aiter_of([b"later"]))  # the key is not blocked
+        assert await store.get("f/obj") == b"later"
+
+    async def test_put_stream_cancelled_publishes_nothing(self, store: ObjectStore) -> None:
+        started = asyncio.Event()
+        part = os.urandom(self.STREAM_SIZE // 2 + 1)
+
+        async def source() -> AsyncIterator[bytes]:
+            yield part
+            yield part
+            started.set()
+            await asyncio.Event().wait()  # never ends
+            yield b""  # pragma: no cover
+
+        task = asyncio.create_task(store.put_stream("c/obj", source()))
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert await collect(store) == []
+
+    async def test_get_stream_ranges_and_chunks(self, store: ObjectStore) -> None:
+        data = os.urandom(10_000)
+        await store.put("g", data)
+        chunks = [c async for c in store.get_stream("g", chunk_size=3000)]
+        assert b"".join(chunks) == data and all(0 < len(c) <= 3000 for c in chunks)
+        assert b"".join([c async for c in store.get_stream("g", 100, 5100)]) == data[100:5100]
+        assert b"".join([c async for c in store.get_stream("g", 9000)]) == data[9000:]
+        assert b"".join([c async for c in store.get_stream("g", 9000, 20_000)]) == data[9000:]
+        assert [c async for c in store.get_stream("g", 10_000)] == []
+        assert [c async for c in store.get_stream("g", 20_000)] == []
+        assert [c async for c in store.get_stream("g", 5, 5)] == []
+        await store.put("empty", b"")
+        assert [c async for c in store.get_stream("empty")] == []
+        with pytest.raises(ObjectNotFoundError):
+            _ = [c async for c in store.get_stream("no/such")]
+        with pytest.raises(InvalidInputError):
+            _ = [c async for c in store.get_stream("g", -1)]
+
     # --- bad input and life cycle ------------------------------------------------------
 
     @pytest.mark.parametrize("key", BAD_KEYS)
@@ -197,6 +296,8 @@ class StoreContract:
             lambda: store.put(key, b"v", PutMode.OVERWRITE),
             lambda: store.head(key),
             lambda: store.delete(key),
+            lambda: store.put_stream(key, aiter_of([b"v"])),
+            lambda: collect_stream(store, key),
         ]
         for call in calls:
             with pytest.raises(InvalidNameError):
@@ -213,6 +314,8 @@ class StoreContract:
             lambda: store.head("k"),
             lambda: store.delete("k"),
             lambda: collect(store),
+            lambda: store.put_stream("k3", aiter_of([b"v"])),
+            lambda: collect_stream(store, "k"),
         ]
         for call in calls:
             with pytest.raises(ClosedError):

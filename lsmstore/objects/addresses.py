@@ -1,0 +1,148 @@
+"""Physical addresses: where an object's data lives, and which addresses a link may use.
+
+An entry's address is either relative to the repository's storage namespace
+(``data/<id>``, :attr:`AddressType.RELATIVE`: what uploads write) or a full URI
+(:attr:`AddressType.FULL`).  Users always see full URIs: the namespace's URI (the
+store's ``url``: ``s3://bucket/prefix``, ``file:///abs/dir``, ``mem://name``) joined
+with the relative address.
+
+A linked address (``Branch.link``) must be a full URI inside the namespace -- as lakeFS
+does, one under ``<namespace>/data/`` is stored relative, any other as given -- and
+never under ``_lsm/`` (the service's own files).  Its key part obeys the object-key
+rules (no empty, ``.`` or ``..`` segment, no control character).  An address outside
+the namespace is refused (:class:`InvalidInputError`) unless it starts with one of the
+repository's *allowed external prefixes*: repository metadata
+:data:`ALLOWED_EXTERNAL_PREFIXES_KEY`, space-separated URI prefixes, each of the
+namespace's scheme, each ending with ``/`` (set when the repository is created; like
+lakeFS's ``blockstore.*.allowed_external_prefixes``).  External S3 addresses are read
+with the namespace's store options (endpoint, region ...); external data is never
+recorded as garbage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import unquote, urlsplit
+
+from lsmstore import layout
+from lsmstore.errors import CorruptFileError, InvalidInputError, InvalidNameError
+from lsmstore.objects.entry import AddressType, ObjectEntry
+from lsmstore.storage.base import check_key
+
+#: Repository metadata key holding the allowed external prefixes (space-separated).
+ALLOWED_EXTERNAL_PREFIXES_KEY = "lsmstore.allowed_external_prefixes"
+MAX_ADDRESS_BYTES = 4096
+
+
+def parse_allowed_prefixes(value: str | None, scheme: str) -> tuple[str, ...]:
+    """The allowed external prefixes of a repository's metadata value; InvalidInputError
+    for a prefix of another scheme or without a trailing ``/``."""
+    if not value:
+        return ()
+    prefixes = tuple(value.split())
+    for p in prefixes:
+        parts = urlsplit(p)
+        if parts.scheme.lower() != scheme or not p.endswith("/") or parts.query or ".." in p:
+            raise InvalidInputError(
+                f"allowed external prefix {p!r} must be a {scheme}:// URI ending with '/'"
+            )
+    return prefixes
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    """Where an entry's data is: ``key`` in the repository's store (``store_url`` None)
+    or in the store opened from ``store_url``."""
+
+    key: str
+    store_url: str | None = None
+
+
+class Namespace:
+    """The address rules of one repository (see the module docstring)."""
+
+    def __init__(self, store_url: str, storage_namespace: str, allowed: tuple[str, ...]) -> None:
+        self.uri = store_url.rstrip("/")
+        self.base = self.uri + "/"
+        parts = urlsplit(storage_namespace)
+        self.scheme = parts.scheme.lower()
+        self._query = parts.query
+        self.allowed = allowed
+
+    def full_address(self, entry: ObjectEntry) -> str:
+        """The entry's data as a full URI."""
+        if entry.is_relative():
+            return self.base + entry.address
+        return entry.address
+
+    def _key_in_namespace(self, rest: str) -> str:
+        key = unquote(rest) if self.scheme == "file" else rest
+        check_key(key)
+        return key
+
+    def locate(self, entry: ObjectEntry, path: str) -> Location:
+        """Where to read the entry's data; CorruptFileError for an address that no rule
+        can read (e.g. another scheme)."""
+        try:
+            if entry.is_relative():
+                return Location(check_key(entry.address))
+            address = entry.address
+            if address.startswith(self.base):
+                return Location(self._key_in_namespace(address[len(self.base) :]))
+            return self._external(address)
+        except InvalidInputError as e:
+            raise CorruptFileError(path, f"unreadable physical address: {e}") from None
+
+    def _external(self, address: str) -> Location:
+        parts = urlsplit(address)
+        scheme = parts.scheme.lower()
+        if scheme != self.scheme or parts.query or parts.fragment:
+            raise InvalidInputError(f"{address!r} is not a {self.scheme}:// address")
+        if scheme == "file":
+            if parts.netloc not in ("", "localhost"):
+                raise InvalidInputError(f"{address!r}: a file URI names no host")
+            return Location(check_key(unquote(parts.path).lstrip("/")), "file:///")
+        if not parts.netloc:
+            raise InvalidInputError(f"{address!r} names no bucket")
+        root = f"{scheme}://{parts.netloc}"
+        if scheme == "s3" and self._query:
+            root += "?" + self._query  # the namespace's endpoint, region, ...
+        return Location(check_key(parts.path.lstrip("/")), root)
+
+    def for_link(self, address: object) -> tuple[str, AddressType]:
+        """The ``(address, type)`` to store for a linked physical address, or
+        InvalidInputError naming the rule it breaks."""
+        if not isinstance(address, str) or not address:
+            raise InvalidInputError(f"physical address must be a non-empty str, not {address!r}")
+        try:
+            size = len(address.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise InvalidInputError(
+                f"physical address {address[:64]!r} is not valid UTF-8"
+            ) from None
+        if size > MAX_ADDRESS_BYTES:
+            raise InvalidInputError(f"physical address is {size} bytes, over {MAX_ADDRESS_BYTES}")
+        try:
+            if address.startswith(self.base):
+                key = self._key_in_namespace(address[len(self.base) :])
+                if key.startswith(layout.PREFIX + "/"):
+                    raise InvalidInputError(
+                        f"physical address {address!r} is one of the repository's own files"
+                    )
+                if key.startswith(layout.DATA):
+                    return key, AddressType.RELATIVE
+                return address, AddressType.FULL
+            if not any(address.startswith(p) for p in self.allowed):
+                raise InvalidInputError(
+                    f"physical address {address!r} is outside the repository's storage "
+                    f"namespace {self.base!r} (allow other places with the repository "
+                    f"metadata {ALLOWED_EXTERNAL_PREFIXES_KEY!r})"
+                )
+            loc = self._external(address)
+            if f"/{layout.PREFIX}/" in f"/{loc.key}":
+                raise InvalidInputError(
+                    f"physical address {address!r} is inside a repository's own files"
+                )
+            return address, AddressType.FULL
+        except InvalidNameError as e:
+            raise InvalidInputError(f"physical address {address!r}: {e}") from None

@@ -1,0 +1,461 @@
+"""The object API of ``Ref`` and ``Branch`` (docs/client.md, "Objects API").
+
+:class:`ObjectReads` (``stat_object``, ``open``, ``list_objects``) is mixed into both;
+:class:`ObjectWrites` (``upload``, ``link``, ``link_many``, ``delete_object(s)``,
+``copy_object``) into ``Branch``.  An object is a graveler record whose key is the path
+(UTF-8) and whose value is lakeFS's ``catalog.Entry`` (:mod:`lsmstore.objects.entry`);
+its data lives in the repository's storage namespace (``data/<id>``) or, when linked,
+wherever its physical address says (:mod:`lsmstore.objects.addresses`).
+
+Crash safety of an upload (docs/objects.md, "Crashes"): the data object is written
+completely (atomically) under a fresh key *before* the entry is staged; the upload is
+acknowledged only when the entry is.  A crash or failure in between leaves at most an
+unreferenced data object and no entry.  When staging fails with a definite error the
+data object is deleted at once; when its outcome is unknown (or the caller was
+cancelled while it was in flight) the data object is recorded as a garbage candidate
+instead, since the entry may have landed.
+
+``if_absent`` (lakeFS's ``If-None-Match: *``) is checked against the branch as of the
+write, and check and write are serialised per path within one process; writers in
+different processes that race on one path may both succeed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from lsmstore import layout
+from lsmstore.errors import (
+    InvalidInputError,
+    LsmError,
+    ObjectExistsError,
+    ObjectNotFoundError,
+    UnavailableError,
+)
+from lsmstore.graveler.record import Record
+from lsmstore.objects.addresses import (
+    ALLOWED_EXTERNAL_PREFIXES_KEY,
+    Namespace,
+    parse_allowed_prefixes,
+)
+from lsmstore.objects.entry import (
+    DEFAULT_CONTENT_TYPE,
+    AddressType,
+    ObjectEntry,
+    decode_entry,
+    encode_value,
+)
+from lsmstore.objects.garbage import record_candidates
+from lsmstore.objects.model import ObjectLink, ObjectStats
+from lsmstore.objects.reader import ObjectReader
+from lsmstore.objects.rules import (
+    check_checksum,
+    check_content_type,
+    check_metadata,
+    check_mtime,
+    check_path,
+    check_size,
+)
+from lsmstore.objects.source import Source
+from lsmstore.staging.files import new_file_id
+from lsmstore.staging.reader import Entry
+from lsmstore.storage.base import ObjectStore, PutMode
+
+if TYPE_CHECKING:
+    from lsmstore.client import Repository
+    from lsmstore.staging.writer import BranchWriter
+
+_new_tuple = tuple.__new__
+
+
+def namespace(repo: Repository) -> Namespace:
+    """The address rules of ``repo`` (InvalidInputError for bad allowed prefixes)."""
+    ns = _namespaces.get(repo)
+    if ns is None:
+        scheme = repo.storage_namespace.partition("://")[0].lower()
+        allowed = parse_allowed_prefixes(
+            repo.info.metadata.get(ALLOWED_EXTERNAL_PREFIXES_KEY), scheme
+        )
+        ns = _namespaces[repo] = Namespace(repo.objects.url, repo.storage_namespace, allowed)
+    return ns
+
+
+_namespaces: weakref.WeakKeyDictionary[Repository, Namespace] = weakref.WeakKeyDictionary()
+
+#: One lock per (store, repository, branch, path) while an ``if_absent`` write checks and
+#: stages; weakly held, so a lock lives only while someone waits on or holds it.
+_path_locks: weakref.WeakValueDictionary[tuple[int, str, str, bytes], asyncio.Lock] = (
+    weakref.WeakValueDictionary()
+)
+
+
+def _stats(path: str, entry: ObjectEntry, ns: Namespace) -> ObjectStats:
+    return ObjectStats(
+        path=path,
+        path_type="object",
+        physical_address=ns.full_address(entry),
+        checksum=entry.etag,
+        size=entry.size,
+        mtime=entry.mtime,
+        content_type=entry.content_type or DEFAULT_CONTENT_TYPE,
+        metadata=dict(entry.metadata),
+    )
+
+
+def _opt_text(value: object, what: str) -> bytes | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidInputError(f"list_objects {what} must be a str, not {type(value).__name__}")
+    try:
+        return value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInputError(f"list_objects {what} {value!r} is not valid Unicode") from None
+
+
+class ObjectReads:
+    """``stat_object``, ``open`` and ``list_objects`` of a Ref or Branch."""
+
+    repository: Repository
+
+    def _snapshot_lookup(self, key: bytes) -> Awaitable[tuple[Record | None, bool]]:
+        raise NotImplementedError
+
+    def _list(
+        self, prefix: bytes, after: bytes | None, limit: int | None, delimiter: bytes | None
+    ) -> AsyncIterator[Entry]:
+        raise NotImplementedError
+
+    def _where(self) -> str:
+        raise NotImplementedError
+
+    async def _entry(self, path: str) -> tuple[ObjectEntry, bool]:
+        """The path's entry and whether it is staged; ObjectNotFoundError if absent."""
+        key = check_path(path, self.repository.store.config.max_key_bytes)
+        rec, staged = await self._snapshot_lookup(key)
+        if rec is None or rec.value is None:
+            raise ObjectNotFoundError(path, f"object {path!r} not found in {self._where()}")
+        return decode_entry(rec.value, path), staged
+
+    async def stat_object(self, path: str) -> ObjectStats:
+        """The object at ``path``: ObjectNotFoundError when absent or deleted,
+        InvalidNameError for a bad path, CorruptFileError when the value there is not
+        an object entry (e.g. written with ``put``)."""
+        entry, _ = await self._entry(path)
+        return _stats(path, entry, namespace(self.repository))
+
+    async def open(self, path: str) -> ObjectReader:
+        """A reader of the object's data as of now (see :class:`ObjectReader`)."""
+        entry, _ = await self._entry(path)
+        repo = self.repository
+        ns = namespace(repo)
+        loc = ns.locate(entry, path)
+        store = repo.objects if loc.store_url is None else repo.store.objects(loc.store_url)
+        return ObjectReader(store, loc.key, _stats(path, entry, ns))
+
+    async def list_objects(
+        self,
+        prefix: str = "",
+        delimiter: str = "",
+        after: str | None = None,
+        amount: int | None = None,
+    ) -> AsyncIterator[ObjectStats]:
+        """Objects whose path starts with ``prefix``, in path (UTF-8 byte) order,
+        strictly after ``after``, at most ``amount``.  With a ``delimiter`` (e.g. "/"),
+        paths holding it past the prefix fold into one ``path_type="common_prefix"``
+        entry each (counted against ``amount``), as lakeFS lists them."""
+        p = _opt_text(prefix, "prefix") or b""
+        d = _opt_text(delimiter, "delimiter") or None
+        a = _opt_text(after, "after")
+        if amount is not None and (
+            isinstance(amount, bool) or not isinstance(amount, int) or amount < 0
+        ):
+            raise InvalidInputError(f"list_objects amount must be an int >= 0, not {amount!r}")
+        ns = namespace(self.repository)
+        async for e in self._list(p, a, amount, d):
+            path = e.key.decode("utf-8", "surrogateescape")
+            if e.common_prefix:
+                yield ObjectStats(path, "common_prefix")
+            else:
+                assert e.value is not None
+                yield _stats(path, decode_entry(e.value, path), ns)
+
+
+class ObjectWrites(ObjectReads):
+    """The object writes of a Branch."""
+
+    name: str
+
+    def _w(self) -> BranchWriter:
+        raise NotImplementedError
+
+    # --- helpers ----------------------------------------------------------------------
+
+    def _lock(self, key: bytes) -> asyncio.Lock:
+        ident = (id(self.repository.store), self.repository.name, self.name, key)
+        lock = _path_locks.get(ident)
+        if lock is None:
+            lock = _path_locks[ident] = asyncio.Lock()
+        return lock
+
+    def _record(self, key: bytes, entry: ObjectEntry) -> Record:
+        identity, data = encode_value(entry)
+        cfg = self.repository.store.config
+        if len(data) > cfg.max_value_bytes:
+            raise InvalidInputError(
+                f"entry of {key[:64]!r} is {len(data)} bytes, over max_value_bytes"
+            )
+        rec: Record = _new_tuple(Record, (key, identity, data))
+        return rec
+
+    async def _previous(self, key: bytes) -> tuple[bool, str | None]:
+        """Whether ``key`` holds an object now, and the relative data address of its
+        entry when that entry is staged (a garbage candidate once replaced)."""
+        rec, staged = await self._snapshot_lookup(key)
+        if rec is None or rec.value is None:
+            return False, None
+        if not staged:
+            return True, None
+        try:
+            entry = decode_entry(rec.value, "")
+        except LsmError:
+            return True, None  # a raw value: no data of ours behind it
+        if entry.is_relative() and entry.address.startswith(layout.DATA):
+            return True, entry.address
+        return True, None
+
+    async def _replaced(
+        self, items: Iterable[tuple[bytes, str | None, str | None]], reason: str
+    ) -> None:
+        """Record the old data addresses that ``(key, old, new)`` writes replaced."""
+        found = [
+            (key.decode("utf-8", "surrogateescape"), old)
+            for key, old, new in items
+            if old is not None and old != new
+        ]
+        if found:
+            repo = self.repository
+            await record_candidates(
+                repo.objects, repo.name, self.name, found, reason=reason, clock=repo.store.clock
+            )
+
+    def _now(self) -> tuple[int, int]:
+        t = self.repository.store.clock()
+        s = int(t)
+        return s, min(int((t - s) * 1e9), 999_999_999)
+
+    def new_physical_address(self) -> str:
+        """A fresh full URI under the namespace's ``data/`` for a client to write an
+        object's data to before linking it (lakeFS's ``getPhysicalAddress``)."""
+        repo = self.repository
+        return namespace(repo).base + layout.data_key(new_file_id(repo.store.clock))
+
+    # --- writes -----------------------------------------------------------------------
+
+    async def upload(
+        self,
+        path: str,
+        data: Any,
+        *,
+        content_type: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        if_absent: bool = False,
+    ) -> ObjectStats:
+        """Write ``data`` (bytes, a file path, a binary file object or an async iterable
+        of chunks) as the object at ``path``, streamed to ``data/<id>`` in the storage
+        namespace, then stage its entry; returns once the entry is durable and ordered.
+
+        ``checksum`` is the MD5 hex of the contents.  ``if_absent``: ObjectExistsError
+        when the path holds an object (nothing is uploaded).  Bad input raises
+        InvalidNameError/InvalidInputError before any I/O.
+        """
+        repo = self.repository
+        key = check_path(path, repo.store.config.max_key_bytes)
+        ct = check_content_type(content_type)
+        md = check_metadata(metadata)
+        source = Source(data)
+        ns = namespace(repo)
+        lock = self._lock(key) if if_absent else contextlib.nullcontext()
+        async with lock:
+            exists, old = await self._previous(key)
+            if if_absent and exists:
+                raise ObjectExistsError(path)
+            data_key = layout.data_key(new_file_id(repo.store.clock))
+            await repo.objects.put_stream(data_key, source, PutMode.CREATE)
+            secs, nanos = self._now()
+            entry = ObjectEntry(
+                data_key, AddressType.RELATIVE, source.size, source.md5hex, secs, nanos, ct, md
+            )
+            await self._stage_new_data(key, entry)
+        await self._replaced([(key, old, data_key)], "overwritten")
+        return _stats(path, entry, ns)
+
+    async def _stage_new_data(self, key: bytes, entry: ObjectEntry) -> None:
+        """Stage the entry of freshly written data; on failure delete the data (the
+        entry surely did not land) or record it as a candidate (it may have)."""
+        try:
+            await self._w().write(self._record(key, entry))
+        except BaseException as e:
+            repo = self.repository
+            unknown = not isinstance(e, LsmError) or (
+                isinstance(e, UnavailableError) and e.outcome_unknown
+            )
+            if unknown:
+                await asyncio.shield(
+                    record_candidates(
+                        repo.objects,
+                        repo.name,
+                        self.name,
+                        [(key.decode("utf-8", "surrogateescape"), entry.address)],
+                        reason="stage-unknown",
+                        clock=repo.store.clock,
+                    )
+                )
+            else:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(repo.objects.delete(entry.address))
+            raise
+
+    def _link_entry(self, ns: Namespace, link: ObjectLink, now: tuple[int, int]) -> ObjectEntry:
+        address, atype = ns.for_link(link.physical_address)
+        size = check_size(link.size)
+        etag = check_checksum(link.checksum)
+        ct = check_content_type(link.content_type)
+        md = check_metadata(link.metadata)
+        if link.mtime is None:
+            secs, nanos = now
+        else:
+            secs, nanos = check_mtime(link.mtime), 0
+        return ObjectEntry(address, atype, size, etag, secs, nanos, ct, md)
+
+    async def link(
+        self,
+        path: str,
+        physical_address: str,
+        *,
+        size: int,
+        checksum: str,
+        content_type: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        mtime: int | None = None,
+        if_absent: bool = False,
+        verify: bool = False,
+    ) -> ObjectStats:
+        """Register an object whose data is already at ``physical_address`` (a full URI
+        inside the storage namespace, or under an allowed external prefix).
+        ``verify`` checks that the data exists with exactly ``size`` bytes
+        (InvalidInputError otherwise).  ``mtime`` defaults to now."""
+        repo = self.repository
+        key = check_path(path, repo.store.config.max_key_bytes)
+        ns = namespace(repo)
+        link = ObjectLink(path, physical_address, size, checksum, content_type, metadata, mtime)
+        entry = self._link_entry(ns, link, self._now())
+        if verify:
+            await self._verify(ns, path, entry)
+        lock = self._lock(key) if if_absent else contextlib.nullcontext()
+        async with lock:
+            exists, old = await self._previous(key)
+            if if_absent and exists:
+                raise ObjectExistsError(path)
+            await self._w().write(self._record(key, entry))
+        new = entry.address if entry.address_type is AddressType.RELATIVE else None
+        await self._replaced([(key, old, new)], "overwritten")
+        return _stats(path, entry, ns)
+
+    async def _verify(self, ns: Namespace, path: str, entry: ObjectEntry) -> None:
+        repo = self.repository
+        loc = ns.locate(entry, path)
+        store: ObjectStore = (
+            repo.objects if loc.store_url is None else repo.store.objects(loc.store_url)
+        )
+        try:
+            meta = await store.head(loc.key)
+        except ObjectNotFoundError:
+            raise InvalidInputError(
+                f"link of {path!r}: no object at {ns.full_address(entry)}"
+            ) from None
+        if meta.size != entry.size:
+            raise InvalidInputError(
+                f"link of {path!r}: the object at {ns.full_address(entry)} has {meta.size} "
+                f"bytes, not {entry.size}"
+            )
+
+    async def link_many(self, links: Iterable[ObjectLink]) -> None:
+        """Register many objects in one batch with one acknowledgement (the
+        high-throughput write path).  Every link is checked first: one bad link stages
+        none.  A path given twice keeps its last link."""
+        repo = self.repository
+        ns = namespace(repo)
+        max_key = repo.store.config.max_key_bytes
+        now = self._now()
+        records: list[Record] = []
+        news: list[str | None] = []
+        for link in links:
+            if not isinstance(link, ObjectLink):
+                raise InvalidInputError(f"link_many takes ObjectLinks, not {type(link).__name__}")
+            key = check_path(link.path, max_key)
+            entry = self._link_entry(ns, link, now)
+            records.append(self._record(key, entry))
+            news.append(entry.address if entry.address_type is AddressType.RELATIVE else None)
+        if not records:
+            return
+        olds = await asyncio.gather(*(self._previous(r.key) for r in records))
+        await self._w().write_many(records)
+        await self._replaced(
+            [(r.key, old, new) for r, (_, old), new in zip(records, olds, news, strict=True)],
+            "overwritten",
+        )
+
+    async def delete_object(self, path: str) -> None:
+        """Delete the object at ``path``; ObjectNotFoundError when there is none."""
+        key = check_path(path, self.repository.store.config.max_key_bytes)
+        exists, old = await self._previous(key)
+        if not exists:
+            raise ObjectNotFoundError(path, f"object {path!r} not found in {self._where()}")
+        await self._w().write(Record(key, b"", None))
+        await self._replaced([(key, old, None)], "deleted")
+
+    async def delete_objects(self, paths: Iterable[str]) -> None:
+        """Delete many objects in one batch; absent paths are ignored."""
+        max_key = self.repository.store.config.max_key_bytes
+        keys = list(dict.fromkeys(check_path(p, max_key) for p in paths))
+        if not keys:
+            return
+        previous = await asyncio.gather(*(self._previous(k) for k in keys))
+        await self._w().write_many([Record(k, b"", None) for k in keys])
+        await self._replaced(
+            [(k, old, None) for k, (_, old) in zip(keys, previous, strict=True)], "deleted"
+        )
+
+    async def copy_object(
+        self, src_path: str, dst_path: str, *, src_ref: str | None = None
+    ) -> ObjectStats:
+        """Make ``dst_path`` an object with the data of ``src_path`` (read on
+        ``src_ref``, default this branch): the same physical address, no copy of data;
+        a new mtime.  ObjectNotFoundError when the source is absent."""
+        repo = self.repository
+        max_key = repo.store.config.max_key_bytes
+        check_path(src_path, max_key)
+        key = check_path(dst_path, max_key)
+        source: ObjectReads = repo.ref(src_ref) if src_ref is not None else self
+        src, _ = await source._entry(src_path)
+        secs, nanos = self._now()
+        entry = ObjectEntry(
+            src.address,
+            src.address_type,
+            src.size,
+            src.etag,
+            secs,
+            nanos,
+            src.content_type,
+            dict(src.metadata),
+        )
+        _, old = await self._previous(key)
+        await self._w().write(self._record(key, entry))
+        new = entry.address if entry.is_relative() else None
+        await self._replaced([(key, old, new)], "overwritten")
+        return _stats(dst_path, entry, namespace(repo))

@@ -1,0 +1,161 @@
+"""An object entry as lakeFS stores it: ``catalog.Entry`` protobuf plus its identity.
+
+The value of an object's graveler record is ``(identity, data)`` where (lakeFS
+``pkg/catalog/entry.go``, ``EntryToValue``):
+
+* ``data`` is the ``catalog.Entry`` message (``proto/catalog.proto``) serialised with
+  the protobuf library -- deterministically, so metadata map entries come in key order
+  (Go's ``proto.Marshal`` leaves map order unspecified; every order decodes the same);
+* ``identity`` is SHA-256 over lakeFS's typed identity encoding (``pkg/ident``) of
+  ``Int64(size) String(e_tag) StringMap(metadata) [String(content_type)]``, the content
+  type only when non-empty.  Address and modification time are not part of it: diff and
+  merge call two entries equal exactly when lakeFS would (same size, ETag, metadata and
+  content type).
+
+Typed identity encoding: every field starts with one type byte (Bytes 0, String 1,
+Int64 2, StringSlice 3, StringMap 4, Embedded 5).  ``Int64(v)`` is ``02 08`` and ``v``
+as 8 bytes big-endian (two's complement); ``String(s)`` is ``01``, ``Int64(len(utf8))``,
+the UTF-8 bytes; ``StringMap(m)`` is ``04``, ``Int64(len(m))``, then ``String(k)
+String(v)`` per key in byte order.  docs/format.md, "Object entries", has a worked
+example that ``tests/test_object_entry.py`` pins.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from google.protobuf.message import DecodeError
+
+from lsmstore.errors import CorruptFileError
+from lsmstore.objects.proto.catalog_pb2 import Entry as EntryMessage
+
+#: lakeFS's ``catalog.DefaultContentType``: stored when an object is written without one.
+DEFAULT_CONTENT_TYPE = "application/octet-stream"
+
+_T_STRING = b"\x01"
+_T_INT64 = b"\x02\x08"
+_T_STRING_MAP = b"\x04"
+_pack_q = struct.Struct(">q").pack
+_sha256 = hashlib.sha256
+
+
+class AddressType(enum.IntEnum):
+    """How ``address`` is read (``catalog.Entry.AddressType``)."""
+
+    BY_PREFIX_DEPRECATED = 0  # old lakeFS entries: a full URI if it has a scheme
+    RELATIVE = 1  # relative to the repository's storage namespace ("data/...")
+    FULL = 2  # a full URI
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectEntry:
+    """The fields of one ``catalog.Entry``."""
+
+    address: str
+    address_type: AddressType
+    size: int
+    etag: str
+    mtime: int  # seconds since the epoch (Timestamp.seconds)
+    mtime_nanos: int = 0  # Timestamp.nanos
+    content_type: str = DEFAULT_CONTENT_TYPE
+    metadata: Mapping[str, str] = field(default_factory=dict)
+
+    def is_relative(self) -> bool:
+        t = self.address_type
+        return t is AddressType.RELATIVE or (
+            t is AddressType.BY_PREFIX_DEPRECATED and "://" not in self.address
+        )
+
+
+def _string(s: str) -> bytes:
+    b = s.encode("utf-8")
+    return b"".join((_T_STRING, _T_INT64, _pack_q(len(b)), b))
+
+
+def identity_bytes(size: int, etag: str, metadata: Mapping[str, str], content_type: str) -> bytes:
+    """The typed encoding the identity hashes (see the module docstring)."""
+    parts = [
+        _T_INT64,
+        _pack_q(size),
+        _string(etag),
+        _T_STRING_MAP,
+        _T_INT64,
+        _pack_q(len(metadata)),
+    ]
+    for k in sorted(metadata):  # code-point order == UTF-8 byte order (Go's sort.Strings)
+        parts.append(_string(k))
+        parts.append(_string(metadata[k]))
+    if content_type:
+        parts.append(_string(content_type))
+    return b"".join(parts)
+
+
+def entry_identity(size: int, etag: str, metadata: Mapping[str, str], content_type: str) -> bytes:
+    """lakeFS's identity of an entry: SHA-256 (32 bytes) of :func:`identity_bytes`."""
+    if not metadata:  # the common case, without the sort and the loop
+        b = etag.encode("utf-8")
+        parts = [_T_INT64, _pack_q(size), _T_STRING, _T_INT64, _pack_q(len(b)), b, _EMPTY_MAP]
+        if content_type:
+            parts.append(_string(content_type))
+        return _sha256(b"".join(parts)).digest()
+    return _sha256(identity_bytes(size, etag, metadata, content_type)).digest()
+
+
+_EMPTY_MAP = _T_STRING_MAP + _T_INT64 + _pack_q(0)
+
+
+def encode_entry(entry: ObjectEntry) -> bytes:
+    """The ``catalog.Entry`` bytes of ``entry`` (deterministic serialisation)."""
+    msg = EntryMessage(
+        address=entry.address,
+        size=entry.size,
+        e_tag=entry.etag,
+        metadata=entry.metadata,
+        address_type=int(entry.address_type),  # type: ignore[arg-type]
+        content_type=entry.content_type,
+    )
+    ts = msg.last_modified
+    ts.seconds = entry.mtime
+    ts.nanos = entry.mtime_nanos
+    return msg.SerializeToString(deterministic=True)
+
+
+def encode_value(entry: ObjectEntry) -> tuple[bytes, bytes]:
+    """``(identity, data)`` of the graveler value of ``entry``."""
+    return (
+        entry_identity(entry.size, entry.etag, entry.metadata, entry.content_type),
+        encode_entry(entry),
+    )
+
+
+def decode_entry(data: bytes, name: str) -> ObjectEntry:
+    """Parse ``catalog.Entry`` bytes; CorruptFileError naming ``name`` (the path) when
+    they are not one (e.g. a raw value written with ``put``)."""
+    msg = EntryMessage()
+    try:
+        msg.ParseFromString(data)
+    except DecodeError as e:
+        raise CorruptFileError(name, f"not an object entry: {e}") from None
+    try:
+        address_type = AddressType(msg.address_type)
+    except ValueError:
+        raise CorruptFileError(
+            name, f"not an object entry: unknown address type {msg.address_type}"
+        ) from None
+    if not msg.address or msg.size < 0:
+        raise CorruptFileError(name, "not an object entry: no address or a negative size")
+    ts = msg.last_modified
+    return ObjectEntry(
+        address=msg.address,
+        address_type=address_type,
+        size=msg.size,
+        etag=msg.e_tag,
+        mtime=ts.seconds,
+        mtime_nanos=ts.nanos,
+        content_type=msg.content_type,
+        metadata=dict(msg.metadata),
+    )

@@ -1,0 +1,207 @@
+"""Object entries byte for byte: catalog.Entry protobuf bytes and lakeFS's identity,
+each rebuilt here by hand from the documented rules (docs/format.md, "Object entries"),
+plus the worked example the docs pin."""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lsmstore.errors import CorruptFileError
+from lsmstore.graveler.value import decode_value
+from lsmstore.graveler.value import encode_value as graveler_value
+from lsmstore.objects.entry import (
+    DEFAULT_CONTENT_TYPE,
+    AddressType,
+    ObjectEntry,
+    decode_entry,
+    encode_entry,
+    encode_value,
+    entry_identity,
+)
+
+ETAG = "5eb63bbbe01eeed093cb22bb8f5acdc3"  # MD5 of b"hello world"
+EXAMPLE = ObjectEntry(
+    address="data/abc",
+    address_type=AddressType.RELATIVE,
+    size=11,
+    etag=ETAG,
+    mtime=1700000000,
+    mtime_nanos=5,
+    content_type="text/plain",
+    metadata={"b": "2", "a": "1"},
+)
+
+
+# --- the rules, written out independently of lsmstore/objects/entry.py ---------------
+
+
+def varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def field(number: int, wire_type: int, payload: bytes) -> bytes:
+    key = varint(number << 3 | wire_type)
+    if wire_type == 2:  # length-delimited
+        return key + varint(len(payload)) + payload
+    return key + payload
+
+
+def proto_string(number: int, s: str) -> bytes:
+    return field(number, 2, s.encode()) if s else b""
+
+
+def hand_entry(e: ObjectEntry) -> bytes:
+    """Protobuf wire format of catalog.Entry: fields in number order, proto3 defaults
+    omitted (the set Timestamp is always present), map entries as nested messages
+    {1: key, 2: value} in key order with both fields always written (as Go's
+    protobuf-go and upb do, even when empty)."""
+    ts = (field(1, 0, varint(e.mtime)) if e.mtime else b"") + (
+        field(2, 0, varint(e.mtime_nanos)) if e.mtime_nanos else b""
+    )
+    out = proto_string(1, e.address)
+    out += field(2, 2, ts)
+    out += field(3, 0, varint(e.size)) if e.size else b""
+    out += proto_string(4, e.etag)
+    for k in sorted(e.metadata):
+        out += field(5, 2, field(1, 2, k.encode()) + field(2, 2, e.metadata[k].encode()))
+    out += field(6, 0, varint(int(e.address_type))) if e.address_type else b""
+    out += proto_string(7, e.content_type)
+    return out
+
+
+def i64(v: int) -> bytes:  # ident.MarshalInt64: type 2, length byte 8, big-endian
+    return b"\x02\x08" + struct.pack(">q", v)
+
+
+def s(v: str) -> bytes:  # ident.MarshalString: type 1, Int64(len), bytes
+    b = v.encode()
+    return b"\x01" + i64(len(b)) + b
+
+
+def hand_identity(e: ObjectEntry) -> bytes:
+    m = b"\x04" + i64(len(e.metadata))
+    for k in sorted(e.metadata, key=lambda k: k.encode()):
+        m += s(k) + s(e.metadata[k])
+    opt = s(e.content_type) if e.content_type else b""
+    return hashlib.sha256(i64(e.size) + s(e.etag) + m + opt).digest()
+
+
+# --- tests ----------------------------------------------------------------------------
+
+
+def test_worked_example_is_pinned() -> None:
+    """The example of docs/format.md, "Object entries": exact bytes and identity."""
+    data = encode_entry(EXAMPLE)
+    assert data == hand_entry(EXAMPLE)
+    assert (
+        data.hex()
+        == (
+            "0a08646174612f616263"  # 1: address "data/abc"
+            "12080880e2cfaa061005"  # 2: last_modified {seconds 1700000000, nanos 5}
+            "180b"  # 3: size 11
+            "2220"
+            + ETAG.encode().hex()  # 4: e_tag
+            + "2a060a0161120131"  # 5: metadata a=1
+            "2a060a0162120132"  # 5: metadata b=2
+            "3001"  # 6: address_type RELATIVE
+            "3a0a746578742f706c61696e"  # 7: content_type "text/plain"
+        )
+    )
+    identity, _ = encode_value(EXAMPLE)
+    assert identity == hand_identity(EXAMPLE)
+    assert identity.hex() == "029a34cf71fb855e46696a4d662a933a794744442f5b548764858d30a1f613d2"
+
+
+def test_graveler_value_wraps_identity_and_entry() -> None:
+    identity, data = encode_value(EXAMPLE)
+    assert decode_value(graveler_value(identity, data)) == (identity, data)
+    assert decode_entry(data, "p") == EXAMPLE
+
+
+def test_identity_ignores_address_and_mtime_only() -> None:
+    base = entry_identity(11, ETAG, {"a": "1"}, "text/plain")
+    moved = ObjectEntry("s3://b/x", AddressType.FULL, 11, ETAG, 1, 0, "text/plain", {"a": "1"})
+    assert encode_value(moved)[0] == base
+    assert entry_identity(12, ETAG, {"a": "1"}, "text/plain") != base
+    assert entry_identity(11, ETAG + "0", {"a": "1"}, "text/plain") != base
+    assert entry_identity(11, ETAG, {"a": "2"}, "text/plain") != base
+    assert entry_identity(11, ETAG, {"a": "1"}, "text/csv") != base
+
+
+def test_empty_content_type_is_left_out_of_the_identity() -> None:
+    """lakeFS hashes the content type only when set (entries older than the field)."""
+    expected = hashlib.sha256(i64(3) + s("e") + b"\x04" + i64(0)).digest()
+    assert entry_identity(3, "e", {}, "") == expected
+    assert entry_identity(3, "e", {}, DEFAULT_CONTENT_TYPE) != expected
+
+
+def test_metadata_order_is_utf8_byte_order() -> None:
+    md = {"z": "1", "é": "2", "Z": "3", "a": "4", "\U0001f600": "5", "\uffff": "6"}
+    e = ObjectEntry("data/x", AddressType.RELATIVE, 1, "e", 1, 0, "t", md)
+    assert encode_value(e)[0] == hand_identity(e)
+    assert encode_entry(e) == hand_entry(e)
+
+
+@given(
+    size=st.integers(0, 2**63 - 1),
+    etag=st.text(min_size=1, max_size=40),
+    metadata=st.dictionaries(st.text(min_size=1, max_size=8), st.text(max_size=8), max_size=5),
+    content_type=st.text(max_size=20),
+    mtime=st.integers(0, 253402300799),
+    nanos=st.integers(0, 999_999_999),
+    address_type=st.sampled_from(list(AddressType)),
+)
+def test_any_entry_matches_the_rules(
+    size: int,
+    etag: str,
+    metadata: dict[str, str],
+    content_type: str,
+    mtime: int,
+    nanos: int,
+    address_type: AddressType,
+) -> None:
+    metadata = {
+        k: v for k, v in metadata.items() if not any(0xD800 <= ord(c) < 0xE000 for c in k + v)
+    }
+    etag = "".join(c for c in etag if not 0xD800 <= ord(c) < 0xE000) or "e"
+    content_type = "".join(c for c in content_type if not 0xD800 <= ord(c) < 0xE000)
+    e = ObjectEntry("data/a", address_type, size, etag, mtime, nanos, content_type, metadata)
+    identity, data = encode_value(e)
+    assert data == hand_entry(e)
+    assert identity == hand_identity(e)
+    assert decode_entry(data, "p") == e
+
+
+@pytest.mark.parametrize(
+    "junk",
+    [
+        b"\xff\xff\xff",  # not protobuf
+        b"",  # no address
+        hand_entry(ObjectEntry("", AddressType.RELATIVE, 1, "e", 1)),
+        field(6, 0, varint(7)) + proto_string(1, "data/x"),  # unknown address type
+        b"plain value written with put",
+    ],
+)
+def test_values_that_are_not_entries(junk: bytes) -> None:
+    with pytest.raises(CorruptFileError) as e:
+        decode_entry(junk, "the/path")
+    assert "the/path" in str(e.value)
+
+
+def test_old_entries_resolve_by_prefix() -> None:
+    rel = ObjectEntry("data/x", AddressType.BY_PREFIX_DEPRECATED, 1, "e", 1)
+    full = ObjectEntry("s3://b/data/x", AddressType.BY_PREFIX_DEPRECATED, 1, "e", 1)
+    assert rel.is_relative() and not full.is_relative()

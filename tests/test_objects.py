@@ -1,0 +1,500 @@
+"""The object API on every RefStore and store: the embedded RefStore with a local
+namespace, and Redis (a real redis-server) with S3 (moto's server over real HTTP).
+
+Uploads from every kind of source, stat/open/ranged and streamed reads, listings with
+common prefixes, links (inside, outside and under allowed external prefixes),
+link_many, deletes, copies, if_absent, garbage candidates, bad input, and entries
+that diff and merge compare the way lakeFS does."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import io
+import json
+import os
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from aiobotocore.session import get_session
+
+import lsmstore
+from lsmstore import errors
+from lsmstore.objects import ALLOWED_EXTERNAL_PREFIXES_KEY, ObjectLink, ObjectStats
+from lsmstore.objects.garbage import candidates_prefix, decode_candidates
+from lsmstore.storage.s3 import MIN_PART_SIZE
+from lsmstore.storage.url import open_object_store
+from lsmstore.testing.servers import MotoServer
+
+BACKENDS = ["embedded-file", "redis-s3"]
+
+
+async def new_bucket(endpoint: str) -> str:
+    name = f"o-{uuid.uuid4().hex[:16]}"
+    async with get_session().create_client(
+        "s3", endpoint_url=endpoint, region_name="us-east-1"
+    ) as client:
+        await client.create_bucket(Bucket=name)
+    return name
+
+
+class Env:
+    """A store, a namespace factory and the URI prefix an external location uses."""
+
+    def __init__(
+        self, store: lsmstore.Store, make_ns: object, outside: str, outside_url: str
+    ) -> None:
+        self.store = store
+        self.make_ns = make_ns
+        self.outside = outside  # a URI prefix outside every namespace, same scheme
+        self.outside_url = outside_url  # a store URL whose objects are under `outside`
+
+    async def repo(
+        self, name: str = "repo", metadata: dict[str, str] | None = None
+    ) -> lsmstore.Repository:
+        ns = await self.make_ns(name)  # type: ignore[operator]
+        return await self.store.create_repository(name, storage_namespace=ns, metadata=metadata)
+
+
+@pytest.fixture(params=BACKENDS)
+async def env(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Env]:
+    if request.param == "embedded-file":
+        async with lsmstore.connect(home=str(tmp_path / "home"), batch_interval_ms=1) as store:
+
+            async def make_ns(name: str) -> str:
+                return (tmp_path / "ns" / name).as_uri()
+
+            outside = (tmp_path / "outside").as_uri()
+            yield Env(store, make_ns, outside + "/", outside)
+        return
+    redis_url: str = request.getfixturevalue("redis_server_url")
+    moto: MotoServer = request.getfixturevalue("moto")
+    url = f"{redis_url}?prefix=o{uuid.uuid4().hex[:8]}:"
+    bucket = await new_bucket(moto.endpoint)
+    async with lsmstore.connect(url, home=str(tmp_path / "home"), batch_interval_ms=1) as store:
+
+        async def make_ns_s3(name: str) -> str:
+            return f"s3://{bucket}/{name}?endpoint_url={moto.endpoint}&part_size={MIN_PART_SIZE}"
+
+        yield Env(
+            store,
+            make_ns_s3,
+            f"s3://{bucket}/outside/",
+            f"s3://{bucket}/outside?endpoint_url={moto.endpoint}",
+        )
+
+
+async def data_keys(repo: lsmstore.Repository) -> list[str]:
+    return [m.key async for m in repo.objects.list("data/")]
+
+
+async def chunks(parts: list[bytes]) -> AsyncIterator[bytes]:
+    for p in parts:
+        await asyncio.sleep(0)
+        yield p
+
+
+def md5(data: bytes) -> str:
+    return hashlib.md5(data).hexdigest()
+
+
+# --- upload and read -------------------------------------------------------------------
+
+
+async def test_upload_every_kind_of_source(env: Env, tmp_path: Path) -> None:
+    repo = await env.repo()
+    main = repo.branch()
+    big = os.urandom(2 * MIN_PART_SIZE + 123)  # a multipart upload on S3
+    path = tmp_path / "big.bin"
+    path.write_bytes(big)
+    sources: dict[str, tuple[object, bytes]] = {
+        "bytes": (b"hello world", b"hello world"),
+        "empty": (b"", b""),
+        "bytearray": (bytearray(b"abc"), b"abc"),
+        "path": (path, big),
+        "str-path": (str(path), big),
+        "file": (io.BytesIO(b"from a file object"), b"from a file object"),
+        "aiter": (chunks([b"a", b"", b"bc" * 1000]), b"a" + b"bc" * 1000),
+    }
+    for name, (data, expected) in sources.items():
+        stats = await main.upload(f"src/{name}", data)
+        assert isinstance(stats, ObjectStats)
+        assert (stats.path, stats.path_type, stats.size) == (f"src/{name}", "object", len(expected))
+        assert stats.checksum == md5(expected)
+        assert stats.content_type == "application/octet-stream" and stats.metadata == {}
+        assert stats.physical_address.startswith(repo.objects.url.rstrip("/") + "/data/")
+        assert await main.stat_object(f"src/{name}") == stats
+        async with await main.open(f"src/{name}") as reader:
+            assert reader.size == len(expected)
+            assert await reader.read() == expected
+            assert b"".join([c async for c in reader]) == expected
+    assert len(await data_keys(repo)) == len(sources)
+
+
+async def test_ranged_and_streamed_reads(env: Env) -> None:
+    main = (await env.repo()).branch()
+    data = os.urandom(3 << 20 | 5)
+    await main.upload("obj", data, content_type="application/x-test", metadata={"k": "v"})
+    reader = await main.open("obj")
+    assert reader.stats.content_type == "application/x-test"
+    assert reader.stats.metadata == {"k": "v"}
+    assert await reader.read(10, 20) == data[10:30]
+    assert await reader.read(len(data) - 3, 100) == data[-3:]  # past the end: shorter
+    assert await reader.read(len(data)) == b""
+    assert await reader.read(len(data) + 10, 5) == b""
+    assert await reader.read(5, 0) == b""
+    parts = [c async for c in reader.iter_chunks(100, 2 << 20, chunk_size=1 << 19)]
+    assert b"".join(parts) == data[100 : 100 + (2 << 20)]
+    assert all(len(p) <= 1 << 19 for p in parts)
+    for bad in ((-1, None), (0, -1), ("0", None)):
+        with pytest.raises(errors.InvalidInputError):
+            await reader.read(*bad)  # type: ignore[arg-type]
+    await reader.aclose()
+    with pytest.raises(errors.ClosedError):
+        await reader.read()
+
+
+async def test_reader_keeps_what_it_opened(env: Env) -> None:
+    main = (await env.repo()).branch()
+    await main.upload("p", b"first")
+    reader = await main.open("p")
+    await main.upload("p", b"second version")
+    assert await reader.read() == b"first"
+    assert await (await main.open("p")).read() == b"second version"
+
+
+async def test_committed_objects_read_through_refs(env: Env) -> None:
+    repo = await env.repo()
+    main = repo.branch()
+    await main.upload("a/x", b"one")
+    commit = await main.commit("c1")
+    await main.upload("a/x", b"two")
+    old = repo.ref(commit.id)
+    assert await (await old.open("a/x")).read() == b"one"
+    assert (await old.stat_object("a/x")).checksum == md5(b"one")
+    assert await (await repo.ref("main").open("a/x")).read() == b"two"
+    with pytest.raises(errors.ObjectNotFoundError):
+        await old.stat_object("a/y")
+
+
+# --- listing ---------------------------------------------------------------------------
+
+
+async def test_list_objects(env: Env) -> None:
+    repo = await env.repo()
+    main = repo.branch()
+    paths = ["a/1", "a/2", "a/b/3", "a/b/4", "c", "d/5"]
+    for p in paths:
+        await main.upload(p, p.encode())
+    listed = [s async for s in main.list_objects()]
+    assert [s.path for s in listed] == paths
+    assert all(s.size == len(s.path) and s.checksum == md5(s.path.encode()) for s in listed)
+    top = [(s.path, s.path_type) async for s in main.list_objects(delimiter="/")]
+    assert top == [("a/", "common_prefix"), ("c", "object"), ("d/", "common_prefix")]
+    under_a = [(s.path, s.path_type) async for s in main.list_objects("a/", "/")]
+    assert under_a == [("a/1", "object"), ("a/2", "object"), ("a/b/", "common_prefix")]
+    assert [s.path async for s in main.list_objects(after="a/b/3")] == ["a/b/4", "c", "d/5"]
+    assert [s.path async for s in main.list_objects(amount=2)] == ["a/1", "a/2"]
+    assert [s.path async for s in main.list_objects(delimiter="/", after="a/")] == ["c", "d/"]
+    assert [s.path async for s in main.list_objects(amount=0)] == []
+    commit = await main.commit("listed")
+    assert [s.path async for s in repo.ref(commit.id).list_objects("a/b/")] == ["a/b/3", "a/b/4"]
+    with pytest.raises(errors.InvalidInputError):
+        _ = [s async for s in main.list_objects(amount=-1)]
+    with pytest.raises(errors.InvalidInputError):
+        _ = [s async for s in main.list_objects(prefix=b"a")]  # type: ignore[arg-type]
+
+
+# --- link ------------------------------------------------------------------------------
+
+
+async def test_link_inside_the_namespace(env: Env) -> None:
+    repo = await env.repo()
+    main = repo.branch()
+    address = main.new_physical_address()
+    key = address[len(repo.objects.url.rstrip("/")) + 1 :]
+    assert key.startswith("data/")
+    await repo.objects.put(key, b"written by a client")
+    stats = await main.link("l/x", address, size=19, checksum='  "etag-1" ', verify=True)
+    assert (stats.physical_address, stats.size, stats.checksum) == (address, 19, "etag-1")
+    assert await (await main.open("l/x")).read() == b"written by a client"
+    # elsewhere in the namespace (not data/): stored as a full address, still readable
+    await repo.objects.put("imports/y", b"imported")
+    other = repo.objects.url.rstrip("/") + "/imports/y"
+    st = await main.link("l/y", other, size=8, checksum="e", mtime=1234, metadata={"m": "1"})
+    assert (st.physical_address, st.mtime, st.metadata) == (other, 1234, {"m": "1"})
+    assert await (await main.open("l/y")).read() == b"imported"
+
+
+async def test_link_checks_addresses_and_sizes(env: Env) -> None:
+    repo = await env.repo()
+    main = repo.branch()
+    base = repo.objects.url.rstrip("/")
+    await repo.objects.put("data/present", b"12345")
+    head = await main.head()
+    bad_addresses = [
+        "",
+        env.outside + "x",  # outside the namespace, not allowed
+        base + "/../escape",
+        base + "/data/../../escape",
+        base + "/data//x",
+        base + "/_lsm/commits/abc",  # the service's own files
+        base + "-sibling/data/x",
+        "http://example.com/data/x",
+        base.replace(base.split("://")[0], "gs", 1) + "/data/x",
+        42,
+    ]
+    for address in bad_addresses:
+        with pytest.raises(errors.InvalidInputError):
+            await main.link("p", address, size=1, checksum="c")  # type: ignore[arg-type]
+    with pytest.raises(errors.InvalidInputError, match="has 5 bytes, not 6"):
+        await main.link("p", base + "/data/present", size=6, checksum="c", verify=True)
+    with pytest.raises(errors.InvalidInputError, match="no object"):
+        await main.link("p", base + "/data/absent", size=6, checksum="c", verify=True)
+    for bad in ({"size": -1}, {"size": "1"}, {"checksum": ""}, {"checksum": '""'}, {"mtime": -5}):
+        kwargs = {"size": 5, "checksum": "c", **bad}
+        with pytest.raises(errors.InvalidInputError):
+            await main.link("p", base + "/data/present", **kwargs)  # type: ignore[arg-type]
+    assert await main.head() == head  # nothing staged
+    # unchecked, a link to data that is not there reads as missing data
+    await main.link("ghost", base + "/data/absent", size=3, checksum="c")
+    with pytest.raises(errors.ObjectNotFoundError):
+        await (await main.open("ghost")).read()
+
+
+async def test_external_addresses_need_an_allowed_prefix(env: Env) -> None:
+    allowed = env.outside + "lake/"
+    repo = await env.repo("ext", metadata={ALLOWED_EXTERNAL_PREFIXES_KEY: allowed})
+    main = repo.branch()
+    # write the external object through a store opened on its parent
+    async with open_object_store(env.outside_url) as outside:
+        await outside.put("lake/t/part-0", b"external bytes")
+    address = allowed + "t/part-0"
+    stats = await main.link("t/p0", address, size=14, checksum="x", verify=True)
+    assert stats.physical_address == address
+    assert await (await main.open("t/p0")).read() == b"external bytes"
+    for bad in (env.outside + "elsewhere/x", allowed + "../x", allowed + "a/_lsm/commits/c"):
+        with pytest.raises(errors.InvalidInputError):
+            await main.link("t/bad", bad, size=1, checksum="x")
+    with pytest.raises(errors.InvalidInputError):  # a prefix must end with "/"
+        await env.repo("bad", metadata={ALLOWED_EXTERNAL_PREFIXES_KEY: env.outside + "lake"})
+
+
+async def test_link_many(env: Env) -> None:
+    repo = await env.repo()
+    main = repo.branch()
+    base = repo.objects.url.rstrip("/")
+    links = [
+        ObjectLink(f"part/{i:04d}", f"{base}/data/f{i}", i, f"etag{i}", metadata={"i": str(i)})
+        for i in range(500)
+    ]
+    await main.link_many(links)
+    listed = [s async for s in main.list_objects("part/")]
+    assert [s.path for s in listed] == [link.path for link in links]
+    assert listed[7] == ObjectStats(
+        "part/0007", "object", f"{base}/data/f7", "etag7", 7, listed[7].mtime,
+        "application/octet-stream", {"i": "7"},
+    )  # fmt: skip
+    head = await main.head()
+    with pytest.raises(errors.InvalidInputError):
+        await main.link_many([ObjectLink("ok", f"{base}/data/ok", 1, "e"), links[0], "nope"])  # type: ignore[list-item]
+    with pytest.raises(errors.InvalidNameError):
+        await main.link_many(
+            [ObjectLink("ok", f"{base}/data/ok", 1, "e"), ObjectLink("", "x", 1, "e")]
+        )
+    assert await main.head() == head
+    await main.link_many([])
+
+
+# --- if_absent, delete, copy -------------------------------------------------------------
+
+
+async def test_if_absent(env: Env) -> None:
+    repo = await env.repo()
+    main = repo.branch()
+    await main.upload("x", b"one", if_absent=True)
+    with pytest.raises(errors.ObjectExistsError):
+        await main.upload("x", b"two", if_absent=True)
+    with pytest.raises(errors.ObjectExistsError):
+        await main.link("x", main.new_physical_address(), size=1, checksum="e", if_absent=True)
+    assert await (await main.open("x")).read() == b"one"
+    assert len(await data_keys(repo)) == 1  # the refused upload wrote no data
+    # concurrent if_absent uploads of one path in one process: exactly one wins
+    results = await asyncio.gather(
+        *(main.upload("race", b"%d" % i, if_absent=True) for i in range(10)),
+        return_exceptions=True,
+    )
+    assert sum(isinstance(r, ObjectStats) for r in results) == 1
+    assert all(isinstance(r, ObjectStats | errors.ObjectExistsError) for r in results)
+    await main.delete_object("x")
+    await main.upload("x", b"three", if_absent=True)  # absent again after a delete
+
+
+async def test_delete_and_copy(env: Env) -> None:
+    repo = await env.repo()
+    main = repo.branch()
+    src = await main.upload("src", b"payload", metadata={"a": "b"}, content_type="text/plain")
+    copy = await main.copy_object("src", "dst")
+    assert copy.physical_address == src.physical_address  # no copy of the data
+    assert (copy.path, copy.checksum, copy.size, copy.metadata, copy.content_type) == (
+        "dst",
+        src.checksum,
+        7,
+        {"a": "b"},
+        "text/plain",
+    )
+    before = await data_keys(repo)
+    commit = await main.commit("c")
+    await main.delete_object("src")
+    with pytest.raises(errors.ObjectNotFoundError):
+        await main.stat_object("src")
+    with pytest.raises(errors.ObjectNotFoundError):
+        await main.delete_object("src")
+    with pytest.raises(errors.ObjectNotFoundError):
+        await main.copy_object("src", "again")
+    await main.copy_object("src", "restored", src_ref=commit.id)
+    assert await (await main.open("restored")).read() == b"payload"
+    await main.delete_objects(["dst", "never-there", "restored", "dst"])
+    assert [s.path async for s in main.list_objects()] == []
+    assert await data_keys(repo) == before  # deletes never touch data
+
+
+# --- garbage candidates --------------------------------------------------------------------
+
+
+async def candidates(repo: lsmstore.Repository) -> list[tuple[str, str, str]]:
+    out = []
+    async for m in repo.objects.list(candidates_prefix()):
+        rec = decode_candidates(await repo.objects.get(m.key), m.key)
+        out += [(rec.reason, path, address) for path, address in rec.objects]
+    return sorted(out)
+
+
+async def test_replaced_uncommitted_data_is_recorded_never_deleted(env: Env) -> None:
+    repo = await env.repo()
+    main = repo.branch()
+    base = len(repo.objects.url.rstrip("/")) + 1
+    key1 = (await main.upload("p", b"v1")).physical_address[base:]
+    key2 = (await main.upload("p", b"v2")).physical_address[base:]  # replaces a staged entry
+    assert await candidates(repo) == [("overwritten", "p", key1)]
+    await main.commit("v2")
+    await main.upload("p", b"v3")  # replaces a committed entry: not a candidate
+    await main.upload("q", b"q")
+    await main.delete_object("q")  # a staged object deleted: candidate
+    await main.delete_objects(["p"])  # v3 was staged: candidate
+    got = await candidates(repo)
+    assert ("overwritten", "p", key2) not in got
+    assert [r for r, _, _ in got] == ["deleted", "deleted", "overwritten"]
+    assert len(await data_keys(repo)) == 4  # nothing deleted
+    records = [m.key async for m in repo.objects.list(candidates_prefix())]
+    doc = json.loads(await repo.objects.get(records[0]))
+    assert doc["format"] == "lsmstore-data-gc" and doc["repo"] == "repo" and doc["branch"] == "main"
+
+
+async def test_failed_staging_deletes_the_new_data(env: Env, tmp_path: Path) -> None:
+    repo = await env.repo()
+    main = repo.branch()
+    # an entry over the store's value bound fails before it is staged: the data it
+    # pointed at is deleted at once
+    big_metadata = {f"k{i}": "v" * 60 for i in range(1000)}
+    small = lsmstore.connect(
+        env.store.config.refstore_url, home=str(tmp_path / "h2"), max_value_bytes=4096,
+        max_pending_bytes=1 << 20,
+    )  # fmt: skip
+    async with small:
+        branch = (await small.get_repository(repo.name)).branch()
+        with pytest.raises(errors.InvalidInputError):
+            await branch.upload("big-entry", b"data", metadata=big_metadata)
+    assert await data_keys(repo) == []
+    with pytest.raises(errors.ObjectNotFoundError):
+        await main.stat_object("big-entry")
+
+
+async def test_interrupted_upload_leaves_no_entry_and_no_data(env: Env) -> None:
+    repo = await env.repo()
+    main = repo.branch()
+
+    async def broken() -> AsyncIterator[bytes]:
+        yield os.urandom(MIN_PART_SIZE + 1)  # a multipart upload on S3
+        raise OSError("client went away")
+
+    with pytest.raises(OSError, match="client went away"):
+        await main.upload("x", broken())
+    with pytest.raises(errors.ObjectNotFoundError):
+        await main.stat_object("x")
+    assert await data_keys(repo) == []
+
+
+# --- bad input ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"path": ""}, errors.InvalidNameError),
+        ({"path": "x" * 1025}, errors.InvalidNameError),
+        ({"path": "é" * 513}, errors.InvalidNameError),  # 1026 bytes
+        ({"path": "lone\udcff"}, errors.InvalidNameError),
+        ({"path": b"bytes"}, errors.InvalidNameError),
+        ({"data": 42}, errors.InvalidInputError),
+        ({"data": "no/such/file"}, errors.InvalidInputError),
+        ({"data": io.StringIO("text")}, errors.InvalidInputError),
+        ({"content_type": ""}, errors.InvalidInputError),
+        ({"content_type": "a\nb"}, errors.InvalidInputError),
+        ({"metadata": {"": "v"}}, errors.InvalidInputError),
+        ({"metadata": {"k": 1}}, errors.InvalidInputError),
+        ({"metadata": {"k\n": "v"}}, errors.InvalidInputError),
+        ({"metadata": {"k": "v" * (64 * 1024)}}, errors.EntryTooLargeError),
+        ({"metadata": {f"k{i}": "" for i in range(1001)}}, errors.EntryTooLargeError),
+        ({"metadata": ["k", "v"]}, errors.InvalidInputError),
+    ],
+)
+async def test_bad_upload_input_changes_nothing(
+    env: Env, kwargs: dict[str, object], error: type[Exception]
+) -> None:
+    repo = await env.repo()
+    main = repo.branch()
+    head = await main.head()
+    call: dict[str, object] = {"path": "p", "data": b"v", **kwargs}
+    path, data = call.pop("path"), call.pop("data")
+    with pytest.raises(error):
+        await main.upload(path, data, **call)  # type: ignore[arg-type]
+    assert issubclass(error, ValueError)
+    assert await main.head() == head
+    assert await data_keys(repo) == []
+
+
+async def test_path_at_the_bound(env: Env) -> None:
+    main = (await env.repo()).branch()
+    await main.upload("é" * 512, b"1024 bytes of path")
+    assert (await main.stat_object("é" * 512)).size == 18
+    for bad in ("", "x" * 1025, "lone\udcff"):
+        for call in (main.stat_object, main.open, main.delete_object):
+            with pytest.raises(errors.InvalidNameError):
+                await call(bad)
+
+
+async def test_raw_values_are_not_objects(env: Env) -> None:
+    main = (await env.repo()).branch()
+    await main.put("raw", b"\xff\xff not an entry")
+    with pytest.raises(errors.CorruptFileError):
+        await main.stat_object("raw")
+    with pytest.raises(errors.CorruptFileError):
+        _ = [s async for s in main.list_objects()]
+
+
+# --- entries compare the way lakeFS compares them -----------------------------------------
+
+
+async def test_same_contents_and_metadata_is_no_change(env: Env) -> None:
+    repo = await env.repo()
+    main = repo.branch()
+    await main.upload("same", b"content", metadata={"a": "1"})
+    await main.upload("other", b"content")
+    await main.commit("base")
+    await main.upload("same", b"content", metadata={"a": "1"})  # new address and mtime
+    await main.upload("other", b"content", metadata={"a": "1"})  # metadata differs
+    changes = await main.diff_uncommitted()
+    assert [(c.key, c.kind) for c in changes] == [(b"other", "changed")]
