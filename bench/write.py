@@ -54,6 +54,7 @@ import logging
 import os
 import platform
 import random
+import resource
 import shutil
 import sys
 import tempfile
@@ -164,12 +165,24 @@ class Probe:
 
     def summary(self) -> str:
         full = self.gc[2]
+        rss = _rss_mib()
         return (
+            f"client RSS now {rss[0]:.0f} MiB, peak {rss[1]:.0f} MiB; "
             f"loop lag p99 {pct(self.lags, 0.99):.1f} / max {max(self.lags, default=0):.1f} ms; "
             f"gen-2 GCs {len(full)}, max {max(full, default=0):.1f} ms, "
             f"total {sum(full):.0f} ms; gen-0/1 GCs {len(self.gc[0]) + len(self.gc[1])}, "
             f"max {max(self.gc[0] + self.gc[1], default=0):.1f} ms"
         )
+
+
+def _rss_mib() -> tuple[float, float]:
+    """This process's resident set now and at its peak, in MiB."""
+    now = 0.0
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        with open("/proc/self/statm") as f:
+            now = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return now, peak
 
 
 class Cpu:
