@@ -230,6 +230,57 @@ async def run(args: argparse.Namespace) -> None:
             f"{res.ranges_read} | {res.ranges_written} | "
             f"{res.ranges_reused} |"
         )
+    if args.out:
+        plot(Path(args.out), rows, load)
+
+
+def plot(out: Path, rows: list[Row], load: float) -> None:
+    """``commit.json`` and ``commit_time.png``: commit seconds against changed keys, one
+    line per base size and range-encoder pool size."""
+    import json
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    doc = [
+        {
+            "base": r.base,
+            "changes": r.changes,
+            "processes": r.processes,
+            "seconds": r.seconds,
+            "parent_cpu_s": r.parent_cpu,
+            "ranges_read": r.result.ranges_read,
+            "ranges_written": r.result.ranges_written,
+        }
+        for r in rows
+    ]
+    (out / "commit.json").write_text(json.dumps(doc, indent=1))
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for base in sorted({r.base for r in rows}):
+        for p in sorted({r.processes for r in rows}):
+            pts = sorted(
+                (r.changes, min(r.seconds)) for r in rows if r.base == base and r.processes == p
+            )
+            if pts:
+                ax.plot(
+                    [x for x, _ in pts],
+                    [y for _, y in pts],
+                    marker="o",
+                    label=f"base {base:,} keys, {p} encoder processes",
+                )
+    ax.set(xscale="log", yscale="log", xlabel="changed keys", ylabel="commit seconds (best)")
+    now = datetime.now(UTC).strftime("%Y-%m-%d")
+    ax.set_title(
+        f"Commit time vs changed keys ({now}, nproc={os.cpu_count()}, load {load:.1f})", fontsize=8
+    )
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(out / "commit_time.png", dpi=110)
+    plt.close(fig)
+    print(f"results and plot in {out}")
 
 
 def main(argv: list[str]) -> int:
@@ -240,6 +291,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--dir", default="/tmp/lsmstore-bench-commit")
     parser.add_argument("--fresh", action="store_true", help="rebuild the bases")
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--out", default="", help="write commit.json and a PNG plot here")
     parser.add_argument(
         "--processes",
         default="0,1,2",

@@ -50,6 +50,7 @@ import argparse
 import asyncio
 import contextlib
 import gc
+import json
 import logging
 import os
 import platform
@@ -88,6 +89,8 @@ COMPACTOR_INTERVAL_S = 0.25
 MEASURES = ("puts1", "puts100", "puts1000", "batch", "latency", "gets", "list")
 #: Upper bound of puts per task in one measure (the duration ends it first).
 MAX_OPS_PER_TASK = 1_000_000
+#: open-loop label -> its (scheduled time, latency) points, for the plots
+TIMELINES: dict[str, list[tuple[float, float]]] = {}
 
 
 def make_values(n: int = 1024) -> list[bytes]:
@@ -125,6 +128,10 @@ class Result:
     cpu: dict[str, tuple[float, float]] = field(default_factory=dict)
     #: measure -> Probe.summary()
     probes: dict[str, str] = field(default_factory=dict)
+    #: open-loop latency over time (right after the burst: compaction running)
+    timeline: list[tuple[float, float]] = field(default_factory=list)
+    #: the knee: (offered puts/s, p50, p99, p99.9 ms, achieved puts/s)
+    knee: list[tuple[float, float, float, float, float]] = field(default_factory=list)
 
 
 class Probe:
@@ -246,10 +253,11 @@ class Lsm(System):
         self.refstore = refstore
         self.compaction = compaction
         self.root = root
-        self.name = f"lsmstore {refstore}, compaction_in_process={compaction}" + (
-            " + compactor process" if compaction == "off" else ""
-        ) + (f", +{latency_ms:g} ms per object-store request" if latency_ms else "") + "".join(
-            f", {k}={v}" for k, v in self.extra.items()
+        self.name = (
+            f"lsmstore {refstore}, compaction_in_process={compaction}"
+            + (" + compactor process" if compaction == "off" else "")
+            + (f", +{latency_ms:g} ms per object-store request" if latency_ms else "")
+            + "".join(f", {k}={v}" for k, v in self.extra.items())
         )
         self.redis: RedisServer | None = None
         self.compactor: asyncio.subprocess.Process | None = None
@@ -496,6 +504,7 @@ async def open_loop(
     await system.fresh(label)
     loop = asyncio.get_running_loop()
     lat: list[float] = []
+    timeline: list[tuple[float, float]] = []  # (scheduled s since start, latency ms)
     put = system.put
     tasks: set[asyncio.Task[None]] = set()
     prefix = label.encode() + b"/"
@@ -503,7 +512,9 @@ async def open_loop(
 
     async def one(i: int, scheduled: float) -> None:
         await put(b"%s%0*d" % (prefix, width, i), VALUES[i % len(VALUES)])
-        lat.append((loop.time() - scheduled) * 1000)
+        ms = (loop.time() - scheduled) * 1000
+        lat.append(ms)
+        timeline.append((scheduled - t0, ms))
 
     total = int(rate * seconds)
     t0 = loop.time() + 0.01
@@ -524,6 +535,8 @@ async def open_loop(
         await asyncio.sleep(0.001)
     if tasks:
         await asyncio.gather(*tasks)
+    timeline.sort()
+    TIMELINES[label] = timeline
     return lat, issued, worst_lag * 1000
 
 
@@ -590,6 +603,7 @@ async def measure(system: System, args: argparse.Namespace, tag: str) -> Result:
                 with Cpu() as cpu:
                     lat, issued, lag = await open_loop(system, f"{tag}l", res.lat_rate, secs)
             res.probes["latency"] = probe.summary()
+            res.timeline = TIMELINES.get(f"{tag}l", [])
             res.cpu["latency"] = cpu.per_op(issued)
             res.lat = (pct(lat, 0.5), pct(lat, 0.99), pct(lat, 0.999))
             res.lat_done = f"{issued:,} puts, scheduler lag at most {lag:.1f} ms"
@@ -598,6 +612,20 @@ async def measure(system: System, args: argparse.Namespace, tag: str) -> Result:
                 f"p99 {res.lat[1]:.1f} p99.9 {res.lat[2]:.1f} ms ({res.lat_done})",
                 flush=True,
             )
+        if args.knee and res.puts.get(1000):
+            top = res.puts[1000]
+            for i, frac in enumerate(float(x) for x in args.knee.split(",") if x):
+                rate = top * frac
+                t0 = time.perf_counter()
+                lat, issued, _ = await open_loop(system, f"{tag}k{i}", rate, secs)
+                achieved = len(lat) / (time.perf_counter() - t0)
+                row = (rate, pct(lat, 0.5), pct(lat, 0.99), pct(lat, 0.999), achieved)
+                res.knee.append(row)
+                print(
+                    f"  {system.name}: knee, offered {rate:,.0f}/s ({frac:g} of max): "
+                    f"p50 {row[1]:.1f} p99 {row[2]:.1f} p99.9 {row[3]:.1f} ms",
+                    flush=True,
+                )
         if "batch" in want:
             async with Probe() as probe:
                 with Cpu() as cpu:
@@ -700,6 +728,90 @@ async def run(args: argparse.Namespace) -> None:
         for m, summary in r.probes.items():
             print(f"* {r.name}, {m}: {summary}")
     print(f"load average at the end {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}")
+    if args.out:
+        write_outputs(Path(args.out), results, args, (load0, load1))
+
+
+def write_outputs(
+    out: Path, results: list[Result], args: argparse.Namespace, load: tuple[Any, Any]
+) -> None:
+    """``results.json`` and PNG plots (matplotlib) next to it."""
+    out.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "date": f"{datetime.now(UTC):%Y-%m-%d %H:%M}Z",
+        "nproc": os.cpu_count(),
+        "python": platform.python_version(),
+        "argv": sys.argv,
+        "load_start": list(load[0]),
+        "load_end": list(load[1]),
+        "results": [
+            {
+                "name": r.name,
+                "puts": r.puts,
+                "batch_rate": r.batch_rate,
+                "open_loop_rate": r.lat_rate,
+                "ack_ms_p50_p99_p999": r.lat,
+                "gets": r.gets,
+                "list_ms": r.list_ms,
+                "cpu_us_per_op": r.cpu,
+                "probes": r.probes,
+                "knee": r.knee,
+                "notes": r.notes,
+            }
+            for r in results
+        ],
+    }
+    (out / "results.json").write_text(json.dumps(doc, indent=1))
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    title = f"{doc['date']}, nproc={doc['nproc']}, load {load[0][0]:.1f}-{load[1][0]:.1f}"
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for r in results:
+        if r.puts:
+            xs = sorted(r.puts)
+            ax.plot(xs, [r.puts[x] for x in xs], marker="o", label=r.name)
+    ax.set(xscale="log", yscale="log", xlabel="concurrent tasks", ylabel="acknowledged puts/s")
+    ax.set_title(f"Durable puts vs concurrency ({title})", fontsize=8)
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(out / "throughput_vs_concurrency.png", dpi=110)
+    plt.close(fig)
+    if any(r.knee for r in results):
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for r in results:
+            if r.knee:
+                xs = [k[0] for k in r.knee]
+                ax.plot(xs, [k[1] for k in r.knee], marker="o", label=f"{r.name} p50")
+                ax.plot(xs, [k[2] for k in r.knee], marker="s", ls="--", label=f"{r.name} p99")
+        ax.set(yscale="log", xlabel="offered puts/s (open loop)", ylabel="ack latency, ms")
+        ax.set_title(f"Ack latency vs offered load ({title})", fontsize=8)
+        ax.legend(fontsize=6)
+        fig.tight_layout()
+        fig.savefig(out / "latency_vs_load.png", dpi=110)
+        plt.close(fig)
+    if any(r.timeline for r in results):
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for r in results:
+            if r.timeline:
+                ax.scatter(
+                    [p[0] for p in r.timeline], [p[1] for p in r.timeline], s=1, label=r.name
+                )
+        ax.set(
+            yscale="log",
+            xlabel="seconds (right after the 1,000-task burst)",
+            ylabel="ack latency, ms",
+        )
+        ax.set_title(
+            f"Ack latency over time, compaction of the burst running ({title})", fontsize=8
+        )
+        ax.legend(fontsize=6, markerscale=8)
+        fig.tight_layout()
+        fig.savefig(out / "latency_over_time.png", dpi=110)
+        plt.close(fig)
+    print(f"results and plots in {out}")
 
 
 def main(argv: list[str]) -> int:
@@ -714,6 +826,13 @@ def main(argv: list[str]) -> int:
         "--encoder", choices=("process", "thread"), help="force where batches are encoded"
     )
     parser.add_argument("--measures", default=",".join(MEASURES), help="a subset to run")
+    parser.add_argument(
+        "--knee",
+        default="",
+        help="open-loop runs at these fractions of the 1,000-task rate, e.g. "
+        "0.25,0.5,0.75,1 (ack latency against offered load)",
+    )
+    parser.add_argument("--out", default="", help="write results.json and PNG plots here")
     parser.add_argument(
         "--latency-ms",
         type=float,
