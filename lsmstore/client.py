@@ -51,10 +51,12 @@ from lsmstore.errors import (
     RefExistsError,
     UnavailableError,
 )
+from lsmstore.gcfreeze import freeze_startup_state
 from lsmstore.graveler.commit import Commit, write_commit
 from lsmstore.graveler.diff import Change
 from lsmstore.graveler.merge import Strategy
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID
+from lsmstore.graveler.range_encoder import shared_range_encoder
 from lsmstore.graveler.record import Record
 from lsmstore.graveler.source import CachedSource, RangeSource
 from lsmstore.objects.addresses import ALLOWED_EXTERNAL_PREFIXES_KEY, parse_allowed_prefixes
@@ -309,6 +311,8 @@ class Store:
         if w is None:
             self._check_open()
             check_ref_name(branch)
+            if self.config.gc_freeze != "off":
+                freeze_startup_state()
             w = self._writers[key] = BranchWriter(
                 self.refstore,
                 repo.objects,
@@ -496,6 +500,7 @@ class Repository:
                 files=self.cache,
                 default_branch=self.default_branch,
                 clock=self.store.clock,
+                range_encoder=shared_range_encoder(),
             )
         return ctx
 

@@ -143,6 +143,12 @@ class Config:
     #: embedded ``local://`` one, off for Redis/DynamoDB, where a separate
     #: ``lsmstore-compactor`` serves many writers), ``on`` or ``off``.
     compaction_in_process: str = "auto"
+    #: On the first write of a process, collect garbage once and move every object
+    #: alive then (modules, classes, functions: the startup state of the application
+    #: and the library) into CPython's permanent generation (``gc.freeze``), so later
+    #: full collections walk only objects created since (docs/write-path.md).
+    #: ``auto``/``on``: do it; ``off``: leave the collector alone.
+    gc_freeze: str = "auto"
     #: How often a compactor re-checks branches (the age trigger) and sweeps garbage.
     compaction_interval_s: float = 5.0
     compaction_sweep_interval_s: float = 60.0
@@ -236,7 +242,7 @@ _SIZES = {
     "server_max_object_bytes",
 }
 #: On/off/auto switches: TOML booleans and ``true``/``false``/``on``/``off``/``1``/``0``.
-_SWITCHES = {"compaction_in_process"}
+_SWITCHES = {"compaction_in_process", "gc_freeze"}
 _SWITCH_VALUES = {
     "auto": "auto",
     "on": "on",
