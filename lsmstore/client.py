@@ -20,8 +20,10 @@ Consistency: a read on a branch sees every write acknowledged before it began, f
 any process; reads through a :class:`Ref` of a commit or tag are immutable.
 
 Errors are :mod:`lsmstore.errors` types (re-exported by ``lsmstore``): a missing key
-raises NotFoundError (a KeyError); bad keys/values InvalidInputError or
-EntryTooLargeError (ValueErrors) before anything is staged.
+raises NotFoundError (a KeyError); a bad key InvalidKeyError, a value over its bound
+EntryTooLargeError, any other bad argument InvalidInputError (all ValueErrors), before
+anything is staged.  Arguments are checked at method entry with :mod:`lsmstore.validate`;
+``None`` is the only "not given" (an empty name is invalid, never the default).
 """
 
 from __future__ import annotations
@@ -171,6 +173,10 @@ class Store:
         """``refstore``, ``cache`` and ``open_objects`` (storage namespace URL -> store)
         replace the parts the configuration would open; tests use them to inject
         faults."""
+        if not isinstance(config, Config):
+            raise InvalidInputError(
+                f"Store needs a Config (lsmstore.load_config), not {type(config).__name__}"
+            )
         self.config = config
         self.refstore: RefStore = refstore or open_refstore(config.refstore_url)
         self.cache: FileCacheLike = cache or _file_cache(config)
