@@ -21,7 +21,7 @@ def remote_cli(server: ServerProcess, home: Path, key: tuple[str, str] | None = 
                       "LSMSTORE_SECRET_ACCESS_KEY": secret})  # fmt: skip
 
 
-def test_commands_through_the_server(lsm_server: ServerProcess, tmp_path: Path) -> None:
+def test_commands_through_the_server(lsm_server: ServerProcess, tmp_path: Path) -> None:  # noqa: F811
     cli = remote_cli(lsm_server, tmp_path / "home")
     created = cli.json("repo", "create", "lsm://remote-cli")
     assert created["storage_namespace"] == "local://remote-cli"
@@ -61,7 +61,8 @@ def test_commands_through_the_server(lsm_server: ServerProcess, tmp_path: Path) 
 
 
 def test_reader_key_is_refused_and_serve_dispatches(
-    lsm_server: ServerProcess, tmp_path: Path
+    lsm_server: ServerProcess,  # noqa: F811
+    tmp_path: Path,
 ) -> None:
     reader = remote_cli(lsm_server, tmp_path / "home", lsm_server.create_key("reader"))
     refused = reader("repo", "create", "lsm://not-mine")
