@@ -42,6 +42,7 @@ from committer.job import CommitResult, commit_branch
 from lsmstore import layout
 from lsmstore.config import Config
 from lsmstore.errors import ConflictError, LsmError, NothingToCommitError
+from lsmstore.graveler.range_encoder import shared_range_encoder
 from lsmstore.graveler.source import CachedSource
 from lsmstore.refstore.base import RefStore, Repository
 from lsmstore.staging.files import SIDECAR_SUFFIX, decode_sidecar
@@ -167,6 +168,7 @@ class Worker:
                 files=self._files,
                 default_branch=repo.default_branch,
                 clock=self.clock,
+                range_encoder=shared_range_encoder(),
             )
         return ctx
 

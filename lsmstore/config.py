@@ -32,7 +32,7 @@ GiB = 1 << 30
 
 #: Variables read from the environment that are not settings.
 ENV_PREFIX = "LSMSTORE_"
-_NOT_SETTINGS = {"LSMSTORE_CONFIG", "LSMSTORE_VENV"}
+_NOT_SETTINGS = {"LSMSTORE_CONFIG", "LSMSTORE_VENV", "LSMSTORE_DEBUG"}
 
 _UNITS = {
     "": 1,
@@ -80,6 +80,22 @@ class Config:
     #: RefStore URL: ``local:///dir``, ``redis://host:port/db``, ``dynamodb://table?...``.
     #: Empty means ``local://<home>/refs``.
     refstore: str = ""
+    #: An lsmstore server to talk to instead (``http(s)://host:port``): ``connect`` then
+    #: returns a remote store (docs/client.md, "Remote").  ``connect("http://...")`` too.
+    server_url: str = ""
+    #: Credentials for the server (an access key created with ``lsmstore serve
+    #: credentials create``).
+    access_key_id: str = ""
+    secret_access_key: str = field(default="", repr=False)
+    #: Remote writes of one branch made within this window go as one batch request;
+    #: bounds of a batch; batch requests of a branch in flight at once.
+    remote_batch_window_ms: float = 1.0
+    remote_batch_max_entries: int = 10_000
+    remote_batch_max_bytes: int = 8 * MiB
+    remote_max_inflight_batches: int = 4
+    #: Connections kept to the server (keep-alive pool); seconds a request may take.
+    remote_max_connections: int = 64
+    remote_timeout_s: float = 60.0
     #: Local disk tier of the file cache; empty means ``<home>/cache``.
     cache_dir: str = ""
     cache_ram_bytes: int = 256 * MiB
@@ -127,6 +143,12 @@ class Config:
     #: embedded ``local://`` one, off for Redis/DynamoDB, where a separate
     #: ``lsmstore-compactor`` serves many writers), ``on`` or ``off``.
     compaction_in_process: str = "auto"
+    #: On the first write of a process, collect garbage once and move every object
+    #: alive then (modules, classes, functions: the startup state of the application
+    #: and the library) into CPython's permanent generation (``gc.freeze``), so later
+    #: full collections walk only objects created since (docs/write-path.md).
+    #: ``auto``/``on``: do it; ``off``: leave the collector alone.
+    gc_freeze: str = "auto"
     #: How often a compactor re-checks branches (the age trigger) and sweeps garbage.
     compaction_interval_s: float = 5.0
     compaction_sweep_interval_s: float = 60.0
@@ -191,6 +213,8 @@ class Config:
         return Path(self.cache_dir).expanduser() if self.cache_dir else self.home / "cache"
 
     def __post_init__(self) -> None:
+        if isinstance(self.home, str):  # Config(home="/data/lsm") means the path
+            object.__setattr__(self, "home", Path(self.home))
         _validated(self)  # a Config is never invalid, however it was built
 
     def replace(self, **changes: Any) -> Config:
@@ -201,6 +225,7 @@ class Config:
 
 _FIELDS = {f.name: f for f in fields(Config)}
 _SIZES = {
+    "remote_batch_max_bytes",
     "cache_ram_bytes",
     "cache_disk_bytes",
     "batch_max_bytes",
@@ -217,7 +242,7 @@ _SIZES = {
     "server_max_object_bytes",
 }
 #: On/off/auto switches: TOML booleans and ``true``/``false``/``on``/``off``/``1``/``0``.
-_SWITCHES = {"compaction_in_process"}
+_SWITCHES = {"compaction_in_process", "gc_freeze"}
 _SWITCH_VALUES = {
     "auto": "auto",
     "on": "on",
@@ -325,6 +350,12 @@ _BOUNDS: dict[str, tuple[float, float, bool]] = {
     "server_body_timeout_s": (0, _YEAR_S, True),
     "server_keepalive_s": (0, _YEAR_S, True),
     "server_max_path_bytes": (1, 64 * KiB, False),
+    "remote_batch_window_ms": (0, 3_600_000, False),
+    "remote_batch_max_entries": (1, _COUNT, False),
+    "remote_batch_max_bytes": (1, _BYTES, False),
+    "remote_max_inflight_batches": (1, 1024, False),
+    "remote_max_connections": (1, 100_000, False),
+    "remote_timeout_s": (0, _YEAR_S, True),
 }
 
 
@@ -372,13 +403,15 @@ def _validated(cfg: Config) -> Config:
 def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The settings of a TOML file (top-level keys, or an ``[lsmstore]`` table), with
     the keys of a ``[server]`` table as ``server_<key>``."""
-    p = Path(path).expanduser()
+    p = validate.check_path(path, "config file").expanduser()
     try:
         with p.open("rb") as f:
             data = tomllib.load(f)
     except FileNotFoundError as e:
         raise InvalidInputError(f"config file {p} does not exist") from e
-    except tomllib.TOMLDecodeError as e:
+    except OSError as e:
+        raise InvalidInputError(f"config file {p} cannot be read: {e.strerror or e}") from e
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise InvalidInputError(f"config file {p}: {e}") from e
     if isinstance(data.get("lsmstore"), dict) and set(data) <= {"lsmstore", "server"}:
         table = dict(data["lsmstore"])
@@ -425,8 +458,8 @@ def load_config(
     """
     env = os.environ if environ is None else environ
     merged: dict[str, Any] = {}
-    path = config if config is not None else env.get("LSMSTORE_CONFIG")
-    if path:
+    path = config if config is not None else env.get("LSMSTORE_CONFIG") or None
+    if path is not None:  # config="" is a bad path; an empty $LSMSTORE_CONFIG is unset
         merged.update(read_config_file(path))
     merged.update(env_settings(env))
     if refstore is not None:
