@@ -142,14 +142,17 @@ class Probe:
     def __init__(self) -> None:
         self.lags: list[float] = []  # ms
         self.gc: dict[int, list[float]] = {0: [], 1: [], 2: []}  # generation -> pauses (ms)
-        self._t_gc = 0.0
+        self.gc_cpu: list[float] = []  # CPU ms of each full collection (robust to load)
+        self._t_gc = self._cpu_gc = 0.0
         self._task: asyncio.Task[None] | None = None
 
     def _on_gc(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
-            self._t_gc = time.perf_counter()
+            self._t_gc, self._cpu_gc = time.perf_counter(), time.thread_time()
         else:
             self.gc[info["generation"]].append((time.perf_counter() - self._t_gc) * 1000)
+            if info["generation"] == 2:
+                self.gc_cpu.append((time.thread_time() - self._cpu_gc) * 1000)
 
     async def _tick(self) -> None:
         loop = asyncio.get_running_loop()
@@ -176,8 +179,10 @@ class Probe:
         return (
             f"client RSS now {rss[0]:.0f} MiB, peak {rss[1]:.0f} MiB; "
             f"loop lag p99 {pct(self.lags, 0.99):.1f} / max {max(self.lags, default=0):.1f} ms; "
-            f"gen-2 GCs {len(full)}, max {max(full, default=0):.1f} ms, "
-            f"total {sum(full):.0f} ms; gen-0/1 GCs {len(self.gc[0]) + len(self.gc[1])}, "
+            f"gen-2 GCs {len(full)}, max {max(full, default=0):.1f} ms "
+            f"(CPU {max(self.gc_cpu, default=0):.1f}), "
+            f"total {sum(full):.0f} ms (CPU {sum(self.gc_cpu):.0f}); "
+            f"gen-0/1 GCs {len(self.gc[0]) + len(self.gc[1])}, "
             f"max {max(self.gc[0] + self.gc[1], default=0):.1f} ms"
         )
 
