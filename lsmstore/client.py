@@ -20,8 +20,10 @@ Consistency: a read on a branch sees every write acknowledged before it began, f
 any process; reads through a :class:`Ref` of a commit or tag are immutable.
 
 Errors are :mod:`lsmstore.errors` types (re-exported by ``lsmstore``): a missing key
-raises NotFoundError (a KeyError); bad keys/values InvalidInputError or
-EntryTooLargeError (ValueErrors) before anything is staged.
+raises NotFoundError (a KeyError); a bad key InvalidKeyError, a value over its bound
+EntryTooLargeError, any other bad argument InvalidInputError (all ValueErrors), before
+anything is staged.  Arguments are checked at method entry with :mod:`lsmstore.validate`;
+``None`` is the only "not given" (an empty name is invalid, never the default).
 """
 
 from __future__ import annotations
@@ -34,13 +36,14 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from lsmstore import refexpr, validate
 from lsmstore.cache import FileCache
 from lsmstore.config import Config, load_config
 from lsmstore.errors import (
     ClosedError,
+    ConflictError,
     InvalidInputError,
     InvalidURLError,
     LsmError,
@@ -86,6 +89,9 @@ from lsmstore.versioning.context import RepoContext, range_policy
 from lsmstore.versioning.history import LogEntry
 from lsmstore.versioning.merging import MergeResult
 
+if TYPE_CHECKING:
+    from lsmstore.remote.client import RemoteStore
+
 __all__ = [
     "Branch",
     "Entry",
@@ -113,17 +119,28 @@ def connect(
     *,
     config: str | os.PathLike[str] | None = None,
     **settings: Any,
-) -> Store:
-    """Open a :class:`Store`.
+) -> Store | RemoteStore:
+    """Open a :class:`Store`, or a :class:`~lsmstore.remote.RemoteStore` for a server.
 
     ``refstore`` names the RefStore (``local:///dir``, ``redis://host:port/db``,
-    ``dynamodb://table?region=...&endpoint_url=...``); without it, the configured one
+    ``dynamodb://table?region=...&endpoint_url=...``) or a server
+    (``http(s)://host:port``, also the ``server_url`` setting; credentials from the
+    ``access_key_id``/``secret_access_key`` settings); without it, the configured one
     or the embedded default ``local://<home>/refs``.  ``config`` is a TOML file
     (else ``$LSMSTORE_CONFIG``); ``settings`` override any setting by name
     (:class:`lsmstore.config.Config`).  Precedence: arguments > ``LSMSTORE_*``
-    variables > file > defaults.  No I/O happens until first use.
+    variables > file > defaults.  No I/O happens until first use.  Both kinds of
+    store offer the same API (:mod:`lsmstore.api`).
     """
-    return Store(load_config(refstore, config=config, **settings))
+    if refstore is not None and refstore.lower().startswith(("http://", "https://")):
+        settings["server_url"], refstore = refstore, None
+    cfg = load_config(refstore, config=config, **settings)
+    url = cfg.server_url or (cfg.refstore if cfg.refstore.lower().startswith("http") else "")
+    if url:
+        from lsmstore.remote.client import RemoteStore
+
+        return RemoteStore(cfg, url=url)
+    return Store(cfg)
 
 
 def _file_cache(config: Config) -> FileCache:
@@ -158,6 +175,10 @@ class Store:
         """``refstore``, ``cache`` and ``open_objects`` (storage namespace URL -> store)
         replace the parts the configuration would open; tests use them to inject
         faults."""
+        if not isinstance(config, Config):
+            raise InvalidInputError(
+                f"Store needs a Config (lsmstore.load_config), not {type(config).__name__}"
+            )
         self.config = config
         self.refstore: RefStore = refstore or open_refstore(config.refstore_url)
         self.cache: FileCacheLike = cache or _file_cache(config)
@@ -435,6 +456,11 @@ class Repository:
 
     def __repr__(self) -> str:
         return f"Repository({self.name!r}, {self.storage_namespace!r})"
+
+    @property
+    def created_at(self) -> float:
+        """When the repository was created (seconds since the epoch)."""
+        return self.info.created_at
 
     def branch(self, name: str | None = None) -> Branch:
         """A handle on a branch (the default branch when ``name`` is None; an empty name
@@ -851,6 +877,46 @@ class Branch(_Reads, ObjectWrites):
         w = self._store._writers.get((self.repository.name, self.name))
         if w is not None:
             await w.flush()
+
+    async def reset(self) -> RefValue:
+        """Drop the branch's uncommitted changes (lakectl ``branch reset``): every write
+        acknowledged before this call is discarded; the branch reads as its last commit.
+
+        One compare-and-swap of the ref (the committer's swap onto the same base), retried
+        when compaction moved the staging lists meanwhile; writes acknowledged while it
+        runs may be dropped too.  The dropped files become garbage.  Returns the new ref.
+        """
+        from compactor.garbage import StagedFile, record_garbage
+
+        await self.flush()
+        refstore, repo = self.repository.refstore, self.repository.name
+        ref = await refstore.get_ref(repo, self.name)
+        if not ref.is_branch:
+            raise InvalidInputError(f"{repo}/{self.name} is a tag, not a branch")
+        for _ in range(self._config.commit_max_attempts * 10):
+            if not ref.l1 and not ref.l2:
+                return ref
+            try:
+                new = await refstore.swap_committed(
+                    repo, self.name, base=ref.base, l2_old=ref.l2, l1_prefix=ref.l1,
+                    new_base=ref.base,
+                )  # fmt: skip
+            except ConflictError:
+                ref = await refstore.get_ref(repo, self.name)  # compaction moved L1/L2
+                continue
+            dropped: list[StagedFile] = [("L1", f) for f in ref.l1]
+            dropped += [("L2", f) for f in ref.l2]
+            try:
+                await record_garbage(
+                    self.repository.objects, repo, self.name, dropped,
+                    grace_s=self._config.compaction_grace_s, reason="branch reset",
+                    clock=self._store.clock,
+                )  # fmt: skip
+            except Exception:  # the sweep finds them as orphans anyway
+                pass
+            self._store.notify_l1_changed(repo, self.name)
+            return new
+        raise ConflictError(f"{repo}/{self.name}: the branch kept moving; reset not done")
 
     # --- reads -----------------------------------------------------------------------
 

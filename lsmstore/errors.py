@@ -70,6 +70,14 @@ class RefNotFoundError(NotFoundError):
     """A branch, tag or commit named by a ref expression does not exist."""
 
 
+class WorkspaceNotFoundError(NotFoundError):
+    """A workspace (saved staging changes of a branch) does not exist."""
+
+
+class RecordNotFoundError(NotFoundError):
+    """A small record (credentials, settings) does not exist."""
+
+
 class ObjectNotFoundError(LsmError, FileNotFoundError):
     """An object-store key does not exist (or was garbage-collected)."""
 
@@ -101,6 +109,14 @@ class ObjectExistsError(AlreadyExistsError, FileExistsError):
 
 class RefExistsError(AlreadyExistsError, ValueError):
     """A repository, branch or tag with that name already exists."""
+
+
+class WorkspaceExistsError(AlreadyExistsError, ValueError):
+    """A workspace with that name already exists in the repository."""
+
+
+class RecordExistsError(AlreadyExistsError, ValueError):
+    """A small record was put with ``if_absent`` and one of that name exists."""
 
 
 class PreconditionFailedError(LsmError):
@@ -161,3 +177,11 @@ class WriteStalledError(LsmError, TimeoutError):
 
 class ClosedError(LsmError, RuntimeError):
     """The object was used after ``aclose()``."""
+
+
+class PermissionDeniedError(LsmError, PermissionError):
+    """A server refused the credentials (``status`` 401) or the action (403)."""
+
+    def __init__(self, message: str, *, status: int = 403) -> None:
+        super().__init__(message)
+        self.status = status

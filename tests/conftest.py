@@ -42,3 +42,15 @@ def moto_serial() -> Iterator[MotoServer]:
 @pytest.fixture
 def anyio_backend() -> Any:
     return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local SparkSession for the whole test session (PySpark from the spark extra)."""
+    from lsmstore.testing.spark import local_session
+
+    session = local_session()
+    try:
+        yield session
+    finally:
+        session.stop()

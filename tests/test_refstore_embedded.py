@@ -168,6 +168,35 @@ PRAGMA user_version=1;
 """
 
 
+SCHEMA_V2 = (
+    SCHEMA_V1.replace(
+        "l1 TEXT NOT NULL, PRIMARY KEY",
+        "l1 TEXT NOT NULL, consumed TEXT NOT NULL DEFAULT '', PRIMARY KEY",
+    )
+    .replace("user_version=1", "user_version=2")
+    .replace("'f1,f2')", "'f1,f2', '')")
+)
+
+
+async def test_version_2_database_is_upgraded(tmp_path: Path) -> None:
+    path = tmp_path / "refs"
+    path.mkdir()
+    con = sqlite3.connect(path / FILENAME)
+    con.executescript(SCHEMA_V2)
+    con.close()
+    async with EmbeddedRefStore(path) as store:
+        cur = await store.get_ref(REPO, "main")
+        assert cur == branch("c1", ("g1",), ("f1", "f2"))
+        assert (await store.append_l1_group(REPO, "main", "j", ("f3",))).l1 == ("f1", "f2", "f3")
+        await store.put_record("k", "n", b"v")
+        assert await store.list_workspaces(REPO) == []
+    con = sqlite3.connect(path / FILENAME)
+    try:
+        assert con.execute("PRAGMA user_version").fetchone()[0] == 3
+    finally:
+        con.close()
+
+
 async def test_version_1_database_is_upgraded(tmp_path: Path) -> None:
     path = tmp_path / "refs"
     path.mkdir()
@@ -181,12 +210,20 @@ async def test_version_1_database_is_upgraded(tmp_path: Path) -> None:
         )
         assert await store.append_l1(REPO, "main", "f1") == new  # consumed
         await store.create_ref(REPO, "dev", branch("c2"))
+        # Version 3: group ids, workspaces, records.
+        grouped = await store.append_l1_group(REPO, "dev", "job1", ("a1",))
+        assert await store.append_l1_group(REPO, "dev", "job1", ("a1",)) == grouped
+        await store.stash_workspace(REPO, "dev", "wip", expected=grouped)
+        await store.put_record("settings", "x", b"1")
     async with EmbeddedRefStore(path) as store:
         assert await store.append_l1(REPO, "main", "f1") == new
         assert await store.get_ref(REPO, "dev") == branch("c2")
+        assert (await store.get_workspace(REPO, "wip")).l1 == ("a1",)
+        assert await store.get_record("settings", "x") == b"1"
+        assert await store.move_count(REPO) == 1
     con = sqlite3.connect(path / FILENAME)
     try:
-        assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+        assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
     finally:
         con.close()
 

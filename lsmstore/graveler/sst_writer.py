@@ -252,9 +252,8 @@ def add_user_properties(data: bytes, props: Mapping[bytes, bytes]) -> bytes:
         + handles_part.ljust(40, b"\x00")
         + struct.pack("<IQ", COMMITTED_FORMAT_VERSION, MAGIC)
     )
-    return b"".join(
-        (data[:props_offset], _with_trailer(new_props), _with_trailer(new_meta), new_footer)
-    )
+    head = memoryview(data)[:props_offset]  # joined without an intermediate copy
+    return b"".join((head, _with_trailer(new_props), _with_trailer(new_meta), new_footer))
 
 
 def _get_varint(buf: bytes, p: int) -> tuple[int, int]:
