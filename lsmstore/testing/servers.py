@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -30,20 +31,17 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _wait_port(port: int, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-            return
-        time.sleep(0.01)
-    raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout}s")
-
-
 class RedisServer:
-    """A private ``redis-server`` on a free loopback port, no persistence."""
+    """A private ``redis-server`` on a free loopback port.
 
-    def __init__(self, port: int | None = None) -> None:
+    ``appendonly=True`` persists every write to an append-only file (``appendfsync
+    always``) in the server's directory, so :meth:`restart` and :meth:`kill` +
+    :meth:`start` bring the data back; without it a restart comes back empty.
+    """
+
+    def __init__(self, port: int | None = None, *, appendonly: bool = False) -> None:
         self.port = port or free_port()
+        self.appendonly = appendonly
         self.proc: subprocess.Popen[bytes] | None = None
         self._dir: str | None = None
 
@@ -51,42 +49,71 @@ class RedisServer:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
     def start(self) -> None:
         exe = shutil.which("redis-server")
         if exe is None:
             raise RuntimeError("redis-server is not installed (./dev.sh test installs it)")
-        self._dir = tempfile.mkdtemp(prefix="lsm-redis-")
+        if self._dir is None:
+            self._dir = tempfile.mkdtemp(prefix="lsm-redis-")
+        persistence = (
+            ["--appendonly", "yes", "--appendfsync", "always"]
+            if self.appendonly
+            else ["--appendonly", "no"]
+        )
         self.proc = subprocess.Popen(
             [
-                exe,
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                self._dir,
+                *(exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", ""),
+                *persistence,
+                *("--dir", self._dir),
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        _wait_port(self.port)
+        _wait_ping(self.port, self.proc)
 
-    def stop(self) -> None:
+    def _halt(self, sig: int) -> None:
         if self.proc is not None:
-            self.proc.terminate()
+            self.proc.send_signal(sig)
             try:
-                self.proc.wait(5)
+                self.proc.wait(30)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
             self.proc = None
+
+    def kill(self) -> None:
+        """SIGKILL the server (its data directory stays: see ``appendonly``)."""
+        self._halt(signal.SIGKILL)
+
+    def restart(self, *, empty: bool = False) -> None:
+        """Stop (SIGTERM) and start again on the same port; ``empty``: without its data."""
+        self._halt(signal.SIGTERM)
+        if empty and self._dir:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+        self.start()
+
+    def stop(self) -> None:
+        self._halt(signal.SIGTERM)
         if self._dir:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
+
+
+def _wait_ping(port: int, proc: subprocess.Popen[bytes]) -> None:
+    """Wait until the server answers PING (loading an AOF takes a moment)."""
+    while proc.poll() is None:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1) as s:
+            s.settimeout(5)
+            s.sendall(b"PING\r\n")
+            if s.recv(64).startswith(b"+PONG"):
+                return
+        time.sleep(0.02)
+    raise RuntimeError(f"redis-server on port {port} exited with status {proc.returncode}")
 
 
 @contextlib.contextmanager
