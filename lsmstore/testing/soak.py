@@ -200,19 +200,25 @@ class Proc:
         self.unexpected: list[str] = []
         self.started = asyncio.Event()  # a worker logged "started" (its handlers are in)
         self.log_path: Path | None = None
+        self.stderr_path: Path | None = None  # writers: where their stderr goes
 
     async def start(self, extra_env: dict[str, str] | None = None) -> None:
         pipe, devnull = asyncio.subprocess.PIPE, asyncio.subprocess.DEVNULL
         self.expected_exit = False
         self.started.clear()
+        err: Any = pipe if self.stream == "stderr" else devnull
+        if self.stream == "stdout" and self.stderr_path is not None:
+            err = self.stderr_path.open("ab")
         self.proc = await asyncio.create_subprocess_exec(
             *self.argv,
             env={**self.env, **(extra_env or {})},
             stdin=devnull,
             stdout=pipe if self.stream == "stdout" else devnull,
-            stderr=pipe if self.stream == "stderr" else devnull,
+            stderr=err,
             limit=1 << 20,
         )
+        if not isinstance(err, int):
+            err.close()
         self.reader = asyncio.create_task(self._read(self.proc))
 
     async def _read(self, proc: asyncio.subprocess.Process) -> None:
@@ -235,7 +241,10 @@ class Proc:
             self.lines.set()
         code = await proc.wait()
         if not self.expected_exit:
-            self.unexpected.append(f"{self.name} exited on its own with status {code}")
+            tail = ""
+            if self.stderr_path is not None:
+                tail = await asyncio.to_thread(_tail, self.stderr_path)
+            self.unexpected.append(f"{self.name} exited on its own with status {code}: {tail}")
 
     async def kill(self) -> None:
         if self.proc is None:
@@ -263,6 +272,13 @@ class Proc:
         if self.reader is not None:
             await self.reader
         return code
+
+
+def _tail(path: Path, size: int = 1500) -> str:
+    try:
+        return path.read_bytes()[-size:].decode("utf-8", "replace")
+    except OSError:
+        return ""
 
 
 class Soak:
@@ -343,9 +359,9 @@ class Soak:
         py = sys.executable
         for wid in range(self.opts.writers):
             self.generations.append(0)
-            self.writers.append(
-                Proc(f"writer{wid}", [], self.env, self._writer_line, stream="stdout")
-            )
+            writer = Proc(f"writer{wid}", [], self.env, self._writer_line, stream="stdout")
+            writer.stderr_path = self.work / f"writer{wid}.stderr"
+            self.writers.append(writer)
         common = ["--refstore", self.url, "--log-level", "info"]
         self.compactor = Proc(
             "compactor",

@@ -23,7 +23,7 @@ import sys
 import uvloop
 
 import lsmstore
-from lsmstore.errors import LsmError, NothingToCommitError
+from lsmstore.errors import LsmError, NothingToCommitError, UnavailableError
 from lsmstore.graveler.record import Record, default_identity
 from lsmstore.staging.files import encode_staging_file
 
@@ -97,7 +97,12 @@ async def main(url: str, home: str, repo: str, wid: int, gen: int, seed: int) ->
     async with lsmstore.connect(
         url, home=home, batch_interval_ms=10, compaction_in_process="off"
     ) as store:
-        branch = (await store.get_repository(repo)).branch("main")
+        while True:  # the RefStore may be down while this process starts
+            try:
+                branch = (await store.get_repository(repo)).branch("main")
+                break
+            except UnavailableError:
+                await asyncio.sleep(0.2)
         counter = [0]
         await asyncio.gather(*(task(branch, wid, gen, t, seed, counter) for t in range(TASKS)))
 
