@@ -3,7 +3,8 @@ worker (kill -9) and started again; the worker logs the outage once, reports not
 its health port and in its status file, stays up, resumes on its own, and does the
 work that arrived meanwhile.  Then the RefStore restarts *empty*: the worker neither
 crashes nor writes anything (no RefStore key, no object) for repositories that no
-longer exist.  ``--once`` with an unreachable RefStore exits 3 (UNAVAILABLE)."""
+longer exist.  The same for the object store (moto behind the fault proxy answering
+only 503s for a while).  ``--once`` with an unreachable RefStore exits 3 (UNAVAILABLE)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ import json
 import random
 import signal
 import socket
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import pytest
 
@@ -22,8 +25,11 @@ from compactor.testing import WorkerProcess, append_l1_file, branch_state, rec
 from lsmstore.refstore.base import Ref, RefStore, Repository
 from lsmstore.refstore.url import open_refstore
 from lsmstore.service import ExitCode
+from lsmstore.storage.base import ObjectStore
 from lsmstore.storage.local import LocalStore
-from lsmstore.testing.servers import RedisServer, free_port
+from lsmstore.storage.s3 import S3Store
+from lsmstore.testing.faultproxy import FaultPlan, FaultProxy
+from lsmstore.testing.servers import MOTO_ENV, MotoServer, RedisServer, free_port
 
 #: What each worker logs when it has done its work on the branch.
 DONE = {"compactor": ("compaction", "compacted"), "committer": ("commit", "committed")}
@@ -67,7 +73,7 @@ async def http_get(port: int, path: str) -> tuple[int, dict[str, Any]]:
 
 
 async def add_files(
-    rs: RefStore, store: LocalStore, n: int, seed: int, model: dict[bytes, bytes]
+    rs: RefStore, store: ObjectStore, n: int, seed: int, model: dict[bytes, bytes]
 ) -> None:
     rng = random.Random(seed)
     for _ in range(n):
@@ -189,3 +195,70 @@ async def test_once_against_an_unreachable_refstore_exits_unavailable(
     (down,) = w.events("dependency_down")
     assert down["dependency"] == "refstore" and "Unavailable" in down["error"]
     assert w.events("exited")[0]["status"] == "UNAVAILABLE"
+
+
+@pytest.mark.parametrize("worker", ["compactor", "committer"])
+async def test_worker_rides_out_an_object_store_outage(
+    worker: str, redis_server_url: str, moto: MotoServer, tmp_path: Path
+) -> None:
+    """S3 (moto behind the fault proxy) answers every request with 503 for a while: the
+    worker marks the object store down, is not ready, and resumes when S3 answers."""
+    from aiobotocore.session import get_session
+
+    bucket = f"o-{uuid.uuid4().hex[:12]}"
+    async with get_session().create_client(
+        "s3", endpoint_url=moto.endpoint, region_name="us-east-1"
+    ) as client:
+        await client.create_bucket(Bucket=bucket)
+    up = urlparse(moto.endpoint)
+    assert up.hostname is not None and up.port is not None
+    proxy = FaultProxy(up.hostname, up.port, rng=random.Random(3))
+    await proxy.start()
+    url = f"{redis_server_url}?prefix=o{uuid.uuid4().hex[:8]}:"
+    rs = open_refstore(url)
+    store = S3Store(bucket, "alpha", endpoint_url=moto.endpoint)  # bypasses the proxy
+    ns = f"s3://{bucket}/alpha?endpoint_url={proxy.endpoint}&max_attempts=1"
+    model: dict[bytes, bytes] = {}
+    extra = ["--force"] if worker == "committer" else []
+    w = WorkerProcess(
+        *("--refstore", url, "--interval", "0.1", "--health-port", "0", *extra),
+        env={"LSMSTORE_HOME": str(tmp_path / "home"), **ENV, **MOTO_ENV},
+        module=worker,
+    )
+    try:
+        await rs.create_repository(Repository("alpha", ns, "main"))
+        await rs.create_ref("alpha", "main", Ref("branch", ""))
+        await add_files(rs, store, 4, 1, model)
+        await w.start()
+        port = (await w.wait_for("started"))["health_port"]
+        await w.wait_until(lambda: done_count(w, worker) >= 1, "the first job")
+
+        proxy.plan = FaultPlan(error=1.0)  # S3 answers nothing but 503
+        await add_files(rs, store, 4, 2, model)  # work the worker cannot do now
+        await w.wait_until(
+            lambda: any(d["dependency"] == "objects" for d in w.events("dependency_down")),
+            "the object store marked down",
+        )
+        code, body = await http_get(port, "/readyz")
+        assert code == 503 and body["dependencies"]["objects"]["up"] is False
+        assert body["dependencies"]["refstore"]["up"] is True
+        before = done_count(w, worker)
+
+        proxy.plan = FaultPlan()
+        await w.wait_until(
+            lambda: any(d["dependency"] == "objects" for d in w.events("dependency_up")),
+            "the object store back",
+        )
+        await w.wait_until(lambda: done_count(w, worker) > before, "work after the outage")
+        assert await branch_state(rs, store, "alpha", "main") == model
+        assert (await http_get(port, "/readyz"))[0] == 200
+        assert w.proc is not None
+        w.proc.send_signal(signal.SIGTERM)
+        assert await w.wait(120) == ExitCode.OK
+    finally:
+        if w.proc is not None and w.proc.returncode is None:
+            w.proc.kill()
+            await w.proc.wait()
+        await proxy.aclose()
+        await store.aclose()
+        await rs.aclose()
