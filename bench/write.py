@@ -142,14 +142,17 @@ class Probe:
     def __init__(self) -> None:
         self.lags: list[float] = []  # ms
         self.gc: dict[int, list[float]] = {0: [], 1: [], 2: []}  # generation -> pauses (ms)
-        self._t_gc = 0.0
+        self.gc_cpu: list[float] = []  # CPU ms of each full collection (robust to load)
+        self._t_gc = self._cpu_gc = 0.0
         self._task: asyncio.Task[None] | None = None
 
     def _on_gc(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
-            self._t_gc = time.perf_counter()
+            self._t_gc, self._cpu_gc = time.perf_counter(), time.thread_time()
         else:
             self.gc[info["generation"]].append((time.perf_counter() - self._t_gc) * 1000)
+            if info["generation"] == 2:
+                self.gc_cpu.append((time.thread_time() - self._cpu_gc) * 1000)
 
     async def _tick(self) -> None:
         loop = asyncio.get_running_loop()
@@ -176,8 +179,10 @@ class Probe:
         return (
             f"client RSS now {rss[0]:.0f} MiB, peak {rss[1]:.0f} MiB; "
             f"loop lag p99 {pct(self.lags, 0.99):.1f} / max {max(self.lags, default=0):.1f} ms; "
-            f"gen-2 GCs {len(full)}, max {max(full, default=0):.1f} ms, "
-            f"total {sum(full):.0f} ms; gen-0/1 GCs {len(self.gc[0]) + len(self.gc[1])}, "
+            f"gen-2 GCs {len(full)}, max {max(full, default=0):.1f} ms "
+            f"(CPU {max(self.gc_cpu, default=0):.1f}), "
+            f"total {sum(full):.0f} ms (CPU {sum(self.gc_cpu):.0f}); "
+            f"gen-0/1 GCs {len(self.gc[0]) + len(self.gc[1])}, "
             f"max {max(self.gc[0] + self.gc[1], default=0):.1f} ms"
         )
 
@@ -246,7 +251,9 @@ class Lsm(System):
         encoder: str | None = None,
         latency_ms: float = 0.0,
         settings: dict[str, Any] | None = None,
+        namespace: str = "",
     ) -> None:
+        self.namespace = namespace
         self.encoder = encoder
         self.latency_ms = latency_ms
         self.extra = settings or {}
@@ -305,9 +312,13 @@ class Lsm(System):
             )
         if self.encoder is not None:
             self.store.encoder.use_process = self.encoder == "process"
-        self.repo = await self.store.create_repository(
-            "bench", storage_namespace=(self.root / "data").as_uri()
-        )
+        ns = (self.root / "data").as_uri()
+        if self.namespace:  # e.g. s3://bucket/prefix?endpoint_url=...: a fresh prefix per run
+            base, _, query = self.namespace.partition("?")
+            ns = f"{base.rstrip('/')}/{self.root.name}-{os.getpid()}" + (
+                f"?{query}" if query else ""
+            )
+        self.repo = await self.store.create_repository("bench", storage_namespace=ns)
 
     async def stop(self) -> None:
         if self.store is not None:
@@ -714,7 +725,9 @@ async def run(args: argparse.Namespace) -> None:
             for mode in modes:
                 n += 1
                 extra = dict(kv.split("=", 1) for kv in args.set)
-                system = Lsm(s, mode, root / f"lsm{n}", args.encoder, args.latency_ms, extra)
+                system = Lsm(
+                    s, mode, root / f"lsm{n}", args.encoder, args.latency_ms, extra, args.namespace
+                )
                 results.append(await measure(system, args, f"x{n}"))
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -831,6 +844,13 @@ def main(argv: list[str]) -> int:
         default="",
         help="open-loop runs at these fractions of the 1,000-task rate, e.g. "
         "0.25,0.5,0.75,1 (ack latency against offered load)",
+    )
+    parser.add_argument(
+        "--namespace",
+        default="",
+        help="the repositories' storage namespace (default: a local directory), e.g. "
+        "s3://bench/run?endpoint_url=http://127.0.0.1:8333&path_style=true for SeaweedFS "
+        "`weed mini` on loopback (credentials from AWS_* variables); with --compaction on",
     )
     parser.add_argument("--out", default="", help="write results.json and PNG plots here")
     parser.add_argument(
