@@ -34,6 +34,7 @@ from lsmstore.server.routes import (
     tags,
 )
 from lsmstore.server.routing import Router
+from lsmstore.service import request_context
 
 log = logging.getLogger("lsmstore.server")
 
@@ -122,7 +123,8 @@ class App:
                     if not who.allows(route.permission, repo):
                         raise forbidden(who, route.permission, repo)
                     request.auth = who
-                response = await route.handler(request)
+                with request_context(rid):
+                    response = await route.handler(request)
             except Exception as e:
                 status = status_of(e)
                 if status >= 500 and status != 501 and status != 503:
