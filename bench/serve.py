@@ -134,7 +134,8 @@ def _open_loop_worker(url: str, auth: tuple[str, str], rate: float, seconds: flo
     async def run() -> list[float]:
         lat: list[float] = []
         conn = aiohttp.TCPConnector(limit=256)
-        async with aiohttp.ClientSession(url, connector=conn, auth=aiohttp.BasicAuth(*auth)) as s:
+        headers = {"Authorization": aiohttp.encode_basic_auth(*auth)}
+        async with aiohttp.ClientSession(url, connector=conn, headers=headers) as s:
             start = time.perf_counter()
             n = int(rate * seconds)
             tasks = []
