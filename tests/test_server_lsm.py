@@ -118,3 +118,23 @@ def test_stage_sst_makes_all_its_objects_visible(admin: httpx.Client) -> None:
     listed = admin.get(f"/repositories/{repo}/refs/main/objects/ls",
                        params={"prefix": "sst/", "amount": 1000}).json()  # fmt: skip
     assert len(listed["results"]) == 100
+
+
+def test_batch_records_replaced_staged_data_as_garbage_candidates(
+    admin: httpx.Client, server: object
+) -> None:
+    import json
+
+    from lsmstore.objects.garbage import candidates_prefix
+
+    repo = make_repo(admin)
+    assert _batch(admin, repo, [["put", "a", b"first"], ["put", "b", b"kept"]]).status_code == 200
+    first = admin.get(f"/repositories/{repo}/refs/main/objects/stat",
+                      params={"path": "a"}).json()["physical_address"]  # fmt: skip
+    assert _batch(admin, repo, [["put", "a", b"second"], ["delete", "b"]]).status_code == 200
+    home = server.home  # type: ignore[attr-defined]
+    gc_dir = home / "data" / repo / candidates_prefix("main")
+    records = [json.loads(p.read_bytes()) for p in gc_dir.rglob("*.candidates")]
+    replaced = {o["path"]: o["address"] for r in records for o in r["objects"]}
+    assert set(replaced) == {"a", "b"}
+    assert first.endswith(replaced["a"])
