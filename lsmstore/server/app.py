@@ -146,8 +146,15 @@ class App:
         finally:
             metrics.in_flight.dec()
         status = response.status
+        elapsed = time.perf_counter() - started
         metrics.requests.labels(operation, str(status)).inc()
-        metrics.latency.labels(operation).observe(time.perf_counter() - started)
+        metrics.latency.labels(operation).observe(elapsed)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "%s %s %d", method, path, status,
+                extra={"fields": {"event": "request", "request_id": rid, "operation": operation,
+                                  "status": status, "ms": round(elapsed * 1000, 3)}},
+            )  # fmt: skip
 
     async def _send(self, send: Send, response: Response, rid: str, head: bool) -> None:
         headers: list[tuple[bytes, bytes]] = [(b"x-request-id", rid.encode())]
