@@ -72,6 +72,7 @@ def _check_readable(server: ServerProcess, repo: str, acked: list[str]) -> None:
                          params={"path": p}).content == f"value {i}".encode()  # fmt: skip
 
 
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
 def test_every_acknowledged_write_survives(tmp_path: Path, sig: int) -> None:
     home = tmp_path / "home"

@@ -11,12 +11,14 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 
 from lsmstore.testing.server_process import ServerProcess
 
 EXAMPLES = int(os.environ.get("LSMSTORE_SCHEMATHESIS_EXAMPLES", "8"))
 
 
+@pytest.mark.timeout(1500)
 def test_schemathesis_finds_no_server_error_and_no_schema_violation(
     server: ServerProcess, admin: httpx.Client, tmp_path: Path
 ) -> None:
