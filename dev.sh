@@ -67,7 +67,7 @@ case "${1:-}" in
   proto)
     shift
     ensure_venv "dev,proto"
-    for f in lsmstore/objects/proto/*.proto; do
+    for f in lsmstore/*/proto/*.proto; do
       "$VENV/bin/python" -m grpc_tools.protoc -I . --python_out=. --pyi_out=. "$f"
     done
     ;;

@@ -20,8 +20,10 @@ Consistency: a read on a branch sees every write acknowledged before it began, f
 any process; reads through a :class:`Ref` of a commit or tag are immutable.
 
 Errors are :mod:`lsmstore.errors` types (re-exported by ``lsmstore``): a missing key
-raises NotFoundError (a KeyError); bad keys/values InvalidInputError or
-EntryTooLargeError (ValueErrors) before anything is staged.
+raises NotFoundError (a KeyError); a bad key InvalidKeyError, a value over its bound
+EntryTooLargeError, any other bad argument InvalidInputError (all ValueErrors), before
+anything is staged.  Arguments are checked at method entry with :mod:`lsmstore.validate`;
+``None`` is the only "not given" (an empty name is invalid, never the default).
 """
 
 from __future__ import annotations
@@ -34,30 +36,34 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from lsmstore import refexpr, validate
 from lsmstore.cache import FileCache
 from lsmstore.config import Config, load_config
 from lsmstore.errors import (
     ClosedError,
+    ConflictError,
     InvalidInputError,
     InvalidURLError,
     LsmError,
     NotFoundError,
+    NothingToCommitError,
     RefExistsError,
     UnavailableError,
 )
+from lsmstore.gcfreeze import freeze_startup_state
 from lsmstore.graveler.commit import Commit, write_commit
 from lsmstore.graveler.diff import Change
 from lsmstore.graveler.merge import Strategy
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID
+from lsmstore.graveler.range_encoder import shared_range_encoder
 from lsmstore.graveler.record import Record
 from lsmstore.graveler.source import CachedSource, RangeSource
 from lsmstore.objects.addresses import ALLOWED_EXTERNAL_PREFIXES_KEY, parse_allowed_prefixes
 from lsmstore.objects.api import ObjectReads, ObjectWrites
 from lsmstore.refstore.base import Ref as RefValue
-from lsmstore.refstore.base import RefStore
+from lsmstore.refstore.base import RefStore, Workspace
 from lsmstore.refstore.base import Repository as RepositoryInfo
 from lsmstore.refstore.names import check_ref_name, check_repository_name
 from lsmstore.refstore.url import open_refstore
@@ -83,6 +89,9 @@ from lsmstore.versioning import refs as _refs
 from lsmstore.versioning.context import RepoContext, range_policy
 from lsmstore.versioning.history import LogEntry
 from lsmstore.versioning.merging import MergeResult
+
+if TYPE_CHECKING:
+    from lsmstore.remote.client import RemoteStore
 
 __all__ = [
     "Branch",
@@ -111,17 +120,28 @@ def connect(
     *,
     config: str | os.PathLike[str] | None = None,
     **settings: Any,
-) -> Store:
-    """Open a :class:`Store`.
+) -> Store | RemoteStore:
+    """Open a :class:`Store`, or a :class:`~lsmstore.remote.RemoteStore` for a server.
 
     ``refstore`` names the RefStore (``local:///dir``, ``redis://host:port/db``,
-    ``dynamodb://table?region=...&endpoint_url=...``); without it, the configured one
+    ``dynamodb://table?region=...&endpoint_url=...``) or a server
+    (``http(s)://host:port``, also the ``server_url`` setting; credentials from the
+    ``access_key_id``/``secret_access_key`` settings); without it, the configured one
     or the embedded default ``local://<home>/refs``.  ``config`` is a TOML file
     (else ``$LSMSTORE_CONFIG``); ``settings`` override any setting by name
     (:class:`lsmstore.config.Config`).  Precedence: arguments > ``LSMSTORE_*``
-    variables > file > defaults.  No I/O happens until first use.
+    variables > file > defaults.  No I/O happens until first use.  Both kinds of
+    store offer the same API (:mod:`lsmstore.api`).
     """
-    return Store(load_config(refstore, config=config, **settings))
+    if refstore is not None and refstore.lower().startswith(("http://", "https://")):
+        settings["server_url"], refstore = refstore, None
+    cfg = load_config(refstore, config=config, **settings)
+    url = cfg.server_url or (cfg.refstore if cfg.refstore.lower().startswith("http") else "")
+    if url:
+        from lsmstore.remote.client import RemoteStore
+
+        return RemoteStore(cfg, url=url)
+    return Store(cfg)
 
 
 def _file_cache(config: Config) -> FileCache:
@@ -156,6 +176,10 @@ class Store:
         """``refstore``, ``cache`` and ``open_objects`` (storage namespace URL -> store)
         replace the parts the configuration would open; tests use them to inject
         faults."""
+        if not isinstance(config, Config):
+            raise InvalidInputError(
+                f"Store needs a Config (lsmstore.load_config), not {type(config).__name__}"
+            )
         self.config = config
         self.refstore: RefStore = refstore or open_refstore(config.refstore_url)
         self.cache: FileCacheLike = cache or _file_cache(config)
@@ -288,6 +312,8 @@ class Store:
         if w is None:
             self._check_open()
             check_ref_name(branch)
+            if self.config.gc_freeze != "off":
+                freeze_startup_state()
             w = self._writers[key] = BranchWriter(
                 self.refstore,
                 repo.objects,
@@ -432,6 +458,11 @@ class Repository:
     def __repr__(self) -> str:
         return f"Repository({self.name!r}, {self.storage_namespace!r})"
 
+    @property
+    def created_at(self) -> float:
+        """When the repository was created (seconds since the epoch)."""
+        return self.info.created_at
+
     def branch(self, name: str | None = None) -> Branch:
         """A handle on a branch (the default branch when ``name`` is None; an empty name
         is invalid). No I/O."""
@@ -470,6 +501,7 @@ class Repository:
                 files=self.cache,
                 default_branch=self.default_branch,
                 clock=self.store.clock,
+                range_encoder=shared_range_encoder(),
             )
         return ctx
 
@@ -525,6 +557,22 @@ class Repository:
         """Tag the commit ``target`` names (create-if-absent: RefExistsError if the name
         is taken; tags never move).  Returns the commit ID."""
         return (await _refs.create_tag(self.context(), name, target)).commit_id
+
+    # --- workspaces (docs/client.md, "Workspaces") --------------------------------------
+
+    async def workspaces(self, *, after: str | None = None, limit: int = 1000) -> list[Workspace]:
+        """The repository's workspaces in name order (``name``, ``branch`` it came from,
+        ``base``, ``l1``/``l2`` file ids, ``created_at``)."""
+        return await self.refstore.list_workspaces(self.name, after=after, limit=limit)
+
+    async def get_workspace(self, name: str) -> Workspace:
+        """WorkspaceNotFoundError if there is none."""
+        return await self.refstore.get_workspace(self.name, name)
+
+    async def drop_workspace(self, name: str) -> None:
+        """Delete a workspace; its changes are lost (the files are collected by the
+        staging sweep after the grace period).  WorkspaceNotFoundError."""
+        await self.refstore.drop_workspace(self.name, name)
 
     async def delete_tag(self, name: str) -> None:
         """RefNotFoundError if there is no such tag."""
@@ -846,6 +894,91 @@ class Branch(_Reads, ObjectWrites):
         w = self._store._writers.get((self.repository.name, self.name))
         if w is not None:
             await w.flush()
+
+    async def stash(self, name: str) -> Workspace:
+        """Move the branch's uncommitted changes into a new workspace ``name``; the branch
+        reads as its last commit afterwards.  Only file ids move, in one atomic
+        compare-and-swap on the branch (retried when a write, compaction or commit moved
+        it meanwhile): every write acknowledged before this call is in the workspace.
+
+        NothingToCommitError when nothing is staged; WorkspaceExistsError when the name
+        is taken.  A lost answer is resolved by reading the workspace back.
+        """
+        await self.flush()
+        refstore, repo = self.repository.refstore, self.repository.name
+        for _ in range(self._config.commit_max_attempts * 10):
+            ref = await refstore.get_ref(repo, self.name)
+            if not ref.is_branch:
+                raise InvalidInputError(f"{repo}/{self.name} is a tag, not a branch")
+            if not ref.l1 and not ref.l2:
+                raise NothingToCommitError(f"{repo}/{self.name}: no uncommitted changes to stash")
+            try:
+                await refstore.stash_workspace(repo, self.name, name, expected=ref)
+            except ConflictError:
+                continue  # the branch moved (an append, a compaction): read again
+            except UnavailableError as e:
+                if not e.outcome_unknown:
+                    raise
+                try:  # did it happen?  then the workspace holds exactly our lists
+                    w = await refstore.get_workspace(repo, name)
+                except NotFoundError:
+                    raise e from None
+                if (w.branch, w.l1, w.l2) != (self.name, ref.l1, ref.l2):
+                    raise
+                return w
+            self._store.notify_l1_changed(repo, self.name)
+            return await refstore.get_workspace(repo, name)
+        raise ConflictError(f"{repo}/{self.name}: the branch kept moving; stash not done")
+
+    async def pop(self, name: str) -> RefValue:
+        """Put workspace ``name`` on top of this branch's uncommitted changes (newer than
+        what is staged here) and delete the workspace, in one atomic step.  Returns
+        the branch's new ref.  WorkspaceNotFoundError, EntryTooLargeError when the
+        branch would hold too many files (nothing changes)."""
+        await self.flush()
+        ref = await self.repository.refstore.pop_workspace(self.repository.name, name, self.name)
+        self._store.notify_l1_changed(self.repository.name, self.name)
+        return ref
+
+    async def reset(self) -> RefValue:
+        """Drop the branch's uncommitted changes (lakectl ``branch reset``): every write
+        acknowledged before this call is discarded; the branch reads as its last commit.
+
+        One compare-and-swap of the ref (the committer's swap onto the same base), retried
+        when compaction moved the staging lists meanwhile; writes acknowledged while it
+        runs may be dropped too.  The dropped files become garbage.  Returns the new ref.
+        """
+        from compactor.garbage import StagedFile, record_garbage
+
+        await self.flush()
+        refstore, repo = self.repository.refstore, self.repository.name
+        ref = await refstore.get_ref(repo, self.name)
+        if not ref.is_branch:
+            raise InvalidInputError(f"{repo}/{self.name} is a tag, not a branch")
+        for _ in range(self._config.commit_max_attempts * 10):
+            if not ref.l1 and not ref.l2:
+                return ref
+            try:
+                new = await refstore.swap_committed(
+                    repo, self.name, base=ref.base, l2_old=ref.l2, l1_prefix=ref.l1,
+                    new_base=ref.base,
+                )  # fmt: skip
+            except ConflictError:
+                ref = await refstore.get_ref(repo, self.name)  # compaction moved L1/L2
+                continue
+            dropped: list[StagedFile] = [("L1", f) for f in ref.l1]
+            dropped += [("L2", f) for f in ref.l2]
+            try:
+                await record_garbage(
+                    self.repository.objects, repo, self.name, dropped,
+                    grace_s=self._config.compaction_grace_s, reason="branch reset",
+                    clock=self._store.clock,
+                )  # fmt: skip
+            except Exception:  # the sweep finds them as orphans anyway
+                pass
+            self._store.notify_l1_changed(repo, self.name)
+            return new
+        raise ConflictError(f"{repo}/{self.name}: the branch kept moving; reset not done")
 
     # --- reads -----------------------------------------------------------------------
 

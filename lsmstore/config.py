@@ -32,7 +32,7 @@ GiB = 1 << 30
 
 #: Variables read from the environment that are not settings.
 ENV_PREFIX = "LSMSTORE_"
-_NOT_SETTINGS = {"LSMSTORE_CONFIG", "LSMSTORE_VENV"}
+_NOT_SETTINGS = {"LSMSTORE_CONFIG", "LSMSTORE_VENV", "LSMSTORE_DEBUG"}
 
 _UNITS = {
     "": 1,
@@ -80,6 +80,22 @@ class Config:
     #: RefStore URL: ``local:///dir``, ``redis://host:port/db``, ``dynamodb://table?...``.
     #: Empty means ``local://<home>/refs``.
     refstore: str = ""
+    #: An lsmstore server to talk to instead (``http(s)://host:port``): ``connect`` then
+    #: returns a remote store (docs/client.md, "Remote").  ``connect("http://...")`` too.
+    server_url: str = ""
+    #: Credentials for the server (an access key created with ``lsmstore serve
+    #: credentials create``).
+    access_key_id: str = ""
+    secret_access_key: str = field(default="", repr=False)
+    #: Remote writes of one branch made within this window go as one batch request;
+    #: bounds of a batch; batch requests of a branch in flight at once.
+    remote_batch_window_ms: float = 1.0
+    remote_batch_max_entries: int = 10_000
+    remote_batch_max_bytes: int = 8 * MiB
+    remote_max_inflight_batches: int = 4
+    #: Connections kept to the server (keep-alive pool); seconds a request may take.
+    remote_max_connections: int = 64
+    remote_timeout_s: float = 60.0
     #: Local disk tier of the file cache; empty means ``<home>/cache``.
     cache_dir: str = ""
     cache_ram_bytes: int = 256 * MiB
@@ -127,6 +143,12 @@ class Config:
     #: embedded ``local://`` one, off for Redis/DynamoDB, where a separate
     #: ``lsmstore-compactor`` serves many writers), ``on`` or ``off``.
     compaction_in_process: str = "auto"
+    #: On the first write of a process, collect garbage once and move every object
+    #: alive then (modules, classes, functions: the startup state of the application
+    #: and the library) into CPython's permanent generation (``gc.freeze``), so later
+    #: full collections walk only objects created since (docs/write-path.md).
+    #: ``auto``/``on``: do it; ``off``: leave the collector alone.
+    gc_freeze: str = "auto"
     #: How often a compactor re-checks branches (the age trigger) and sweeps garbage.
     compaction_interval_s: float = 5.0
     compaction_sweep_interval_s: float = 60.0
@@ -156,6 +178,24 @@ class Config:
     commit_range_min_bytes: int = 1 * MiB
     commit_range_max_bytes: int = 10 * MiB
     commit_range_raggedness: int = 50_000
+    #: The HTTP server (``lsmstore serve``; docs/server.md).  A ``[server]`` table in the
+    #: TOML file sets these without the ``server_`` prefix.
+    server_host: str = "127.0.0.1"
+    server_port: int = 8000
+    #: TLS: a PEM certificate (chain) and its key; both or neither.
+    server_tls_cert: str = ""
+    server_tls_key: str = ""
+    #: SIGTERM: stop accepting, finish requests, flush, exit within this many seconds.
+    server_drain_timeout_s: float = 30.0
+    #: Bounds of a JSON/batch request body and of one uploaded object (413 past them).
+    server_max_body_bytes: int = 64 * MiB
+    server_max_object_bytes: int = 5 * GiB
+    #: A client that sends no body bytes for this long gets 408; idle keep-alive
+    #: connections close after ``server_keepalive_s``.
+    server_body_timeout_s: float = 30.0
+    server_keepalive_s: float = 5.0
+    #: Longest object path accepted (bytes of UTF-8).
+    server_max_path_bytes: int = 1024
 
     @property
     def refstore_url(self) -> str:
@@ -173,6 +213,8 @@ class Config:
         return Path(self.cache_dir).expanduser() if self.cache_dir else self.home / "cache"
 
     def __post_init__(self) -> None:
+        if isinstance(self.home, str):  # Config(home="/data/lsm") means the path
+            object.__setattr__(self, "home", Path(self.home))
         _validated(self)  # a Config is never invalid, however it was built
 
     def replace(self, **changes: Any) -> Config:
@@ -183,6 +225,7 @@ class Config:
 
 _FIELDS = {f.name: f for f in fields(Config)}
 _SIZES = {
+    "remote_batch_max_bytes",
     "cache_ram_bytes",
     "cache_disk_bytes",
     "batch_max_bytes",
@@ -195,9 +238,11 @@ _SIZES = {
     "commit_max_staged_bytes",
     "commit_range_min_bytes",
     "commit_range_max_bytes",
+    "server_max_body_bytes",
+    "server_max_object_bytes",
 }
 #: On/off/auto switches: TOML booleans and ``true``/``false``/``on``/``off``/``1``/``0``.
-_SWITCHES = {"compaction_in_process"}
+_SWITCHES = {"compaction_in_process", "gc_freeze"}
 _SWITCH_VALUES = {
     "auto": "auto",
     "on": "on",
@@ -298,6 +343,19 @@ _BOUNDS: dict[str, tuple[float, float, bool]] = {
     "commit_range_min_bytes": (0, _BYTES, False),
     "commit_range_max_bytes": (1, _BYTES, False),
     "commit_range_raggedness": (1, _COUNT, False),
+    "server_port": (0, 65535, False),
+    "server_drain_timeout_s": (0, _YEAR_S, True),
+    "server_max_body_bytes": (1, _BYTES, False),
+    "server_max_object_bytes": (1, _BYTES, False),
+    "server_body_timeout_s": (0, _YEAR_S, True),
+    "server_keepalive_s": (0, _YEAR_S, True),
+    "server_max_path_bytes": (1, 64 * KiB, False),
+    "remote_batch_window_ms": (0, 3_600_000, False),
+    "remote_batch_max_entries": (1, _COUNT, False),
+    "remote_batch_max_bytes": (1, _BYTES, False),
+    "remote_max_inflight_batches": (1, 1024, False),
+    "remote_max_connections": (1, 100_000, False),
+    "remote_timeout_s": (0, _YEAR_S, True),
 }
 
 
@@ -337,21 +395,33 @@ def _validated(cfg: Config) -> Config:
         raise bad("commit_backoff_ms must be <= commit_backoff_max_ms")
     if not cfg.commit_range_min_bytes <= cfg.commit_range_max_bytes:
         raise bad("commit_range_min_bytes must be <= commit_range_max_bytes")
+    if bool(cfg.server_tls_cert) != bool(cfg.server_tls_key):
+        raise bad("server_tls_cert and server_tls_key go together")
     return cfg
 
 
 def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The settings of a TOML file (top-level keys, or an ``[lsmstore]`` table)."""
-    p = Path(path).expanduser()
+    """The settings of a TOML file (top-level keys, or an ``[lsmstore]`` table), with
+    the keys of a ``[server]`` table as ``server_<key>``."""
+    p = validate.check_path(path, "config file").expanduser()
     try:
         with p.open("rb") as f:
             data = tomllib.load(f)
     except FileNotFoundError as e:
         raise InvalidInputError(f"config file {p} does not exist") from e
-    except tomllib.TOMLDecodeError as e:
+    except OSError as e:
+        raise InvalidInputError(f"config file {p} cannot be read: {e.strerror or e}") from e
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise InvalidInputError(f"config file {p}: {e}") from e
-    if set(data) == {"lsmstore"} and isinstance(data["lsmstore"], dict):
-        data = data["lsmstore"]
+    if isinstance(data.get("lsmstore"), dict) and set(data) <= {"lsmstore", "server"}:
+        table = dict(data["lsmstore"])
+        if "server" in data:  # a top-level [server] table beside [lsmstore]
+            table["server"] = data["server"]
+        data = table
+    server = data.get("server")
+    if isinstance(server, dict):  # a [server] table: server_<name> settings
+        data = {k: v for k, v in data.items() if k != "server"}
+        data.update({f"server_{k}": v for k, v in server.items()})
     for key in data:
         if key not in _FIELDS:
             raise InvalidInputError(f"config file {p}: unknown setting {key!r}")
@@ -388,8 +458,8 @@ def load_config(
     """
     env = os.environ if environ is None else environ
     merged: dict[str, Any] = {}
-    path = config if config is not None else env.get("LSMSTORE_CONFIG")
-    if path:
+    path = config if config is not None else env.get("LSMSTORE_CONFIG") or None
+    if path is not None:  # config="" is a bad path; an empty $LSMSTORE_CONFIG is unset
         merged.update(read_config_file(path))
     merged.update(env_settings(env))
     if refstore is not None:

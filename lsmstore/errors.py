@@ -177,3 +177,11 @@ class WriteStalledError(LsmError, TimeoutError):
 
 class ClosedError(LsmError, RuntimeError):
     """The object was used after ``aclose()``."""
+
+
+class PermissionDeniedError(LsmError, PermissionError):
+    """A server refused the credentials (``status`` 401) or the action (403)."""
+
+    def __init__(self, message: str, *, status: int = 403) -> None:
+        super().__init__(message)
+        self.status = status

@@ -243,6 +243,49 @@ async def test_unusable_local_paths_are_typed(tmp_path: Path) -> None:
             await s.create_repository("r", storage_namespace=f"file://{blocker}/ns")
 
 
+@pytest.mark.parametrize("content", [b"\xff\xfe = 1", b"x = [", b"batch_interval_ms = nan"])
+def test_bad_config_files(tmp_path: Path, content: bytes) -> None:
+    env = {"LSMSTORE_HOME": str(tmp_path)}
+    f = tmp_path / "lsm.toml"
+    f.write_bytes(content)
+    with pytest.raises(lsmstore.InvalidInputError, match=r"batch_interval_ms|lsm\.toml"):
+        load_config(config=f, environ=env)
+
+
+@pytest.mark.parametrize("path", ["/tmp/a\0b", "/tmp/\ud800", 5, ""])
+def test_bad_config_file_paths(tmp_path: Path, path: Any) -> None:
+    with pytest.raises(lsmstore.InvalidInputError, match="config file"):
+        load_config(config=path, environ={"LSMSTORE_HOME": str(tmp_path)})
+    with pytest.raises(lsmstore.InvalidInputError, match="config file"):
+        load_config(config=tmp_path, environ={})  # a directory
+
+
+async def test_an_unusable_cache_directory_costs_only_the_disk_tier(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_bytes(b"not a directory")
+    async with lsmstore.connect(home=str(tmp_path), cache_dir=str(blocker / "cache")) as s:
+        repo = await s.create_repository("r", storage_namespace=(tmp_path / "ns").as_uri())
+        await repo.branch().put("k", b"v")
+        c = await repo.branch().commit("c")
+        assert await repo.ref(c.id).get("k") == b"v"
+
+
+async def test_object_calls_with_wrong_shapes_and_paths(repo: lsmstore.Repository) -> None:
+    main = repo.branch()
+    before = await main.head()
+    for call in (
+        lambda: main.link_many(None),  # type: ignore[arg-type]
+        lambda: main.link_many("abc"),  # type: ignore[arg-type]
+        lambda: main.delete_objects(None),  # type: ignore[arg-type]
+        lambda: main.delete_objects("abc"),  # would delete objects "a", "b" and "c"
+        lambda: main.upload("p", "/tmp/a\0b"),
+        lambda: main.upload("p", ""),
+    ):
+        with pytest.raises(lsmstore.InvalidInputError):
+            await call()
+    assert await main.head() == before
+
+
 async def test_stage_sst_path_with_nul(repo: lsmstore.Repository) -> None:
     with pytest.raises(lsmstore.InvalidInputError):
         await repo.branch().stage_sst("/tmp/a\0b")

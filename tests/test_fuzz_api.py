@@ -1,12 +1,13 @@
 """Property-based fuzzing of every public entry point (tests/helpers/fuzz_api.py): the
-client API, the configuration, storage-namespace and RefStore URLs, and SSTs built to
-be checksum-valid but malformed, staged through ``Branch.stage_sst``.
+client API (keys and values, objects, refs, commits and merges), the configuration,
+storage-namespace and RefStore URLs, and SSTs built to be checksum-valid but malformed,
+staged through ``Branch.stage_sst``.
 
 Each family runs in a child process with a memory limit (an allocation a malformed
 input could provoke fails there, as a MemoryError the property reports, instead of
 exhausting the machine) and a hang guard (each call has its own bound inside; the
 child as a whole is killed past :data:`CHILD_LIMIT_S`).  Inputs are derandomized: CI
-runs the same ~1,200 of them every time.  Every input must be accepted and read back
+runs the same ~1,400 of them every time.  Every input must be accepted and read back
 exactly, or rejected with an LsmError; each family must see both outcomes, so that a
 strategy producing only junk (or only valid input) cannot pass unnoticed.
 
@@ -30,7 +31,18 @@ MEMORY_LIMIT = 2 << 30
 #: The child is killed after this long (a hang; its inputs normally take seconds).
 CHILD_LIMIT_S = 600
 
-TARGETS = ["put_get", "put_many", "reads", "refs", "commits", "config", "urls", "stage_sst"]
+TARGETS = [
+    "put_get",
+    "put_many",
+    "reads",
+    "refs",
+    "commits",
+    "config",
+    "config_files",
+    "urls",
+    "objects",
+    "stage_sst",
+]
 
 
 def _limit_memory() -> None:
@@ -59,5 +71,6 @@ def test_fuzz(target: str, tmp_path: Path) -> None:
     report = proc.stdout + proc.stderr
     assert proc.returncode == 0, report[-6000:]
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert summary.get(f"{target}:accepted", 0) > 0, summary
-    assert summary.get(f"{target}:rejected", 0) > 0, summary
+    family = target.split("_files")[0]
+    assert summary.get(f"{family}:accepted", 0) > 0, summary
+    assert summary.get(f"{family}:rejected", 0) > 0, summary

@@ -17,6 +17,7 @@ from lsmstore.graveler.value import encode_value as graveler_value
 from lsmstore.objects.entry import (
     DEFAULT_CONTENT_TYPE,
     AddressType,
+    BatchEncoder,
     ObjectEntry,
     decode_entry,
     encode_entry,
@@ -205,3 +206,30 @@ def test_old_entries_resolve_by_prefix() -> None:
     rel = ObjectEntry("data/x", AddressType.BY_PREFIX_DEPRECATED, 1, "e", 1)
     full = ObjectEntry("s3://b/data/x", AddressType.BY_PREFIX_DEPRECATED, 1, "e", 1)
     assert rel.is_relative() and not full.is_relative()
+
+
+_text = st.text(st.characters(exclude_categories=["Cs"]), max_size=30)
+
+
+@given(
+    address=_text,
+    size=st.integers(0, 2**63 - 1),
+    etag=_text,
+    content_type=_text,
+    mtime=st.integers(0, 253402300799),
+    nanos=st.integers(0, 999_999_999),
+    address_type=st.sampled_from(list(AddressType)),
+)
+def test_batch_encoder_matches_the_library(
+    address: str,
+    size: int,
+    etag: str,
+    content_type: str,
+    mtime: int,
+    nanos: int,
+    address_type: AddressType,
+) -> None:
+    """link_many's faster encoder gives the protobuf library's bytes and the identity."""
+    e = ObjectEntry(address, address_type, size, etag, mtime, nanos, content_type, {})
+    got = BatchEncoder(mtime, nanos, int(address_type), content_type).encode(address, size, etag)
+    assert got == encode_value(e)

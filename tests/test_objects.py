@@ -304,8 +304,50 @@ async def test_link_many(env: Env) -> None:
         await main.link_many(
             [ObjectLink("ok", f"{base}/data/ok", 1, "e"), ObjectLink("", "x", 1, "e")]
         )
+    for bad in (
+        ObjectLink("b", f"{base}/data/../_lsm/x", 1, "e"),
+        ObjectLink("b", f"{base}/data/a/../../x", 1, "e"),
+        ObjectLink("b", f"{base}/data/ok", -1, "e"),
+        ObjectLink("b", f"{base}/data/ok", True, "e"),
+        ObjectLink("b", f"{base}/data/ok", 1, ""),
+        ObjectLink("b", f"{base}/data/ok", 1, "a\nb"),
+        ObjectLink("b", env.outside + "x", 1, "e"),
+    ):
+        with pytest.raises(errors.InvalidInputError):
+            await main.link_many([ObjectLink("ok", f"{base}/data/ok", 1, "e"), bad])
     assert await main.head() == head
     await main.link_many([])
+
+
+async def test_link_many_entries_equal_single_links(env: Env) -> None:
+    """Every kind of link gives the same entry through link_many as through link."""
+    repo = await env.repo()
+    main = repo.branch()
+    base = repo.objects.url.rstrip("/")
+    await repo.objects.put("elsewhere/x", b"x")
+    variants: list[dict[str, object]] = [
+        {},
+        {"content_type": "text/csv"},
+        {"mtime": 1_600_000_000},
+        {"metadata": {"b": "2", "a": "1"}},
+        {"checksum": '"quoted-etag"'},
+        {"address": base + "/elsewhere/x"},
+        {"size": 0},
+    ]
+    for i, v in enumerate(variants):
+        address = str(v.pop("address", f"{base}/data/v{i}"))
+        size = int(v.pop("size", 10 + i))  # type: ignore[call-overload]
+        checksum = str(v.pop("checksum", f"etag{i}"))
+        await main.link_many([ObjectLink(f"many/{i}", address, size, checksum, **v)])  # type: ignore[arg-type]
+        await main.link(f"one/{i}", address, size=size, checksum=checksum, **v)  # type: ignore[arg-type]
+        many, one = await main.stat_object(f"many/{i}"), await main.stat_object(f"one/{i}")
+        assert many.physical_address == one.physical_address == address
+        assert (many.size, many.checksum, many.content_type, many.metadata) == (
+            one.size, one.checksum, one.content_type, one.metadata,
+        )  # fmt: skip
+        if "mtime" in v:
+            assert many.mtime == one.mtime == v["mtime"]
+        assert (await main.stat(f"many/{i}")).identity == (await main.stat(f"one/{i}")).identity
 
 
 # --- if_absent, delete, copy -------------------------------------------------------------
@@ -498,3 +540,57 @@ async def test_same_contents_and_metadata_is_no_change(env: Env) -> None:
     await main.upload("other", b"content", metadata={"a": "1"})  # metadata differs
     changes = await main.diff_uncommitted()
     assert [(c.key, c.kind) for c in changes] == [(b"other", "changed")]
+
+
+async def test_large_upload_memory_is_bounded_by_chunks(tmp_path: Path) -> None:
+    """A 24 MiB upload from a file never holds the object in memory: tracemalloc's
+    peak of Python allocations stays within a few 1 MiB chunks (local store)."""
+    import tracemalloc
+
+    src = tmp_path / "big.bin"
+    src.write_bytes(os.urandom(24 << 20))  # set-up, before any await
+    async with lsmstore.connect(home=str(tmp_path / "home"), batch_interval_ms=1) as store:
+        repo = await store.create_repository("m", storage_namespace=(tmp_path / "ns").as_uri())
+        main = repo.branch()
+        await main.upload("warm-up", b"x")
+        tracemalloc.start()
+        try:
+            stats = await main.upload("big", src)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert stats.size == 24 << 20
+        assert peak < 6 << 20, peak
+        assert stats.checksum == hashlib.md5(src.read_bytes()).hexdigest()
+
+
+async def test_objects_on_dynamodb_and_a_memory_namespace(
+    moto_serial: MotoServer, tmp_path: Path
+) -> None:
+    """The third RefStore (DynamoDB, moto) and the in-process store: the object
+    layer only uses the writer and the reader, so every combination works alike."""
+    from lsmstore.config import load_config
+    from lsmstore.refstore.url import open_refstore
+
+    table = f"o{uuid.uuid4().hex[:12]}"
+    refstore = open_refstore(
+        f"dynamodb://{table}?region=us-east-1&endpoint_url={moto_serial.endpoint}"
+    )
+    await refstore.create_table()  # type: ignore[attr-defined]
+    config = load_config(None, home=str(tmp_path / "home"), batch_interval_ms=1)
+    async with lsmstore.Store(config, refstore=refstore) as store:
+        repo = await store.create_repository(
+            "dyn", storage_namespace=f"mem://objects-{uuid.uuid4().hex[:8]}"
+        )
+        main = repo.branch()
+        up = await main.upload("a/x", chunks([b"12", b"345"]), metadata={"k": "v"})
+        assert up.physical_address.startswith(f"{repo.objects.url}/data/")
+        await main.link_many([ObjectLink("a/y", up.physical_address, 5, up.checksum)])
+        await main.copy_object("a/x", "b")
+        assert [s.path async for s in main.list_objects(delimiter="/")] == ["a/", "b"]
+        commit = await main.commit("dyn")
+        await main.delete_objects(["a/x", "a/y"])
+        old = repo.ref(commit.id)
+        assert await (await old.open("a/y")).read(1, 3) == b"234"
+        assert (await old.stat_object("a/x")).metadata == {"k": "v"}
+        assert [s.path async for s in main.list_objects()] == ["b"]

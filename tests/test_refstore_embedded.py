@@ -261,3 +261,45 @@ async def test_open_by_url(tmp_path: Path) -> None:
     assert (tmp_path / "a dir" / FILENAME).exists()
     async with open_refstore(f"local://{tmp_path}/a%20dir") as again:
         assert await again.get_ref(REPO, "v1") == Ref("tag", "c1")
+
+
+async def test_mutations_queued_meanwhile_commit_as_one_group(tmp_path: Path) -> None:
+    """Group commit: mutations that queue while the writer thread waits are committed
+    in one transaction; each still sees the ones before it, and one that fails is
+    rolled back alone."""
+    path = tmp_path / "refs"
+    await _setup(path)
+    async with EmbeddedRefStore(path) as store:
+        for i in range(10):
+            await store.create_ref(REPO, f"b{i}", branch())
+        groups0, grouped0, taken0 = store.groups, store.grouped, store.taken
+        with _held_write_lock(path / FILENAME) as release:
+            first = asyncio.create_task(store.append_l1(REPO, "main", "f0"))
+            while store.taken < taken0 + 1:  # noqa: ASYNC110  # the writer thread took it and waits
+                await asyncio.sleep(0.001)
+            ops = [store.append_l1(REPO, f"b{i}", f"x{i}") for i in range(10)]
+            ops += [store.append_l1(REPO, "main", f"f{i}") for i in range(1, 6)]
+            ops.append(store.append_l1(REPO, "missing", "y"))  # fails alone
+            ops.append(  # conflicts: main's L1 does not start with "nope"
+                store.swap_compacted(
+                    REPO, "main", base="", l2_old=(), l1_prefix=("nope",), l2_new=("z",)
+                )
+            )
+            tasks = [asyncio.ensure_future(op) for op in ops]
+            while len(store._queue) < len(tasks):  # noqa: ASYNC110  # all queued
+                await asyncio.sleep(0.001)
+            assert not first.done()
+            release.set()
+            results = await asyncio.gather(first, *tasks, return_exceptions=True)
+        assert store.groups - groups0 == 2  # the first alone, then all the rest
+        assert store.grouped - grouped0 == 1 + 15
+        assert type(results[-2]).__name__ == "RefNotFoundError"
+        assert type(results[-1]).__name__ == "ConflictError"
+        # each append saw the ones before it in the group
+        assert [r.l1 for r in results[11:16]] == [
+            tuple(f"f{j}" for j in range(i + 1)) for i in range(1, 6)
+        ]
+    async with EmbeddedRefStore(path) as store:  # and all of it is durable
+        assert (await store.get_ref(REPO, "main")).l1 == tuple(f"f{j}" for j in range(6))
+        for i in range(10):
+            assert (await store.get_ref(REPO, f"b{i}")).l1 == (f"x{i}",)

@@ -25,14 +25,16 @@ from helpers.lakefs_sst import (
     read_table,
 )
 from helpers.rocksdb_files import rocksdb_sst
+from helpers.sst_dump import sst_dump_scan
 
 from lsmstore import layout
 from lsmstore.errors import CorruptFileError, InvalidInputError
 from lsmstore.graveler.apply import write_tree
 from lsmstore.graveler.ids import file_id
-from lsmstore.graveler.metarange import Metarange, write_metarange
+from lsmstore.graveler.metarange import Metarange, encode_range_data, write_metarange
 from lsmstore.graveler.ranges import RangeInfo, RangePolicy, record_size
 from lsmstore.graveler.record import Record, tombstone
+from lsmstore.graveler.source import DirectSource
 from lsmstore.graveler.sst_reader import SSTReader
 from lsmstore.graveler.sst_writer import (
     METARANGE,
@@ -41,6 +43,7 @@ from lsmstore.graveler.sst_writer import (
     write_committed_sst,
     write_sst,
 )
+from lsmstore.graveler.tree import TreeReader
 from lsmstore.storage.memory import MemoryStore
 
 C = rocksdict.ChecksumType
@@ -58,12 +61,16 @@ def records(n: int, seed: int = 1) -> list[Record]:
     return out
 
 
-async def test_every_committed_file_of_a_tree_is_lakefs_readable() -> None:
+async def test_every_committed_file_of_a_tree_is_lakefs_readable(tmp_path: Path) -> None:
     store = MemoryStore()
     recs = records(3000)
     policy = RangePolicy(min_bytes=20_000, max_bytes=80_000, raggedness=7)
     tree_id = await write_tree(store, recs, policy)
     objects = {m.key: await store.get(m.key) async for m in store.list(layout.RANGES)}
+    for i, data in enumerate(objects.values()):  # RocksDB reads and verifies each one too
+        path = tmp_path / f"{i}.sst"
+        path.write_bytes(data)
+        assert len(sst_dump_scan(path)) == SSTReader(data, str(path)).num_entries
     metarange = read_table(objects.pop(layout.range_key(tree_id)))
     assert len(objects) == len(metarange.entries) > 5  # the ranges the metarange lists
 
@@ -215,3 +222,42 @@ def test_checker_verifies_crc32c() -> None:
     data[100] ^= 1
     with pytest.raises(NotLakeFSReadable, match="crc32c mismatch"):
         read_table(bytes(data))
+
+
+async def test_tree_in_lakefs_form_reads_through_tree_reader(tmp_path: Path) -> None:
+    # Ranges and a metarange as lakeFS writes them: format 2, CRC-32C, two-level indexes
+    # (as Pebble makes for ranges whose index outgrows a block), lakeFS's properties,
+    # RangeData entries.
+    store = MemoryStore()
+    recs = records(2400, seed=9)
+    chunks = [recs[i : i + 600] for i in range(0, len(recs), 600)]
+    lakefs = {"format_version": 2, "checksum": C.crc32c(), "index_type": TWO_LEVEL}
+    infos = []
+    for i, chunk in enumerate(chunks):
+        data = rocksdb_sst(chunk, tmp_path / f"r{i}.sst", metadata_block_size=200, **lakefs)
+        data = add_user_properties(
+            data,
+            {
+                b"type": b"ranges",
+                b"min_key": chunk[0].key,
+                b"max_key": chunk[-1].key,
+                b"count": b"%d" % len(chunk),
+                b"estimated_size_bytes": b"%d" % len(data),
+            },
+        )
+        assert read_table(data).two_level
+        info = RangeInfo(file_id(chunk), chunk[0].key, chunk[-1].key, len(chunk), len(data))
+        await store.put(layout.range_key(info.id), data)
+        infos.append(info)
+    entries = [Record(info.max_key, info.id.encode(), encode_range_data(info)) for info in infos]
+    meta = rocksdb_sst(entries, tmp_path / "m.sst", **lakefs)
+    meta = add_user_properties(meta, {b"type": b"metaranges"})
+    tree_id = file_id(entries)
+    await store.put(layout.range_key(tree_id), meta)
+
+    tree = TreeReader(DirectSource(store), tree_id)
+    assert await tree.ranges() == infos
+    assert [r async for r in tree] == recs
+    for rec in recs[::37]:
+        assert await tree.get(rec.key) == rec
+        assert await tree.get(rec.key + b"\x00") is None

@@ -1,5 +1,6 @@
 """Read an SST written by :func:`~lsmstore.graveler.sst_writer.write_sst` (or lakeFS/Pebble,
-or RocksDB with compatible settings) from its bytes, in pure Python.
+or RocksDB with compatible settings) from its bytes, in Python (checksums and
+decompression by native libraries).
 
 The byte layout is specified in docs/format.md.  Opening parses and verifies the footer,
 metaindex, properties and index blocks, and decodes the first and last data blocks (for
@@ -58,9 +59,6 @@ MAX_BLOCK_SIZE = 64 << 20
 _SNAPPY_MAX_RATIO = 22
 _LZ4_MAX_RATIO = 256
 _RATIO_SLACK = 64
-
-#: Table properties of lakeFS's writer that the reader checks against the file.
-LAKEFS_PROPERTIES = ("type", "min_key", "max_key", "count", "estimated_size_bytes")
 
 _OTHER_MAGICS = {
     0xDB4775248B80FB57: "a legacy block-based table (format_version 0/1)",
@@ -650,17 +648,21 @@ class SSTReader:
 
     # blocks --------------------------------------------------------------------------
 
+    def _verify_checksum(self, offset: int, end: int, what: str) -> None:
+        """The trailer's checksum of the block ``[offset, end)`` matches its contents."""
+        stored = _u32(self._data, end + 1)[0]
+        if self._base_context:
+            stored = (stored - _context_modifier(self._base_context, offset)) & _MASK32
+        if self._checksum(self._view[offset : end + 1]) != stored:
+            raise _Bad(f"{what} block at offset {offset}: checksum mismatch")
+
     def _read_block(self, offset: int, size: int, what: str) -> bytes:
         """Verified, decompressed contents of the block at ``offset``."""
         end = offset + size
         if end + BLOCK_TRAILER_SIZE > self._data_end:
             raise _Bad(f"{what} block handle ({offset}, {size}) is outside the file")
+        self._verify_checksum(offset, end, what)
         data = self._data
-        stored = _u32(data, end + 1)[0]
-        if self._base_context:
-            stored = (stored - _context_modifier(self._base_context, offset)) & _MASK32
-        if self._checksum(self._view[offset : end + 1]) != stored:
-            raise _Bad(f"{what} block at offset {offset}: checksum mismatch")
         kind = data[end]
         if kind == 0:
             return data[offset:end]
@@ -689,21 +691,15 @@ class SSTReader:
         try:
             if kind == 1:
                 out = bytes(cramjam.snappy.decompress_raw(self._view[offset:end]))
-                if len(out) != n:
-                    raise _Bad(f"{what} block at offset {offset}: decompressed size mismatch")
-                return out
-            if kind in (4, 5, 7):
-                payload = self._view[p:end]
-                if kind == 7:
-                    out = bytes(cramjam.zstd.decompress(payload, output_len=n))
-                else:
-                    out = bytes(cramjam.lz4.decompress_block(payload, output_len=n))
-                if len(out) != n:
-                    raise _Bad(f"{what} block at offset {offset}: decompressed size mismatch")
-                return out
+            elif kind == 7:
+                out = bytes(cramjam.zstd.decompress(self._view[p:end], output_len=n))
+            else:
+                out = bytes(cramjam.lz4.decompress_block(self._view[p:end], output_len=n))
         except (cramjam.DecompressionError, OverflowError) as e:
             raise _Bad(f"{what} block at offset {offset}: cannot decompress ({e})") from None
-        raise AssertionError("unreachable")
+        if len(out) != n:
+            raise _Bad(f"{what} block at offset {offset}: decompressed size mismatch")
+        return out
 
     def _decode(self, i: int, raw: bytes) -> _Block:
         keys, records = _decode_data_block(raw, self.name)

@@ -21,6 +21,7 @@ recorded as garbage.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
@@ -32,6 +33,9 @@ from lsmstore.storage.base import check_key
 #: Repository metadata key holding the allowed external prefixes (space-separated).
 ALLOWED_EXTERNAL_PREFIXES_KEY = "lsmstore.allowed_external_prefixes"
 MAX_ADDRESS_BYTES = 4096
+#: Keys that pass ``check_key`` and need no unquoting: segments of safe characters
+#: that do not start with a dot.
+PLAIN_KEY = re.compile(r"(?:[A-Za-z0-9_=+-][A-Za-z0-9._=+-]*/)*[A-Za-z0-9_=+-][A-Za-z0-9._=+-]*")
 
 
 def parse_allowed_prefixes(value: str | None, scheme: str) -> tuple[str, ...]:
@@ -76,6 +80,8 @@ class Namespace:
         return entry.address
 
     def _key_in_namespace(self, rest: str) -> str:
+        if PLAIN_KEY.fullmatch(rest):
+            return rest  # the common case: no escapes, no dot segments, nothing to check
         key = unquote(rest) if self.scheme == "file" else rest
         check_key(key)
         return key

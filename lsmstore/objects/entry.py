@@ -110,18 +110,80 @@ _EMPTY_MAP = _T_STRING_MAP + _T_INT64 + _pack_q(0)
 
 def encode_entry(entry: ObjectEntry) -> bytes:
     """The ``catalog.Entry`` bytes of ``entry`` (deterministic serialisation)."""
-    msg = EntryMessage(
-        address=entry.address,
-        size=entry.size,
-        e_tag=entry.etag,
-        metadata=entry.metadata,
-        address_type=int(entry.address_type),  # type: ignore[arg-type]
-        content_type=entry.content_type,
-    )
+    msg = EntryMessage()
+    msg.address = entry.address
     ts = msg.last_modified
     ts.seconds = entry.mtime
     ts.nanos = entry.mtime_nanos
+    msg.size = entry.size
+    msg.e_tag = entry.etag
+    if entry.metadata:
+        msg.metadata.update(entry.metadata)
+    msg.address_type = int(entry.address_type)  # type: ignore[assignment]
+    msg.content_type = entry.content_type
     return msg.SerializeToString(deterministic=True)
+
+
+def _uvarint(n: int) -> bytes:
+    if n < 0x80:
+        return _BYTE[n]
+    if n < 0x4000:
+        return bytes(((n & 0x7F) | 0x80, n >> 7))
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+_BYTE = [bytes((i,)) for i in range(0x80)]
+
+
+class BatchEncoder:
+    """Encodes entries without metadata that share modification time, address type
+    and content type -- a ``link_many`` batch -- about three times faster than building
+    a message per entry: the shared fields are encoded once, per entry only address,
+    size and ETag.  Produces exactly the library's bytes (protobuf wire format, fields in
+    number order, proto3 defaults omitted); ``tests/test_object_entry.py`` checks it
+    against the library.  Sizes must be non-negative (they are checked first)."""
+
+    __slots__ = ("_id_tail", "_tail", "_ts")
+
+    def __init__(self, mtime: int, nanos: int, address_type: int, content_type: str) -> None:
+        ts = (b"\x08" + _uvarint(mtime) if mtime else b"") + (
+            b"\x10" + _uvarint(nanos) if nanos else b""
+        )
+        self._ts = b"\x12" + _uvarint(len(ts)) + ts
+        ct = content_type.encode("utf-8")
+        self._tail = (b"\x30" + _uvarint(address_type) if address_type else b"") + (
+            b"\x3a" + _uvarint(len(ct)) + ct if ct else b""
+        )
+        self._id_tail = _EMPTY_MAP + (_string(content_type) if content_type else b"")
+
+    def encode(self, address: str, size: int, etag: str) -> tuple[bytes, bytes]:
+        """``(identity, data)`` of the entry."""
+        a = address.encode("utf-8")
+        t = etag.encode("utf-8")
+        la = len(a)
+        lt = len(t)
+        data = b"".join(
+            (
+                (b"\x0a" + (_BYTE[la] if la < 0x80 else _uvarint(la))) if la else b"",
+                a,
+                self._ts,
+                (b"\x18" + _uvarint(size)) if size else b"",
+                (b"\x22" + (_BYTE[lt] if lt < 0x80 else _uvarint(lt))) if lt else b"",
+                t,
+                self._tail,
+            )
+        )
+        identity = _sha256(_ID_HEAD(0x0208, size, b"\x01\x02\x08", lt) + t + self._id_tail).digest()
+        return identity, data
+
+
+#: ``Int64(size) String-type Int64-type`` then ``len(etag)``: the identity's first bytes.
+_ID_HEAD = struct.Struct(">Hq3sq").pack
 
 
 def encode_value(entry: ObjectEntry) -> tuple[bytes, bytes]:

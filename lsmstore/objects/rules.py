@@ -20,6 +20,7 @@ Bad paths raise :class:`InvalidNameError`, other bad fields :class:`InvalidInput
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from lsmstore.errors import EntryTooLargeError, InvalidInputError, InvalidNameError
@@ -34,8 +35,11 @@ MAX_SIZE = (1 << 63) - 1
 MAX_MTIME = 253402300799
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
+
+
 def _has_control(s: str) -> bool:
-    return any(ord(c) < 0x20 or ord(c) == 0x7F for c in s)
+    return _CONTROL.search(s) is not None
 
 
 def _utf8(s: str, what: str) -> bytes:

@@ -16,6 +16,7 @@ import os
 from collections.abc import AsyncIterable, AsyncIterator
 from typing import Any, BinaryIO
 
+from lsmstore import validate
 from lsmstore.errors import InvalidInputError
 
 #: Bytes read from a file per worker-thread hop.
@@ -42,11 +43,12 @@ class Source:
         if isinstance(data, bytes | bytearray | memoryview):
             self._kind = "bytes"
         elif isinstance(data, str | os.PathLike):
+            self._data = validate.check_path(data, "upload file")
             self._kind = "path"
-        elif callable(getattr(data, "read", None)):
-            self._kind = "file"
         elif isinstance(data, AsyncIterable):
             self._kind = "aiter"
+        elif callable(getattr(data, "read", None)):
+            self._kind = "file"
         else:
             raise InvalidInputError(
                 "upload data must be bytes, a file path, a binary file object or an async "

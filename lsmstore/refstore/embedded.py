@@ -1,25 +1,29 @@
 """The embedded RefStore: one SQLite database in WAL mode, for one machine, no server.
 
 Layout: ``<dir>/refs.sqlite3`` with three tables (see docs/refstore.md).  Every
-mutation is one ``BEGIN IMMEDIATE`` transaction that reads the row, applies the pure
-rule from :mod:`lsmstore.refstore.transitions` and writes the result, so any number
-of processes may open the same directory.  Mutations of one process run on one
-dedicated thread (no in-process lock contention); reads run on a small pool of
-threads with their own connections, so a ``get_ref`` never waits behind an fsync.
+mutation reads the row, applies the pure rule from :mod:`lsmstore.refstore.transitions`
+and writes the result inside a ``BEGIN IMMEDIATE`` transaction, so any number of
+processes may open the same directory.  Mutations of one process run on one dedicated
+thread (no in-process lock contention), which commits the mutations queued meanwhile
+together -- each in a savepoint of its own, one fsync for the group (group commit:
+appends from many branches or writers cost one WAL sync, not one each); reads run on
+a small pool of threads with their own connections, so a ``get_ref`` never waits
+behind an fsync.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import sqlite3
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from lsmstore.errors import (
     ClosedError,
@@ -107,6 +111,9 @@ MIGRATIONS: dict[int, list[str]] = {
     ],
 }
 
+#: Mutations committed in one transaction at most (group commit: one fsync for all).
+MAX_GROUP = 128
+
 _REF_COLUMNS = "kind, base, l2, l1"  # what reads fetch: the consumed tail is not a Ref's
 Row = tuple[str, str, str, str]
 Tail = tuple[str, ...]
@@ -155,6 +162,13 @@ class EmbeddedRefStore(RefStore):
         self._busy_ms = int(busy_timeout * 1000)
         self._clock = clock
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="lsm-refstore-write")
+        #: Mutations waiting for the writer thread (which commits them in groups).
+        self._queue: collections.deque[tuple[Callable[[sqlite3.Connection], Any], Future[Any]]] = (
+            collections.deque()
+        )
+        self.taken = 0  # mutations the writer thread took from the queue
+        self.groups = 0  # transactions committed by the writer thread
+        self.grouped = 0  # mutations they held
         self._readers = ThreadPoolExecutor(max(1, readers), thread_name_prefix="lsm-refstore-read")
         self._local = threading.local()
         self._lock = threading.Lock()
@@ -173,8 +187,7 @@ class EmbeddedRefStore(RefStore):
                     self.path.mkdir(parents=True, exist_ok=True)
                 except OSError as e:
                     raise UnavailableError(
-                        f"{self.url}: cannot create the directory {self.path}: "
-                        f"{e.strerror or e}"
+                        f"{self.url}: cannot create the directory {self.path}: {e.strerror or e}"
                     ) from e
             con = sqlite3.connect(
                 self.path / FILENAME,
@@ -241,10 +254,84 @@ class EmbeddedRefStore(RefStore):
             ) from e
         return result
 
-    async def _run(self, fn: Callable[[sqlite3.Connection], T], *, write: bool) -> T:
-        executor = self._writer if write else self._readers
+    def _group(self) -> None:
+        """Run the queued mutations (up to :data:`MAX_GROUP`) in one transaction, each
+        in a savepoint of its own, and commit them with one fsync (group commit).
+
+        Each sees the effects of those before it, exactly as if run one by one; one
+        that raises is rolled back alone (its savepoint) and gets its error; the others
+        are resolved only once the commit is durable.  If the commit fails, every
+        operation of the group gets ``UnavailableError(outcome_unknown=True)``.
+        """
+        ops: list[tuple[Callable[[sqlite3.Connection], Any], Future[Any]]] = []
+        with self._lock:
+            while self._queue and len(ops) < MAX_GROUP:
+                ops.append(self._queue.popleft())
+            self.taken += len(ops)
+        ops = [(fn, fut) for fn, fut in ops if fut.set_running_or_notify_cancel()]
+        if not ops:
+            return  # an earlier group took them
+        done: list[tuple[Future[Any], Any]] = []
         try:
-            future = executor.submit(self._in_transaction, fn, write)
+            con = self._connection()
+            con.execute("BEGIN IMMEDIATE")
+        except (sqlite3.Error, LsmError) as e:
+            err = (
+                e
+                if isinstance(e, LsmError)
+                else UnavailableError(f"{self.url}: cannot begin a transaction: {e}")
+            )
+            for _, fut in ops:
+                fut.set_exception(err)
+            return
+        for fn, fut in ops:
+            if not con.in_transaction:  # SQLite rolled back (I/O error, full disk)
+                fut.set_exception(
+                    UnavailableError(f"{self.url}: transaction rolled back by SQLite")
+                )
+                continue
+            try:
+                con.execute("SAVEPOINT op")
+                result = fn(con)
+                con.execute("RELEASE op")
+            except BaseException as e:
+                if con.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        con.execute("ROLLBACK TO op")
+                        con.execute("RELEASE op")
+                fut.set_exception(e)
+                continue
+            done.append((fut, result))
+        if not con.in_transaction:
+            for fut, _ in done:
+                fut.set_exception(
+                    UnavailableError(f"{self.url}: transaction rolled back by SQLite")
+                )
+            return
+        try:
+            con.execute("COMMIT")
+        except sqlite3.Error as e:
+            _rollback(con)
+            for fut, _ in done:
+                fut.set_exception(
+                    UnavailableError(f"{self.url}: commit failed: {e}", outcome_unknown=True)
+                )
+            return
+        self.groups += 1
+        self.grouped += len(done)
+        for fut, result in done:
+            fut.set_result(result)
+
+    async def _run(self, fn: Callable[[sqlite3.Connection], T], *, write: bool) -> T:
+        future: Future[T]
+        try:
+            if write:
+                future = Future()
+                with self._lock:
+                    self._queue.append((fn, future))
+                self._writer.submit(self._group)
+            else:
+                future = self._readers.submit(self._in_transaction, fn, False)
         except RuntimeError as e:  # executor shut down by aclose()
             raise ClosedError(f"refstore {self.url} is closed") from e
         try:

@@ -190,7 +190,7 @@ class LsmReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         assert isinstance(partition, _Partition)
-        part = partition.part
+        part: scan.ScanPartition = partition.part
         return iter(run(_read(part, self.opts.mode, self.metadata)))
 
 

@@ -5,6 +5,9 @@
                                            (``file://localhost/abs/path`` also works)
 ``s3://bucket/prefix?option=value&...``    :class:`S3Store` on ``bucket`` under ``prefix``
 ``mem://name``                             :class:`MemoryStore` shared by ``name``
+``local://relative/path``                  :class:`LocalStore` at ``$LSMSTORE_HOME/data/``
+                                           ``relative/path`` (lakeFS's local blockstore
+                                           form; no ``..``, no absolute path)
 =========================================  ============================================
 
 S3 options (query parameters override keyword arguments of the same name):
@@ -87,6 +90,22 @@ def _s3_options(url: str, query: str, options: dict[str, Any]) -> dict[str, Any]
     return typed
 
 
+def local_namespace_path(url: str) -> Path:
+    """Where a ``local://relative/path`` namespace lives: under ``$LSMSTORE_HOME/data``."""
+    from lsmstore.config import default_home
+
+    parts = urlsplit(url)
+    if parts.query or parts.fragment:
+        raise InvalidURLError(f"local:// URLs take no options: {url!r}")
+    rel = unquote(parts.netloc + parts.path)
+    segments = rel.split("/")
+    if not rel or rel.startswith("/") or any(s in ("", ".", "..") for s in segments):
+        raise InvalidURLError(
+            f"local URL must be local://<relative/path> without '.', '..' or empty parts: {url!r}"
+        )
+    return default_home() / "data" / rel
+
+
 def open_object_store(url: str, **options: Any) -> ObjectStore:
     """The store for ``url`` (see the module doc for forms and options). No I/O happens here."""
     check_url_text(url, "storage namespace URL", InvalidURLError)
@@ -105,6 +124,8 @@ def open_object_store(url: str, **options: Any) -> ObjectStore:
             if parts.netloc not in ("", "localhost") or not path.startswith("/"):
                 raise InvalidURLError(f"file URL must name an absolute path (file:///...): {url!r}")
             return LocalStore(Path(path))
+        if scheme == "local":
+            return LocalStore(local_namespace_path(url))
         if scheme == "mem":
             if not parts.netloc or parts.path not in ("", "/"):
                 raise InvalidURLError(f"memory store URL must be mem://<name>: {url!r}")
@@ -121,5 +142,5 @@ def open_object_store(url: str, **options: Any) -> ObjectStore:
     except InvalidInputError as e:
         raise InvalidURLError(f"{url!r}: {e}") from None
     raise InvalidURLError(
-        f"unknown object store scheme {parts.scheme!r} in {url!r}; expected file, s3 or mem"
+        f"unknown object store scheme {parts.scheme!r} in {url!r}; expected file, local, s3 or mem"
     )

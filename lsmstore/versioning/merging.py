@@ -220,6 +220,7 @@ async def merge(
                 await _tree(ctx, src),
                 strategy=strategy,
                 policy=ctx.policy,
+                encoder=ctx.range_encoder,
             )
         except MergeConflictError as e:
             raise _conflict(
@@ -293,6 +294,7 @@ async def revert(
                 await _tree(ctx, before),
                 strategy=strategy,
                 policy=ctx.policy,
+                encoder=ctx.range_encoder,
             )
         except MergeConflictError as e:
             raise _conflict(

@@ -162,11 +162,17 @@ values = st.one_of(good_values, good_values, good_values, st.binary(max_size=MAX
 good_ids = st.binary(min_size=1, max_size=255)
 identities = st.one_of(st.none(), st.none(), st.binary(min_size=1, max_size=255), junk)
 good_names = st.text(
+    alphabet=st.characters(categories=["L", "N"], include_characters="-_"),
+    min_size=1,
+    max_size=16,
+).filter(lambda n: not n.startswith("-"))
+odd_names = st.text(
     alphabet=st.characters(codec="utf-8", exclude_characters="/~^:?*[\\@"),
     min_size=1,
     max_size=16,
 )
-names = st.one_of(good_names, good_names, texts, junk)
+repo_names = st.from_regex(r"[a-z0-9][a-z0-9_-]{0,10}", fullmatch=True)
+names = st.one_of(good_names, good_names, repo_names, odd_names, texts, junk)
 metadata = st.one_of(
     st.none(),
     st.dictionaries(good_names, st.text(max_size=8), max_size=3),
@@ -292,22 +298,54 @@ def refs(name: Any, source: Any, other: Any, limit: Any) -> None:
     FUZZ.attempt("refs", lambda: repo.diff_uncommitted(source))
     FUZZ.attempt("refs", lambda: repo.list_branches(prefix=other, after=source, limit=limit))
     FUZZ.attempt("refs", lambda: FUZZ.store.get_repository(name))
+    ok, made = FUZZ.attempt(
+        "refs",
+        lambda: FUZZ.store.create_repository(
+            name, storage_namespace=f"mem://fuzz-{FUZZ.serial}", default_branch=other
+        ),
+    )
+    if ok:
+        assert made.name == name and made.default_branch == other
+        assert FUZZ.run(made.branch().head()).base  # on its initial commit
+        FUZZ.run(FUZZ.store.delete_repository(name))
     FUZZ.attempt("refs", lambda: FUZZ.store.list_repositories(after=source, limit=limit))
 
 
-@_settings(60)
-@given(
-    message=st.one_of(texts, texts, junk),
-    committer=st.one_of(st.none(), st.none(), names),
-    meta=st.one_of(
-        st.none(), st.dictionaries(good_names, st.text(max_size=8), max_size=3), metadata
-    ),
-    allow_empty=st.one_of(st.booleans(), st.booleans(), junk),
-    strategy=st.one_of(st.none(), st.sampled_from(["source-wins", "dest-wins", "", "x"]), junk),
-    parent=st.one_of(st.just(1), st.integers(-1, 3), junk),
-    into=st.one_of(st.none(), st.none(), names),
+_commit_any = st.fixed_dictionaries(
+    {
+        "message": st.one_of(texts, texts, junk),
+        "committer": st.one_of(st.none(), st.none(), names),
+        "meta": st.one_of(
+            st.none(), st.dictionaries(good_names, st.text(max_size=8), max_size=3), metadata
+        ),
+        "allow_empty": st.one_of(st.booleans(), st.booleans(), junk),
+        "strategy": st.one_of(
+            st.none(), st.sampled_from(["source-wins", "dest-wins", "", "x"]), junk
+        ),
+        "parent": st.one_of(st.just(1), st.integers(-1, 3), junk),
+        "into": st.one_of(st.none(), st.none(), names),
+    }
 )
-def commits(
+_commit_sane = st.fixed_dictionaries(
+    {
+        "message": st.text(max_size=20),
+        "committer": st.one_of(st.none(), good_names),
+        "meta": st.one_of(st.none(), st.dictionaries(good_names, st.text(max_size=8), max_size=3)),
+        "allow_empty": st.booleans(),
+        "strategy": st.sampled_from([None, "source-wins", "dest-wins"]),
+        "parent": st.just(1),
+        "into": st.none(),
+    }
+)
+
+
+@_settings(60)
+@given(args=st.one_of(_commit_sane, _commit_any))
+def commits(args: dict[str, Any]) -> None:
+    _commits(**args)
+
+
+def _commits(
     message: Any,
     committer: Any,
     meta: Any,
@@ -379,6 +417,41 @@ def config(name: str, value: Any, via_env: bool) -> None:
             assert got == value
 
 
+toml_values = st.one_of(
+    st.integers(-5, 10**6).map(str),
+    st.floats(allow_nan=True, allow_infinity=True).map(
+        lambda f: (
+            "nan" if math.isnan(f) else ("inf" if f > 0 else "-inf") if math.isinf(f) else repr(f)
+        )
+    ),
+    st.text(max_size=10).map(json.dumps),
+    st.sampled_from(["true", "[1, 2]", "{a = 1}", "1979-05-27T07:32:00Z", '"64MiB"', '""']),
+)
+config_files = st.one_of(
+    st.builds(
+        lambda pairs, table: (
+            ("[lsmstore]\n" if table else "") + "".join(f"{k} = {v}\n" for k, v in pairs)
+        ),
+        st.lists(st.tuples(st.sampled_from([*sorted(_FIELDS), "nope"]), toml_values), max_size=3),
+        st.booleans(),
+    ).map(lambda text: text.encode("utf-8", "surrogatepass")),
+    st.binary(max_size=40),
+)
+
+
+@_settings(100)
+@given(content=config_files, path=st.one_of(st.none(), texts, junk))
+def config_files_(content: bytes, path: Any) -> None:
+    f = FUZZ.tmp / "fuzz.toml"
+    f.write_bytes(content)
+    env = {"LSMSTORE_HOME": str(FUZZ.tmp / "home")}
+    ok, cfg = FUZZ.attempt("config", lambda: load_config(config=f, environ=env))
+    if ok:
+        assert cfg == Config(**{n: getattr(cfg, n) for n in _FIELDS})
+    if path is not None and not (isinstance(path, str) and path.startswith(("/", "~"))):
+        FUZZ.attempt("config", lambda: load_config(config=path, environ=env))
+
+
 path_texts = st.text(
     alphabet=st.characters(codec="utf-8", exclude_characters="%?#"), min_size=1, max_size=20
 )
@@ -444,6 +517,122 @@ def urls(url: Any, name: str) -> None:
         if wrote:
             assert FUZZ.run(repo.branch().get("k")) == b"v"
         FUZZ.run(FUZZ.store.delete_repository(name))
+
+
+# --- objects (upload, link, stat, open, list, delete, copy) -----------------------------
+
+object_paths = st.one_of(
+    st.text(
+        alphabet=st.characters(categories=["L", "N"], include_characters="/._-"),
+        min_size=1,
+        max_size=30,
+    ),
+    st.text(
+        alphabet=st.characters(categories=["L", "N"], include_characters="/._-"),
+        min_size=1,
+        max_size=30,
+    ),
+    texts,
+    junk,
+)
+content_types = st.one_of(
+    st.none(), st.sampled_from(["text/plain", "application/json"]), texts, junk
+)
+checksums = st.one_of(st.from_regex(r"[0-9a-f]{32}", fullmatch=True), texts, junk)
+sizes = st.one_of(st.integers(0, 100), st.integers(-5, 2**64), junk)
+mtimes = st.one_of(st.none(), st.integers(0, 2**40), junk)
+
+
+async def _read_all(reader: Any) -> bytes:
+    try:
+        return bytes(await reader.read())
+    finally:
+        await reader.aclose()
+
+
+@_settings(120)
+@given(
+    path=object_paths,
+    other=object_paths,
+    data=st.one_of(st.binary(max_size=300), st.binary(max_size=300), junk, texts, st.just("file1")),
+    content_type=content_types,
+    meta=st.one_of(
+        st.none(), st.dictionaries(good_names, st.text(max_size=8), max_size=3), metadata
+    ),
+    if_absent=st.one_of(st.booleans(), junk),
+    size=sizes,
+    checksum=checksums,
+    mtime=mtimes,
+    address=st.one_of(st.none(), texts, junk),
+    prefix=st.one_of(st.just(""), object_paths),
+    amount=st.one_of(st.none(), st.integers(-1, 5), junk),
+)
+def objects(
+    path: Any,
+    other: Any,
+    data: Any,
+    content_type: Any,
+    meta: Any,
+    if_absent: Any,
+    size: Any,
+    checksum: Any,
+    mtime: Any,
+    address: Any,
+    prefix: Any,
+    amount: Any,
+) -> None:
+    b = FUZZ.repo.branch("dev")
+    expected = data
+    if isinstance(data, str):  # a file to upload: only ever one under the scratch directory
+        if ".." in data:
+            return
+        (FUZZ.tmp / "up-file1").write_bytes(b"file contents")
+        expected = b"file contents" if data == "file1" else None
+        data = f"{FUZZ.tmp}/up-{data}"
+    ok, _ = FUZZ.attempt(
+        "objects",
+        lambda: b.upload(path, data, content_type=content_type, metadata=meta, if_absent=if_absent),
+    )
+    if ok:
+        got = FUZZ.run(b.stat_object(path))
+        assert got.size == len(expected) and got.metadata == dict(meta or {})
+        if content_type is not None:
+            assert got.content_type == content_type
+        assert FUZZ.run(_read_all(FUZZ.run(b.open(path)))) == bytes(expected)
+    ok, _ = FUZZ.attempt(
+        "objects",
+        lambda: b.link(
+            other,
+            b.new_physical_address() if address is None else address,
+            size=size,
+            checksum=checksum,
+            content_type=content_type,
+            metadata=meta,
+            mtime=mtime,
+        ),
+    )
+    if ok:
+        got = FUZZ.run(b.stat_object(other))
+        assert got.size == size and got.metadata == dict(meta or {})
+    FUZZ.attempt(
+        "objects",
+        lambda: b.link_many(
+            [
+                lsmstore.ObjectLink(
+                    other, b.new_physical_address(), size, checksum, content_type, meta, mtime
+                )
+            ]
+        ),
+    )
+    FUZZ.attempt("objects", lambda: b.link_many(data))
+    FUZZ.attempt("objects", lambda: b.copy_object(path, other, src_ref=address))
+    FUZZ.attempt(
+        "objects", lambda: b.list_objects(prefix, delimiter="/", after=address, amount=amount)
+    )
+    FUZZ.attempt("objects", lambda: FUZZ.repo.ref("main").list_objects(prefix, amount=amount))
+    FUZZ.attempt("objects", lambda: b.delete_objects([path, other]))
+    FUZZ.attempt("objects", lambda: b.delete_objects(data))
+    FUZZ.attempt("objects", lambda: b.delete_object(path))
 
 
 # --- SSTs: checksum-valid, malformed -----------------------------------------------------
@@ -561,7 +750,9 @@ TARGETS: dict[str, Callable[[], None]] = {
     "refs": refs,
     "commits": commits,
     "config": config,
+    "config_files": config_files_,
     "urls": urls,
+    "objects": objects,
     "stage_sst": stage_sst,
 }
 

@@ -1,0 +1,283 @@
+"""The object layer: uploads, link_many beside put_many, warm stat_object, memory.
+
+``python -m bench objects [--stores local,s3] [--small 10000] [--small-bytes 4096]
+[--large 20] [--large-bytes 64MiB] [--tasks 64] [--links 50000] [--batch 10000]
+[--rounds 3] [--stats 20000] [--seconds 2] [--dir DIR]``
+
+Everything goes through the public API (``lsmstore.connect`` -> ``Branch``), on the
+embedded RefStore (``batch_interval_ms`` 10, compaction in process):
+
+* **upload, small**: ``--small`` objects of ``--small-bytes`` from ``--tasks`` concurrent
+  tasks (each ``Branch.upload(path, bytes)``: data object written, then the entry
+  staged and acknowledged);
+* **upload, large**: ``--large`` objects of ``--large-bytes``, one at a time, each from a
+  file on local disk (``Branch.upload(path, Path)``); on S3 a multipart upload of
+  8 MiB parts.  Each data object is deleted after its upload (outside the timing) so
+  moto's memory stays small.  The **memory high-water mark** of these uploads is
+  tracemalloc's peak of Python allocations during one upload (moto runs in its own
+  process, so none of its memory counts), beside the part size;
+* **link_many beside put_many**: ``--rounds`` alternating rounds, each of
+  ``--links`` records in ``--batch``-record calls: ``put_many`` of 150-byte values
+  (default identities) to one prefix, ``link_many`` of links without metadata to
+  another, on one branch; records/s (median of the rounds) and the event-loop
+  thread's CPU per record;
+* **stat_object, warm**: ``--stats`` objects linked and committed half, staged half;
+  random ``stat_object`` calls from 100 tasks for ``--seconds``, beside raw ``get`` of
+  the same keys in the same run (every key read once first).
+
+Stores: ``local`` is a ``file://`` namespace in ``--dir`` (default a temp dir);
+``s3`` is moto's S3 server started as its own process on 127.0.0.1.  Prints a Markdown
+table with the load average at the start and the end: the machine may be shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import uvloop
+
+import lsmstore
+from lsmstore.config import parse_size
+from lsmstore.objects import ObjectLink
+from lsmstore.testing.servers import MOTO_ENV, _wait_port, free_port
+
+STAT_TASKS = 100
+PART_SIZE = 8 << 20
+
+
+@contextlib.contextmanager
+def moto_process() -> Iterator[str]:
+    """moto's S3 server in its own process; yields its endpoint."""
+    port = free_port()
+    env = {**os.environ, **MOTO_ENV}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        _wait_port(port, 30)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+async def s3_namespace(endpoint: str, name: str) -> str:
+    from aiobotocore.session import get_session
+
+    bucket = f"bench-{uuid.uuid4().hex[:12]}"
+    for k, v in MOTO_ENV.items():
+        os.environ.setdefault(k, v)
+    async with get_session().create_client(
+        "s3", endpoint_url=endpoint, region_name="us-east-1"
+    ) as client:
+        await client.create_bucket(Bucket=bucket)
+    return f"s3://{bucket}/{name}?endpoint_url={endpoint}&part_size={PART_SIZE}"
+
+
+async def upload_small(branch: lsmstore.Branch, n: int, size: int, tasks: int) -> float:
+    payloads = [random.Random(i).randbytes(size) for i in range(64)]
+    counter = iter(range(n))
+
+    async def worker() -> None:
+        for i in counter:
+            await branch.upload(f"small/{i:07d}", payloads[i % 64])
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(tasks)))
+    return n / (time.perf_counter() - start)
+
+
+async def upload_large(
+    repo: lsmstore.Repository, n: int, size: int, work: Path
+) -> tuple[float, int]:
+    """MB/s of ``n`` sequential uploads from a file, and the tracemalloc peak (bytes)
+    of one more upload."""
+    branch = repo.branch()
+    src = work / "large.bin"
+
+    def write_source() -> None:
+        with open(src, "wb") as f:
+            block = os.urandom(1 << 20)
+            for _ in range(size >> 20):
+                f.write(block)
+            f.write(block[: size & ((1 << 20) - 1)])
+
+    await asyncio.to_thread(write_source)
+    base = len(repo.objects.url.rstrip("/")) + 1
+    elapsed = 0.0
+    for i in range(n):
+        start = time.perf_counter()
+        stats = await branch.upload(f"large/{i:03d}", src)
+        elapsed += time.perf_counter() - start
+        await repo.objects.delete(stats.physical_address[base:])
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        stats = await branch.upload("large/traced", src)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    await repo.objects.delete(stats.physical_address[base:])
+    src.unlink()
+    return n * size / elapsed / 1e6, peak
+
+
+async def links_vs_puts(
+    repo: lsmstore.Repository, n: int, batch: int, rounds: int
+) -> dict[str, tuple[float, float]]:
+    """name -> (median records/s, event-loop CPU us per record)."""
+    branch = repo.branch()
+    base = repo.objects.url.rstrip("/")
+    value = os.urandom(150)
+    rates: dict[str, list[float]] = {"put_many": [], "link_many": []}
+    cpu: dict[str, list[float]] = {"put_many": [], "link_many": []}
+    for r in range(rounds):
+        for name in ("put_many", "link_many"):
+            t_cpu, t0 = time.thread_time(), time.perf_counter()
+            for b in range(0, n, batch):
+                if name == "put_many":
+                    await branch.put_many(
+                        [(f"puts/{r}/{i:08d}", value) for i in range(b, min(n, b + batch))]
+                    )
+                else:
+                    await branch.link_many(
+                        [
+                            ObjectLink(
+                                f"links/{r}/{i:08d}",
+                                f"{base}/data/part-{r}-{i:08d}",
+                                4096,
+                                "d41d8cd98f00b204e9800998ecf8427e",
+                            )
+                            for i in range(b, min(n, b + batch))
+                        ]
+                    )
+            rates[name].append(n / (time.perf_counter() - t0))
+            cpu[name].append((time.thread_time() - t_cpu) / n * 1e6)
+    return {k: (statistics.median(rates[k]), statistics.median(cpu[k])) for k in rates}
+
+
+async def stats_vs_gets(repo: lsmstore.Repository, n: int, seconds: float) -> dict[str, float]:
+    branch = repo.branch()
+    base = repo.objects.url.rstrip("/")
+    half = n // 2
+    links = [ObjectLink(f"stat/{i:08d}", f"{base}/data/s{i}", i, "etag") for i in range(n)]
+    await branch.link_many(links[:half])
+    await branch.commit("half")
+    await branch.link_many(links[half:])
+    paths = [link.path for link in links]
+    for p in paths:  # warm
+        await branch.stat_object(p)
+    out: dict[str, float] = {}
+
+    async def worker(name: str, rng: random.Random, deadline: float) -> int:
+        done = 0
+        while time.perf_counter() < deadline:
+            p = paths[rng.randrange(n)]
+            if name == "stat_object":
+                await branch.stat_object(p)
+            else:
+                await branch.get(p)
+            done += 1
+        return done
+
+    for name in ("stat_object", "get"):
+        rng = random.Random(1)
+        start = time.perf_counter()
+        counts = await asyncio.gather(
+            *(worker(name, rng, start + seconds) for _ in range(STAT_TASKS))
+        )
+        out[name] = sum(counts) / (time.perf_counter() - start)
+    return out
+
+
+async def amain(args: argparse.Namespace) -> None:
+    work = Path(args.dir or tempfile.mkdtemp(prefix="bench-objects-"))
+    load0 = os.getloadavg()
+    print(f"# objects benchmark, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+          f"nproc={os.cpu_count()}, load {load0[0]:.1f}")  # fmt: skip
+    rows: list[tuple[str, str]] = []
+    stack = contextlib.ExitStack()
+    try:
+        async with lsmstore.connect(home=str(work / "home"), batch_interval_ms=10) as store:
+            for kind in args.stores.split(","):
+                if kind == "local":
+                    ns = (work / "ns-local").as_uri()
+                else:
+                    endpoint = stack.enter_context(moto_process())
+                    ns = await s3_namespace(endpoint, "repo")
+                repo = await store.create_repository(f"bench-{kind}", storage_namespace=ns)
+                if args.small:
+                    rate = await upload_small(
+                        repo.branch(), args.small, args.small_bytes, args.tasks
+                    )
+                    rows.append((f"{kind}: upload {args.small} x {args.small_bytes} B, "
+                                 f"{args.tasks} tasks", f"{rate:,.0f} objects/s"))  # fmt: skip
+                if args.large:
+                    mbs, peak = await upload_large(repo, args.large, args.large_bytes, work)
+                    rows.append((f"{kind}: upload {args.large} x {args.large_bytes >> 20} MiB "
+                                 "from a file, one at a time", f"{mbs:,.0f} MB/s"))  # fmt: skip
+                    rows.append((f"{kind}: memory high-water of one "
+                                 f"{args.large_bytes >> 20} MiB upload (tracemalloc peak)",
+                                 f"{peak / 2**20:.1f} MiB (part size "
+                                 f"{PART_SIZE >> 20 if kind == 's3' else 1} MiB)"))  # fmt: skip
+            repo = await store.create_repository(
+                "bench-links", storage_namespace=(work / "ns-links").as_uri()
+            )
+            if args.links:
+                res = await links_vs_puts(repo, args.links, args.batch, args.rounds)
+                for name, (rate, cpu) in res.items():
+                    rows.append((f"{name}: {args.links} records in calls of {args.batch}, "
+                                 f"median of {args.rounds} rounds",
+                                 f"{rate:,.0f} records/s, {cpu:.1f} us loop CPU/rec"))  # fmt: skip
+                ratio = res["link_many"][0] / res["put_many"][0]
+                rows.append(("link_many / put_many", f"{ratio:.2f}"))
+            if args.stats:
+                res2 = await stats_vs_gets(repo, args.stats, args.seconds)
+                for name, rate in res2.items():
+                    rows.append((f"{name}, warm, {STAT_TASKS} tasks, {args.stats} paths "
+                                 "(half committed, half staged)", f"{rate:,.0f} /s"))  # fmt: skip
+    finally:
+        stack.close()
+        if not args.dir:
+            shutil.rmtree(work, ignore_errors=True)
+    print("\n| measure | result |\n|---|---|")
+    for name, value in rows:
+        print(f"| {name} | {value} |")
+    print(f"\nload average: start {load0[0]:.1f}, end {os.getloadavg()[0]:.1f}")
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench objects")
+    p.add_argument("--stores", default="local,s3")
+    p.add_argument("--small", type=int, default=10_000)
+    p.add_argument("--small-bytes", type=lambda v: parse_size(v), default=4096)
+    p.add_argument("--large", type=int, default=20)
+    p.add_argument("--large-bytes", type=lambda v: parse_size(v), default=64 << 20)
+    p.add_argument("--tasks", type=int, default=64)
+    p.add_argument("--links", type=int, default=50_000)
+    p.add_argument("--batch", type=int, default=10_000)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--stats", type=int, default=20_000)
+    p.add_argument("--seconds", type=float, default=2.0)
+    p.add_argument("--dir", default="")
+    args: Any = p.parse_args(argv)
+    uvloop.run(amain(args))
+    return 0
