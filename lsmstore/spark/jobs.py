@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lsmstore.config import load_config
-from lsmstore.errors import LsmError
+from lsmstore.errors import InvalidInputError, LsmError
 from lsmstore.gc import ReadRanges, collect_all
 from lsmstore.gc.mark import read_ranges_locally
 from lsmstore.gc.retention import Retention
@@ -240,6 +240,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             n = export(spark, args.url, args.output, options={**opts, "format": args.format})
             out = {"job": "export", "records": n}
         else:
+            if args.grace_seconds < cfg.compaction_grace_s:
+                raise InvalidInputError(
+                    f"--grace-seconds {args.grace_seconds:g} is shorter than the staging grace "
+                    f"period (compaction_grace_s = {cfg.compaction_grace_s:g}): writers and "
+                    "compactions rely on it"
+                )
             if args.rules:
                 with open(args.rules, encoding="utf-8") as f:
                     retention = Retention.parse(f.read())
