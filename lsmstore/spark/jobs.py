@@ -219,7 +219,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     master = args.master
     if master is None and "spark.master" not in _submitted_conf():
         master = "local[*]"
-    spark = session(master, f"lsmstore-{args.job}")
+    try:
+        spark = session(master, f"lsmstore-{args.job}")
+    except ImportError as e:
+        print(f"lsmstore spark needs PySpark: pip install 'lsmstore[spark]' ({e})", file=sys.stderr)
+        return 2
     try:
         opts = {"refstore": args.refstore}
         out: dict[str, Any]
