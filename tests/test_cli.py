@@ -221,3 +221,15 @@ def test_completion_version_and_services(cli: Cli, tmp_path: Path) -> None:
     assert ran.returncode == 0, ran.stderr
     bad = cli("compactor", "--concurrency", "0")
     assert bad.returncode == 2
+
+
+def test_colour_follows_the_terminal(cli: Cli) -> None:
+    cli("repo", "create", "lsm://colour", check=True)
+    plain = cli("branch", "list", "lsm://colour", check=True).stdout
+    assert "\x1b[" not in plain
+    forced = Cli(cli.home, {"FORCE_COLOR": "1", "COLUMNS": "200"})
+    del forced.env["NO_COLOR"]
+    coloured = forced("branch", "list", "lsm://colour", check=True).stdout
+    assert "\x1b[" in coloured and "main" in coloured
+    off = forced("--no-color", "branch", "list", "lsm://colour", check=True).stdout
+    assert "\x1b[" not in off

@@ -45,7 +45,12 @@ def test_commands_through_the_server(lsm_server: ServerProcess, tmp_path: Path) 
     assert cli.json("merge", "lsm://remote-cli/dev", "lsm://remote-cli/main")["merged"]
     log = cli.json("log", "lsm://remote-cli/main")
     assert [e["message"] for e in log][1:] == ["tree", "Repository created"]
-    cli("tag", "create", "lsm://remote-cli/v1", "lsm://remote-cli/main~1", check=True)
+    tag = cli.json("tag", "create", "lsm://remote-cli/v1", "lsm://remote-cli/main~1")
+    assert cli.json("tag", "list", "lsm://remote-cli") == [tag]
+    assert cli.json("tag", "show", "lsm://remote-cli/v1")["commit"]["message"] == "tree"
+    assert cli.json("show", "lsm://remote-cli/v1")["id"] == tag["commit_id"]
+    assert cli.json("show", "lsm://remote-cli/main")["id"] == log[0]["id"]
+    assert cli("tag", "show", "lsm://remote-cli/main").returncode == ExitCode.NOT_FOUND
     assert cli.raw("fs", "cat", "lsm://remote-cli/v1/t/a.txt").stdout == b"alpha"
     down = tmp_path / "down"
     cli("fs", "download", "-r", "lsm://remote-cli/v1/t/", str(down), check=True)

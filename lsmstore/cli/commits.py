@@ -114,8 +114,7 @@ def show(uri: LsmURI) -> None:
         repo = await store.get_repository(uri.repository)
         ref = repo.ref(uri.ref_or_error)
         c = await ref.commit()
-        resolved = await repo.resolve_ref(uri.ref_or_error)
-        cid = resolved.commit_id if resolved.branch is None else (await ref_head(repo, uri))
+        cid = ref.id or await ref_head(repo, uri)  # a live branch: its base
         return commit_fields(cid, c)
 
     d = run(body)

@@ -57,14 +57,16 @@ class Output:
     ) -> None:
         self.json = fmt == "json"
         no_color = color is False
+        plain: dict[str, Any] = {"color_system": None} if no_color else {}  # no ANSI at all
         # Off a terminal, never wrap: a table row stays one line for grep/awk.
         self.console = Console(
             no_color=no_color,
             highlight=False,
             soft_wrap=False,
             width=None if sys.stdout.isatty() else 100_000,
+            **plain,
         )
-        self.err = Console(stderr=True, no_color=no_color, highlight=False)
+        self.err = Console(stderr=True, no_color=no_color, highlight=False, **plain)
         self.show_progress = self.err.is_terminal if progress is None else progress
         if progress and not self.err.is_terminal:
             self.err = Console(

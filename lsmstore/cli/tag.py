@@ -65,8 +65,9 @@ def list_(uri: LsmURI, prefix: str, after: str | None, amount: int | None) -> No
         names = names[:amount] if amount else names
         rows = []
         for name in names:
-            resolved = await repo.resolve_ref(name)
-            rows.append({"id": name, "commit_id": resolved.commit_id})
+            ref = repo.ref(name)
+            await ref.commit()
+            rows.append({"id": name, "commit_id": ref.id})
         return rows
 
     rows = run(body)
@@ -83,11 +84,12 @@ def show(uri: LsmURI) -> None:
 
     async def body(store: StoreAPI) -> dict[str, Any]:
         repo = await store.get_repository(uri.repository)
-        head = await repo.branch(uri.ref_or_error).head()
-        if head.is_branch:
-            raise lsmstore.InvalidInputError(f"{uri} is a branch, not a tag")
-        c = await repo.ref(head.base).commit()
-        return {"id": uri.ref, "commit_id": head.base, "commit": commit_fields(head.base, c)}
+        name = uri.ref_or_error
+        if name not in await repo.list_tags(prefix=name, limit=1000):
+            raise lsmstore.RefNotFoundError(f"{uri.repository}: no tag named {name!r}")
+        ref = repo.ref(name)
+        c = await ref.commit()
+        return {"id": name, "commit_id": ref.id, "commit": commit_fields(ref.id, c)}
 
     d = run(body)
     c = d["commit"]
