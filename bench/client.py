@@ -53,8 +53,14 @@ async def _rate_puts(branch: Any, tasks: int, seconds: float, op: str = "put") -
             done += 1
 
     t0 = time.perf_counter()
+    c0 = time.process_time()
     await asyncio.gather(*(worker(t) for t in range(tasks)))
+    LAST_CPU_US[0] = (time.process_time() - c0) / max(done, 1) * 1e6
     return done / (time.perf_counter() - t0)
+
+
+#: CPU time of this process per call in the last put phase (microseconds).
+LAST_CPU_US = [0.0]
 
 
 async def _rate_put_many(branch: Any, seconds: float, batch: int = 1000) -> float:
@@ -84,12 +90,16 @@ async def _phase(label: str, store: Any, ns: str, tasks: list[int], seconds: flo
         if batcher is not None:
             bt = batcher(repo.name, b.name)
             extra = f" ({bt.entries / max(bt.requests, 1):,.0f} entries per request)"
-        print(f"{label:9} put        {n:5} tasks  {rate:>10,.0f} acknowledged puts/s{extra}")
+        cpu = f"; client CPU {LAST_CPU_US[0]:.0f} µs/put"
+        print(f"{label:9} put        {n:5} tasks  {rate:>10,.0f} acknowledged puts/s{extra}{cpu}")
     b = await repo.create_branch("many", source=repo.default_branch)
     print(f"{label:9} put_many       4 tasks  {await _rate_put_many(b, seconds):>10,.0f} records/s")
     b = await repo.create_branch("del", source=repo.default_branch)
     rate = await _rate_puts(b, max(tasks), seconds, op="delete")
-    print(f"{label:9} delete     {max(tasks):5} tasks  {rate:>10,.0f} acknowledged deletes/s")
+    print(
+        f"{label:9} delete     {max(tasks):5} tasks  {rate:>10,.0f} acknowledged deletes/s; "
+        f"client CPU {LAST_CPU_US[0]:.0f} µs/delete"
+    )
 
 
 def _cli(env: dict[str, str], *args: str) -> float:

@@ -64,12 +64,12 @@ FORMS: dict[str, Callable[[list[Record]], bytes]] = {
 }
 
 
-Task = tuple[str, Callable[[], object], int, str]  # row, operation, units, unit name
+Timed = tuple[str, Callable[[], object], int, str]  # row, operation, units, unit name
 
 
 def prepare(
     write: Callable[[list[Record]], bytes], records: list[Record], rng: random.Random
-) -> tuple[bytes, int, list[Task]]:
+) -> tuple[bytes, int, list[Timed]]:
     """One file form: the file, its data block count, and the operations to time."""
     n = len(records)
     keys = [r.key for r in records]
@@ -101,7 +101,7 @@ def prepare(
             for _ in zip(range(100), it, strict=False):
                 pass
 
-    tasks: list[Task] = [
+    timed: list[Timed] = [
         ("write", lambda: write(records), n, "k records/s"),
         (
             "open (parse + verify footer, properties, index; decode first/last block)",
@@ -126,24 +126,24 @@ def prepare(
         ),
         ("seek + 100 records (listing page), fresh reader", pages, len(starts), "k pages/s"),
     ]
-    return data, blocks, tasks
+    return data, blocks, timed
 
 
-def run_interleaved(forms: dict[str, list[Task]]) -> dict[str, dict[str, str]]:
+def run_interleaved(forms: dict[str, list[Timed]]) -> dict[str, dict[str, str]]:
     """Time every operation of every form, round after round with the forms alternating
     (so a change in the machine's load hits both alike); the best round of each."""
     fastest: dict[str, dict[str, float]] = {name: {} for name in forms}
     for _ in range(ROUNDS):
-        for name, tasks in forms.items():
-            for row, fn, _units, _unit in tasks:
+        for name, timed in forms.items():
+            for row, fn, _units, _unit in timed:
                 t0 = time.perf_counter()
                 fn()
                 t = time.perf_counter() - t0
                 fastest[name][row] = min(t, fastest[name].get(row, t))
     out: dict[str, dict[str, str]] = {}
-    for name, tasks in forms.items():
+    for name, timed in forms.items():
         rows = out[name] = {}
-        for row, _fn, units, unit in tasks:
+        for row, _fn, units, unit in timed:
             t = fastest[name][row]
             if unit == "ms":
                 rows[row] = f"{t * 1e3:.2f} ms"
@@ -199,7 +199,7 @@ def main(argv: list[str]) -> int:
     n = int(args.mb * 1e6 / (len(probe) / 2000))
     records = make_records(n, rng)
 
-    forms: dict[str, list[Task]] = {}
+    forms: dict[str, list[Timed]] = {}
     sizes: dict[str, str] = {}
     data = b""
     for name, write in FORMS.items():

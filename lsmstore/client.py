@@ -48,6 +48,7 @@ from lsmstore.errors import (
     InvalidURLError,
     LsmError,
     NotFoundError,
+    NothingToCommitError,
     RefExistsError,
     UnavailableError,
 )
@@ -62,7 +63,7 @@ from lsmstore.graveler.source import CachedSource, RangeSource
 from lsmstore.objects.addresses import ALLOWED_EXTERNAL_PREFIXES_KEY, parse_allowed_prefixes
 from lsmstore.objects.api import ObjectReads, ObjectWrites
 from lsmstore.refstore.base import Ref as RefValue
-from lsmstore.refstore.base import RefStore
+from lsmstore.refstore.base import RefStore, Workspace
 from lsmstore.refstore.base import Repository as RepositoryInfo
 from lsmstore.refstore.names import check_ref_name, check_repository_name
 from lsmstore.refstore.url import open_refstore
@@ -557,6 +558,22 @@ class Repository:
         is taken; tags never move).  Returns the commit ID."""
         return (await _refs.create_tag(self.context(), name, target)).commit_id
 
+    # --- workspaces (docs/client.md, "Workspaces") --------------------------------------
+
+    async def workspaces(self, *, after: str | None = None, limit: int = 1000) -> list[Workspace]:
+        """The repository's workspaces in name order (``name``, ``branch`` it came from,
+        ``base``, ``l1``/``l2`` file ids, ``created_at``)."""
+        return await self.refstore.list_workspaces(self.name, after=after, limit=limit)
+
+    async def get_workspace(self, name: str) -> Workspace:
+        """WorkspaceNotFoundError if there is none."""
+        return await self.refstore.get_workspace(self.name, name)
+
+    async def drop_workspace(self, name: str) -> None:
+        """Delete a workspace; its changes are lost (the files are collected by the
+        staging sweep after the grace period).  WorkspaceNotFoundError."""
+        await self.refstore.drop_workspace(self.name, name)
+
     async def delete_tag(self, name: str) -> None:
         """RefNotFoundError if there is no such tag."""
         await _refs.delete_tag(self.context(), name)
@@ -877,6 +894,51 @@ class Branch(_Reads, ObjectWrites):
         w = self._store._writers.get((self.repository.name, self.name))
         if w is not None:
             await w.flush()
+
+    async def stash(self, name: str) -> Workspace:
+        """Move the branch's uncommitted changes into a new workspace ``name``; the branch
+        reads as its last commit afterwards.  Only file ids move, in one atomic
+        compare-and-swap on the branch (retried when a write, compaction or commit moved
+        it meanwhile): every write acknowledged before this call is in the workspace.
+
+        NothingToCommitError when nothing is staged; WorkspaceExistsError when the name
+        is taken.  A lost answer is resolved by reading the workspace back.
+        """
+        await self.flush()
+        refstore, repo = self.repository.refstore, self.repository.name
+        for _ in range(self._config.commit_max_attempts * 10):
+            ref = await refstore.get_ref(repo, self.name)
+            if not ref.is_branch:
+                raise InvalidInputError(f"{repo}/{self.name} is a tag, not a branch")
+            if not ref.l1 and not ref.l2:
+                raise NothingToCommitError(f"{repo}/{self.name}: no uncommitted changes to stash")
+            try:
+                await refstore.stash_workspace(repo, self.name, name, expected=ref)
+            except ConflictError:
+                continue  # the branch moved (an append, a compaction): read again
+            except UnavailableError as e:
+                if not e.outcome_unknown:
+                    raise
+                try:  # did it happen?  then the workspace holds exactly our lists
+                    w = await refstore.get_workspace(repo, name)
+                except NotFoundError:
+                    raise e from None
+                if (w.branch, w.l1, w.l2) != (self.name, ref.l1, ref.l2):
+                    raise
+                return w
+            self._store.notify_l1_changed(repo, self.name)
+            return await refstore.get_workspace(repo, name)
+        raise ConflictError(f"{repo}/{self.name}: the branch kept moving; stash not done")
+
+    async def pop(self, name: str) -> RefValue:
+        """Put workspace ``name`` on top of this branch's uncommitted changes (newer than
+        what is staged here) and delete the workspace, in one atomic step.  Returns
+        the branch's new ref.  WorkspaceNotFoundError, EntryTooLargeError when the
+        branch would hold too many files (nothing changes)."""
+        await self.flush()
+        ref = await self.repository.refstore.pop_workspace(self.repository.name, name, self.name)
+        self._store.notify_l1_changed(self.repository.name, self.name)
+        return ref
 
     async def reset(self) -> RefValue:
         """Drop the branch's uncommitted changes (lakectl ``branch reset``): every write

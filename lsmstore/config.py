@@ -401,7 +401,8 @@ def _validated(cfg: Config) -> Config:
 
 
 def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The settings of a TOML file (top-level keys, or an ``[lsmstore]`` table)."""
+    """The settings of a TOML file (top-level keys, or an ``[lsmstore]`` table), with
+    the keys of a ``[server]`` table as ``server_<key>``."""
     p = validate.check_path(path, "config file").expanduser()
     try:
         with p.open("rb") as f:
@@ -412,8 +413,11 @@ def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise InvalidInputError(f"config file {p} cannot be read: {e.strerror or e}") from e
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise InvalidInputError(f"config file {p}: {e}") from e
-    if set(data) == {"lsmstore"} and isinstance(data["lsmstore"], dict):
-        data = data["lsmstore"]
+    if isinstance(data.get("lsmstore"), dict) and set(data) <= {"lsmstore", "server"}:
+        table = dict(data["lsmstore"])
+        if "server" in data:  # a top-level [server] table beside [lsmstore]
+            table["server"] = data["server"]
+        data = table
     server = data.get("server")
     if isinstance(server, dict):  # a [server] table: server_<name> settings
         data = {k: v for k, v in data.items() if k != "server"}

@@ -11,6 +11,9 @@ import uvloop
 
 from lsmstore.testing.servers import MotoServer, moto_server, redis_url
 
+# Fixtures of the HTTP server tests (a real server process per module).
+pytest_plugins = ["helpers.server"]
+
 
 def pytest_asyncio_loop_factories(
     config: pytest.Config, item: pytest.Item

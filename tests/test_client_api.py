@@ -28,8 +28,9 @@ from lsmstore.errors import (
     RepositoryNotFoundError,
 )
 from lsmstore.objects import ObjectLink
+from tests.helpers.remote import lsm_server  # noqa: F401 - the fixture
 
-TRANSPORTS = ["embedded", "redis_s3"]  # "server" joins when the server is on main
+TRANSPORTS = ["embedded", "redis_s3", "server"]
 
 
 @dataclass

@@ -16,19 +16,38 @@ from fsspec.asyn import sync
 
 import lsmstore
 from lsmstore.filesystem import LsmFileSystem
+from tests.helpers.remote import lsm_server  # noqa: F401 - the fixture
+
+
+@pytest.fixture(params=["embedded", "server"])
+def options(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, Any]:
+    """Storage options: the embedded store, or the server through the remote client."""
+    if request.param == "embedded":
+        return {"home": str(tmp_path / "home"), "skip_instance_cache": True}
+    server = request.getfixturevalue("lsm_server")
+    key, secret = server.admin
+    return {"server": server.url, "access_key_id": key, "secret_access_key": secret,
+            "skip_instance_cache": True}  # fmt: skip
 
 
 @pytest.fixture
-def fs(tmp_path: Path) -> Iterator[LsmFileSystem]:
-    f = fsspec.filesystem("lsm", home=str(tmp_path / "home"), skip_instance_cache=True)
+def fs(options: dict[str, Any], tmp_path: Path) -> Iterator[LsmFileSystem]:
+    f = fsspec.filesystem("lsm", **options)
     assert isinstance(f, LsmFileSystem)
+    remote = "server" in options
+    ns = "local://r" if remote else (tmp_path / "ns").as_uri()
 
     async def create() -> None:
         store = await f._get_store()
-        await store.create_repository("r", storage_namespace=(tmp_path / "ns").as_uri())
+        await store.create_repository("r", storage_namespace=ns)
+
+    async def delete() -> None:
+        store = await f._get_store()
+        await store.delete_repository("r")
 
     sync(f.loop, create)
     yield f
+    sync(f.loop, delete)  # the server outlives the test
     f.close()
 
 
@@ -95,9 +114,9 @@ def test_ls_info_cat_open_put_get_rm_cp(fs: LsmFileSystem, tmp_path: Path) -> No
     assert not fs.exists("r/main/dir/big.bin") and not fs.exists("r/main/dir/sub/small.txt")
 
 
-def test_pandas_parquet_round_trip(fs: LsmFileSystem, tmp_path: Path) -> None:
+def test_pandas_parquet_round_trip(fs: LsmFileSystem, options: dict[str, Any]) -> None:
     df = pd.DataFrame({"id": range(1000), "name": [f"n{i}" for i in range(1000)]})
-    opts = {"home": str(tmp_path / "home"), "skip_instance_cache": True}
+    opts = options
     df.to_parquet("lsm://r/main/t.parquet", storage_options=opts)
     back = pd.read_parquet("lsm://r/main/t.parquet", storage_options=opts)
     pd.testing.assert_frame_equal(back, df)

@@ -562,3 +562,35 @@ async def test_large_upload_memory_is_bounded_by_chunks(tmp_path: Path) -> None:
         assert stats.size == 24 << 20
         assert peak < 6 << 20, peak
         assert stats.checksum == hashlib.md5(src.read_bytes()).hexdigest()
+
+
+async def test_objects_on_dynamodb_and_a_memory_namespace(
+    moto_serial: MotoServer, tmp_path: Path
+) -> None:
+    """The third RefStore (DynamoDB, moto) and the in-process store: the object
+    layer only uses the writer and the reader, so every combination works alike."""
+    from lsmstore.config import load_config
+    from lsmstore.refstore.url import open_refstore
+
+    table = f"o{uuid.uuid4().hex[:12]}"
+    refstore = open_refstore(
+        f"dynamodb://{table}?region=us-east-1&endpoint_url={moto_serial.endpoint}"
+    )
+    await refstore.create_table()  # type: ignore[attr-defined]
+    config = load_config(None, home=str(tmp_path / "home"), batch_interval_ms=1)
+    async with lsmstore.Store(config, refstore=refstore) as store:
+        repo = await store.create_repository(
+            "dyn", storage_namespace=f"mem://objects-{uuid.uuid4().hex[:8]}"
+        )
+        main = repo.branch()
+        up = await main.upload("a/x", chunks([b"12", b"345"]), metadata={"k": "v"})
+        assert up.physical_address.startswith(f"{repo.objects.url}/data/")
+        await main.link_many([ObjectLink("a/y", up.physical_address, 5, up.checksum)])
+        await main.copy_object("a/x", "b")
+        assert [s.path async for s in main.list_objects(delimiter="/")] == ["a/", "b"]
+        commit = await main.commit("dyn")
+        await main.delete_objects(["a/x", "a/y"])
+        old = repo.ref(commit.id)
+        assert await (await old.open("a/y")).read(1, 3) == b"234"
+        assert (await old.stat_object("a/x")).metadata == {"k": "v"}
+        assert [s.path async for s in main.list_objects()] == ["b"]

@@ -18,10 +18,10 @@ from helpers.rocksdb_files import rocksdb_sst
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lsmstore.errors import InvalidInputError
+from lsmstore.errors import EntryTooLargeError, InvalidInputError
 from lsmstore.graveler.record import Record, tombstone
 from lsmstore.graveler.sst_reader import SSTReader
-from lsmstore.graveler.sst_writer import write_sst
+from lsmstore.graveler.sst_writer import MAX_ENTRY_BYTES, write_sst
 
 
 def as_read(rec: Record) -> Record:
@@ -309,3 +309,30 @@ def test_one_reader_shared_by_threads() -> None:
     with ThreadPoolExecutor(4) as pool:
         for future in [pool.submit(worker, s) for s in range(8)]:
             future.result()
+
+
+# --- the reader's bounds on claimed sizes never refuse what a writer makes ------------------
+
+
+@pytest.mark.parametrize(
+    "compression", [Z.snappy(), Z.lz4(), Z.zstd()], ids=["snappy", "lz4", "zstd"]
+)
+def test_most_compressible_blocks_are_within_the_bounds(tmp_path: Path, compression: Any) -> None:
+    # Runs of one byte compress at each codec's best ratio, the case the bounds must admit.
+    records = [
+        Record(b"a", b"id", b"a" * (20 << 20)),
+        Record(b"b", b"id", b"\x00" * (3 << 20)),
+        Record(b"c", b"", b"x"),
+    ]
+    data = rocksdb_sst(records, tmp_path / "runs.sst", compression=compression)
+    assert list(SSTReader(data, "runs.sst")) == records
+    if compression == Z.snappy():
+        assert list(SSTReader(write_sst(records), "ours.sst")) == records
+
+
+def test_writer_refuses_entries_the_reader_would_refuse() -> None:
+    fits = MAX_ENTRY_BYTES - 1 - 1 - 4  # key, identity length, 4-byte data length varint
+    data = write_sst([Record(b"k", b"", b"v" * fits)])
+    assert SSTReader(data, "big.sst").get(b"k") == Record(b"k", b"", b"v" * fits)
+    with pytest.raises(EntryTooLargeError, match="exceeds"):
+        write_sst([Record(b"k", b"", b"v" * (fits + 1))])

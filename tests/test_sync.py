@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import lsmstore
 import lsmstore.sync
+from tests.helpers.remote import lsm_server  # noqa: F401 - the fixture
 
 
 def test_blocking_api_from_threads(tmp_path: Path) -> None:
@@ -61,3 +63,29 @@ def test_bad_settings_raise_typed_errors_and_stop_the_loop(tmp_path: Path) -> No
     with pytest.raises(lsmstore.InvalidInputError, match="no_such_setting"):
         lsmstore.sync.connect(home=str(tmp_path), no_such_setting=1)
     assert not [t for t in threading.enumerate() if t.name == "lsmstore-sync"]
+
+
+def test_blocking_api_over_the_server(lsm_server: Any) -> None:  # noqa: F811
+    key, secret = lsm_server.admin
+    with lsmstore.sync.connect(lsm_server.url, access_key_id=key, secret_access_key=secret) as s:
+        repo = s.create_repository("sync-remote", storage_namespace="local://sync-remote")
+        main = repo.branch("main")
+        errors: list[BaseException] = []
+
+        def writer(t: int) -> None:
+            try:
+                for i in range(20):
+                    main.put(f"t/{t}/{i:02d}", b"v")
+            except BaseException as e:  # reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=writer, args=(t,)) for t in range(5)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert errors == []
+        assert sum(1 for _ in main.list(prefix="t/")) == 100
+        assert main.commit("from threads").message == "from threads"
+        with pytest.raises(lsmstore.NotFoundError):
+            main.get("missing")

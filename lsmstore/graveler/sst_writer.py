@@ -37,10 +37,10 @@ from rocksdict import (
     SstFileWriter,
 )
 
-from lsmstore.errors import InvalidInputError
+from lsmstore.errors import EntryTooLargeError, InvalidInputError
 from lsmstore.graveler.block_checksum import CRC32C, crc32c_masked
 from lsmstore.graveler.record import Record
-from lsmstore.graveler.sst_reader import MAGIC, parse_plain_block
+from lsmstore.graveler.sst_reader import MAGIC, MAX_BLOCK_SIZE, parse_plain_block
 from lsmstore.graveler.value import encode_value
 
 FORMAT_VERSION = 5  # staging files
@@ -50,6 +50,10 @@ BLOCK_SIZE = 4096
 #: lakeFS's ``type`` table property of a range and of a metarange.
 RANGE = "ranges"
 METARANGE = "metaranges"
+
+#: The largest entry (key and encoded value) written: one entry with up to a block's
+#: worth of others before it must still fit the reader's MAX_BLOCK_SIZE.
+MAX_ENTRY_BYTES = MAX_BLOCK_SIZE - (1 << 16)
 
 #: Per-record overhead of the estimated size (as ``ranges.RECORD_OVERHEAD``).
 _RECORD_OVERHEAD = 16
@@ -92,7 +96,8 @@ def write_sst(records: Iterable[Record]) -> bytes:
 
     Keys must be non-empty and strictly increasing; otherwise, or when there are no
     records (RocksDB cannot write an empty SST), :class:`InvalidInputError` names the
-    key at fault.  The temporary file the RocksDB writer needs is always removed.
+    key at fault; a record over :data:`MAX_ENTRY_BYTES` (the reader's block bound) is
+    :class:`EntryTooLargeError`.  The temporary file the RocksDB writer needs is always removed.
     """
     return _write(records, _staging_options)
 
@@ -156,7 +161,13 @@ def _write_sst(
             if value is None:
                 del writer[key]
             else:
-                writer[key] = encode_value(identity, value)
+                encoded = encode_value(identity, value)
+                if len(key) + len(encoded) > MAX_ENTRY_BYTES:
+                    raise EntryTooLargeError(
+                        f"record {key!r} of {len(key) + len(encoded)} bytes exceeds the "
+                        f"{MAX_ENTRY_BYTES} an SST entry may hold"
+                    )
+                writer[key] = encoded
             prev = key
         if prev is None:
             raise InvalidInputError("cannot write an SST with no records")

@@ -45,10 +45,10 @@ class Source:
         elif isinstance(data, str | os.PathLike):
             self._data = validate.check_path(data, "upload file")
             self._kind = "path"
-        elif callable(getattr(data, "read", None)):
-            self._kind = "file"
         elif isinstance(data, AsyncIterable):
             self._kind = "aiter"
+        elif callable(getattr(data, "read", None)):
+            self._kind = "file"
         else:
             raise InvalidInputError(
                 "upload data must be bytes, a file path, a binary file object or an async "

@@ -46,6 +46,10 @@ from lsmstore.versioning.history import LogEntry
 from lsmstore.versioning.merging import MergeResult
 
 PAGE = 1000
+_NO_WORKSPACES = (
+    "workspaces are not served over HTTP yet: use them with a RefStore URL "
+    "(lsmstore --refstore ... / lsmstore.connect('redis://...'))"
+)
 _CHUNK = 4 << 20
 
 
@@ -340,6 +344,15 @@ class RemoteRepository:
                 kind="repository",
             )
         ]  # fmt: skip
+
+    async def workspaces(self, *, after: str | None = None, limit: int = 1000) -> list[Any]:
+        raise InvalidInputError(_NO_WORKSPACES)
+
+    async def get_workspace(self, name: str) -> Any:
+        raise InvalidInputError(_NO_WORKSPACES)
+
+    async def drop_workspace(self, name: str) -> None:
+        raise InvalidInputError(_NO_WORKSPACES)
 
     async def resolve_commit(self, expression: str) -> tuple[str, Commit]:
         r = await self.http.request("GET", f"{self._base}/commits/{seg(expression)}", kind="ref")
@@ -696,6 +709,12 @@ class RemoteBranch(_RemoteReads):
             return RefValue("branch", d["commit_id"], tuple(d["l2"]), tuple(d["l1"]))
         except (KeyError, TypeError) as e:
             raise UnavailableError(f"the server answered garbage: {d!r:.200}") from e
+
+    async def stash(self, name: str) -> Any:
+        raise InvalidInputError(_NO_WORKSPACES)
+
+    async def pop(self, name: str) -> RefValue:
+        raise InvalidInputError(_NO_WORKSPACES)
 
     async def reset(self) -> RefValue:
         await self.flush()

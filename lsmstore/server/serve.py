@@ -29,10 +29,15 @@ import uvicorn
 
 from lsmstore.client import Store
 from lsmstore.config import Config
+from lsmstore.refstore.base import RefStore
+from lsmstore.refstore.url import open_refstore
 from lsmstore.server.app import App
 from lsmstore.server.auth import Authenticator, RecordStore
 from lsmstore.server.context import Context
+from lsmstore.server.instrument import Timed
 from lsmstore.server.metrics import Metrics
+from lsmstore.storage.base import ObjectStore
+from lsmstore.storage.url import open_object_store
 
 log = logging.getLogger("lsmstore.server")
 
@@ -48,8 +53,16 @@ class _Uvicorn(uvicorn.Server):
 
 
 def make_context(config: Config, store: Store | None = None) -> Context:
-    store = store or Store(config)
     metrics = Metrics()
+    if store is None:
+        refstore = cast(RefStore, Timed(open_refstore(config.refstore_url), "refstore", metrics))
+        store = Store(
+            config,
+            refstore=refstore,
+            open_objects=lambda url: cast(
+                ObjectStore, Timed(open_object_store(url), "objects", metrics)
+            ),
+        )
     store.add_append_listener(metrics.on_append)
     auth = Authenticator(cast(RecordStore, store.refstore))
     return Context(store, config, auth, metrics)

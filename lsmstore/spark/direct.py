@@ -20,6 +20,8 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 
+from pyspark.sql.datasource import WriterCommitMessage
+
 from lsmstore import layout
 from lsmstore.config import load_config
 from lsmstore.errors import ConflictError, UnavailableError
@@ -108,7 +110,7 @@ async def commit_direct(
 class DirectWriter(LsmWriter):
     """A write whose ``commit()`` makes a commit instead of staging the files."""
 
-    def commit(self, messages: list[object]) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         from lsmstore.spark.source import FilesMessage, run
 
         files = [f for m in messages if isinstance(m, FilesMessage) for f in m.files]

@@ -121,7 +121,7 @@ class Options:
             raise InvalidInputError(f"bad lsmstore option: {e}") from None
 
 
-class LsmDataSource(DataSource):  # type: ignore[misc]
+class LsmDataSource(DataSource):
     """``format("lsmstore")``: see the module docstring."""
 
     @classmethod
@@ -150,7 +150,7 @@ class LsmDataSource(DataSource):  # type: ignore[misc]
 # --- reads ---------------------------------------------------------------------------------
 
 
-class _Partition(InputPartition):  # type: ignore[misc]
+class _Partition(InputPartition):
     def __init__(self, part: scan.ScanPartition) -> None:
         super().__init__(part.index)
         self.part = part
@@ -180,7 +180,7 @@ async def _plan(opts: Options) -> tuple[scan.ScanPlan, dict[str, str]]:
         return plan, dict(info.metadata)
 
 
-class LsmReader(DataSourceReader):  # type: ignore[misc]
+class LsmReader(DataSourceReader):
     def __init__(self, opts: Options) -> None:
         self.opts = opts
         self.plan, self.metadata = run(_plan(opts))
@@ -189,6 +189,7 @@ class LsmReader(DataSourceReader):  # type: ignore[misc]
         return [_Partition(p) for p in self.plan.partitions]
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        assert isinstance(partition, _Partition)
         part: scan.ScanPartition = partition.part
         return iter(run(_read(part, self.opts.mode, self.metadata)))
 
@@ -208,13 +209,13 @@ async def _read(
 
 
 @dataclass
-class FilesMessage(WriterCommitMessage):  # type: ignore[misc]
+class FilesMessage(WriterCommitMessage):
     """What a task wrote: its staging files (not staged yet)."""
 
     files: list[stage.WrittenFile]
 
 
-class LsmWriter(DataSourceWriter):  # type: ignore[misc]
+class LsmWriter(DataSourceWriter):
     """Tasks write staging files; the driver stages them as one group."""
 
     def __init__(self, opts: Options) -> None:

@@ -92,8 +92,10 @@ def start_server(
     *args: str,
     env: dict[str, str] | None = None,
     timeout: float = 60.0,
+    admin: tuple[str, str] | None = None,
 ) -> ServerProcess:
-    """Start the server (``args`` are extra flags) and wait until it listens."""
+    """Start the server (``args`` are extra flags) and wait until it listens.  On a
+    home that has keys already, pass the ``admin`` key (nothing is printed then)."""
     home.mkdir(parents=True, exist_ok=True)
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("LSMSTORE_")}
     full_env["LSMSTORE_HOME"] = str(home)
@@ -123,6 +125,8 @@ def start_server(
             raise RuntimeError(f"server did not start:\n{''.join(raw)}")
         time.sleep(0.02)
     url = str(listening[0]["url"])
+    if admin is not None:
+        return ServerProcess(proc, url, home, full_env, admin, lines)
     # The key is printed before the server listens; stdout may still be in flight.
     while not any(line.startswith("secret_access_key") for line in out):
         if time.monotonic() > deadline:

@@ -8,7 +8,7 @@ from lsmstore.graveler.commit import Commit
 from lsmstore.refstore.names import check_ref_name
 from lsmstore.server import models, pagination, validate
 from lsmstore.server.context import Context
-from lsmstore.server.errors import ApiError, bad_request
+from lsmstore.server.errors import bad_request
 from lsmstore.server.http import Request, Response, empty, json_response, text_response
 from lsmstore.server.routes import staging
 from lsmstore.server.routes.common import DIFF_PARAMS, committer, diff_page
@@ -142,9 +142,6 @@ def routes(ctx: Context) -> list[Route]:
         found = await diff_page(changes, request, limit)
         return json_response(pagination.page(found, limit, lambda d: d["path"], lambda d: d))
 
-    async def cherry_pick(request: Request) -> Response:
-        raise ApiError(501, "cherry-pick is not implemented")
-
     return [
         Route("GET", BASE, list_branches, "listBranches", "read", "branches",
               query=pagination.PARAMS, responses={200: ref("RefList")}, errors=(404,)),
@@ -161,9 +158,6 @@ def routes(ctx: Context) -> list[Route]:
         Route("POST", ITEM + "/revert", revert_branch, "revertBranch", "write", "branches",
               body=(("application/json", ref("RevertCreation")),),
               responses={204: None}, errors=(400, 404, 409)),
-        Route("POST", ITEM + "/cherry-pick", cherry_pick, "cherryPick", "write", "branches",
-              body=(("application/json", ref("CherryPickCreation")),),
-              responses={}, errors=(501,)),
         Route("POST", ITEM + "/commits", commit, "commit", "write", "commits",
               query=(Param("source_metarange", STR),),
               body=(("application/json", ref("CommitCreation")),),

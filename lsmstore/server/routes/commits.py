@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import datetime
+
 from lsmstore import refexpr
+from lsmstore.graveler.diff import diff_trees
+from lsmstore.graveler.metarange import EMPTY_METARANGE_ID
 from lsmstore.server import models, pagination
 from lsmstore.server.context import Context
-from lsmstore.server.errors import ApiError
+from lsmstore.server.errors import bad_request
 from lsmstore.server.http import Request, Response, json_response
 from lsmstore.server.routes.schemas import BOOL, STR, ref
 from lsmstore.server.routing import Param, Route
 from lsmstore.versioning import history
+from lsmstore.versioning.context import RepoContext
+from lsmstore.versioning.history import LogEntry
 
 LOG_PARAMS = (
     Param("after", STR, description="a commit ID: list the commits after it"),
@@ -23,6 +29,34 @@ LOG_PARAMS = (
 )
 
 
+def _since(value: str | None) -> int | None:
+    """``since`` (RFC 3339 date-time) as epoch seconds."""
+    if not value:
+        return None
+    try:
+        when = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise bad_request(f"query parameter 'since': not a date-time: {value!r}") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.UTC)
+    return int(when.timestamp())
+
+
+async def _touches(
+    rctx: RepoContext, entry: LogEntry, objects: list[str], prefixes: list[str]
+) -> bool:
+    """Whether the commit changed one of ``objects`` or a path under ``prefixes``
+    (against its first parent)."""
+    parents = entry.commit.parents
+    base = (await rctx.commit(parents[0])).metarange_id if parents else EMPTY_METARANGE_ID
+    wanted = {o.encode() for o in objects}
+    starts = tuple(p.encode() for p in prefixes)
+    async for change in diff_trees(rctx.source, base, entry.commit.metarange_id):
+        if change.key in wanted or (starts and change.key.startswith(starts)):
+            return True
+    return False
+
+
 def routes(ctx: Context) -> list[Route]:
     async def get_commit(request: Request) -> Response:
         repo = await ctx.repository(request.params["repository"])
@@ -33,10 +67,9 @@ def routes(ctx: Context) -> list[Route]:
 
     async def log_commits(request: Request) -> Response:
         repo = await ctx.repository(request.params["repository"])
-        if request.query.get("objects") or request.query.get("prefixes"):
-            raise ApiError(501, "log filtered by objects or prefixes is not implemented")
-        if request.arg("since"):
-            raise ApiError(501, "log 'since' is not implemented")
+        objects = request.query.get("objects") or []
+        prefixes = request.query.get("prefixes") or []
+        since = _since(request.arg("since"))
         limit = pagination.amount(request)
         rctx = repo.context()
         head = await refexpr.resolve(rctx, request.params["ref"])
@@ -48,10 +81,14 @@ def routes(ctx: Context) -> list[Route]:
         first_parent = request.bool_arg("first_parent", False)
         found = []
         async for entry in history.log(
-            rctx, head.commit_id, after=after, limit=limit + 1, first_parent=first_parent
+            rctx, head.commit_id, after=after, first_parent=first_parent
         ):
+            if since is not None and entry.commit.created_at < since:
+                break
+            if (objects or prefixes) and not await _touches(rctx, entry, objects, prefixes):
+                continue
             found.append(entry)
-            if entry.id == stop:
+            if len(found) > limit or entry.id == stop:
                 break
         body = pagination.page(
             found, limit, lambda e: e.id, lambda e: models.commit(e.id, e.commit)
@@ -63,5 +100,5 @@ def routes(ctx: Context) -> list[Route]:
         Route("GET", repo + "/commits/{commitId}", get_commit, "getCommit", "read", "commits",
               responses={200: ref("Commit")}, errors=(400, 404)),
         Route("GET", repo + "/refs/{ref}/commits", log_commits, "logCommits", "read", "refs",
-              query=LOG_PARAMS, responses={200: ref("CommitList")}, errors=(400, 404, 501)),
+              query=LOG_PARAMS, responses={200: ref("CommitList")}, errors=(400, 404)),
     ]  # fmt: skip
