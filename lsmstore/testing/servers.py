@@ -105,6 +105,17 @@ class RedisServer:
             self._dir = None
 
 
+def wait_listening(port: int, proc: subprocess.Popen[bytes]) -> None:
+    """Wait until something accepts connections on 127.0.0.1:``port``; RuntimeError as
+    soon as ``proc`` (the process that should listen there) has exited.  No time limit of
+    its own: a start that hangs is ended by the caller's (pytest's) timeout."""
+    while proc.poll() is None:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"the process meant to listen on port {port} exited ({proc.returncode})")
+
+
 def _wait_ping(port: int, proc: subprocess.Popen[bytes]) -> None:
     """Wait until the server answers PING (loading an AOF takes a moment)."""
     while proc.poll() is None:

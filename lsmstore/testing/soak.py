@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from compactor.job import STEPS as COMPACTOR_STEPS
+from lsmstore.api import ReadsAPI
 from lsmstore.testing.faultproxy import FaultPlan, FaultProxy
 from lsmstore.testing.servers import MOTO_ENV, RedisServer, free_port
 
@@ -534,7 +535,7 @@ class Soak:
             branch = repo.branch("main")
             keys = sorted(self.history.per_key)
 
-            async def read(r: lsmstore.Ref | lsmstore.Branch, key: str) -> str | None:
+            async def read(r: ReadsAPI, key: str) -> str | None:
                 try:
                     return (await r.get(key)).decode()
                 except NotFoundError:

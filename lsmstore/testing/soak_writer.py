@@ -23,6 +23,7 @@ import sys
 import uvloop
 
 import lsmstore
+from lsmstore.api import BranchAPI
 from lsmstore.errors import LsmError, NothingToCommitError, UnavailableError
 from lsmstore.graveler.record import Record, default_identity
 from lsmstore.staging.files import encode_staging_file
@@ -39,7 +40,7 @@ def emit(doc: dict[str, object]) -> None:
 
 
 async def task(
-    branch: lsmstore.Branch, wid: int, gen: int, t: int, seed: int, counter: list[int]
+    branch: BranchAPI, wid: int, gen: int, t: int, seed: int, counter: list[int]
 ) -> None:
     rng = random.Random(f"{seed}/{wid}/{gen}/{t}")
     written: list[str] = []

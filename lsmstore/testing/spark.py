@@ -60,10 +60,10 @@ class StandaloneCluster:
             "SPARK_LOG_DIR": os.path.join(self.work_dir, "logs"),
         }
 
-    def start(self, timeout: float = 120.0) -> None:
+    def start(self) -> None:
         import subprocess
 
-        from lsmstore.testing.servers import _wait_port, free_port
+        from lsmstore.testing.servers import free_port, wait_listening
 
         spark_class = os.path.join(self.home, "bin", "spark-class")
         master_log = open(os.path.join(self.work_dir, "master.log"), "wb")
@@ -84,7 +84,7 @@ class StandaloneCluster:
                 stderr=subprocess.STDOUT,
             )
         )
-        _wait_port(self.port, timeout)
+        wait_listening(self.port, self._procs[-1])
         worker_log = open(os.path.join(self.work_dir, "worker.log"), "wb")
         self._procs.append(
             subprocess.Popen(
