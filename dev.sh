@@ -27,10 +27,12 @@ ensure_venv() {  # $1 = extras ("" | "dev" | "dev,bench")
   fi
 }
 
-ensure_debs() {  # Debian packages the tests talk to: a real redis-server, RocksDB's sst_dump
+ensure_debs() {  # Debian packages the tests talk to: a real redis-server, RocksDB's sst_dump,
+  # a Java runtime for Spark (local mode and a loopback standalone cluster)
   local missing=()
   command -v redis-server >/dev/null || missing+=(redis-server)
   command -v sst_dump >/dev/null || missing+=(rocksdb-tools)
+  command -v java >/dev/null || missing+=(openjdk-17-jre-headless)
   [ ${#missing[@]} -eq 0 ] && return 0
   local sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo -n"
@@ -52,20 +54,24 @@ case "${1:-}" in
   test)
     shift
     ensure_debs
-    ensure_venv "dev"
+    ensure_venv "dev,spark"
     "$VENV/bin/ruff" check lsmstore compactor committer tests bench
     "$VENV/bin/mypy"
     exec "$VENV/bin/pytest" "$@"
     ;;
   bench)
     shift
-    ensure_venv "dev,bench"
+    ensure_debs
+    # bench serve drives the server with wrk (a load generator in C)
+    command -v wrk >/dev/null || { [ "$(id -u)" -eq 0 ] && apt-get install -y -qq wrk >/dev/null \
+      || sudo -n apt-get install -y -qq wrk >/dev/null || echo "dev.sh: wrk missing" >&2; }
+    ensure_venv "dev,bench,spark"
     exec "$VENV/bin/python" -m bench "$@"
     ;;
   proto)
     shift
     ensure_venv "dev,proto"
-    for f in lsmstore/objects/proto/*.proto; do
+    for f in lsmstore/*/proto/*.proto; do
       "$VENV/bin/python" -m grpc_tools.protoc -I . --python_out=. --pyi_out=. "$f"
     done
     ;;

@@ -38,6 +38,7 @@ from committer.job import CommitResult, commit_branch
 from lsmstore import layout
 from lsmstore.graveler.commit import Commit, write_commit
 from lsmstore.graveler.metarange import store_metarange
+from lsmstore.graveler.range_encoder import RangeEncoder
 from lsmstore.graveler.ranges import RangePolicy, RangeWriter
 from lsmstore.graveler.record import Record
 from lsmstore.refstore.base import Ref, Repository
@@ -121,6 +122,8 @@ class Row:
     seconds: list[float]  # commit_branch's own duration, per repetition
     result: CommitResult  # of the fastest repetition
     base_ranges: int
+    processes: int = 0  # range encoder pool size (0: threads)
+    parent_cpu: float = 0.0  # CPU seconds of this process over the repetitions
 
 
 async def one_commit(
@@ -152,6 +155,7 @@ async def run(args: argparse.Namespace) -> None:
     except KeyError:
         await rs.create_repository(Repository(REPO, store.url, "main"))
     ctx = RepoContext(REPO, rs, store, policy=POLICY)
+    procs = [int(x) for x in args.processes.split(",") if x]
     rng = random.Random(args.seed)
     rows: list[Row] = []
     bases = [int(x) for x in args.bases.split(",") if x]
@@ -175,12 +179,25 @@ async def run(args: argparse.Namespace) -> None:
             plan.append((max(small), args.big))
     for n, c in plan:
         base, nranges = built[n]
-        results = []
-        for _ in range(args.repeat if c == 1 else 1):
-            results.append(await one_commit(ctx, base, n, c, args.profile, rng))
-            print(f"  {c:,} changes onto {n:,}: {results[-1].duration_s:.3f} s", flush=True)
-        best = min(results, key=lambda r: r.duration_s)
-        rows.append(Row(n, c, [r.duration_s for r in results], best, nranges))
+        for p in procs:
+            encoder = ctx.range_encoder = RangeEncoder(p)
+            if p:  # started before the clock runs (a long-lived process has it running)
+                encoder.start()
+                while encoder.started < p:  # noqa: ASYNC110  # threads start them
+                    await asyncio.sleep(0.05)
+            results = []
+            cpu0 = time.process_time()
+            for _ in range(args.repeat if c == 1 else 1):
+                results.append(await one_commit(ctx, base, n, c, args.profile, rng))
+                print(
+                    f"  {c:,} changes onto {n:,}, {p} processes: "
+                    f"{results[-1].duration_s:.3f} s (load {os.getloadavg()[0]:.1f})",
+                    flush=True,
+                )
+            cpu = time.process_time() - cpu0
+            encoder.close()
+            best = min(results, key=lambda r: r.duration_s)
+            rows.append(Row(n, c, [r.duration_s for r in results], best, nranges, p, cpu))
     await rs.aclose()
     await store.aclose()
 
@@ -195,18 +212,70 @@ async def run(args: argparse.Namespace) -> None:
     )
     print()
     print(
-        "| base keys | base ranges | changed keys | commit s (best) | median of | "
-        "ranges read | written | reused |"
+        "| base keys | base ranges | changed keys | range encoder processes | commit s (best) | "
+        "median of | parent CPU s | ranges read | written | reused |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         res = r.result
         median = statistics.median(r.seconds)
         print(
-            f"| {r.base:,} | {r.base_ranges} | {r.changes:,} | {res.duration_s:.3f} | "
-            f"{median:.3f} ({len(r.seconds)}) | {res.ranges_read} | {res.ranges_written} | "
+            f"| {r.base:,} | {r.base_ranges} | {r.changes:,} | {r.processes} | "
+            f"{res.duration_s:.3f} | {median:.3f} ({len(r.seconds)}) | {r.parent_cpu:.1f} | "
+            f"{res.ranges_read} | {res.ranges_written} | "
             f"{res.ranges_reused} |"
         )
+    if args.out:
+        plot(Path(args.out), rows, load)
+
+
+def plot(out: Path, rows: list[Row], load: float) -> None:
+    """``commit.json`` and ``commit_time.png``: commit seconds against changed keys, one
+    line per base size and range-encoder pool size."""
+    import json
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    doc = [
+        {
+            "base": r.base,
+            "changes": r.changes,
+            "processes": r.processes,
+            "seconds": r.seconds,
+            "parent_cpu_s": r.parent_cpu,
+            "ranges_read": r.result.ranges_read,
+            "ranges_written": r.result.ranges_written,
+        }
+        for r in rows
+    ]
+    (out / "commit.json").write_text(json.dumps(doc, indent=1))
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for base in sorted({r.base for r in rows}):
+        for p in sorted({r.processes for r in rows}):
+            pts = sorted(
+                (r.changes, min(r.seconds)) for r in rows if r.base == base and r.processes == p
+            )
+            if pts:
+                ax.plot(
+                    [x for x, _ in pts],
+                    [y for _, y in pts],
+                    marker="o",
+                    label=f"base {base:,} keys, {p} encoder processes",
+                )
+    ax.set(xscale="log", yscale="log", xlabel="changed keys", ylabel="commit seconds (best)")
+    now = datetime.now(UTC).strftime("%Y-%m-%d")
+    ax.set_title(
+        f"Commit time vs changed keys ({now}, nproc={os.cpu_count()}, load {load:.1f})", fontsize=8
+    )
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(out / "commit_time.png", dpi=110)
+    plt.close(fig)
+    print(f"results and plot in {out}")
 
 
 def main(argv: list[str]) -> int:
@@ -217,6 +286,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--dir", default="/tmp/lsmstore-bench-commit")
     parser.add_argument("--fresh", action="store_true", help="rebuild the bases")
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--out", default="", help="write commit.json and a PNG plot here")
+    parser.add_argument(
+        "--processes",
+        default="0,1,2",
+        help="range encoder pool sizes to compare (0: threads only)",
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--repeat", type=int, default=7, help="repetitions of one-key commits")
     args = parser.parse_args(argv)

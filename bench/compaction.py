@@ -33,6 +33,7 @@ import hashlib
 import os
 import platform
 import random
+import resource
 import shutil
 import tempfile
 import time
@@ -41,6 +42,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+from compactor.merge_worker import MergeWorker
 from compactor.runner import Compactor
 from compactor.testing import make_config
 from lsmstore import layout
@@ -137,8 +139,28 @@ async def tick(stalls: list[float]) -> None:
         stalls.append(time.perf_counter() - t0 - 0.001)
 
 
+def _hwm_mib(pid: int | None) -> float:
+    """Peak resident memory of a process (``VmHWM``), MiB; NaN if unknown."""
+    if pid is None:
+        return float("nan")
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
 async def one(
-    root: Path, files: int, records: int, reads: int, seed: int, default_policy: bool
+    root: Path,
+    files: int,
+    records: int,
+    reads: int,
+    seed: int,
+    default_policy: bool,
+    merge: str = "loop",
 ) -> dict[str, Any]:
     shutil.rmtree(root, ignore_errors=True)
     rng = random.Random(seed)
@@ -151,17 +173,22 @@ async def one(
         before, found_before = await read_rate(refstore, objects, probes)
         job_files = 128 if default_policy else files
         cfg = make_config(compaction_job_files=job_files, compaction_job_bytes="4GiB")
-        compactor = Compactor(refstore, cfg, on_result=lambda doc: None)
+        merger = MergeWorker() if merge == "process" else None
+        compactor = Compactor(refstore, cfg, on_result=lambda doc: None, merger=merger)
         idle: list[float] = []
         ticker = asyncio.create_task(tick(idle))
         await asyncio.sleep(1.0)  # the noise floor: the same ticker with nothing to do
         ticker.cancel()
         stalls: list[float] = []
         ticker = asyncio.create_task(tick(stalls))
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.thread_time()
         results = await compactor.compact(REPO, BRANCH, objects, force=True)
         seconds = time.perf_counter() - t0
+        loop_cpu = time.thread_time() - cpu0
         ticker.cancel()
+        merge_rss = _hwm_mib(merger.pid) if merger is not None else float("nan")
+        if merger is not None:
+            await merger.aclose()
         assert results and all(r.outcome == "compacted" for r in results), results
         ref = await refstore.get_ref(REPO, BRANCH)
         assert not ref.l1
@@ -170,6 +197,10 @@ async def one(
         first = results[0]
         return {
             "files": files,
+            "merge": merge,
+            "loop_cpu": loop_cpu,
+            "merge_rss_mib": merge_rss,
+            "client_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "policy": f"jobs of {job_files}",
             "jobs": len(results),
             "records_in": sum(r.records_in for r in results),
@@ -196,6 +227,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--rounds", type=int, default=1, help="run each case this often; print the fastest"
     )
+    parser.add_argument(
+        "--merge",
+        default="loop,process",
+        help="where jobs merge: loop (the worker process's way), process (the in-process "
+        "compactor's merge process); each case runs once per value",
+    )
     args = parser.parse_args(argv)
     counts = [int(x) for x in args.files.split(",") if x]
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="lsm-bench-compaction-"))
@@ -211,29 +248,42 @@ def main(argv: list[str]) -> int:
     )
     print()
     print(
-        "| L1 files | policy | jobs | records in | records out | MB read | seconds "
+        "| L1 files | merge | policy | jobs | records in | records out | MB read | seconds "
         "| records/s | MB/s | L2 files | loop stall p99 / max (idle max), ms "
+        "| loop CPU s | peak RSS MiB: client / merge process "
         "| reads/s before | reads/s after |"
     )
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    runs = [(n, False) for n in counts]
+    print("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    merges = [m for m in args.merge.split(",") if m]
+    runs = [(n, False, m) for n in counts for m in merges]
     if counts and max(counts) > 128:  # more files than one default job takes
-        runs.append((max(counts), True))
+        runs += [(max(counts), True, m) for m in merges]
     try:
-        for n, default_policy in runs:
+        for n, default_policy, merge in runs:
             rounds = [
                 asyncio.run(
-                    one(base / f"f{n}", n, args.records, args.reads, args.seed, default_policy)
+                    one(
+                        base / f"f{n}",
+                        n,
+                        args.records,
+                        args.reads,
+                        args.seed,
+                        default_policy,
+                        merge,
+                    )
                 )
                 for _ in range(max(1, args.rounds))
             ]
             r = min(rounds, key=lambda x: x["seconds"])
             print(
-                f"| {r['files']:,} | {r['policy']} | {r['jobs']} | {r['records_in']:,} "
+                f"| {r['files']:,} | {r['merge']} | {r['policy']} | {r['jobs']} "
+                f"| {r['records_in']:,} "
                 f"| {r['records_out']:,} | {r['mb_in']:.1f} | {r['seconds']:.2f} "
                 f"| {r['records_in'] / r['seconds']:,.0f} | {r['mb_in'] / r['seconds']:.1f} "
                 f"| {r['l2_files']} | {r['stall_p99_ms']:.1f} / {r['stall_max_ms']:.0f} "
-                f"({r['idle_max_ms']:.0f}) | {r['reads_before']:,.0f} "
+                f"({r['idle_max_ms']:.0f}) | {r['loop_cpu']:.2f} "
+                f"| {r['client_rss_mib']:.0f} / {r['merge_rss_mib']:.0f} "
+                f"| {r['reads_before']:,.0f} "
                 f"| {r['reads_after']:,.0f} |",
                 flush=True,
             )

@@ -48,10 +48,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import gc
+import json
 import logging
 import os
 import platform
 import random
+import resource
 import shutil
 import sys
 import tempfile
@@ -66,6 +70,10 @@ import uvloop
 
 import lsmstore
 from lsmstore.client import Branch, Store
+from lsmstore.config import load_config
+from lsmstore.storage.base import ObjectStore
+from lsmstore.storage.url import open_object_store
+from lsmstore.testing.faulty_store import OPS, FaultyStore
 from lsmstore.testing.servers import RedisServer
 
 KEY_BYTES = 40
@@ -81,6 +89,8 @@ COMPACTOR_INTERVAL_S = 0.25
 MEASURES = ("puts1", "puts100", "puts1000", "batch", "latency", "gets", "list")
 #: Upper bound of puts per task in one measure (the duration ends it first).
 MAX_OPS_PER_TASK = 1_000_000
+#: open-loop label -> its (scheduled time, latency) points, for the plots
+TIMELINES: dict[str, list[tuple[float, float]]] = {}
 
 
 def make_values(n: int = 1024) -> list[bytes]:
@@ -116,6 +126,75 @@ class Result:
     notes: list[str] = field(default_factory=list)
     #: measure -> (CPU us per op of the event-loop thread, of the whole process)
     cpu: dict[str, tuple[float, float]] = field(default_factory=dict)
+    #: measure -> Probe.summary()
+    probes: dict[str, str] = field(default_factory=dict)
+    #: open-loop latency over time (right after the burst: compaction running)
+    timeline: list[tuple[float, float]] = field(default_factory=list)
+    #: the knee: (offered puts/s, p50, p99, p99.9 ms, achieved puts/s)
+    knee: list[tuple[float, float, float, float, float]] = field(default_factory=list)
+
+
+class Probe:
+    """What the event loop and the garbage collector did during a measure: the lag of a
+    1 ms ticker task (how late it woke: a stalled loop shows here) and CPython's
+    collections by generation (count, longest pause, total pause)."""
+
+    def __init__(self) -> None:
+        self.lags: list[float] = []  # ms
+        self.gc: dict[int, list[float]] = {0: [], 1: [], 2: []}  # generation -> pauses (ms)
+        self.gc_cpu: list[float] = []  # CPU ms of each full collection (robust to load)
+        self._t_gc = self._cpu_gc = 0.0
+        self._task: asyncio.Task[None] | None = None
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._t_gc, self._cpu_gc = time.perf_counter(), time.thread_time()
+        else:
+            self.gc[info["generation"]].append((time.perf_counter() - self._t_gc) * 1000)
+            if info["generation"] == 2:
+                self.gc_cpu.append((time.thread_time() - self._cpu_gc) * 1000)
+
+    async def _tick(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            t = loop.time()
+            await asyncio.sleep(0.001)
+            self.lags.append((loop.time() - t - 0.001) * 1000)
+
+    async def __aenter__(self) -> Probe:
+        gc.callbacks.append(self._on_gc)
+        self._task = asyncio.get_running_loop().create_task(self._tick())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._on_gc)
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def summary(self) -> str:
+        full = self.gc[2]
+        rss = _rss_mib()
+        return (
+            f"client RSS now {rss[0]:.0f} MiB, peak {rss[1]:.0f} MiB; "
+            f"loop lag p99 {pct(self.lags, 0.99):.1f} / max {max(self.lags, default=0):.1f} ms; "
+            f"gen-2 GCs {len(full)}, max {max(full, default=0):.1f} ms "
+            f"(CPU {max(self.gc_cpu, default=0):.1f}), "
+            f"total {sum(full):.0f} ms (CPU {sum(self.gc_cpu):.0f}); "
+            f"gen-0/1 GCs {len(self.gc[0]) + len(self.gc[1])}, "
+            f"max {max(self.gc[0] + self.gc[1], default=0):.1f} ms"
+        )
+
+
+def _rss_mib() -> tuple[float, float]:
+    """This process's resident set now and at its peak, in MiB."""
+    now = 0.0
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        with open("/proc/self/statm") as f:
+            now = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return now, peak
 
 
 class Cpu:
@@ -165,14 +244,27 @@ class System:
 
 class Lsm(System):
     def __init__(
-        self, refstore: str, compaction: str, root: Path, encoder: str | None = None
+        self,
+        refstore: str,
+        compaction: str,
+        root: Path,
+        encoder: str | None = None,
+        latency_ms: float = 0.0,
+        settings: dict[str, Any] | None = None,
+        namespace: str = "",
     ) -> None:
+        self.namespace = namespace
         self.encoder = encoder
+        self.latency_ms = latency_ms
+        self.extra = settings or {}
         self.refstore = refstore
         self.compaction = compaction
         self.root = root
-        self.name = f"lsmstore {refstore}, compaction_in_process={compaction}" + (
-            " + compactor process" if compaction == "off" else ""
+        self.name = (
+            f"lsmstore {refstore}, compaction_in_process={compaction}"
+            + (" + compactor process" if compaction == "off" else "")
+            + (f", +{latency_ms:g} ms per object-store request" if latency_ms else "")
+            + "".join(f", {k}={v}" for k, v in self.extra.items())
         )
         self.redis: RedisServer | None = None
         self.compactor: asyncio.subprocess.Process | None = None
@@ -187,13 +279,24 @@ class Lsm(System):
             "home": str(home),
             "batch_interval_ms": 10,
             "compaction_in_process": self.compaction,
+            **self.extra,
         }
         url = None
         if self.refstore == "redis":
             self.redis = RedisServer()
             await asyncio.to_thread(self.redis.start)
             url = self.redis.url
-        self.store = lsmstore.connect(url, **settings)
+        if self.latency_ms:  # every request of the client's object stores waits this long
+            delay = self.latency_ms / 1000
+
+            def open_objects(namespace: str) -> ObjectStore:
+                store = FaultyStore(open_object_store(namespace))
+                store.delay(OPS, delay)
+                return store
+
+            self.store = Store(load_config(url, **settings), open_objects=open_objects)
+        else:
+            self.store = lsmstore.connect(url, **settings)
         if self.compaction == "off":  # the production setup: a compactor process alongside
             self.compactor = await asyncio.create_subprocess_exec(
                 sys.executable,
@@ -209,9 +312,13 @@ class Lsm(System):
             )
         if self.encoder is not None:
             self.store.encoder.use_process = self.encoder == "process"
-        self.repo = await self.store.create_repository(
-            "bench", storage_namespace=(self.root / "data").as_uri()
-        )
+        ns = (self.root / "data").as_uri()
+        if self.namespace:  # e.g. s3://bucket/prefix?endpoint_url=...: a fresh prefix per run
+            base, _, query = self.namespace.partition("?")
+            ns = f"{base.rstrip('/')}/{self.root.name}-{os.getpid()}" + (
+                f"?{query}" if query else ""
+            )
+        self.repo = await self.store.create_repository("bench", storage_namespace=ns)
 
     async def stop(self) -> None:
         if self.store is not None:
@@ -408,6 +515,7 @@ async def open_loop(
     await system.fresh(label)
     loop = asyncio.get_running_loop()
     lat: list[float] = []
+    timeline: list[tuple[float, float]] = []  # (scheduled s since start, latency ms)
     put = system.put
     tasks: set[asyncio.Task[None]] = set()
     prefix = label.encode() + b"/"
@@ -415,7 +523,9 @@ async def open_loop(
 
     async def one(i: int, scheduled: float) -> None:
         await put(b"%s%0*d" % (prefix, width, i), VALUES[i % len(VALUES)])
-        lat.append((loop.time() - scheduled) * 1000)
+        ms = (loop.time() - scheduled) * 1000
+        lat.append(ms)
+        timeline.append((scheduled - t0, ms))
 
     total = int(rate * seconds)
     t0 = loop.time() + 0.01
@@ -436,6 +546,8 @@ async def open_loop(
         await asyncio.sleep(0.001)
     if tasks:
         await asyncio.gather(*tasks)
+    timeline.sort()
+    TIMELINES[label] = timeline
     return lat, issued, worst_lag * 1000
 
 
@@ -448,10 +560,16 @@ async def gets(system: System, keys: list[bytes], seconds: float) -> tuple[float
     done = 0
     wrong = 0
 
+    # the random key indices are drawn before the clock starts (410,000 randrange
+    # calls: a sixth of a 2 s measure on this machine when they were inside it)
+    draws: dict[int, list[int]] = {}
+    for seed in range(READ_TASKS):
+        rng = random.Random(seed)
+        draws[seed] = [rng.randrange(n) for _ in range(4096)]
+
     async def one(seed: int, deadline: float) -> None:
         nonlocal done, wrong
-        rng = random.Random(seed)
-        idx = [rng.randrange(n) for _ in range(4096)]
+        idx = draws[seed]
         for j in range(MAX_OPS_PER_TASK):
             if j & 63 == 0 and loop.time() >= deadline:
                 return
@@ -487,8 +605,10 @@ async def measure(system: System, args: argparse.Namespace, tag: str) -> Result:
         for tasks in (1, 100, 1000):
             if f"puts{tasks}" not in want:
                 continue
-            with Cpu() as cpu:
-                rate, n = await closed_loop(system, f"{tag}p{tasks}", tasks, secs)
+            async with Probe() as probe:
+                with Cpu() as cpu:
+                    rate, n = await closed_loop(system, f"{tag}p{tasks}", tasks, secs)
+            res.probes[f"puts{tasks}"] = probe.summary()
             res.puts[tasks] = rate
             res.cpu[f"puts{tasks}"] = cpu.per_op(n)
             print(f"  {system.name}: {tasks} tasks: {rate:,.0f} puts/s ({n:,})", flush=True)
@@ -496,8 +616,11 @@ async def measure(system: System, args: argparse.Namespace, tag: str) -> Result:
             res.lat_rate = args.rate or res.puts.get(1000, 0.0) / 2
             if not res.lat_rate:
                 raise SystemExit("the latency measure needs puts1000 or --rate")
-            with Cpu() as cpu:
-                lat, issued, lag = await open_loop(system, f"{tag}l", res.lat_rate, secs)
+            async with Probe() as probe:
+                with Cpu() as cpu:
+                    lat, issued, lag = await open_loop(system, f"{tag}l", res.lat_rate, secs)
+            res.probes["latency"] = probe.summary()
+            res.timeline = TIMELINES.get(f"{tag}l", [])
             res.cpu["latency"] = cpu.per_op(issued)
             res.lat = (pct(lat, 0.5), pct(lat, 0.99), pct(lat, 0.999))
             res.lat_done = f"{issued:,} puts, scheduler lag at most {lag:.1f} ms"
@@ -506,9 +629,25 @@ async def measure(system: System, args: argparse.Namespace, tag: str) -> Result:
                 f"p99 {res.lat[1]:.1f} p99.9 {res.lat[2]:.1f} ms ({res.lat_done})",
                 flush=True,
             )
+        if args.knee and res.puts.get(1000):
+            top = res.puts[1000]
+            for i, frac in enumerate(float(x) for x in args.knee.split(",") if x):
+                rate = top * frac
+                t0 = time.perf_counter()
+                lat, issued, _ = await open_loop(system, f"{tag}k{i}", rate, secs)
+                achieved = len(lat) / (time.perf_counter() - t0)
+                row = (rate, pct(lat, 0.5), pct(lat, 0.99), pct(lat, 0.999), achieved)
+                res.knee.append(row)
+                print(
+                    f"  {system.name}: knee, offered {rate:,.0f}/s ({frac:g} of max): "
+                    f"p50 {row[1]:.1f} p99 {row[2]:.1f} p99.9 {row[3]:.1f} ms",
+                    flush=True,
+                )
         if "batch" in want:
-            with Cpu() as cpu:
-                res.batch_rate, n = await batches(system, f"{tag}b", args.batch, secs)
+            async with Probe() as probe:
+                with Cpu() as cpu:
+                    res.batch_rate, n = await batches(system, f"{tag}b", args.batch, secs)
+            res.probes["batch"] = probe.summary()
             res.cpu["batch"] = cpu.per_op(n)
             print(f"  {system.name}: put_many: {res.batch_rate:,.0f} records/s", flush=True)
         if "gets" in want or "list" in want:
@@ -591,7 +730,10 @@ async def run(args: argparse.Namespace) -> None:
                 raise SystemExit(f"unknown system {s!r}: redis, embedded, slatedb")
             for mode in modes:
                 n += 1
-                system = Lsm(s, mode, root / f"lsm{n}", args.encoder)
+                extra = dict(kv.split("=", 1) for kv in args.set)
+                system = Lsm(
+                    s, mode, root / f"lsm{n}", args.encoder, args.latency_ms, extra, args.namespace
+                )
                 results.append(await measure(system, args, f"x{n}"))
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -602,7 +744,93 @@ async def run(args: argparse.Namespace) -> None:
     for r in results:
         for note in r.notes:
             print(f"* {r.name}: {note}")
+        for m, summary in r.probes.items():
+            print(f"* {r.name}, {m}: {summary}")
     print(f"load average at the end {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}")
+    if args.out:
+        write_outputs(Path(args.out), results, args, (load0, load1))
+
+
+def write_outputs(
+    out: Path, results: list[Result], args: argparse.Namespace, load: tuple[Any, Any]
+) -> None:
+    """``results.json`` and PNG plots (matplotlib) next to it."""
+    out.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "date": f"{datetime.now(UTC):%Y-%m-%d %H:%M}Z",
+        "nproc": os.cpu_count(),
+        "python": platform.python_version(),
+        "argv": sys.argv,
+        "load_start": list(load[0]),
+        "load_end": list(load[1]),
+        "results": [
+            {
+                "name": r.name,
+                "puts": r.puts,
+                "batch_rate": r.batch_rate,
+                "open_loop_rate": r.lat_rate,
+                "ack_ms_p50_p99_p999": r.lat,
+                "gets": r.gets,
+                "list_ms": r.list_ms,
+                "cpu_us_per_op": r.cpu,
+                "probes": r.probes,
+                "knee": r.knee,
+                "notes": r.notes,
+            }
+            for r in results
+        ],
+    }
+    (out / "results.json").write_text(json.dumps(doc, indent=1))
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    title = f"{doc['date']}, nproc={doc['nproc']}, load {load[0][0]:.1f}-{load[1][0]:.1f}"
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for r in results:
+        if r.puts:
+            xs = sorted(r.puts)
+            ax.plot(xs, [r.puts[x] for x in xs], marker="o", label=r.name)
+    ax.set(xscale="log", yscale="log", xlabel="concurrent tasks", ylabel="acknowledged puts/s")
+    ax.set_title(f"Durable puts vs concurrency ({title})", fontsize=8)
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(out / "throughput_vs_concurrency.png", dpi=110)
+    plt.close(fig)
+    if any(r.knee for r in results):
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for r in results:
+            if r.knee:
+                xs = [k[0] for k in r.knee]
+                ax.plot(xs, [k[1] for k in r.knee], marker="o", label=f"{r.name} p50")
+                ax.plot(xs, [k[2] for k in r.knee], marker="s", ls="--", label=f"{r.name} p99")
+        ax.set(yscale="log", xlabel="offered puts/s (open loop)", ylabel="ack latency, ms")
+        ax.set_title(f"Ack latency vs offered load ({title})", fontsize=8)
+        ax.legend(fontsize=6)
+        fig.tight_layout()
+        fig.savefig(out / "latency_vs_load.png", dpi=110)
+        plt.close(fig)
+    if any(r.timeline for r in results):
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for r in results:
+            if r.timeline:
+                ax.scatter(
+                    [p[0] for p in r.timeline], [p[1] for p in r.timeline], s=1, label=r.name
+                )
+        ax.set(
+            yscale="log",
+            xlabel="seconds (right after the 1,000-task burst)",
+            ylabel="ack latency, ms",
+        )
+        ax.set_title(
+            f"Ack latency over time, compaction of the burst running ({title})", fontsize=8
+        )
+        ax.legend(fontsize=6, markerscale=8)
+        fig.tight_layout()
+        fig.savefig(out / "latency_over_time.png", dpi=110)
+        plt.close(fig)
+    print(f"results and plots in {out}")
 
 
 def main(argv: list[str]) -> int:
@@ -617,6 +845,34 @@ def main(argv: list[str]) -> int:
         "--encoder", choices=("process", "thread"), help="force where batches are encoded"
     )
     parser.add_argument("--measures", default=",".join(MEASURES), help="a subset to run")
+    parser.add_argument(
+        "--knee",
+        default="",
+        help="open-loop runs at these fractions of the 1,000-task rate, e.g. "
+        "0.25,0.5,0.75,1 (ack latency against offered load)",
+    )
+    parser.add_argument(
+        "--namespace",
+        default="",
+        help="the repositories' storage namespace (default: a local directory), e.g. "
+        "s3://bench/run?endpoint_url=http://127.0.0.1:8333&path_style=true for SeaweedFS "
+        "`weed mini` on loopback (credentials from AWS_* variables); with --compaction on",
+    )
+    parser.add_argument("--out", default="", help="write results.json and PNG plots here")
+    parser.add_argument(
+        "--latency-ms",
+        type=float,
+        default=0.0,
+        help="add this much to every object-store request of the client (an S3-like "
+        "store: ~15-20 ms per small PUT or GET); use with --compaction on",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a client setting (lsmstore.config), e.g. --set max_inflight_batches=8",
+    )
     parser.add_argument(
         "--rate",
         type=float,

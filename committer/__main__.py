@@ -2,16 +2,15 @@
 
 ::
 
-    lsmstore-committer [--refstore URL] [--config FILE] [--once] [--interval SECONDS]
-                       [--force] [--repository NAME ...] [--owner NAME]
+    lsmstore-committer [common flags] [--once] [--interval SECONDS] [--concurrency N]
+                       [--owner NAME] [--force] [--repository NAME ...]
 
-Settings come from :mod:`lsmstore.config` (``commit_*``; file, ``LSMSTORE_*``
-variables); the flags override them.  Logs are JSON lines on stdout.  SIGTERM or
-SIGINT stops the worker: running commits get a grace period to finish, then are
-abandoned (safe: see docs/versioning.md); the exit status is 0.  Exit status 2 means
-bad arguments or configuration.
+Flags, log lines, signals and exit codes are those of every lsmstore process
+(:mod:`lsmstore.service`, docs/operations.md).  Settings come from
+:mod:`lsmstore.config` (``commit_*``; file, ``LSMSTORE_*`` variables); the flags
+override them.
 
-For crash tests, ``COMMITTER_PAUSE_AT=<step>`` makes the worker print
+For crash tests, ``COMMITTER_PAUSE_AT=<step>`` makes the worker log
 ``{"event": "paused", "step": ...}`` and wait forever when a commit reaches ``step``:
 ``range-uploaded`` (the first new range is stored, the metarange not yet) or one of
 the job's steps (``staged-read``, ``tree-written``, ``commit-written``, ``swapped``).
@@ -21,12 +20,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
-import signal
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
-
-import uvloop
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 from committer.job import STEPS
 from committer.worker import Worker
@@ -35,10 +32,20 @@ from lsmstore.cache import FileCache
 from lsmstore.config import load_config
 from lsmstore.errors import InvalidInputError
 from lsmstore.refstore.url import open_refstore
+from lsmstore.service import (
+    ExitCode,
+    Service,
+    add_common_flags,
+    add_worker_flags,
+    log_event,
+    run_service,
+)
 from lsmstore.storage.base import ObjectMeta, ObjectStore, PutMode
 
 PAUSE_ENV = "COMMITTER_PAUSE_AT"
 PAUSE_STEPS = ("range-uploaded", *STEPS)
+
+log = logging.getLogger("committer")
 
 
 class _PauseAfterRangeUpload(ObjectStore):
@@ -75,33 +82,29 @@ class _PauseAfterRangeUpload(ObjectStore):
 
 
 async def _pause_forever(step: str) -> None:
-    sys.stdout.write(f'{{"event": "paused", "step": "{step}"}}\n')
-    sys.stdout.flush()
+    log_event(log, "paused", level=logging.WARNING, step=step, pid=os.getpid())
+    for h in logging.getLogger().handlers:
+        h.flush()
     await asyncio.Event().wait()
 
 
-def _parser() -> argparse.ArgumentParser:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="lsmstore-committer", description="Commit branches' staged changes by policy."
     )
-    p.add_argument("--refstore", help="RefStore URL (local:///dir, redis://..., dynamodb://...)")
-    p.add_argument("--config", help="TOML configuration file")
-    p.add_argument("--once", action="store_true", help="one pass, then exit")
-    p.add_argument("--interval", type=float, help="seconds between passes (commit_poll_interval_s)")
-    p.add_argument("--force", action="store_true", help="commit every branch with staged changes")
-    p.add_argument(
+    add_common_flags(p)
+    add_worker_flags(p)
+    g = p.add_argument_group("committer")
+    g.add_argument("--force", action="store_true", help="commit every branch with staged changes")
+    g.add_argument(
         "--repository", action="append", default=[], help="only this repository (repeatable)"
-    )
-    p.add_argument(
-        "--owner",
-        help="lease owner name (default host:pid:random); give a restarted worker the same "
-        "name to take back its leases at once",
     )
     return p
 
 
-async def _run(args: argparse.Namespace) -> None:
-    overrides = {} if args.interval is None else {"commit_poll_interval_s": args.interval}
+async def body(service: Service) -> int:
+    args = service.args
+    overrides = {} if args.concurrency is None else {"commit_concurrency": args.concurrency}
     config = load_config(args.refstore, config=args.config, **overrides)
     pause_at = os.environ.get(PAUSE_ENV, "")
     if pause_at and pause_at not in PAUSE_STEPS:
@@ -127,27 +130,22 @@ async def _run(args: argparse.Namespace) -> None:
         files=files,
         on_step=on_step if pause_at else None,
         wrap_objects=wrap if pause_at == "range-uploaded" else None,
+        shutdown_timeout_s=args.shutdown_timeout,
+        interval_s=args.interval,
+        readiness=service.readiness,
     )
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, worker.stop)
+    service.shutdown.on_request(worker.stop)
     try:
-        await worker.run(once=args.once)
+        return await worker.run(once=args.once)
     finally:
         await worker.aclose()
         await files.aclose()
         await refstore.aclose()
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = _parser().parse_args(argv)
-    try:
-        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-            runner.run(_run(args))
-    except InvalidInputError as e:
-        print(f"lsmstore-committer: {e}", file=sys.stderr)
-        sys.exit(2)
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_service("committer", parser().parse_args(argv), body)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(ExitCode(main()))

@@ -204,6 +204,7 @@ async def commit_branch(
             counter.count(merged(readers)),
             ctx.policy,
             known_ranges=known,
+            encoder=ctx.range_encoder,
         )
         reads += applied.ranges_read
         writes += applied.ranges_written

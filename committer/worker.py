@@ -17,9 +17,18 @@ leased by others.  The lease only avoids duplicated work; correctness comes from
 commit's compare-and-swap, so a worker that lost its lease (paused, partitioned) at
 worst wastes its own work.
 
-Each commit attempt logs one JSON object (see :meth:`Worker.emit`) with the branch,
-the outcome (``committed``, ``nothing``, ``conflict``, ``error``, ``leased``), the
-number of changes, ranges read/written/reused, the commit ID and the duration.
+Each commit attempt logs one line (``event``: ``commit``, through :mod:`logging`, so
+in the JSON-lines format of :mod:`lsmstore.service`; one request id per attempt) with
+the branch, the outcome (``committed``, ``nothing``, ``conflict``, ``error``,
+``leased``), the number of changes, ranges read/written/reused, the commit ID and the
+duration; each pass logs ``pass``.
+
+Outages: a pass that fails probes the RefStore and the failed repositories' object
+stores (:class:`~lsmstore.service.dependencies.Dependencies`); while one does not
+answer the worker reports not-ready and probes again after a jittered backoff instead
+of running passes, and resumes on its own when they answer.  A repository that
+disappears (deleted, or a RefStore that came back empty) is simply not listed any
+more: nothing is written for it.
 
 Stopping (:meth:`Worker.stop`, SIGTERM in ``__main__``): no new commit starts;
 commits already running get ``shutdown_timeout_s`` to finish, then are cancelled.
@@ -29,21 +38,30 @@ A cancelled commit leaves only unreferenced objects behind (docs/versioning.md).
 from __future__ import annotations
 
 import asyncio
-import json
+import logging
 import os
 import socket
-import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from typing import Any, TextIO
+from dataclasses import dataclass, field
+from typing import Any
 
 from committer.job import CommitResult, commit_branch
 from lsmstore import layout
 from lsmstore.config import Config
-from lsmstore.errors import ConflictError, LsmError, NothingToCommitError
+from lsmstore.errors import (
+    ConflictError,
+    LsmError,
+    NotFoundError,
+    NothingToCommitError,
+    UnavailableError,
+)
+from lsmstore.graveler.range_encoder import shared_range_encoder
 from lsmstore.graveler.source import CachedSource
 from lsmstore.refstore.base import RefStore, Repository
+from lsmstore.service import Backoff, ExitCode, Readiness, request_context
+from lsmstore.service.dependencies import Dependencies
 from lsmstore.staging.files import SIDECAR_SUFFIX, decode_sidecar
 from lsmstore.storage.base import ObjectStore
 from lsmstore.storage.url import open_object_store
@@ -55,6 +73,16 @@ MESSAGE = "Automatic commit"
 #: Sidecar sizes remembered by the policy (file id -> SST bytes).
 SIZE_CACHE_ENTRIES = 200_000
 _PAGE = 1000
+
+log = logging.getLogger("committer")
+
+
+@dataclass(slots=True)
+class PassResult:
+    committed: int = 0
+    errors: int = 0
+    unavailable: int = 0  # errors where a dependency did not answer
+    failed_stores: dict[str, ObjectStore] = field(default_factory=dict)
 
 
 def _owner() -> str:
@@ -74,14 +102,19 @@ class Worker:
         owner: str | None = None,
         committer: str = COMMITTER,
         message: str = MESSAGE,
-        out: TextIO | None = None,
         clock: Callable[[], float] = time.time,
         objects: Callable[[str], ObjectStore] = open_object_store,
         files: FileCacheLike | None = None,
         wrap_objects: Callable[[ObjectStore], ObjectStore] | None = None,
         on_step: Callable[[str], Awaitable[None]] | None = None,
         shutdown_timeout_s: float = 30.0,
+        interval_s: float | None = None,
+        readiness: Readiness | None = None,
+        backoff: Backoff | None = None,
     ) -> None:
+        """``interval_s`` overrides ``commit_poll_interval_s``; ``readiness`` (default: a
+        private one) reports whether the dependencies answer; ``backoff`` paces the
+        probes during an outage."""
         self.refstore = refstore
         self.config = config
         self.repositories = tuple(repositories)
@@ -89,7 +122,9 @@ class Worker:
         self.owner = owner or _owner()
         self.committer = committer
         self.message = message
-        self.out = out or sys.stdout
+        self.interval_s = interval_s if interval_s is not None else config.commit_poll_interval_s
+        self.readiness = readiness or Readiness("committer")
+        self.dependencies = Dependencies(self.readiness, refstore, backoff=backoff)
         self.clock = clock
         self.shutdown_timeout_s = shutdown_timeout_s
         self._open_objects = objects
@@ -105,14 +140,21 @@ class Worker:
         self._reaper: asyncio.Task[None] | None = None
         self.passes = 0
         self.committed = 0
+        self._pass = PassResult()
 
     # --- logging -------------------------------------------------------------------
 
-    def emit(self, event: str, **fields: Any) -> None:
-        """One JSON object per line: ``ts`` (seconds), ``event``, then ``fields``."""
-        line = {"ts": round(self.clock(), 3), "event": event, **fields}
-        self.out.write(json.dumps(line, sort_keys=False, default=str) + "\n")
-        self.out.flush()
+    @staticmethod
+    def emit(event: str, *, level: int = logging.INFO, **fields: Any) -> None:
+        """Log ``event`` with ``fields`` (one JSON line with the service's set-up)."""
+        log.log(level, event, extra={"fields": {"event": event, **fields}})
+
+    def _failed(self, e: BaseException, store: ObjectStore | None = None) -> None:
+        self._pass.errors += 1
+        if isinstance(e, UnavailableError):
+            self._pass.unavailable += 1
+        if store is not None:
+            self._pass.failed_stores[store.url] = store
 
     # --- the policy ----------------------------------------------------------------
 
@@ -167,6 +209,7 @@ class Worker:
                 files=self._files,
                 default_branch=repo.default_branch,
                 clock=self.clock,
+                range_encoder=shared_range_encoder(),
             )
         return ctx
 
@@ -182,7 +225,12 @@ class Worker:
     async def _repositories(self) -> AsyncIterator[Repository]:
         if self.repositories:
             for name in self.repositories:
-                yield await self.refstore.get_repository(name)
+                try:
+                    repo = await self.refstore.get_repository(name)
+                except NotFoundError:
+                    self.emit("missing", level=logging.WARNING, repo=name)
+                    continue
+                yield repo
             return
         after: str | None = None
         while True:
@@ -195,36 +243,64 @@ class Worker:
 
     async def run_once(self) -> int:
         """One pass: commit every due branch (at most ``commit_concurrency`` at once);
-        the number of commits made."""
+        the number of commits made.  Failures are logged, never raised."""
         self.passes += 1
+        self._pass = result = PassResult()
+        started = time.monotonic()
         before = self.committed
         tasks: list[asyncio.Task[None]] = []
-        async for repo in self._repositories():
-            if self._stopping.is_set():
-                break
-            ctx = self._context(repo)
-            try:
-                async for branch in list_branches(ctx):
-                    if self._stopping.is_set():
-                        break
-                    reason = await self.due(ctx, branch)
-                    if reason is None:
-                        continue
-                    await self._slots.acquire()
-                    if self._stopping.is_set():
-                        self._slots.release()
-                        break
-                    task = asyncio.create_task(self._commit(ctx, branch.name, reason))
-                    self._running.add(task)
-                    task.add_done_callback(self._running.discard)
-                    tasks.append(task)
-            except LsmError as e:
-                self.emit("error", repo=repo.name, error=f"{type(e).__name__}: {e}")
+        try:
+            async for repo in self._repositories():
+                if self._stopping.is_set():
+                    break
+                await self._visit(repo, tasks)
+        except LsmError as e:  # listing the repositories failed: the next pass retries
+            self._failed(e)
+            self.emit("error", level=logging.WARNING, error=f"{type(e).__name__}: {e}")
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
-        return self.committed - before
+        result.committed = self.committed - before
+        if not result.errors:
+            self.dependencies.reachable()
+        self.emit(
+            "pass",
+            committed=result.committed,
+            errors=result.errors,
+            unavailable=result.unavailable,
+            duration_s=_since(started),
+        )
+        return result.committed
+
+    async def _visit(self, repo: Repository, tasks: list[asyncio.Task[None]]) -> None:
+        ctx: RepoContext | None = None
+        try:
+            ctx = self._context(repo)
+            async for branch in list_branches(ctx):
+                if self._stopping.is_set():
+                    break
+                reason = await self.due(ctx, branch)
+                if reason is None:
+                    continue
+                await self._slots.acquire()
+                if self._stopping.is_set():
+                    self._slots.release()
+                    break
+                task = asyncio.create_task(self._commit(ctx, branch.name, reason))
+                self._running.add(task)
+                task.add_done_callback(self._running.discard)
+                tasks.append(task)
+        except NotFoundError:  # deleted during the pass
+            return
+        except LsmError as e:
+            self._failed(e, ctx.objects if ctx is not None else None)
+            error = f"{type(e).__name__}: {e}"
+            self.emit("error", level=logging.WARNING, repo=repo.name, error=error)
 
     async def _commit(self, ctx: RepoContext, branch: str, reason: str) -> None:
+        with request_context():
+            await self._commit_in_context(ctx, branch, reason)
+
+    async def _commit_in_context(self, ctx: RepoContext, branch: str, reason: str) -> None:
         try:
             lease = f"committer/{ctx.name}/{branch}"
             ttl = self.config.commit_lease_s
@@ -255,7 +331,7 @@ class Worker:
     async def _commit_leased(self, ctx: RepoContext, branch: str, reason: str) -> None:
         cfg = self.config
         started = time.monotonic()
-        base = {"repo": ctx.name, "branch": branch, "reason": reason}
+        base: dict[str, Any] = {"repo": ctx.name, "branch": branch, "reason": reason}
         try:
             result: CommitResult = await commit_branch(
                 ctx,
@@ -276,29 +352,55 @@ class Worker:
             took = _since(started)
             self.emit("commit", **base, outcome="conflict", error=str(e), duration_s=took)
         except Exception as e:  # one branch's trouble must not stop the worker
+            self._failed(e, ctx.objects)
             error = f"{type(e).__name__}: {e}"
-            self.emit("commit", **base, outcome="error", error=error, duration_s=_since(started))
+            took = _since(started)
+            self.emit(
+                "commit",
+                **base,
+                level=logging.WARNING,
+                outcome="error",
+                error=error,
+                duration_s=took,
+            )
         else:
             self.committed += 1
             self.emit("commit", **base, outcome="committed", **result.to_log())
 
     # --- running -------------------------------------------------------------------
 
-    async def run(self, *, once: bool = False) -> None:
-        """Passes every ``commit_poll_interval_s`` until :meth:`stop` (one with ``once``)."""
-        self.emit("start", owner=self.owner, once=once, force=self.force)
+    async def run(self, *, once: bool = False) -> ExitCode:
+        """Passes every ``interval_s`` until :meth:`stop` (one with ``once``).
+
+        After a failed pass the dependencies are probed; while one does not answer the
+        worker is not ready and waits for it (module docstring).  ``once`` exits
+        instead: ``UNAVAILABLE`` when a dependency did not answer, ``FAILED`` when a
+        commit failed otherwise, else ``OK``."""
+        self.emit("configured", owner=self.owner, once=once, force=self.force)
+        self.readiness.set_started()
+        code = ExitCode.OK
         while not self._stopping.is_set():
             started = time.monotonic()
             await self.run_once()
+            result = self._pass
+            if result.errors and not self._stopping.is_set():
+                stores = result.failed_stores.values()
+                reachable = await self.dependencies.check(stores)
+                if once:
+                    code = ExitCode.FAILED if reachable else ExitCode.UNAVAILABLE
+                elif not reachable:
+                    await self.dependencies.settle(stores, self._stopping)
+                    continue  # a pass right away once they answer
             if once:
                 break
-            wait = self.config.commit_poll_interval_s - (time.monotonic() - started)
+            wait = self.interval_s - (time.monotonic() - started)
             if wait > 0:
                 try:
                     await asyncio.wait_for(self._stopping.wait(), wait)
                 except TimeoutError:
                     pass
-        self.emit("stop", passes=self.passes, committed=self.committed)
+        self.emit("stopped", passes=self.passes, committed=self.committed)
+        return code
 
     def stop(self) -> None:
         """Start no new commit; commits already running get ``shutdown_timeout_s`` to

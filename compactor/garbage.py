@@ -21,7 +21,7 @@ the GC records and the staging files, *then* reads the refs, and:
 2. A **garbage** record past ``due_ms``: each file it names that the ref does not hold
    is deleted (SST, then sidecar), then the record.  A file the ref holds again is
    forgotten (it gets a new record when it leaves).
-3. An **orphan** -- a staging file no ref holds and no record names, older than the
+3. An **orphan** -- a staging file no ref or workspace holds and no record names, older than the
    grace period by its id -- is recorded as garbage due one grace period from now.
    This catches what a crash between two steps left behind (an L1 file uploaded but
    never appended, outputs of a killed job, inputs of a swap whose garbage record was
@@ -55,8 +55,13 @@ from lsmstore.errors import (
     ObjectNotFoundError,
 )
 from lsmstore.layout import Level
-from lsmstore.refstore.base import Ref, RefStore
-from lsmstore.refstore.names import check_file_id, check_ref_name
+from lsmstore.refstore.base import RefStore
+from lsmstore.refstore.names import (
+    check_file_id,
+    check_ref_name,
+    check_staged_entry,
+    locate_entry,
+)
 from lsmstore.staging.files import SIDECAR_SUFFIX, SST_SUFFIX, new_file_id
 from lsmstore.storage.base import ObjectStore, PutMode
 
@@ -72,8 +77,11 @@ StagedFile = tuple[Level, str]
 
 #: Concurrent deletes of one sweep.
 DELETE_CONCURRENCY = 16
-#: Refs fetched per ``get_refs`` call.
-REFS_PER_CALL = 100
+#: Refs and workspaces fetched per listing call.
+REFS_PER_CALL = 1000
+#: Listings of a repository's holders tried per sweep while stashes and pops move
+#: files between them; then the repository waits for the next sweep.
+REFERENCE_ATTEMPTS = 3
 
 
 def gc_prefix(branch: str) -> str:
@@ -144,7 +152,7 @@ def decode_record(data: bytes, name: str) -> GcRecord:
             level, fid = item
             if level not in ("L1", "L2"):
                 raise ValueError(f"bad level {level!r}")
-            files.append((level, check_file_id(fid)))
+            files.append((level, check_staged_entry(fid)))
         created, due = doc["created_ms"], doc.get("due_ms", 0)
         if not isinstance(created, int) or not isinstance(due, int):
             raise ValueError("times must be integers")
@@ -158,7 +166,7 @@ def decode_record(data: bytes, name: str) -> GcRecord:
             due_ms=due,
             reason=str(doc.get("reason", "")),
             base=str(swap.get("base", "")),
-            l1_prefix=tuple(map(check_file_id, swap.get("l1_prefix", ()))),
+            l1_prefix=tuple(map(check_staged_entry, swap.get("l1_prefix", ()))),
             l2_old=tuple(map(check_file_id, swap.get("l2_old", ()))),
             l2_new=tuple(map(check_file_id, swap.get("l2_new", ()))),
         )
@@ -328,10 +336,42 @@ def _parse_staging_key(key: str) -> tuple[str, StagedFile] | None:
     return None
 
 
-def _referenced(ref: Ref | None) -> set[StagedFile]:
-    if ref is None or not ref.is_branch:
-        return set()
-    return {("L1", f) for f in ref.l1} | {("L2", f) for f in ref.l2}
+def _hold(
+    held: dict[str, set[StagedFile]], branch: str, level: Level, entries: Iterable[str]
+) -> None:
+    for e in entries:
+        b, lv, fid = locate_entry(branch, level, e)
+        held[b].add((lv, fid))  # type: ignore[arg-type]
+
+
+async def referenced_files(refstore: RefStore, repo: str) -> dict[str, set[StagedFile]] | None:
+    """Every staging file a ref or a workspace of ``repo`` names, by the branch whose
+    directory holds it (qualified entries resolved: docs/refstore.md, "Workspaces").
+
+    Stashes and pops move files between holders; they are the only operations that do,
+    and they bump :meth:`RefStore.move_count`.  The listing is taken between two reads
+    of the count and repeated if it moved; ``None`` after :data:`REFERENCE_ATTEMPTS`
+    tries (the caller must then treat nothing of the repository as unreferenced).
+    """
+    for _ in range(REFERENCE_ATTEMPTS):
+        before = await refstore.move_count(repo)
+        held: dict[str, set[StagedFile]] = defaultdict(set)
+
+        after: str | None = None
+        while page := await refstore.list_refs(repo, after=after, limit=REFS_PER_CALL):
+            for name, ref in page:
+                _hold(held, name, "L1", ref.l1)
+                _hold(held, name, "L2", ref.l2)
+            after = page[-1][0]
+        after = None
+        while wss := await refstore.list_workspaces(repo, after=after, limit=REFS_PER_CALL):
+            for ws in wss:
+                _hold(held, ws.branch, "L1", ws.l1)
+                _hold(held, ws.branch, "L2", ws.l2)
+            after = wss[-1].name
+        if await refstore.move_count(repo) == before:
+            return held
+    return None
 
 
 class Sweeper:
@@ -398,14 +438,16 @@ class Sweeper:
             files[b][f] = files[b].get(f, 0) + meta.size
         branches = sorted(set(records) | set(files))
         result.branches = len(branches)
-        refs: dict[str, Ref] = {}
-        for i in range(0, len(branches), REFS_PER_CALL):
-            refs.update(await refstore.get_refs(repo, branches[i : i + REFS_PER_CALL]))
+        held = await referenced_files(refstore, repo)
+        if held is None:
+            log.warning("sweep of %s skipped: workspaces kept moving files", repo)
+            result.errors.append("workspaces kept moving files; skipped until the next sweep")
+            return result
 
         for b in branches:
             try:
                 await self._sweep_branch(
-                    objects, repo, b, refs.get(b), records[b], files[b], result
+                    objects, repo, b, held.get(b, set()), records[b], files[b], result
                 )
             except Exception as e:  # one branch's trouble must not stop the others
                 log.warning("sweep of %s/%s failed: %s", repo, b, e)
@@ -417,7 +459,7 @@ class Sweeper:
         objects: ObjectStore,
         repo: str,
         branch: str,
-        ref: Ref | None,
+        referenced: set[StagedFile],
         records: list[tuple[str, GcRecord]],
         existing: dict[StagedFile, int],
         result: SweepResult,
@@ -425,7 +467,6 @@ class Sweeper:
         now = self.clock()
         now_ms = int(now * 1000)
         grace_ms = int(self.grace_s * 1000)
-        referenced = _referenced(ref)
 
         def old(f: StagedFile) -> bool:
             t = file_time(f[1])

@@ -31,11 +31,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from compactor.merge_worker import MergeWorker
 from compactor.runner import Compactor
 from lsmstore.config import Config
 from lsmstore.errors import ClosedError, InvalidInputError
@@ -72,10 +74,23 @@ class BackgroundCompactor:
         on_result: Callable[[dict[str, Any]], None] | None = None,
         shutdown_timeout: float = 10.0,
         encoder: Encoder | None = None,
+        merge_process: bool | None = None,
     ) -> None:
+        """``merge_process``: merge and encode in a child process of our own
+        (:class:`compactor.merge_worker.MergeWorker`) -- ``None``: when this machine
+        has more than one CPU.  Otherwise jobs merge on the event loop and ``encoder``
+        encodes their output files."""
         self.config = config
+        if merge_process is None:
+            merge_process = (os.cpu_count() or 1) > 1
+        self.merger = MergeWorker() if merge_process else None
         self.compactor = Compactor(
-            refstore, config, clock=clock, on_result=on_result, encoder=encoder
+            refstore,
+            config,
+            clock=clock,
+            on_result=on_result,
+            encoder=encoder,
+            merger=self.merger,
         )
         self.shutdown_timeout = shutdown_timeout
         self._branches: dict[tuple[str, str], _Branch] = {}
@@ -201,13 +216,16 @@ class BackgroundCompactor:
             for t in pending:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+        if self.merger is not None:
+            await self.merger.aclose()
         await self.compactor.aclose()
 
 
 def attach(store: Store) -> BackgroundCompactor:
     """Run compaction inside ``store``'s process (see the module docstring)."""
-    # output files are encoded by the store's encoder (its worker process): in a thread
-    # they would hold the GIL the writers' event loop needs
+    # jobs merge and encode in a process of their own (the writers' event loop sees
+    # bytes, never records); where that process cannot run, output files are encoded
+    # by the store's encoder (its worker process) rather than a thread holding the GIL
     bg = BackgroundCompactor(store.refstore, store.config, clock=store.clock, encoder=store.encoder)
     started: set[tuple[str, str]] = set()
     starting: set[asyncio.Task[None]] = set()

@@ -38,11 +38,13 @@ import contextlib
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from compactor import garbage
+from compactor.merge_plan import FILE, NEED, REUSE, TICK, L2Input, plan
+from compactor.merge_worker import MergeWorker, WorkerUnavailable
 from compactor.policy import Policy
 from lsmstore import layout
 from lsmstore.config import Config
@@ -60,7 +62,6 @@ from lsmstore.staging.files import (
     encode_staging_file,
     new_file_id,
 )
-from lsmstore.staging.merge import merge_newest
 from lsmstore.staging.reader import SidecarCache
 from lsmstore.storage.base import ObjectStore, PutMode
 
@@ -75,14 +76,6 @@ StepHook = Callable[[str, "CompactionJob"], Awaitable[None]]
 OUTPUT_INFLIGHT = 1
 #: Input SSTs fetched at once.
 FETCH_CONCURRENCY = 8
-#: Records merged between two yields to the event loop (a millisecond or two: keeps
-#: writers responsive when the compactor runs inside the client process).
-YIELD_EVERY = 256
-
-
-def record_bytes(rec: Record) -> int:
-    """Key + value bytes, as a sidecar's ``data_bytes`` counts them."""
-    return len(rec.key) + (len(rec.value) if rec.value is not None else 0)
 
 
 @dataclass(slots=True)
@@ -160,33 +153,6 @@ class Sidecars:
         return list(await asyncio.gather(*(one(f) for f in ids)))
 
 
-class _Peek:
-    """A sorted record iterator with one record of lookahead."""
-
-    __slots__ = ("_it", "head")
-
-    def __init__(self, it: Iterator[Record]) -> None:
-        self._it = it
-        self.head: Record | None = next(it, None)
-
-    def below(self, limit: bytes) -> Iterator[Record]:
-        """Records with key < ``limit``."""
-        while self.head is not None and self.head.key < limit:
-            yield self.head
-            self.head = next(self._it, None)
-
-    def through(self, limit: bytes) -> Iterator[Record]:
-        """Records with key <= ``limit``."""
-        while self.head is not None and self.head.key <= limit:
-            yield self.head
-            self.head = next(self._it, None)
-
-    def rest(self) -> Iterator[Record]:
-        while self.head is not None:
-            yield self.head
-            self.head = next(self._it, None)
-
-
 class _Output:
     """Cuts the merged stream into L2 files; encodes and uploads them in the background."""
 
@@ -212,49 +178,35 @@ class _Output:
         self.reused: list[str] = []
         self.records = 0
         self.sst_bytes = 0
-        self._pending: list[Record] = []
-        self._pending_bytes = 0
         self._slots = asyncio.Semaphore(OUTPUT_INFLIGHT)
         self._tasks: list[asyncio.Task[None]] = []
 
-    async def add(self, records: Iterator[Record]) -> None:
-        pending = self._pending
-        n = 0
-        for rec in records:
-            pending.append(rec)
-            self._pending_bytes += record_bytes(rec)
-            if self._pending_bytes >= self.target:
-                await self._seal()
-                pending = self._pending
-            n += 1
-            if n % YIELD_EVERY == 0:
-                await asyncio.sleep(0)
-                self._check_tasks()
-
-    def can_reuse(self, sc: Sidecar) -> bool:
-        """Keep an untouched L2 file by id?  Not when it is small (absorb it), and not
-        when a small output file is pending (it would stay small)."""
-        if sc.data_bytes < self.target // 4:
-            return False
-        return not self._pending or self._pending_bytes >= self.target // 2
-
-    async def reuse(self, fid: str) -> None:
-        if self._pending:
-            await self._seal()
-        self.ids.append(fid)
-        self.reused.append(fid)
-
-    async def _seal(self) -> None:
-        records, self._pending, self._pending_bytes = self._pending, [], 0
-        self.records += len(records)
+    def _new(self, records: int) -> str:
         fid = new_file_id(self.clock, self.randbits)
         self.ids.append(fid)
         self.new.append(fid)
+        self.records += records
+        return fid
+
+    async def seal(self, records: list[Record]) -> None:
+        """Encode (the encoder, else a thread) and upload ``records`` as the next file."""
+        fid = self._new(len(records))
         await self._slots.acquire()
-        self._check_tasks()
+        self.check_tasks()
         self._tasks.append(asyncio.create_task(self._write(fid, records)))
 
-    def _check_tasks(self) -> None:
+    async def put_encoded(self, sst: bytes, meta: bytes, records: int) -> None:
+        """Upload a file encoded elsewhere (the merge worker) as the next file."""
+        fid = self._new(records)
+        await self._slots.acquire()
+        self.check_tasks()
+        self._tasks.append(asyncio.create_task(self._upload(fid, sst, meta)))
+
+    def reuse(self, fid: str) -> None:
+        self.ids.append(fid)
+        self.reused.append(fid)
+
+    def check_tasks(self) -> None:
         """Raise the error of a failed upload early (the job is doomed anyway)."""
         for t in self._tasks:
             if t.done() and not t.cancelled() and t.exception() is not None:
@@ -269,21 +221,28 @@ class _Output:
                     encode_staging_file, records, self.error_rate
                 )
             del records
-            await asyncio.gather(
-                self.objects.put(self._key(fid, SIDECAR_SUFFIX), meta, PutMode.CREATE),
-                self.objects.put(self._key(fid, SST_SUFFIX), sst, PutMode.CREATE),
-            )
-            self.sst_bytes += len(sst)
+            await self._put(fid, sst, meta)
         finally:
             self._slots.release()
+
+    async def _upload(self, fid: str, sst: bytes, meta: bytes) -> None:
+        try:
+            await self._put(fid, sst, meta)
+        finally:
+            self._slots.release()
+
+    async def _put(self, fid: str, sst: bytes, meta: bytes) -> None:
+        await asyncio.gather(
+            self.objects.put(self._key(fid, SIDECAR_SUFFIX), meta, PutMode.CREATE),
+            self.objects.put(self._key(fid, SST_SUFFIX), sst, PutMode.CREATE),
+        )
+        self.sst_bytes += len(sst)
 
     def _key(self, fid: str, suffix: str) -> str:
         return layout.staging_key(self.branch, "L2", fid, suffix)
 
     async def finish(self) -> None:
-        """Write the last file and wait for every upload; the first error is raised."""
-        if self._pending:
-            await self._seal()
+        """Wait for every upload; the first error is raised."""
         results = await asyncio.gather(*self._tasks, return_exceptions=True)
         for r in results:
             if isinstance(r, BaseException):
@@ -316,10 +275,13 @@ class CompactionJob:
         step: StepHook | None = None,
         reason: str = "",
         encoder: Encoder | None = None,
+        merger: MergeWorker | None = None,
     ) -> None:
-        """``encoder`` encodes the output files (the in-process compactor passes the
-        client's, whose worker process keeps the encoding off this process's GIL);
-        without one they are encoded in a thread."""
+        """``merger`` merges and encodes in a process of its own (the in-process
+        compactor passes one, so the records never reach the writers' event loop);
+        without one (or when it cannot start) the merge runs here, yielding to the
+        event loop every few hundred records, and the output files are encoded by
+        ``encoder`` or else in a thread."""
         self.refstore = refstore
         self.objects = objects
         self.repo = repo
@@ -331,6 +293,7 @@ class CompactionJob:
         self.randbits = randbits
         self._step = step
         self.encoder = encoder
+        self.merger = merger
         self.result = JobResult(repo, branch, "idle", reason=reason)
 
     async def step(self, name: str) -> None:
@@ -476,53 +439,120 @@ class CompactionJob:
         max_files = max(1, (MAX_FILE_IDS - self.config.l1_hard_limit) // 2)
         return max(self.config.compaction_l2_file_bytes, -(-total // max_files))
 
-    async def _fetch_sst(self, level: Level, fid: str) -> SSTReader:
+    async def _fetch_bytes(self, level: Level, fid: str) -> tuple[str, bytes]:
         key = layout.staging_key(self.branch, level, fid, SST_SUFFIX)
         data = await self.objects.get(key)
         self.result.bytes_in += len(data)
-        reader = SSTReader(data, key)
-        self.result.records_in += reader.num_entries
-        return reader
+        return key, data
 
     async def _merge(
         self, prefix: Sequence[str], l2: Sequence[tuple[str, Sidecar]], out: _Output
     ) -> None:
+        """Merge the prefix with L2 into ``out``: in the merge worker when there is one
+        (and it can start), else on the event loop."""
         sem = asyncio.Semaphore(FETCH_CONCURRENCY)
+        inputs = [L2Input(sc.first_key, sc.last_key, sc.data_bytes) for _, sc in l2]
+        fetches: dict[int, asyncio.Task[tuple[str, bytes]]] = {}
 
-        async def fetch_l1(fid: str) -> SSTReader:
+        async def fetch_l1(fid: str) -> tuple[str, bytes]:
             async with sem:
-                return await self._fetch_sst("L1", fid)
+                return await self._fetch_bytes("L1", fid)
 
-        readers = await asyncio.gather(*(fetch_l1(f) for f in prefix))
-        # merge_newest wants the newest source first; the prefix is oldest first.
-        l1 = _Peek(merge_newest([iter(r) for r in reversed(readers)]))
-        fetches: dict[int, asyncio.Task[SSTReader]] = {}
-
-        def fetch_l2(i: int) -> asyncio.Task[SSTReader]:
+        def fetch_l2(i: int) -> asyncio.Task[tuple[str, bytes]]:
             task = fetches.get(i)
             if task is None:
-                task = fetches[i] = asyncio.create_task(self._fetch_sst("L2", l2[i][0]))
+                task = fetches[i] = asyncio.create_task(self._fetch_bytes("L2", l2[i][0]))
             return task
 
-        try:
-            for i, (fid, sc) in enumerate(l2):
-                await out.add(l1.below(sc.first_key))
-                touched = l1.head is not None and l1.head.key <= sc.last_key
-                if not touched and out.can_reuse(sc):
-                    if i in fetches:
-                        fetches.pop(i).cancel()
-                    await out.reuse(fid)
-                    continue
-                reader = await fetch_l2(i)
-                if i + 1 < len(l2):
-                    fetch_l2(i + 1)  # prefetch while this one is merged
-                self.result.l2_read += 1
-                # L1 is newer than L2: it comes first.
-                await out.add(merge_newest([l1.through(sc.last_key), iter(reader)]))
-                del reader
+        async def need(i: int) -> tuple[str, bytes]:
+            """L2 file ``i``, fetching the next one meanwhile."""
+            task = fetch_l2(i)
+            if i + 1 < len(l2):
+                fetch_l2(i + 1)
+            self.result.l2_read += 1
+            try:
+                return await task
+            finally:
                 fetches.pop(i, None)
-            await out.add(l1.rest())
+
+        def reuse(i: int) -> None:
+            task = fetches.pop(i, None)
+            if task is not None:
+                task.cancel()
+            out.reuse(l2[i][0])
+
+        try:
+            l1 = await asyncio.gather(*(fetch_l1(f) for f in prefix))
+            merger = self.merger
+            if merger is not None and merger.available:
+                try:
+                    await self._merge_in_worker(merger, l1, inputs, out, need, reuse)
+                    return
+                except WorkerUnavailable:
+                    pass
+            await self._merge_here(l1, inputs, out, need, reuse)
         finally:
             for task in fetches.values():
                 task.cancel()
             await asyncio.gather(*fetches.values(), return_exceptions=True)
+
+    async def _merge_in_worker(
+        self,
+        merger: MergeWorker,
+        l1: list[tuple[str, bytes]],
+        inputs: list[L2Input],
+        out: _Output,
+        need: Callable[[int], Awaitable[tuple[str, bytes]]],
+        reuse: Callable[[int], None],
+    ) -> None:
+        async def on_reuse(i: int) -> None:
+            reuse(i)
+
+        self.result.records_in += await merger.run(
+            l1,
+            inputs,
+            out.target,
+            out.error_rate,
+            fetch=need,
+            on_file=out.put_encoded,
+            on_reuse=on_reuse,
+        )
+
+    async def _merge_here(
+        self,
+        l1: list[tuple[str, bytes]],
+        inputs: list[L2Input],
+        out: _Output,
+        need: Callable[[int], Awaitable[tuple[str, bytes]]],
+        reuse: Callable[[int], None],
+    ) -> None:
+        readers = [SSTReader(data, name) for name, data in l1]
+        del l1[:]
+        self.result.records_in += sum(r.num_entries for r in readers)
+        # plan wants the newest source first; the prefix is oldest first.
+        gen = plan([iter(r) for r in reversed(readers)], inputs, out.target)
+        del readers
+        answer: SSTReader | None = None
+        try:
+            while True:
+                try:
+                    event = gen.send(answer)
+                except StopIteration:
+                    break
+                answer = None
+                kind = event[0]
+                if kind is TICK:
+                    await asyncio.sleep(0)  # writers in this process stay responsive
+                    out.check_tasks()
+                elif kind is FILE:
+                    await out.seal(event[1])
+                    del event
+                elif kind is NEED:
+                    name, data = await need(event[1])
+                    answer = SSTReader(data, name)
+                    del data
+                    self.result.records_in += answer.num_entries
+                elif kind is REUSE:
+                    reuse(event[1])
+        finally:
+            gen.close()

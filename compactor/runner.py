@@ -25,6 +25,7 @@ from typing import Any
 
 from compactor.garbage import Sweeper, SweepResult
 from compactor.job import CompactionJob, JobResult, Sidecars, StepHook
+from compactor.merge_worker import MergeWorker
 from compactor.policy import Policy
 from lsmstore.config import Config
 from lsmstore.errors import LsmError, RefNotFoundError, RepositoryNotFoundError
@@ -55,8 +56,11 @@ class Compactor:
         on_result: Callable[[dict[str, Any]], None] | None = None,
         step: StepHook | None = None,
         encoder: Encoder | None = None,
+        merger: MergeWorker | None = None,
     ) -> None:
-        """``encoder`` encodes the jobs' output files (default: a thread per file)."""
+        """``merger`` runs the jobs' merges and encodings in a process of its own;
+        without it they run on the event loop and ``encoder`` encodes the output files
+        (default: a thread per file)."""
         self.refstore = refstore
         self.config = config
         self.policy = Policy.from_config(config)
@@ -65,6 +69,7 @@ class Compactor:
         self.on_result = on_result or _log_result
         self.step = step
         self.encoder = encoder
+        self.merger = merger
         self.sidecars = Sidecars(min(config.sidecar_cache_entries, 100_000) or 1)
         self.sweeper = Sweeper(config.compaction_grace_s, clock=clock)
         self._stores: dict[str, ObjectStore] = {}
@@ -157,6 +162,7 @@ class Compactor:
                     step=self.step,
                     reason=why,
                     encoder=self.encoder,
+                    merger=self.merger,
                 )
                 result = await job.run(ref)
                 results.append(result)

@@ -15,22 +15,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
-import json
 import logging
 import os
-import sys
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import Any
 
 from compactor.job import CompactionJob, StepHook
 from compactor.runner import Compactor
 from lsmstore.config import Config
-from lsmstore.errors import LsmError, NotFoundError
+from lsmstore.errors import LsmError, NotFoundError, UnavailableError
 from lsmstore.refstore.base import Ref, RefStore, Repository
+from lsmstore.service import Backoff, ExitCode, Readiness, request_context
+from lsmstore.service.dependencies import Dependencies
 from lsmstore.storage.base import ObjectStore
 
 log = logging.getLogger("compactor")
@@ -39,34 +38,6 @@ PAGE = 1000
 #: Environment variable of the test hook: the job pauses at this step (``STEPS``) and
 #: logs ``{"event": "paused", ...}``; ``step:seconds`` pauses that long, else forever.
 PAUSE_ENV = "COMPACTOR_TEST_PAUSE_AT"
-
-
-class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message, plus ``extra["fields"]``."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        doc: dict[str, Any] = {
-            "ts": datetime.datetime.fromtimestamp(record.created, datetime.UTC).isoformat(
-                timespec="milliseconds"
-            ),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "msg": record.getMessage(),
-        }
-        fields = getattr(record, "fields", None)
-        if isinstance(fields, dict):
-            doc.update(fields)
-        if record.exc_info:
-            doc["exc"] = self.formatException(record.exc_info)
-        return json.dumps(doc, default=str, ensure_ascii=False)
-
-
-def setup_logging(level: str = "info", stream: TextIO | None = None) -> None:
-    handler = logging.StreamHandler(stream or sys.stderr)
-    handler.setFormatter(JsonFormatter())
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
 
 
 def pause_hook_from_env(environ: dict[str, str] | None = None) -> StepHook | None:
@@ -109,6 +80,9 @@ class PassResult:
     outcomes: Counter[str] = field(default_factory=Counter)
     sweeps: int = 0
     errors: int = 0
+    unavailable: int = 0  # of which a dependency was unreachable
+    #: Stores of the repositories whose work failed (probed after the pass).
+    failed_stores: dict[str, ObjectStore] = field(default_factory=dict)
 
     def to_log(self) -> dict[str, Any]:
         return {
@@ -118,6 +92,7 @@ class PassResult:
             "outcomes": dict(self.outcomes),
             "sweeps": self.sweeps,
             "errors": self.errors,
+            "unavailable": self.unavailable,
         }
 
 
@@ -132,22 +107,27 @@ class Worker:
         shutdown_timeout: float = 30.0,
         clock: Callable[[], float] = time.time,
         step: StepHook | None = None,
+        owner: str | None = None,
+        readiness: Readiness | None = None,
+        backoff: Backoff | None = None,
     ) -> None:
+        """``readiness`` (default: a private one) reports whether the RefStore and the
+        object stores answer; ``backoff`` paces the probes during an outage."""
         self.refstore = refstore
         self.config = config
         self.concurrency = max(1, concurrency or config.compaction_concurrency)
         self.interval = interval if interval is not None else config.compaction_interval_s
         self.shutdown_timeout = shutdown_timeout
         self.clock = clock
-        self.compactor = Compactor(refstore, config, clock=clock, step=step)
+        self.compactor = Compactor(refstore, config, clock=clock, step=step, owner=owner)
+        self.readiness = readiness or Readiness("compactor")
+        self.dependencies = Dependencies(self.readiness, refstore, backoff=backoff)
         self._stop = asyncio.Event()
         self._next_sweep: dict[str, float] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
     def stop(self) -> None:
         """Schedule nothing more; running jobs finish (or are cancelled at the timeout)."""
-        if not self._stop.is_set():
-            log.info("stopping", extra={"fields": {"event": "stopping"}})
         self._stop.set()
 
     @property
@@ -192,6 +172,9 @@ class Worker:
                 await self._visit(repo.name, slots, result, sweep_all)
         except LsmError as e:  # the RefStore listing failed: try again next pass
             self._error(result, "listing repositories", e)
+        else:
+            if not result.errors:
+                self.dependencies.reachable()
         finally:
             await self._drain()
         return result
@@ -199,6 +182,7 @@ class Worker:
     async def _visit(
         self, repo: str, slots: asyncio.Semaphore, result: PassResult, sweep_all: bool
     ) -> None:
+        objects: ObjectStore | None = None
         try:
             objects = await self.compactor.objects_for(repo)
             await self._scan_repo(repo, objects, slots, result)
@@ -213,11 +197,15 @@ class Worker:
         except NotFoundError:  # deleted during the pass
             return
         except LsmError as e:
+            if objects is not None:
+                result.failed_stores[objects.url] = objects
             self._error(result, f"repository {repo}", e, repo=repo)
 
     @staticmethod
     def _error(result: PassResult, what: str, e: Exception, **fields: str) -> None:
         result.errors += 1
+        if isinstance(e, UnavailableError):
+            result.unavailable += 1
         error = f"{type(e).__name__}: {e}"
         log.warning(
             "%s: %s", what, error, extra={"fields": {"event": "error", **fields, "error": error}}
@@ -235,6 +223,7 @@ class Worker:
             try:
                 why = await self.compactor.reason(repo, name, ref, objects)
             except LsmError as e:
+                result.failed_stores[objects.url] = objects
                 self._error(result, f"{repo}/{name}: policy check", e, repo=repo, branch=name)
                 continue
             if why is None:
@@ -268,12 +257,17 @@ class Worker:
         self, repo: str, branch: str, objects: ObjectStore, result: PassResult
     ) -> None:
         try:
-            for r in await self.compactor.compact(repo, branch, objects, stop=self._stop):
+            with request_context():
+                jobs = await self.compactor.compact(repo, branch, objects, stop=self._stop)
+            for r in jobs:
                 result.outcomes[r.outcome] += 1
+                if r.outcome == "failed":
+                    result.failed_stores[objects.url] = objects
         except asyncio.CancelledError:
             result.outcomes["cancelled"] += 1
             raise
         except Exception as e:
+            result.failed_stores[objects.url] = objects
             self._error(result, f"{repo}/{branch}", e, repo=repo, branch=branch)
 
     async def _drain(self) -> None:
@@ -290,9 +284,16 @@ class Worker:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def run(self, *, once: bool = False) -> int:
+    async def run(self, *, once: bool = False) -> ExitCode:
         """Passes every ``interval`` seconds until stopped (``once``: one pass with a
-        sweep of every repository).  Exit status: 0, or 1 when ``once`` saw failures."""
+        sweep of every repository).
+
+        After a pass with failures the RefStore and the failed repositories' stores are
+        probed; while one is unreachable the worker is not ready and probes again after
+        a jittered backoff instead of running passes; it resumes when they answer.
+        ``once`` exits instead: ``UNAVAILABLE`` when a dependency did not answer,
+        ``FAILED`` when work failed otherwise, else ``OK``."""
+        self.readiness.set_started()
         try:
             while True:
                 t0 = time.monotonic()
@@ -300,12 +301,22 @@ class Worker:
                 doc = result.to_log()
                 doc["duration_s"] = round(time.monotonic() - t0, 4)
                 log.info("pass", extra={"fields": doc})
-                if once:
-                    failed = result.errors + result.outcomes.get("failed", 0)
-                    return 1 if failed and not self.stopping else 0
+                failed = result.errors + result.outcomes.get("failed", 0)
+                if failed and not self.stopping:
+                    stores = result.failed_stores.values()
+                    if once:
+                        if not await self.dependencies.check(stores):
+                            return ExitCode.UNAVAILABLE
+                        return ExitCode.FAILED
+                    if not await self.dependencies.check(stores):
+                        if not await self.dependencies.settle(stores, self._stop):
+                            return ExitCode.OK  # stopped while waiting
+                        continue  # a pass right away once they answer
+                if once or self.stopping:
+                    return ExitCode.OK
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stop.wait(), self.interval)
                 if self.stopping:
-                    return 0
+                    return ExitCode.OK
         finally:
             await self.compactor.aclose()

@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import logging
 import os
 import secrets
 import struct
@@ -51,6 +52,8 @@ import xxhash
 
 from lsmstore.errors import CorruptFileError
 from lsmstore.storage.base import ObjectStore
+
+_log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -131,8 +134,11 @@ def _scan(root: str) -> list[tuple[float, str, int]]:
             dirs = [s.path for s in shards if s.is_dir(follow_symlinks=False)]
     except FileNotFoundError:
         return []
+    except OSError as e:  # unusable (not a directory, no permission): no disk tier
+        _log.warning("file cache: cannot use %s as its disk tier: %s", root, e.strerror or e)
+        return []
     for shard in dirs:
-        with os.scandir(shard) as entries:
+        with contextlib.suppress(OSError), os.scandir(shard) as entries:
             for entry in entries:
                 with contextlib.suppress(OSError):
                     if _TMP in entry.name:

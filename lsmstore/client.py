@@ -20,8 +20,10 @@ Consistency: a read on a branch sees every write acknowledged before it began, f
 any process; reads through a :class:`Ref` of a commit or tag are immutable.
 
 Errors are :mod:`lsmstore.errors` types (re-exported by ``lsmstore``): a missing key
-raises NotFoundError (a KeyError); bad keys/values InvalidInputError or
-EntryTooLargeError (ValueErrors) before anything is staged.
+raises NotFoundError (a KeyError); a bad key InvalidKeyError, a value over its bound
+EntryTooLargeError, any other bad argument InvalidInputError (all ValueErrors), before
+anything is staged.  Arguments are checked at method entry with :mod:`lsmstore.validate`;
+``None`` is the only "not given" (an empty name is invalid, never the default).
 """
 
 from __future__ import annotations
@@ -33,34 +35,40 @@ import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
-from lsmstore import refexpr
+from lsmstore import refexpr, validate
 from lsmstore.cache import FileCache
 from lsmstore.config import Config, load_config
 from lsmstore.errors import (
     ClosedError,
+    ConflictError,
     InvalidInputError,
+    InvalidURLError,
+    LsmError,
     NotFoundError,
+    NothingToCommitError,
     RefExistsError,
+    UnavailableError,
 )
+from lsmstore.gcfreeze import freeze_startup_state
 from lsmstore.graveler.commit import Commit, write_commit
 from lsmstore.graveler.diff import Change
 from lsmstore.graveler.merge import Strategy
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID
+from lsmstore.graveler.range_encoder import shared_range_encoder
 from lsmstore.graveler.record import Record
 from lsmstore.graveler.source import CachedSource, RangeSource
 from lsmstore.objects.addresses import ALLOWED_EXTERNAL_PREFIXES_KEY, parse_allowed_prefixes
 from lsmstore.objects.api import ObjectReads, ObjectWrites
 from lsmstore.refstore.base import Ref as RefValue
-from lsmstore.refstore.base import RefStore
+from lsmstore.refstore.base import RefStore, Workspace
 from lsmstore.refstore.base import Repository as RepositoryInfo
 from lsmstore.refstore.names import check_ref_name, check_repository_name
 from lsmstore.refstore.url import open_refstore
 from lsmstore.staging.encoder import Encoder
-from lsmstore.staging.keys import check_key, encode_key, make_record
+from lsmstore.staging.keys import check_key, make_record
 from lsmstore.staging.reader import (
     BranchView,
     Entry,
@@ -81,6 +89,9 @@ from lsmstore.versioning import refs as _refs
 from lsmstore.versioning.context import RepoContext, range_policy
 from lsmstore.versioning.history import LogEntry
 from lsmstore.versioning.merging import MergeResult
+
+if TYPE_CHECKING:
+    from lsmstore.remote.client import RemoteStore
 
 __all__ = [
     "Branch",
@@ -109,17 +120,28 @@ def connect(
     *,
     config: str | os.PathLike[str] | None = None,
     **settings: Any,
-) -> Store:
-    """Open a :class:`Store`.
+) -> Store | RemoteStore:
+    """Open a :class:`Store`, or a :class:`~lsmstore.remote.RemoteStore` for a server.
 
     ``refstore`` names the RefStore (``local:///dir``, ``redis://host:port/db``,
-    ``dynamodb://table?region=...&endpoint_url=...``); without it, the configured one
+    ``dynamodb://table?region=...&endpoint_url=...``) or a server
+    (``http(s)://host:port``, also the ``server_url`` setting; credentials from the
+    ``access_key_id``/``secret_access_key`` settings); without it, the configured one
     or the embedded default ``local://<home>/refs``.  ``config`` is a TOML file
     (else ``$LSMSTORE_CONFIG``); ``settings`` override any setting by name
     (:class:`lsmstore.config.Config`).  Precedence: arguments > ``LSMSTORE_*``
-    variables > file > defaults.  No I/O happens until first use.
+    variables > file > defaults.  No I/O happens until first use.  Both kinds of
+    store offer the same API (:mod:`lsmstore.api`).
     """
-    return Store(load_config(refstore, config=config, **settings))
+    if refstore is not None and refstore.lower().startswith(("http://", "https://")):
+        settings["server_url"], refstore = refstore, None
+    cfg = load_config(refstore, config=config, **settings)
+    url = cfg.server_url or (cfg.refstore if cfg.refstore.lower().startswith("http") else "")
+    if url:
+        from lsmstore.remote.client import RemoteStore
+
+        return RemoteStore(cfg, url=url)
+    return Store(cfg)
 
 
 def _file_cache(config: Config) -> FileCache:
@@ -154,6 +176,10 @@ class Store:
         """``refstore``, ``cache`` and ``open_objects`` (storage namespace URL -> store)
         replace the parts the configuration would open; tests use them to inject
         faults."""
+        if not isinstance(config, Config):
+            raise InvalidInputError(
+                f"Store needs a Config (lsmstore.load_config), not {type(config).__name__}"
+            )
         self.config = config
         self.refstore: RefStore = refstore or open_refstore(config.refstore_url)
         self.cache: FileCacheLike = cache or _file_cache(config)
@@ -197,7 +223,8 @@ class Store:
         self._check_open()
         check_repository_name(name)
         check_ref_name(default_branch)
-        md = dict(metadata or {})
+        validate.check_url_text(storage_namespace, "storage namespace", InvalidURLError)
+        md = validate.check_metadata(metadata, "repository metadata")
         parse_allowed_prefixes(
             md.get(ALLOWED_EXTERNAL_PREFIXES_KEY), storage_namespace.partition("://")[0].lower()
         )
@@ -272,6 +299,7 @@ class Store:
     def objects(self, storage_namespace: str) -> ObjectStore:
         """The object store of a storage namespace URL (one per URL, shared)."""
         self._check_open()
+        validate.check_url_text(storage_namespace, "storage namespace", InvalidURLError)
         store = self._objects.get(storage_namespace)
         if store is None:
             store = self._objects[storage_namespace] = self._open_objects(storage_namespace)
@@ -284,6 +312,8 @@ class Store:
         if w is None:
             self._check_open()
             check_ref_name(branch)
+            if self.config.gc_freeze != "off":
+                freeze_startup_state()
             w = self._writers[key] = BranchWriter(
                 self.refstore,
                 repo.objects,
@@ -364,15 +394,25 @@ class Store:
         await asyncio.gather(*(w.aclose() for w in writers), return_exceptions=True)
         for key in list(self._jobs):
             await self.stop_job(*key)
-        await self.encoder.aclose()
-        await self.refs.aclose()
-        for objects in self._objects.values():
-            await objects.aclose()
+        # Every part is closed even when one fails; the first failure is raised last.
+        steps: list[Callable[[], Awaitable[None]]] = [self.encoder.aclose, self.refs.aclose]
+        steps += [objects.aclose for objects in self._objects.values()]
         self._objects.clear()
         close = getattr(self.cache, "aclose", None)
         if close is not None:
-            await close()
-        await self.refstore.aclose()
+            steps.append(close)
+        steps.append(self.refstore.aclose)
+        failures: list[Exception] = []
+        for step in steps:
+            try:
+                await step()
+            except Exception as e:
+                failures.append(e)
+        if failures:
+            first = failures[0]
+            if isinstance(first, LsmError):
+                raise first
+            raise UnavailableError(f"closing the store failed: {first!r}") from first
 
     async def __aenter__(self) -> Self:
         self._check_open()
@@ -384,7 +424,15 @@ class Store:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self.aclose()
+        if exc is None:
+            await self.aclose()
+            return
+        # The body's error is the one to report: a failure while closing after it
+        # is noted on it instead of replacing it.
+        try:
+            await self.aclose()
+        except Exception as e:
+            exc.add_note(f"also, closing the store failed: {type(e).__name__}: {e}")
 
 
 class Repository:
@@ -410,9 +458,15 @@ class Repository:
     def __repr__(self) -> str:
         return f"Repository({self.name!r}, {self.storage_namespace!r})"
 
+    @property
+    def created_at(self) -> float:
+        """When the repository was created (seconds since the epoch)."""
+        return self.info.created_at
+
     def branch(self, name: str | None = None) -> Branch:
-        """A handle on a branch (the default branch without a name). No I/O."""
-        return Branch(self, check_ref_name(name or self.default_branch))
+        """A handle on a branch (the default branch when ``name`` is None; an empty name
+        is invalid). No I/O."""
+        return Branch(self, check_ref_name(self.default_branch if name is None else name))
 
     def ref(self, expression: str) -> Ref:
         """A read-only view of a branch, tag or commit (resolved on first read).
@@ -447,6 +501,7 @@ class Repository:
                 files=self.cache,
                 default_branch=self.default_branch,
                 clock=self.store.clock,
+                range_encoder=shared_range_encoder(),
             )
         return ctx
 
@@ -470,7 +525,9 @@ class Repository:
         default: the default branch).  The new branch starts from the *committed* state:
         staged writes of a source branch are not copied.  RefExistsError if a branch or
         tag has the name."""
-        await _refs.create_branch(self.context(), name, source or self.default_branch)
+        await _refs.create_branch(
+            self.context(), name, self.default_branch if source is None else source
+        )
         return self.branch(name)
 
     async def delete_branch(self, name: str) -> None:
@@ -501,6 +558,22 @@ class Repository:
         is taken; tags never move).  Returns the commit ID."""
         return (await _refs.create_tag(self.context(), name, target)).commit_id
 
+    # --- workspaces (docs/client.md, "Workspaces") --------------------------------------
+
+    async def workspaces(self, *, after: str | None = None, limit: int = 1000) -> list[Workspace]:
+        """The repository's workspaces in name order (``name``, ``branch`` it came from,
+        ``base``, ``l1``/``l2`` file ids, ``created_at``)."""
+        return await self.refstore.list_workspaces(self.name, after=after, limit=limit)
+
+    async def get_workspace(self, name: str) -> Workspace:
+        """WorkspaceNotFoundError if there is none."""
+        return await self.refstore.get_workspace(self.name, name)
+
+    async def drop_workspace(self, name: str) -> None:
+        """Delete a workspace; its changes are lost (the files are collected by the
+        staging sweep after the grace period).  WorkspaceNotFoundError."""
+        await self.refstore.drop_workspace(self.name, name)
+
     async def delete_tag(self, name: str) -> None:
         """RefNotFoundError if there is no such tag."""
         await _refs.delete_tag(self.context(), name)
@@ -524,8 +597,10 @@ class Repository:
         entries with ``id`` and the commit's fields.  ``first_parent`` follows the
         branch's own line (``main~1``, ``main~2`` ...); False lists every ancestor by
         generation.  Page with ``after=<last id>`` and ``limit``."""
+        validate.check_optional_str(after, "log after")
+        validate.check_bool(first_parent, "log first_parent")
         ctx = self.context()
-        head = await refexpr.resolve(ctx, ref or self.default_branch)
+        head = await refexpr.resolve(ctx, self.default_branch if ref is None else ref)
         async for entry in _history.log(
             ctx, head.commit_id, after=after, limit=limit, first_parent=first_parent
         ):
@@ -559,14 +634,15 @@ class Repository:
         unless ``strategy`` is ``"source-wins"`` or ``"dest-wins"``.
         """
         cfg = self.store.config
+        into = self.branch(into).name
         return await _merging.merge(
             self.context(),
             source,
-            into or self.default_branch,
+            into,
             strategy=strategy,
-            message=message,
-            committer=committer or DEFAULT_COMMITTER,
-            metadata=metadata,
+            message=validate.check_message(message),
+            committer=validate.check_committer(committer) or DEFAULT_COMMITTER,
+            metadata=validate.check_metadata(metadata),
             max_attempts=cfg.commit_max_attempts,
             backoff_s=cfg.commit_backoff_ms / 1000,
             backoff_max_s=cfg.commit_backoff_max_ms / 1000,
@@ -588,13 +664,13 @@ class Repository:
         cfg = self.store.config
         return await _merging.revert(
             self.context(),
-            branch or self.default_branch,
+            self.branch(branch).name,
             commit,
-            parent=parent,
+            parent=validate.check_int(parent, "revert parent", min_value=1, max_value=2),
             strategy=strategy,
-            message=message,
-            committer=committer or DEFAULT_COMMITTER,
-            metadata=metadata,
+            message=validate.check_message(message),
+            committer=validate.check_committer(committer) or DEFAULT_COMMITTER,
+            metadata=validate.check_metadata(metadata),
             max_attempts=cfg.commit_max_attempts,
             backoff_s=cfg.commit_backoff_ms / 1000,
             backoff_max_s=cfg.commit_backoff_max_ms / 1000,
@@ -608,7 +684,8 @@ def _encode_opt(value: str | bytes | None, what: str) -> bytes | None:
         try:
             return value.encode("utf-8")
         except UnicodeEncodeError as e:
-            raise InvalidInputError(f"list {what} {value!r} is not valid Unicode") from e
+            shown = validate.preview(value)
+            raise InvalidInputError(f"list {what} {shown} is not valid Unicode") from e
     if isinstance(value, bytes):
         return value
     raise InvalidInputError(f"list {what} must be str or bytes, not {type(value).__name__}")
@@ -616,9 +693,13 @@ def _encode_opt(value: str | bytes | None, what: str) -> bytes | None:
 
 class _Reads(ObjectReads):
     """Reads shared by Branch and Ref: ``get``, ``exists``, ``stat``, ``list``, and the
-    object reads ``stat_object``, ``open``, ``list_objects``."""
+    object reads ``stat_object``, ``open``, ``list_objects``.
+
+    A key a write would refuse (empty, over ``max_key_bytes``, not str/bytes) raises
+    InvalidKeyError on reads too."""
 
     repository: Repository
+    _max_key: int
 
     def _snapshot_lookup(self, key: bytes) -> Awaitable[tuple[Record | None, bool]]:
         raise NotImplementedError
@@ -633,22 +714,22 @@ class _Reads(ObjectReads):
 
     async def get(self, key: str | bytes) -> bytes:
         """The value of ``key``; NotFoundError (a KeyError) when absent or deleted."""
-        k = encode_key(key)
+        k = check_key(key, self._max_key)
         rec, _ = await self._snapshot_lookup(k)
         if rec is None or rec.value is None:
-            raise NotFoundError(f"key {key!r} not found in {self._where()}")
+            raise NotFoundError(f"key {validate.preview(k)} not found in {self._where()}")
         return rec.value
 
     async def exists(self, key: str | bytes) -> bool:
-        rec, _ = await self._snapshot_lookup(encode_key(key))
+        rec, _ = await self._snapshot_lookup(check_key(key, self._max_key))
         return rec is not None and rec.value is not None
 
     async def stat(self, key: str | bytes) -> Stat:
         """Size, identity and whether the newest record is staged; NotFoundError if absent."""
-        k = encode_key(key)
+        k = check_key(key, self._max_key)
         rec, staged = await self._snapshot_lookup(k)
         if rec is None or rec.value is None:
-            raise NotFoundError(f"key {key!r} not found in {self._where()}")
+            raise NotFoundError(f"key {validate.preview(k)} not found in {self._where()}")
         return Stat(k, len(rec.value), rec.identity, staged)
 
     def list(
@@ -663,8 +744,7 @@ class _Reads(ObjectReads):
         at most ``limit``; with ``delimiter`` (e.g. ``"/"``) keys that hold it after the
         prefix fold into one ``Entry(common_prefix=True)`` each, like ``ls``."""
         p = _encode_opt(prefix, "prefix") or b""
-        if limit is not None and (not isinstance(limit, int) or limit < 0):
-            raise InvalidInputError(f"list limit must be a non-negative int, got {limit!r}")
+        validate.check_optional_int(limit, "list limit", min_value=0)
         return self._list(
             p, _encode_opt(after, "after"), limit, _encode_opt(delimiter, "delimiter")
         )
@@ -680,6 +760,7 @@ class Branch(_Reads, ObjectWrites):
         store = repository.store
         self._store = store
         self._config = store.config
+        self._max_key = store.config.max_key_bytes
         self._writer: BranchWriter | None = None
         self._view = store.view(repository, name)
 
@@ -721,13 +802,19 @@ class Branch(_Reads, ObjectWrites):
         max_key, max_value = cfg.max_key_bytes, cfg.max_value_bytes
         records: list[Record] = []
         add = records.append
-        for item in items:
-            if len(item) == 2:
+        for i, item in enumerate(validate.check_items(items, "put_many items")):
+            n = len(item) if isinstance(item, tuple | list) else 0
+            if n == 2:
                 key, value = item
                 add(make_record(key, value, None, max_key, max_value, defer_identity=True))
-            else:
+            elif n == 3:
                 key, value, ident = item
                 add(make_record(key, value, ident, max_key, max_value))
+            else:
+                raise InvalidInputError(
+                    f"put_many item {i} must be a (key, value) or (key, value, identity) "
+                    f"tuple, not {validate.preview(item)}"
+                )
         await self._w().write_many(records)
 
     async def delete(self, key: str | bytes) -> None:
@@ -737,17 +824,18 @@ class Branch(_Reads, ObjectWrites):
 
     async def delete_many(self, keys: Iterable[str | bytes]) -> None:
         max_key = self._config.max_key_bytes
-        await self._w().write_many([Record(check_key(k, max_key), b"", None) for k in keys])
+        checked = validate.check_items(keys, "delete_many keys")
+        await self._w().write_many([Record(check_key(k, max_key), b"", None) for k in checked])
 
     async def stage_sst(self, sst: str | os.PathLike[str] | bytes) -> str:
         """Stage a prepared SST (a path or its bytes) as one L1 file, atomically: all of
         its records become visible at once, or none.  It is validated completely first
         (CorruptFileError, EntryTooLargeError, InvalidInputError; nothing staged).
         Returns the L1 file id."""
-        if isinstance(sst, bytes):
-            data = sst
+        if isinstance(sst, bytes | bytearray | memoryview):
+            data = bytes(sst)
         elif isinstance(sst, str | os.PathLike):
-            path = Path(sst)
+            path = validate.check_path(sst, "SST path")
             try:
                 data = await asyncio.to_thread(path.read_bytes)
             except OSError as e:
@@ -773,13 +861,17 @@ class Branch(_Reads, ObjectWrites):
         """
         from committer.job import commit_branch
 
+        validate.check_str(message, "commit message", empty_ok=True)
+        committer = validate.check_committer(committer) or DEFAULT_COMMITTER
+        metadata = validate.check_metadata(metadata, "commit metadata")
+        validate.check_bool(allow_empty, "allow_empty")
         cfg = self._config
         try:
             result = await commit_branch(
                 self.repository.context(),
                 self.name,
                 message,
-                committer=committer or DEFAULT_COMMITTER,
+                committer=committer,
                 metadata=metadata,
                 allow_empty=allow_empty,
                 clock=self._store.clock,
@@ -802,6 +894,91 @@ class Branch(_Reads, ObjectWrites):
         w = self._store._writers.get((self.repository.name, self.name))
         if w is not None:
             await w.flush()
+
+    async def stash(self, name: str) -> Workspace:
+        """Move the branch's uncommitted changes into a new workspace ``name``; the branch
+        reads as its last commit afterwards.  Only file ids move, in one atomic
+        compare-and-swap on the branch (retried when a write, compaction or commit moved
+        it meanwhile): every write acknowledged before this call is in the workspace.
+
+        NothingToCommitError when nothing is staged; WorkspaceExistsError when the name
+        is taken.  A lost answer is resolved by reading the workspace back.
+        """
+        await self.flush()
+        refstore, repo = self.repository.refstore, self.repository.name
+        for _ in range(self._config.commit_max_attempts * 10):
+            ref = await refstore.get_ref(repo, self.name)
+            if not ref.is_branch:
+                raise InvalidInputError(f"{repo}/{self.name} is a tag, not a branch")
+            if not ref.l1 and not ref.l2:
+                raise NothingToCommitError(f"{repo}/{self.name}: no uncommitted changes to stash")
+            try:
+                await refstore.stash_workspace(repo, self.name, name, expected=ref)
+            except ConflictError:
+                continue  # the branch moved (an append, a compaction): read again
+            except UnavailableError as e:
+                if not e.outcome_unknown:
+                    raise
+                try:  # did it happen?  then the workspace holds exactly our lists
+                    w = await refstore.get_workspace(repo, name)
+                except NotFoundError:
+                    raise e from None
+                if (w.branch, w.l1, w.l2) != (self.name, ref.l1, ref.l2):
+                    raise
+                return w
+            self._store.notify_l1_changed(repo, self.name)
+            return await refstore.get_workspace(repo, name)
+        raise ConflictError(f"{repo}/{self.name}: the branch kept moving; stash not done")
+
+    async def pop(self, name: str) -> RefValue:
+        """Put workspace ``name`` on top of this branch's uncommitted changes (newer than
+        what is staged here) and delete the workspace, in one atomic step.  Returns
+        the branch's new ref.  WorkspaceNotFoundError, EntryTooLargeError when the
+        branch would hold too many files (nothing changes)."""
+        await self.flush()
+        ref = await self.repository.refstore.pop_workspace(self.repository.name, name, self.name)
+        self._store.notify_l1_changed(self.repository.name, self.name)
+        return ref
+
+    async def reset(self) -> RefValue:
+        """Drop the branch's uncommitted changes (lakectl ``branch reset``): every write
+        acknowledged before this call is discarded; the branch reads as its last commit.
+
+        One compare-and-swap of the ref (the committer's swap onto the same base), retried
+        when compaction moved the staging lists meanwhile; writes acknowledged while it
+        runs may be dropped too.  The dropped files become garbage.  Returns the new ref.
+        """
+        from compactor.garbage import StagedFile, record_garbage
+
+        await self.flush()
+        refstore, repo = self.repository.refstore, self.repository.name
+        ref = await refstore.get_ref(repo, self.name)
+        if not ref.is_branch:
+            raise InvalidInputError(f"{repo}/{self.name} is a tag, not a branch")
+        for _ in range(self._config.commit_max_attempts * 10):
+            if not ref.l1 and not ref.l2:
+                return ref
+            try:
+                new = await refstore.swap_committed(
+                    repo, self.name, base=ref.base, l2_old=ref.l2, l1_prefix=ref.l1,
+                    new_base=ref.base,
+                )  # fmt: skip
+            except ConflictError:
+                ref = await refstore.get_ref(repo, self.name)  # compaction moved L1/L2
+                continue
+            dropped: list[StagedFile] = [("L1", f) for f in ref.l1]
+            dropped += [("L2", f) for f in ref.l2]
+            try:
+                await record_garbage(
+                    self.repository.objects, repo, self.name, dropped,
+                    grace_s=self._config.compaction_grace_s, reason="branch reset",
+                    clock=self._store.clock,
+                )  # fmt: skip
+            except Exception:  # the sweep finds them as orphans anyway
+                pass
+            self._store.notify_l1_changed(repo, self.name)
+            return new
+        raise ConflictError(f"{repo}/{self.name}: the branch kept moving; reset not done")
 
     # --- reads -----------------------------------------------------------------------
 
@@ -832,6 +1009,7 @@ class Ref(_Reads):
     def __init__(self, repository: Repository, expression: str) -> None:
         self.repository = repository
         self.expression = expression
+        self._max_key = repository.store.config.max_key_bytes
         self._resolved: ResolvedRef | None = None
         self._snapshot: Snapshot | None = None
         self._lock = asyncio.Lock()

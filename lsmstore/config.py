@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from lsmstore import validate
 from lsmstore.errors import InvalidInputError
 from lsmstore.refstore.base import MAX_FILE_IDS
 
@@ -31,7 +32,7 @@ GiB = 1 << 30
 
 #: Variables read from the environment that are not settings.
 ENV_PREFIX = "LSMSTORE_"
-_NOT_SETTINGS = {"LSMSTORE_CONFIG", "LSMSTORE_VENV"}
+_NOT_SETTINGS = {"LSMSTORE_CONFIG", "LSMSTORE_VENV", "LSMSTORE_DEBUG"}
 
 _UNITS = {
     "": 1,
@@ -56,10 +57,12 @@ def parse_size(value: object, name: str = "size") -> int:
     if isinstance(value, int):
         return value
     if isinstance(value, str):
-        m = _SIZE.match(value)
+        m = _SIZE.match(value) if len(value) <= 64 else None
         if m and m.group(2).lower() in _UNITS:
             return int(m.group(1)) * _UNITS[m.group(2).lower()]
-    raise InvalidInputError(f"{name}: expected a byte size such as 65536 or '64MiB', got {value!r}")
+    raise InvalidInputError(
+        f"{name}: expected a byte size such as 65536 or '64MiB', got {validate.preview(value)}"
+    )
 
 
 def default_home() -> Path:
@@ -77,6 +80,22 @@ class Config:
     #: RefStore URL: ``local:///dir``, ``redis://host:port/db``, ``dynamodb://table?...``.
     #: Empty means ``local://<home>/refs``.
     refstore: str = ""
+    #: An lsmstore server to talk to instead (``http(s)://host:port``): ``connect`` then
+    #: returns a remote store (docs/client.md, "Remote").  ``connect("http://...")`` too.
+    server_url: str = ""
+    #: Credentials for the server (an access key created with ``lsmstore serve
+    #: credentials create``).
+    access_key_id: str = ""
+    secret_access_key: str = field(default="", repr=False)
+    #: Remote writes of one branch made within this window go as one batch request;
+    #: bounds of a batch; batch requests of a branch in flight at once.
+    remote_batch_window_ms: float = 1.0
+    remote_batch_max_entries: int = 10_000
+    remote_batch_max_bytes: int = 8 * MiB
+    remote_max_inflight_batches: int = 4
+    #: Connections kept to the server (keep-alive pool); seconds a request may take.
+    remote_max_connections: int = 64
+    remote_timeout_s: float = 60.0
     #: Local disk tier of the file cache; empty means ``<home>/cache``.
     cache_dir: str = ""
     cache_ram_bytes: int = 256 * MiB
@@ -124,6 +143,12 @@ class Config:
     #: embedded ``local://`` one, off for Redis/DynamoDB, where a separate
     #: ``lsmstore-compactor`` serves many writers), ``on`` or ``off``.
     compaction_in_process: str = "auto"
+    #: On the first write of a process, collect garbage once and move every object
+    #: alive then (modules, classes, functions: the startup state of the application
+    #: and the library) into CPython's permanent generation (``gc.freeze``), so later
+    #: full collections walk only objects created since (docs/write-path.md).
+    #: ``auto``/``on``: do it; ``off``: leave the collector alone.
+    gc_freeze: str = "auto"
     #: How often a compactor re-checks branches (the age trigger) and sweeps garbage.
     compaction_interval_s: float = 5.0
     compaction_sweep_interval_s: float = 60.0
@@ -153,6 +178,24 @@ class Config:
     commit_range_min_bytes: int = 1 * MiB
     commit_range_max_bytes: int = 10 * MiB
     commit_range_raggedness: int = 50_000
+    #: The HTTP server (``lsmstore serve``; docs/server.md).  A ``[server]`` table in the
+    #: TOML file sets these without the ``server_`` prefix.
+    server_host: str = "127.0.0.1"
+    server_port: int = 8000
+    #: TLS: a PEM certificate (chain) and its key; both or neither.
+    server_tls_cert: str = ""
+    server_tls_key: str = ""
+    #: SIGTERM: stop accepting, finish requests, flush, exit within this many seconds.
+    server_drain_timeout_s: float = 30.0
+    #: Bounds of a JSON/batch request body and of one uploaded object (413 past them).
+    server_max_body_bytes: int = 64 * MiB
+    server_max_object_bytes: int = 5 * GiB
+    #: A client that sends no body bytes for this long gets 408; idle keep-alive
+    #: connections close after ``server_keepalive_s``.
+    server_body_timeout_s: float = 30.0
+    server_keepalive_s: float = 5.0
+    #: Longest object path accepted (bytes of UTF-8).
+    server_max_path_bytes: int = 1024
 
     @property
     def refstore_url(self) -> str:
@@ -169,14 +212,20 @@ class Config:
     def cache_path(self) -> Path:
         return Path(self.cache_dir).expanduser() if self.cache_dir else self.home / "cache"
 
+    def __post_init__(self) -> None:
+        if isinstance(self.home, str):  # Config(home="/data/lsm") means the path
+            object.__setattr__(self, "home", Path(self.home))
+        _validated(self)  # a Config is never invalid, however it was built
+
     def replace(self, **changes: Any) -> Config:
         """A copy with ``changes`` (coerced like any other source of settings)."""
         coerced: dict[str, Any] = {n: _coerce(n, v) for n, v in changes.items()}
-        return _validated(dataclasses.replace(self, **coerced))
+        return dataclasses.replace(self, **coerced)
 
 
 _FIELDS = {f.name: f for f in fields(Config)}
 _SIZES = {
+    "remote_batch_max_bytes",
     "cache_ram_bytes",
     "cache_disk_bytes",
     "batch_max_bytes",
@@ -189,9 +238,11 @@ _SIZES = {
     "commit_max_staged_bytes",
     "commit_range_min_bytes",
     "commit_range_max_bytes",
+    "server_max_body_bytes",
+    "server_max_object_bytes",
 }
 #: On/off/auto switches: TOML booleans and ``true``/``false``/``on``/``off``/``1``/``0``.
-_SWITCHES = {"compaction_in_process"}
+_SWITCHES = {"compaction_in_process", "gc_freeze"}
 _SWITCH_VALUES = {
     "auto": "auto",
     "on": "on",
@@ -218,11 +269,15 @@ def _coerce(name: str, value: object) -> object:
         if isinstance(text, str) and text.strip().lower() in _SWITCH_VALUES:
             return _SWITCH_VALUES[text.strip().lower()]
         raise InvalidInputError(f"setting {name}: expected auto, on or off, got {value!r}")
+    if value == "":
+        raise InvalidInputError(
+            f"setting {name} must not be empty (leave it unset for the default)"
+        )
     try:
         if kind == "Path":
             if not isinstance(value, str | Path):
                 raise TypeError
-            return Path(value).expanduser()
+            return Path(validate.check_path(value, f"setting {name}")).expanduser()
         if kind == "str":
             if not isinstance(value, str):
                 raise TypeError
@@ -235,89 +290,138 @@ def _coerce(name: str, value: object) -> object:
             if isinstance(value, bool) or not isinstance(value, int | float | str):
                 raise TypeError
             return float(value)
-    except (TypeError, ValueError) as e:
-        raise InvalidInputError(f"setting {name}: cannot use {value!r} as {kind}") from e
+    except (TypeError, ValueError, OverflowError) as e:
+        shown = validate.preview(value)
+        raise InvalidInputError(f"setting {name}: cannot use {shown} as {kind}") from e
     raise AssertionError(f"unhandled setting type {kind}")  # pragma: no cover
 
 
+#: Bounds of every numeric setting: ``(lowest, highest, lowest excluded)``.  Values
+#: outside (and NaN, infinities, bools) raise InvalidInputError naming the setting.
+#: The upper bounds only refuse the absurd: a timer beyond a year, a byte size
+#: beyond a pebibyte, a count beyond a billion.
+_YEAR_S = 365 * 24 * 3600.0
+_BYTES = 1 << 50
+_COUNT = 10**9
+_BOUNDS: dict[str, tuple[float, float, bool]] = {
+    "cache_ram_bytes": (0, _BYTES, False),
+    "cache_disk_bytes": (0, _BYTES, False),
+    "batch_interval_ms": (0, 3_600_000, False),
+    "batch_max_bytes": (1, _BYTES, False),
+    "batch_max_records": (1, _COUNT, False),
+    "max_inflight_batches": (1, 1024, False),
+    "max_pending_bytes": (1, _BYTES, False),
+    "max_key_bytes": (1, 64 * KiB, False),
+    "max_value_bytes": (0, 1 << 31, False),
+    "l1_soft_limit": (1, MAX_FILE_IDS // 2, False),
+    "l1_hard_limit": (1, MAX_FILE_IDS // 2, False),
+    "l1_slowdown_ms": (0, 3_600_000, False),
+    "stall_timeout_s": (0, _YEAR_S, True),
+    "append_attempts": (1, 1000, False),
+    "bloom_error_rate": (1e-9, 0.5, False),
+    "sidecar_cache_entries": (0, _COUNT, False),
+    "compaction_l1_files": (1, _COUNT, False),
+    "compaction_l1_bytes": (1, _BYTES, False),
+    "compaction_l1_age_s": (0, _YEAR_S, True),
+    "compaction_job_files": (1, _COUNT, False),
+    "compaction_job_bytes": (1, _BYTES, False),
+    "compaction_l2_file_bytes": (1, _BYTES, False),
+    "compaction_grace_s": (0, _YEAR_S, True),
+    "compaction_interval_s": (0, _YEAR_S, True),
+    "compaction_sweep_interval_s": (0, _YEAR_S, True),
+    "compaction_concurrency": (1, 1024, False),
+    "compaction_lease_s": (0, _YEAR_S, True),
+    "commit_interval_s": (0, _YEAR_S, True),
+    "commit_max_staged_files": (1, _COUNT, False),
+    "commit_max_staged_bytes": (1, _BYTES, False),
+    "commit_poll_interval_s": (0, _YEAR_S, True),
+    "commit_concurrency": (1, 1024, False),
+    "commit_lease_s": (0, _YEAR_S, True),
+    "commit_max_attempts": (1, 1000, False),
+    "commit_backoff_ms": (0, _YEAR_S * 1000, False),
+    "commit_backoff_max_ms": (0, _YEAR_S * 1000, False),
+    "commit_range_min_bytes": (0, _BYTES, False),
+    "commit_range_max_bytes": (1, _BYTES, False),
+    "commit_range_raggedness": (1, _COUNT, False),
+    "server_port": (0, 65535, False),
+    "server_drain_timeout_s": (0, _YEAR_S, True),
+    "server_max_body_bytes": (1, _BYTES, False),
+    "server_max_object_bytes": (1, _BYTES, False),
+    "server_body_timeout_s": (0, _YEAR_S, True),
+    "server_keepalive_s": (0, _YEAR_S, True),
+    "server_max_path_bytes": (1, 64 * KiB, False),
+    "remote_batch_window_ms": (0, 3_600_000, False),
+    "remote_batch_max_entries": (1, _COUNT, False),
+    "remote_batch_max_bytes": (1, _BYTES, False),
+    "remote_max_inflight_batches": (1, 1024, False),
+    "remote_max_connections": (1, 100_000, False),
+    "remote_timeout_s": (0, _YEAR_S, True),
+}
+
+
+def _check_field(cfg: Config, name: str) -> None:
+    """The type and range of one field (a Config built directly is checked too)."""
+    value = getattr(cfg, name)
+    kind = _FIELDS[name].type
+    what = f"setting {name}"
+    if kind == "Path":
+        if not isinstance(value, Path):
+            raise InvalidInputError(f"{what} must be a path, not {type(value).__name__}")
+        validate.check_path(value, what)
+    elif kind == "str":
+        validate.check_str(value, what, empty_ok=True, max_bytes=4096, control_ok=False)
+    elif kind == "int":
+        lo, hi, _ = _BOUNDS[name]
+        validate.check_int(value, what, min_value=int(lo), max_value=int(hi))
+    elif kind == "float":
+        lo, hi, excl = _BOUNDS[name]
+        validate.check_number(value, what, min_value=lo, max_value=hi, min_exclusive=excl)
+
+
 def _validated(cfg: Config) -> Config:
+    for name in _FIELDS:
+        _check_field(cfg, name)
+
     def bad(msg: str) -> InvalidInputError:
         return InvalidInputError(f"invalid configuration: {msg}")
 
-    if cfg.batch_interval_ms < 0:
-        raise bad("batch_interval_ms must be >= 0")
-    for name in ("batch_max_bytes", "batch_max_records", "max_inflight_batches"):
-        if getattr(cfg, name) < 1:
-            raise bad(f"{name} must be >= 1")
-    if not 1 <= cfg.max_key_bytes <= 64 * KiB:
-        raise bad("max_key_bytes must be between 1 and 65536")
-    if cfg.max_value_bytes < 0:
-        raise bad("max_value_bytes must be >= 0")
     if cfg.max_pending_bytes <= cfg.max_value_bytes + cfg.max_key_bytes:
         raise bad("max_pending_bytes must exceed max_value_bytes + max_key_bytes")
-    if not 1 <= cfg.l1_soft_limit <= cfg.l1_hard_limit <= MAX_FILE_IDS // 2:
-        raise bad(f"need 1 <= l1_soft_limit <= l1_hard_limit <= {MAX_FILE_IDS // 2}")
-    if cfg.l1_slowdown_ms < 0 or cfg.stall_timeout_s <= 0:
-        raise bad("l1_slowdown_ms must be >= 0 and stall_timeout_s > 0")
-    if cfg.append_attempts < 1:
-        raise bad("append_attempts must be >= 1")
-    if not 0 < cfg.bloom_error_rate < 1:
-        raise bad("bloom_error_rate must be between 0 and 1")
-    if cfg.cache_ram_bytes < 0 or cfg.cache_disk_bytes < 0 or cfg.sidecar_cache_entries < 0:
-        raise bad("cache sizes must be >= 0")
-    for name in (
-        "compaction_l1_files",
-        "compaction_l1_bytes",
-        "compaction_job_files",
-        "compaction_job_bytes",
-        "compaction_l2_file_bytes",
-        "compaction_concurrency",
-    ):
-        if getattr(cfg, name) < 1:
-            raise bad(f"{name} must be >= 1")
-    for name in (
-        "compaction_l1_age_s",
-        "compaction_grace_s",
-        "compaction_interval_s",
-        "compaction_sweep_interval_s",
-        "compaction_lease_s",
-    ):
-        if not getattr(cfg, name) > 0:
-            raise bad(f"{name} must be > 0")
+    if not cfg.l1_soft_limit <= cfg.l1_hard_limit:
+        raise bad("l1_soft_limit must be <= l1_hard_limit")
     if cfg.compaction_in_process not in ("auto", "on", "off"):
         raise bad("compaction_in_process must be auto, on or off")
-    for name in (
-        "commit_max_staged_files",
-        "commit_max_staged_bytes",
-        "commit_concurrency",
-        "commit_max_attempts",
-        "commit_range_max_bytes",
-        "commit_range_raggedness",
-    ):
-        if getattr(cfg, name) < 1:
-            raise bad(f"{name} must be >= 1")
-    for name in ("commit_interval_s", "commit_poll_interval_s", "commit_lease_s"):
-        if not getattr(cfg, name) > 0:
-            raise bad(f"{name} must be > 0")
-    if not 0 <= cfg.commit_backoff_ms <= cfg.commit_backoff_max_ms:
-        raise bad("need 0 <= commit_backoff_ms <= commit_backoff_max_ms")
-    if not 0 <= cfg.commit_range_min_bytes <= cfg.commit_range_max_bytes:
-        raise bad("need 0 <= commit_range_min_bytes <= commit_range_max_bytes")
+    if not cfg.commit_backoff_ms <= cfg.commit_backoff_max_ms:
+        raise bad("commit_backoff_ms must be <= commit_backoff_max_ms")
+    if not cfg.commit_range_min_bytes <= cfg.commit_range_max_bytes:
+        raise bad("commit_range_min_bytes must be <= commit_range_max_bytes")
+    if bool(cfg.server_tls_cert) != bool(cfg.server_tls_key):
+        raise bad("server_tls_cert and server_tls_key go together")
     return cfg
 
 
 def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The settings of a TOML file (top-level keys, or an ``[lsmstore]`` table)."""
-    p = Path(path).expanduser()
+    """The settings of a TOML file (top-level keys, or an ``[lsmstore]`` table), with
+    the keys of a ``[server]`` table as ``server_<key>``."""
+    p = validate.check_path(path, "config file").expanduser()
     try:
         with p.open("rb") as f:
             data = tomllib.load(f)
     except FileNotFoundError as e:
         raise InvalidInputError(f"config file {p} does not exist") from e
-    except tomllib.TOMLDecodeError as e:
+    except OSError as e:
+        raise InvalidInputError(f"config file {p} cannot be read: {e.strerror or e}") from e
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise InvalidInputError(f"config file {p}: {e}") from e
-    if set(data) == {"lsmstore"} and isinstance(data["lsmstore"], dict):
-        data = data["lsmstore"]
+    if isinstance(data.get("lsmstore"), dict) and set(data) <= {"lsmstore", "server"}:
+        table = dict(data["lsmstore"])
+        if "server" in data:  # a top-level [server] table beside [lsmstore]
+            table["server"] = data["server"]
+        data = table
+    server = data.get("server")
+    if isinstance(server, dict):  # a [server] table: server_<name> settings
+        data = {k: v for k, v in data.items() if k != "server"}
+        data.update({f"server_{k}": v for k, v in server.items()})
     for key in data:
         if key not in _FIELDS:
             raise InvalidInputError(f"config file {p}: unknown setting {key!r}")
@@ -325,7 +429,8 @@ def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def env_settings(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Settings named by ``LSMSTORE_<NAME>`` variables (names are case-insensitive)."""
+    """Settings named by ``LSMSTORE_<NAME>`` variables (names are case-insensitive);
+    an empty variable counts as unset."""
     env = os.environ if environ is None else environ
     out: dict[str, str] = {}
     for var, value in env.items():
@@ -334,7 +439,8 @@ def env_settings(environ: Mapping[str, str] | None = None) -> dict[str, str]:
         name = var[len(ENV_PREFIX) :].lower()
         if name not in _FIELDS:
             raise InvalidInputError(f"environment variable {var}: unknown setting {name!r}")
-        out[name] = value
+        if value != "":  # an empty variable is an unset one (as for LSMSTORE_HOME)
+            out[name] = value
     return out
 
 
@@ -352,8 +458,8 @@ def load_config(
     """
     env = os.environ if environ is None else environ
     merged: dict[str, Any] = {}
-    path = config if config is not None else env.get("LSMSTORE_CONFIG")
-    if path:
+    path = config if config is not None else env.get("LSMSTORE_CONFIG") or None
+    if path is not None:  # config="" is a bad path; an empty $LSMSTORE_CONFIG is unset
         merged.update(read_config_file(path))
     merged.update(env_settings(env))
     if refstore is not None:
@@ -361,4 +467,4 @@ def load_config(
     merged.update({k: v for k, v in overrides.items() if v is not None})
     values: dict[str, Any] = {name: _coerce(name, value) for name, value in merged.items()}
     values.setdefault("home", Path.home() / ".lsmstore")  # LSMSTORE_HOME came with env
-    return _validated(Config(**values))
+    return Config(**values)

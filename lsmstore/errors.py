@@ -27,7 +27,13 @@ class InvalidNameError(InvalidInputError):
 
 
 class EntryTooLargeError(InvalidInputError):
-    """A key or value is empty/over-long, or a record is too large for a backend."""
+    """A value or a record is too large for its bound or for a backend."""
+
+
+class InvalidKeyError(InvalidInputError):
+    """A key is not one: not str/bytes, not valid Unicode, empty, or longer than the
+    configured bound.  Raised the same way by reads and writes; the message shows a
+    bounded prefix of the key."""
 
 
 class InvalidRefExpressionError(InvalidInputError):
@@ -64,6 +70,14 @@ class RefNotFoundError(NotFoundError):
     """A branch, tag or commit named by a ref expression does not exist."""
 
 
+class WorkspaceNotFoundError(NotFoundError):
+    """A workspace (saved staging changes of a branch) does not exist."""
+
+
+class RecordNotFoundError(NotFoundError):
+    """A small record (credentials, settings) does not exist."""
+
+
 class ObjectNotFoundError(LsmError, FileNotFoundError):
     """An object-store key does not exist (or was garbage-collected)."""
 
@@ -95,6 +109,14 @@ class ObjectExistsError(AlreadyExistsError, FileExistsError):
 
 class RefExistsError(AlreadyExistsError, ValueError):
     """A repository, branch or tag with that name already exists."""
+
+
+class WorkspaceExistsError(AlreadyExistsError, ValueError):
+    """A workspace with that name already exists in the repository."""
+
+
+class RecordExistsError(AlreadyExistsError, ValueError):
+    """A small record was put with ``if_absent`` and one of that name exists."""
 
 
 class PreconditionFailedError(LsmError):
@@ -155,3 +177,11 @@ class WriteStalledError(LsmError, TimeoutError):
 
 class ClosedError(LsmError, RuntimeError):
     """The object was used after ``aclose()``."""
+
+
+class PermissionDeniedError(LsmError, PermissionError):
+    """A server refused the credentials (``status`` 401) or the action (403)."""
+
+    def __init__(self, message: str, *, status: int = 403) -> None:
+        super().__init__(message)
+        self.status = status

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from lsmstore.refstore.names import check_file_id, check_ref_name
+from lsmstore.refstore.names import check_file_id, check_ref_name, locate_entry
 
 Level = Literal["L1", "L2"]
 
@@ -38,8 +38,12 @@ def staging_key(branch: str, level: Level, file_id: str, suffix: str = ".sst") -
 
     File ids are unique (time-sortable + random), so a deleted and re-created branch
     never sees an old file: the per-branch token of DESIGN.md is not needed.
+
+    ``file_id`` may be a qualified entry (a file of a popped workspace, see
+    docs/refstore.md, "Workspaces"): the key is then where that file lives.
     """
-    return f"{staging_prefix(branch)}{level}/{check_file_id(file_id)}{suffix}"
+    b, lv, fid = locate_entry(branch, level, file_id)
+    return f"{staging_prefix(b)}{lv}/{check_file_id(fid)}{suffix}"
 
 
 def data_key(object_id: str) -> str:

@@ -9,7 +9,10 @@ from typing import Any
 import pytest
 import uvloop
 
-from lsmstore.testing.servers import MotoServer, moto_server, redis_url
+from lsmstore.testing.servers import MotoServer, WeedServer, moto_server, redis_url, weed_server
+
+# Fixtures of the HTTP server tests (a real server process per module).
+pytest_plugins = ["helpers.server"]
 
 
 def pytest_asyncio_loop_factories(
@@ -39,6 +42,25 @@ def moto_serial() -> Iterator[MotoServer]:
         yield server
 
 
+@pytest.fixture(scope="session")
+def seaweed() -> Iterator[WeedServer]:
+    """A real S3 server: SeaweedFS ``weed mini`` on loopback (free ports)."""
+    with weed_server() as server:
+        yield server
+
+
 @pytest.fixture
 def anyio_backend() -> Any:
     return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local SparkSession for the whole test session (PySpark from the spark extra)."""
+    from lsmstore.testing.spark import local_session
+
+    session = local_session()
+    try:
+        yield session
+    finally:
+        session.stop()

@@ -51,15 +51,15 @@ async def _committer(tmp_path: Path, pause: str | None) -> asyncio.subprocess.Pr
         f"local://{tmp_path / 'refs'}",
         cwd=ROOT,
         env=_env(tmp_path, pause),
-        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
 
 
 async def _lines_until(proc: asyncio.subprocess.Process, event: str) -> list[dict[str, object]]:
-    assert proc.stdout is not None
+    assert proc.stderr is not None
     seen: list[dict[str, object]] = []
     while True:
-        line = await proc.stdout.readline()
+        line = await proc.stderr.readline()
         assert line, f"committer exited before {event!r}: {seen}"
         doc = json.loads(line)
         seen.append(doc)
@@ -106,7 +106,7 @@ async def test_kill_at_step(tmp_path: Path, step: str) -> None:
 
     # A new run finishes the job.
     proc = await _committer(tmp_path, None)
-    lines = await _lines_until(proc, "stop")
+    lines = await _lines_until(proc, "stopped")
     assert await proc.wait() == 0
     outcomes = [d["outcome"] for d in lines if d["event"] == "commit"]
     assert outcomes == ["committed"], lines
@@ -130,10 +130,10 @@ async def test_sigterm_while_idle_exits_cleanly(tmp_path: Path) -> None:
         f"local://{tmp_path / 'refs'}",
         cwd=ROOT,
         env=_env(tmp_path, None),
-        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
-    await _lines_until(proc, "start")
+    await _lines_until(proc, "pass")
     proc.send_signal(signal.SIGTERM)
-    lines = await _lines_until(proc, "stop")
+    lines = await _lines_until(proc, "stopped")
     assert await proc.wait() == 0
     assert lines[-1]["passes"] == 1

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import io
-import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +15,7 @@ from helpers.versioning import REPO, close, make_repo, rec, stage, tree_of
 from committer.worker import Worker
 from lsmstore.config import Config, load_config
 from lsmstore.refstore.base import Ref, Repository
+from lsmstore.service import EventCapture, capture_events
 from lsmstore.versioning.context import RepoContext
 from lsmstore.versioning.refs import create_branch
 
@@ -53,21 +52,25 @@ def config(tmp_path: Path, **settings: Any) -> Config:
     return load_config(environ={}, **(base | settings))
 
 
-def worker(ctx: RepoContext, cfg: Config, clock: Clock, **kw: Any) -> tuple[Worker, io.StringIO]:
-    out = io.StringIO()
-    w = Worker(ctx.refstore, cfg, out=out, clock=clock, **kw)
-    return w, out
+@pytest.fixture
+def out() -> Iterator[EventCapture]:
+    with capture_events("committer") as capture:
+        yield capture
 
 
-def lines(out: io.StringIO) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in out.getvalue().splitlines()]
+def worker(ctx: RepoContext, cfg: Config, clock: Clock, **kw: Any) -> Worker:
+    return Worker(ctx.refstore, cfg, clock=clock, **kw)
 
 
-def commits(out: io.StringIO) -> dict[str, str]:
+def lines(out: EventCapture) -> list[dict[str, Any]]:
+    return [d for d in out.docs if "event" in d]
+
+
+def commits(out: EventCapture) -> dict[str, str]:
     return {d["branch"]: d["outcome"] for d in lines(out) if d["event"] == "commit"}
 
 
-async def test_policy_triggers(ctx: RepoContext, tmp_path: Path) -> None:
+async def test_policy_triggers(ctx: RepoContext, tmp_path: Path, out: EventCapture) -> None:
     clock = Clock()
     cfg = config(tmp_path)
     initial = (await ctx.refstore.get_ref(REPO, "main")).base
@@ -80,7 +83,7 @@ async def test_policy_triggers(ctx: RepoContext, tmp_path: Path) -> None:
         await stage(ctx, "many", [rec(f"m{i}", "1")])
     noise = [hashlib.sha256(str(i).encode()).hexdigest() * 2 for i in range(12_000)]
     await stage(ctx, "big", [rec(f"b{i:06d}", v) for i, v in enumerate(noise)])  # > 1 MiB
-    w, out = worker(ctx, cfg, clock)
+    w = worker(ctx, cfg, clock)
     assert await w.run_once() == 2
     assert commits(out) == {"many": "committed", "big": "committed"}
     reasons = {d["branch"]: d["reason"] for d in lines(out) if d["event"] == "commit"}
@@ -95,28 +98,38 @@ async def test_policy_triggers(ctx: RepoContext, tmp_path: Path) -> None:
     await w.aclose()
 
 
-async def test_log_line_fields(ctx: RepoContext, tmp_path: Path) -> None:
+async def test_log_line_fields(ctx: RepoContext, tmp_path: Path, out: EventCapture) -> None:
     clock = Clock()
     await stage(ctx, "main", [rec(f"k{i}", "v") for i in range(100)])
-    w, out = worker(ctx, config(tmp_path), clock, force=True)
+    w = worker(ctx, config(tmp_path), clock, force=True)
     await w.run(once=True)
     events = lines(out)
-    assert [d["event"] for d in events] == ["start", "commit", "stop"]
+    assert [d["event"] for d in events] == ["configured", "commit", "pass", "stopped"]
     line = events[1]
+    assert len(line["request_id"]) == 16
     assert line["outcome"] == "committed" and line["reason"] == "force"
     assert (line["repo"], line["branch"], line["changes"]) == (REPO, "main", 100)
     for key in ("ranges_read", "ranges_written", "ranges_reused", "duration_s", "attempts"):
         assert isinstance(line[key], int | float), key
     assert (await ctx.refstore.get_ref(REPO, "main")).base == line["commit_id"]
-    assert events[2] == {"ts": T0, "event": "stop", "passes": 1, "committed": 1}
+    assert events[2]["committed"] == 1 and events[2]["errors"] == 0
+    assert events[3] == {
+        "level": "info",
+        "msg": "stopped",
+        "event": "stopped",
+        "passes": 1,
+        "committed": 1,
+    }
     await w.aclose()
 
 
-async def test_leased_branch_is_skipped(ctx: RepoContext, tmp_path: Path) -> None:
+async def test_leased_branch_is_skipped(
+    ctx: RepoContext, tmp_path: Path, out: EventCapture
+) -> None:
     clock = Clock()
     await stage(ctx, "main", [rec("a", "1")])
     assert await ctx.refstore.acquire_lease(f"committer/{REPO}/main", "other", 60)
-    w, out = worker(ctx, config(tmp_path), clock, force=True, owner="me")
+    w = worker(ctx, config(tmp_path), clock, force=True, owner="me")
     assert await w.run_once() == 0
     assert commits(out) == {"main": "leased"}
     await ctx.refstore.release_lease(f"committer/{REPO}/main", "other")
@@ -126,13 +139,15 @@ async def test_leased_branch_is_skipped(ctx: RepoContext, tmp_path: Path) -> Non
     await w.aclose()
 
 
-async def test_repository_filter_and_errors_are_logged(ctx: RepoContext, tmp_path: Path) -> None:
+async def test_repository_filter_and_errors_are_logged(
+    ctx: RepoContext, tmp_path: Path, out: EventCapture
+) -> None:
     clock = Clock()
     await stage(ctx, "main", [rec("a", "1")])
     # a second repository whose branch names a staged file that does not exist
     await ctx.refstore.create_repository(Repository("broken", ctx.objects.url, "main"))
     await ctx.refstore.create_ref("broken", "main", Ref("branch", "", (), ("0" * 29,)))
-    w, out = worker(ctx, config(tmp_path), clock, force=True, repositories=["broken"])
+    w = worker(ctx, config(tmp_path), clock, force=True, repositories=["broken"])
     await w.run_once()
     [line] = [d for d in lines(out) if d["event"] == "commit"]
     assert (line["repo"], line["outcome"]) == ("broken", "error")
@@ -141,7 +156,9 @@ async def test_repository_filter_and_errors_are_logged(ctx: RepoContext, tmp_pat
     await w.aclose()
 
 
-async def test_stop_lets_a_running_commit_finish(ctx: RepoContext, tmp_path: Path) -> None:
+async def test_stop_lets_a_running_commit_finish(
+    ctx: RepoContext, tmp_path: Path, out: EventCapture
+) -> None:
     clock = Clock()
     await stage(ctx, "main", [rec("a", "1")])
     entered = asyncio.Event()
@@ -152,7 +169,7 @@ async def test_stop_lets_a_running_commit_finish(ctx: RepoContext, tmp_path: Pat
             entered.set()
             await go.wait()
 
-    w, out = worker(ctx, config(tmp_path), clock, force=True, on_step=on_step)
+    w = worker(ctx, config(tmp_path), clock, force=True, on_step=on_step)
     run = asyncio.create_task(w.run())
     await entered.wait()
     w.stop()
@@ -162,7 +179,9 @@ async def test_stop_lets_a_running_commit_finish(ctx: RepoContext, tmp_path: Pat
     await w.aclose()
 
 
-async def test_stop_abandons_a_stuck_commit(ctx: RepoContext, tmp_path: Path) -> None:
+async def test_stop_abandons_a_stuck_commit(
+    ctx: RepoContext, tmp_path: Path, out: EventCapture
+) -> None:
     clock = Clock()
     await stage(ctx, "main", [rec("a", "1")])
     before = await ctx.refstore.get_ref(REPO, "main")
@@ -173,13 +192,12 @@ async def test_stop_abandons_a_stuck_commit(ctx: RepoContext, tmp_path: Path) ->
             entered.set()
             await asyncio.Event().wait()  # never returns
 
-    w, out = worker(
-        ctx, config(tmp_path), clock, force=True, on_step=on_step, shutdown_timeout_s=0.01
-    )
+    w = worker(ctx, config(tmp_path), clock, force=True, on_step=on_step, shutdown_timeout_s=0.01)
     run = asyncio.create_task(w.run())
     await entered.wait()
     w.stop()
     await run
     await w.aclose()
-    assert [d["event"] for d in lines(out)][-2:] == ["abandoned", "stop"]
+    events = [d["event"] for d in lines(out)]
+    assert "abandoned" in events and events[-1] == "stopped"
     assert await ctx.refstore.get_ref(REPO, "main") == before  # nothing half-done

@@ -13,6 +13,7 @@ import pytest
 
 from compactor import garbage
 from compactor.job import CompactionJob, JobResult
+from compactor.merge_worker import MergeWorker
 from compactor.testing import (
     BRANCH,
     REPO,
@@ -52,6 +53,26 @@ def objects() -> FaultyStore:
     return FaultyStore(MemoryStore())
 
 
+#: The merge worker of the running test, or None: every test runs both ways -- merging
+#: on the event loop (the worker process's way) and in a merge process (the in-process
+#: compactor's way).
+MERGER: MergeWorker | None = None
+
+
+@pytest.fixture(autouse=True, params=["loop", "process"])
+async def merge_where(request: pytest.FixtureRequest) -> AsyncIterator[str]:
+    global MERGER
+    MERGER = MergeWorker() if request.param == "process" else None
+    try:
+        yield request.param
+        if MERGER is not None:  # the jobs really merged there, or none merged at all
+            assert MERGER.restarts == (1 if MERGER.jobs else 0), "the merge worker restarted"
+    finally:
+        if MERGER is not None:
+            await MERGER.aclose()
+        MERGER = None
+
+
 def cfg(**kw: Any) -> Config:
     return make_config(**({"compaction_l2_file_bytes": 2048} | kw))
 
@@ -59,6 +80,7 @@ def cfg(**kw: Any) -> Config:
 def job(
     refstore: RefStore, objects: ObjectStore, config: Config | None = None, **kw: Any
 ) -> CompactionJob:
+    kw.setdefault("merger", MERGER)
     return CompactionJob(refstore, objects, REPO, BRANCH, config or cfg(), **kw)
 
 

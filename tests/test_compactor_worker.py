@@ -33,6 +33,7 @@ from lsmstore.graveler.record import Record, default_identity
 from lsmstore.refstore.base import Ref, RefStore, Repository
 from lsmstore.refstore.embedded import EmbeddedRefStore
 from lsmstore.refstore.url import open_refstore
+from lsmstore.service import ExitCode
 from lsmstore.staging.writer import BranchWriter
 from lsmstore.storage.base import ObjectStore
 from lsmstore.storage.local import LocalStore
@@ -291,8 +292,10 @@ async def test_unreachable_refstore_fails_the_pass(tmp_path: Path) -> None:
     url = f"redis://127.0.0.1:{free_port()}/0?timeout=0.5"
     w = WorkerProcess("--refstore", url, "--once", env={"LSMSTORE_HOME": str(tmp_path)})
     await w.start()
-    assert await w.wait() == 1
+    assert await w.wait() == ExitCode.UNAVAILABLE
     assert w.events("error") and w.events("pass")[0]["errors"] == 1
+    (down,) = w.events("dependency_down")
+    assert down["dependency"] == "refstore"
 
 
 async def test_listing_pages_through_every_branch(
@@ -314,22 +317,6 @@ async def test_listing_pages_through_every_branch(
     for i in range(10):
         assert (await rs.get_ref("alpha", f"b{i:02d}")).l1 == ()
     await w.compactor.aclose()
-
-
-def test_log_lines_are_json(capsys: pytest.CaptureFixture[str]) -> None:
-    import json
-    import logging
-
-    worker_module.setup_logging("info")
-    logging.getLogger("x").info("hello %s", "there", extra={"fields": {"event": "e", "n": 1}})
-    try:
-        raise ValueError("boom")
-    except ValueError:
-        logging.getLogger("x").exception("failed")
-    lines = [json.loads(x) for x in capsys.readouterr().err.splitlines()]
-    assert lines[0]["msg"] == "hello there" and lines[0]["n"] == 1
-    assert "ValueError: boom" in lines[1]["exc"]
-    logging.getLogger().handlers.clear()
 
 
 def test_pause_hook_from_env() -> None:

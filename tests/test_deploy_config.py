@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
+import pytest
+
+from committer import __main__ as committer_main
+from compactor import __main__ as compactor_main
 from lsmstore.config import load_config
+from lsmstore.service import ExitCode
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 
@@ -23,3 +29,30 @@ def test_service_units_start_the_console_scripts() -> None:
         unit = (DEPLOY / "systemd" / f"lsmstore-{worker}.service").read_text()
         assert f"lsmstore-{worker} --config" in unit
         assert f'lsmstore-{worker} = "{worker}.__main__:main"' in pyproject
+
+
+def _unit(worker: str) -> dict[str, str]:
+    settings: dict[str, str] = {}
+    for line in (DEPLOY / "systemd" / f"lsmstore-{worker}.service").read_text().splitlines():
+        if "=" in line and not line.startswith("#"):
+            key, _, value = line.partition("=")
+            settings[key] = value
+    return settings
+
+
+@pytest.mark.parametrize("worker", ["compactor", "committer"])
+def test_service_unit_flags_parse(worker: str) -> None:
+    """The unit's command line is accepted by the worker's own parser, and the unit
+    agrees with it on the exit codes and the shutdown deadline."""
+    parser = {"compactor": compactor_main.parser, "committer": committer_main.parser}[worker]
+    unit = _unit(worker)
+    argv = shlex.split(unit["ExecStart"])
+    assert argv[0].endswith(f"/lsmstore-{worker}")
+    args = parser().parse_args(argv[1:])
+    assert args.config == "/etc/lsmstore/lsmstore.toml"
+    assert args.health_port is not None and args.health_host == "127.0.0.1"
+    assert args.status_file.startswith(f"/run/{unit['RuntimeDirectory']}/")
+    # systemd waits longer than the drain deadline before it sends SIGKILL
+    assert float(unit["TimeoutStopSec"]) > args.shutdown_timeout
+    assert unit["KillSignal"] == "SIGTERM"
+    assert unit["RestartPreventExitStatus"] == str(int(ExitCode.USAGE))

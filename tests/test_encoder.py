@@ -4,9 +4,11 @@ worker that dies costs nothing but time."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 
 import pytest
+import uvloop
 
 from lsmstore.errors import InvalidInputError
 from lsmstore.graveler.record import Record, default_identity, tombstone
@@ -141,3 +143,25 @@ async def test_deferred_identities_become_sha256_of_the_value(use_process: bool)
         await enc.aclose()
     expected = [Record(r.key, default_identity(r.value), r.value) for r in puts]
     assert got == sorted([*expected, given, tombstone(b"gone")])
+
+
+def test_closing_on_the_standard_event_loop_leaves_no_unknown_child(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The worker exits as soon as its stdin closes; nothing may reap it behind the
+    child watcher's back (which then logs "Unknown child process pid ..., will report
+    returncode 255" at exit).  The standard loop, not uvloop: the watcher is its."""
+    records = _records(300)
+
+    async def lifecycle() -> None:
+        enc = Encoder(use_process=True)
+        await _worker_ready(enc, records)
+        assert enc.batches_in_process >= 1
+        await enc.aclose()
+
+    caplog.set_level(logging.WARNING, logger="asyncio")
+    with asyncio.Runner() as runner:  # the standard event loop
+        assert not isinstance(runner.get_loop(), type(uvloop.new_event_loop()))
+        for _ in range(12):
+            runner.run(lifecycle())
+    assert [r.getMessage() for r in caplog.records if r.name == "asyncio"] == []

@@ -7,7 +7,12 @@ import random
 import pytest
 from pybloom_live import BloomFilter
 
-from lsmstore.errors import CorruptFileError, EntryTooLargeError, InvalidInputError
+from lsmstore.errors import (
+    CorruptFileError,
+    EntryTooLargeError,
+    InvalidInputError,
+    InvalidKeyError,
+)
 from lsmstore.graveler.record import Record, default_identity, tombstone
 from lsmstore.graveler.sst_reader import SSTReader
 from lsmstore.graveler.sst_writer import write_sst
@@ -124,11 +129,11 @@ def test_key_and_value_checks() -> None:
     assert encode_key(b"\xff") == b"\xff"
     with pytest.raises(InvalidInputError, match="Unicode"):
         encode_key("bad\udc80")
-    with pytest.raises(EntryTooLargeError, match="empty"):
+    with pytest.raises(InvalidKeyError, match="empty"):
         encode_key("")
     with pytest.raises(InvalidInputError):
         encode_key(3)  # type: ignore[arg-type]
-    with pytest.raises(EntryTooLargeError, match="1025 bytes"):
+    with pytest.raises(InvalidKeyError, match="1025 bytes"):
         check_key("k" * 1025, 1024)
     assert check_key("k" * 1024, 1024) == b"k" * 1024
     with pytest.raises(EntryTooLargeError, match="over the 10-byte"):
@@ -178,9 +183,9 @@ def test_make_record_fast_path_matches_the_checks() -> None:
     assert make_record("é", b"v", b"id", 1024, 10) == Record("é".encode(), b"id", b"v")
     assert make_record(b"\xff", bytearray(b"v"), None, 1024, 10).value == b"v"
     for key, value, error in [
-        ("", b"v", EntryTooLargeError),
-        ("k" * 11, b"v", EntryTooLargeError),
-        ("é" * 6, b"v", EntryTooLargeError),  # 12 UTF-8 bytes
+        ("", b"v", InvalidKeyError),
+        ("k" * 11, b"v", InvalidKeyError),
+        ("é" * 6, b"v", InvalidKeyError),  # 12 UTF-8 bytes
         ("bad\udc80", b"v", InvalidInputError),
         (1, b"v", InvalidInputError),
         ("k", b"x" * 11, EntryTooLargeError),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 
 import pytest
+from helpers.lakefs_sst import decode_range_data as decode_lakefs_range_data
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -28,10 +29,12 @@ from lsmstore.graveler.source import CachedSource, DirectSource
 from lsmstore.graveler.sst_reader import SSTReader
 from lsmstore.graveler.sst_writer import write_sst
 from lsmstore.graveler.tree import TreeReader
+from lsmstore.graveler.value import encode_value
 from lsmstore.storage.local import LocalStore
 from lsmstore.storage.memory import MemoryStore
 from lsmstore.testing.faulty_store import FaultyStore
 
+MINUS_ONE = b"\xff" * 9 + b"\x01"  # int64 -1 on the protobuf wire
 TINY = RangePolicy(min_bytes=120, max_bytes=600, raggedness=6)
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -58,7 +61,13 @@ def rec(key: bytes) -> Record:
 def test_range_data_round_trip(lo: bytes, suffix: bytes, size: int, count: int) -> None:
     info = RangeInfo(rid(count), lo, lo + suffix, count, size)
     data = encode_range_data(info)
-    assert data[0] == 1
+    # lakeFS's RangeData message, as an independent decoding of the wire format reads it
+    assert decode_lakefs_range_data(data) == {
+        "min_key": info.min_key,
+        "max_key": info.max_key,
+        "estimated_size": info.size,
+        "count": info.count,
+    }
     entry = Record(info.max_key, info.id.encode(), data)
     assert decode_range_entry(entry, "m") == info
 
@@ -66,10 +75,38 @@ def test_range_data_round_trip(lo: bytes, suffix: bytes, size: int, count: int) 
 def test_documented_example() -> None:
     # The worked example of docs/format.md ("Metaranges").
     info = RangeInfo("ab" * 32, b"data/a.csv", b"data/b.csv", 2, 60)
-    assert encode_range_data(info) == bytes.fromhex(
-        "010a" + b"data/a.csv".hex() + "0a" + b"data/b.csv".hex() + "3c02"
+    data = encode_range_data(info)
+    assert data == bytes.fromhex(
+        "0a0a" + b"data/a.csv".hex() + "120a" + b"data/b.csv".hex() + "183c" + "2002"
     )
+    assert encode_value(info.id.encode(), data)[:3] == bytes.fromhex("80 01 61")
     assert fnv1a64(b"data/a.csv") == 0x192172BE3DB33903
+
+
+def test_legacy_range_data_is_still_read() -> None:
+    # Metaranges written before the protobuf form: 0x01, then varints (docs/format.md).
+    legacy = bytes.fromhex("010a" + b"data/a.csv".hex() + "0a" + b"data/b.csv".hex() + "3c02")
+    entry = Record(b"data/b.csv", ("ab" * 32).encode(), legacy)
+    assert decode_range_entry(entry, "m") == RangeInfo(
+        "ab" * 32, b"data/a.csv", b"data/b.csv", 2, 60
+    )
+
+
+def test_lakefs_encoding_of_a_range_reads_the_same() -> None:
+    # What Go's proto.Marshal gives for RangeData (fields in number order, defaults omitted),
+    # built here byte by byte: the reader takes it, unknown fields included.
+    def field(n: int, wire: int, payload: bytes) -> bytes:
+        return bytes((n << 3 | wire,)) + payload
+
+    go = (
+        field(1, 2, b"\x01a")
+        + field(2, 2, b"\x01c")
+        + field(3, 0, b"\xac\x02")  # 300
+        + field(4, 0, b"\x07")
+        + field(9, 0, b"\x01")  # a field added later: ignored, as protobuf does
+    )
+    info = decode_range_entry(Record(b"c", rid(1).encode(), go), "m")
+    assert info == RangeInfo(rid(1), b"a", b"c", 7, 300)
 
 
 def test_metarange_sst_layout() -> None:
@@ -125,8 +162,17 @@ def corrupt_metarange(records: list[Record]) -> bytes:
     ("records", "problem"),
     [
         ([Record(b"c", b"not-hex", encode_range_data(infos([(b"a", b"c")])[0]))], "range ID"),
-        ([Record(b"c", rid(0).encode(), b"\x02junk")], "malformed"),
+        ([Record(b"c", rid(0).encode(), b"\x02junk")], "malformed"),  # field number 0
         ([Record(b"c", rid(0).encode(), b"\x01\x01a\x01c\x05")], "malformed"),  # truncated
+        ([Record(b"c", rid(0).encode(), b"\x0a\x05ab")], "malformed"),  # truncated bytes
+        ([Record(b"c", rid(0).encode(), b"\x0a\x01a\x12\x01c\x20")], "malformed"),  # no count
+        ([Record(b"c", rid(0).encode(), b"\x0b\x01a")], "malformed"),  # wire type 3
+        (
+            [Record(b"c", rid(0).encode(), b"\x0a\x01a\x12\x01c\x20" + b"\xff" * 9 + b"\x01")],
+            "incons",
+        ),
+        ([Record(b"c", rid(0).encode(), b"\x0a\x01a\x12\x01c")], "incons"),  # count 0
+        ([Record(b"c", rid(0).encode(), b"\x12\x01c\x20\x01")], "incons"),  # no min_key
         ([Record(b"c", rid(0).encode(), encode_range_data(infos([(b"a", b"b")])[0]))], "incons"),
         (
             [

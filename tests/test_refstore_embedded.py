@@ -168,6 +168,35 @@ PRAGMA user_version=1;
 """
 
 
+SCHEMA_V2 = (
+    SCHEMA_V1.replace(
+        "l1 TEXT NOT NULL, PRIMARY KEY",
+        "l1 TEXT NOT NULL, consumed TEXT NOT NULL DEFAULT '', PRIMARY KEY",
+    )
+    .replace("user_version=1", "user_version=2")
+    .replace("'f1,f2')", "'f1,f2', '')")
+)
+
+
+async def test_version_2_database_is_upgraded(tmp_path: Path) -> None:
+    path = tmp_path / "refs"
+    path.mkdir()
+    con = sqlite3.connect(path / FILENAME)
+    con.executescript(SCHEMA_V2)
+    con.close()
+    async with EmbeddedRefStore(path) as store:
+        cur = await store.get_ref(REPO, "main")
+        assert cur == branch("c1", ("g1",), ("f1", "f2"))
+        assert (await store.append_l1_group(REPO, "main", "j", ("f3",))).l1 == ("f1", "f2", "f3")
+        await store.put_record("k", "n", b"v")
+        assert await store.list_workspaces(REPO) == []
+    con = sqlite3.connect(path / FILENAME)
+    try:
+        assert con.execute("PRAGMA user_version").fetchone()[0] == 3
+    finally:
+        con.close()
+
+
 async def test_version_1_database_is_upgraded(tmp_path: Path) -> None:
     path = tmp_path / "refs"
     path.mkdir()
@@ -181,12 +210,20 @@ async def test_version_1_database_is_upgraded(tmp_path: Path) -> None:
         )
         assert await store.append_l1(REPO, "main", "f1") == new  # consumed
         await store.create_ref(REPO, "dev", branch("c2"))
+        # Version 3: group ids, workspaces, records.
+        grouped = await store.append_l1_group(REPO, "dev", "job1", ("a1",))
+        assert await store.append_l1_group(REPO, "dev", "job1", ("a1",)) == grouped
+        await store.stash_workspace(REPO, "dev", "wip", expected=grouped)
+        await store.put_record("settings", "x", b"1")
     async with EmbeddedRefStore(path) as store:
         assert await store.append_l1(REPO, "main", "f1") == new
         assert await store.get_ref(REPO, "dev") == branch("c2")
+        assert (await store.get_workspace(REPO, "wip")).l1 == ("a1",)
+        assert await store.get_record("settings", "x") == b"1"
+        assert await store.move_count(REPO) == 1
     con = sqlite3.connect(path / FILENAME)
     try:
-        assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+        assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
     finally:
         con.close()
 
@@ -224,3 +261,45 @@ async def test_open_by_url(tmp_path: Path) -> None:
     assert (tmp_path / "a dir" / FILENAME).exists()
     async with open_refstore(f"local://{tmp_path}/a%20dir") as again:
         assert await again.get_ref(REPO, "v1") == Ref("tag", "c1")
+
+
+async def test_mutations_queued_meanwhile_commit_as_one_group(tmp_path: Path) -> None:
+    """Group commit: mutations that queue while the writer thread waits are committed
+    in one transaction; each still sees the ones before it, and one that fails is
+    rolled back alone."""
+    path = tmp_path / "refs"
+    await _setup(path)
+    async with EmbeddedRefStore(path) as store:
+        for i in range(10):
+            await store.create_ref(REPO, f"b{i}", branch())
+        groups0, grouped0, taken0 = store.groups, store.grouped, store.taken
+        with _held_write_lock(path / FILENAME) as release:
+            first = asyncio.create_task(store.append_l1(REPO, "main", "f0"))
+            while store.taken < taken0 + 1:  # noqa: ASYNC110  # the writer thread took it and waits
+                await asyncio.sleep(0.001)
+            ops = [store.append_l1(REPO, f"b{i}", f"x{i}") for i in range(10)]
+            ops += [store.append_l1(REPO, "main", f"f{i}") for i in range(1, 6)]
+            ops.append(store.append_l1(REPO, "missing", "y"))  # fails alone
+            ops.append(  # conflicts: main's L1 does not start with "nope"
+                store.swap_compacted(
+                    REPO, "main", base="", l2_old=(), l1_prefix=("nope",), l2_new=("z",)
+                )
+            )
+            tasks = [asyncio.ensure_future(op) for op in ops]
+            while len(store._queue) < len(tasks):  # noqa: ASYNC110  # all queued
+                await asyncio.sleep(0.001)
+            assert not first.done()
+            release.set()
+            results = await asyncio.gather(first, *tasks, return_exceptions=True)
+        assert store.groups - groups0 == 2  # the first alone, then all the rest
+        assert store.grouped - grouped0 == 1 + 15
+        assert type(results[-2]).__name__ == "RefNotFoundError"
+        assert type(results[-1]).__name__ == "ConflictError"
+        # each append saw the ones before it in the group
+        assert [r.l1 for r in results[11:16]] == [
+            tuple(f"f{j}" for j in range(i + 1)) for i in range(1, 6)
+        ]
+    async with EmbeddedRefStore(path) as store:  # and all of it is durable
+        assert (await store.get_ref(REPO, "main")).l1 == tuple(f"f{j}" for j in range(6))
+        for i in range(10):
+            assert (await store.get_ref(REPO, f"b{i}")).l1 == (f"x{i}",)

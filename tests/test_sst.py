@@ -18,10 +18,10 @@ from helpers.rocksdb_files import rocksdb_sst
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lsmstore.errors import InvalidInputError
+from lsmstore.errors import EntryTooLargeError, InvalidInputError
 from lsmstore.graveler.record import Record, tombstone
 from lsmstore.graveler.sst_reader import SSTReader
-from lsmstore.graveler.sst_writer import write_sst
+from lsmstore.graveler.sst_writer import MAX_ENTRY_BYTES, write_sst
 
 
 def as_read(rec: Record) -> Record:
@@ -217,6 +217,7 @@ def test_writer_output_is_what_the_format_document_says() -> None:
 
 C = rocksdict.ChecksumType
 Z = rocksdict.DBCompressionType
+TWO_LEVEL = rocksdict.BlockBasedIndexType.two_level_index_search()
 SUPPORTED = {
     "format2-crc32c": {"format_version": 2, "checksum": C.crc32c()},
     "format3-xxhash32": {"format_version": 3, "checksum": C.xxhash()},
@@ -233,6 +234,38 @@ SUPPORTED = {
     "index-delta-values": {"index_restart_interval": 8, "block_size": 256},
     "index-delta-values-format3": {"format_version": 3, "index_restart_interval": 4},
     "tiny-blocks": {"block_size": 64},
+    # Two-level (partitioned) indexes, as Pebble writes once an index outgrows 4 KiB:
+    # small metadata blocks make many partitions.
+    "two-level-format2-crc32c": {
+        "format_version": 2,
+        "checksum": C.crc32c(),
+        "index_type": TWO_LEVEL,
+        "metadata_block_size": 256,
+        "block_size": 256,
+    },
+    "two-level-format5": {"index_type": TWO_LEVEL, "metadata_block_size": 128, "block_size": 128},
+    "two-level-format6-zstd": {
+        "format_version": 6,
+        "index_type": TWO_LEVEL,
+        "metadata_block_size": 200,
+        "block_size": 300,
+        "compression": Z.zstd(),
+    },
+    "two-level-delta-values": {
+        "index_type": TWO_LEVEL,
+        "metadata_block_size": 512,
+        "index_restart_interval": 4,
+        "block_size": 128,
+    },
+    "two-level-partitioned-filters": {
+        "index_type": TWO_LEVEL,
+        "metadata_block_size": 256,
+        "block_size": 256,
+        "bloom_bits": 10,
+        "partition_filters": True,
+    },
+    "two-level-one-partition": {"index_type": TWO_LEVEL},
+    "full-bloom-filter": {"bloom_bits": 10},
 }
 
 
@@ -243,6 +276,10 @@ def test_reads_rocksdb_files_with_other_settings(tmp_path: Path, opts: dict[str,
     reader = SSTReader(data, "other.sst", block_cache_size=3)
     check_file(records, reader)
     assert list(reader.seek(records[600].key + b"\x00")) == [as_read(r) for r in records[601:]]
+    if opts.get("index_type") is TWO_LEVEL:
+        assert reader.properties["rocksdb.block.based.table.index.type"] == b"\x02\x00\x00\x00"
+        partitions = reader.properties["rocksdb.index.partitions"][0]
+        assert partitions > 1 or "metadata_block_size" not in opts
 
 
 # --- concurrency ------------------------------------------------------------------------------
@@ -272,3 +309,30 @@ def test_one_reader_shared_by_threads() -> None:
     with ThreadPoolExecutor(4) as pool:
         for future in [pool.submit(worker, s) for s in range(8)]:
             future.result()
+
+
+# --- the reader's bounds on claimed sizes never refuse what a writer makes ------------------
+
+
+@pytest.mark.parametrize(
+    "compression", [Z.snappy(), Z.lz4(), Z.zstd()], ids=["snappy", "lz4", "zstd"]
+)
+def test_most_compressible_blocks_are_within_the_bounds(tmp_path: Path, compression: Any) -> None:
+    # Runs of one byte compress at each codec's best ratio, the case the bounds must admit.
+    records = [
+        Record(b"a", b"id", b"a" * (20 << 20)),
+        Record(b"b", b"id", b"\x00" * (3 << 20)),
+        Record(b"c", b"", b"x"),
+    ]
+    data = rocksdb_sst(records, tmp_path / "runs.sst", compression=compression)
+    assert list(SSTReader(data, "runs.sst")) == records
+    if compression == Z.snappy():
+        assert list(SSTReader(write_sst(records), "ours.sst")) == records
+
+
+def test_writer_refuses_entries_the_reader_would_refuse() -> None:
+    fits = MAX_ENTRY_BYTES - 1 - 1 - 4  # key, identity length, 4-byte data length varint
+    data = write_sst([Record(b"k", b"", b"v" * fits)])
+    assert SSTReader(data, "big.sst").get(b"k") == Record(b"k", b"", b"v" * fits)
+    with pytest.raises(EntryTooLargeError, match="exceeds"):
+        write_sst([Record(b"k", b"", b"v" * (fits + 1))])

@@ -132,10 +132,6 @@ def test_garbage_and_empty_input() -> None:
 C = rocksdict.ChecksumType
 Z = rocksdict.DBCompressionType
 UNSUPPORTED = {
-    "partitioned-index": (
-        {"index_type": rocksdict.BlockBasedIndexType.two_level_index_search()},
-        "index type",
-    ),
     "data-block-hash-index": (
         {"data_block_index": rocksdict.DataBlockIndexType.binary_and_hash()},
         "hash index",

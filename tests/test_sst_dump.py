@@ -7,39 +7,15 @@ these tests fail rather than skip when it is missing.
 from __future__ import annotations
 
 import random
-import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+from helpers.sst_dump import sst_dump_properties, sst_dump_scan
 
 from lsmstore.graveler.record import Record, tombstone
 from lsmstore.graveler.sst_reader import SSTReader
-from lsmstore.graveler.sst_writer import write_sst
+from lsmstore.graveler.sst_writer import METARANGE, RANGE, write_committed_sst, write_sst
 from lsmstore.graveler.value import encode_value
-
-ENTRY = re.compile(r"^'([0-9A-F]*)' seq:(\d+), type:(\d+) => ([0-9A-F]*)$")
-
-
-def sst_dump_scan(path: Path) -> list[tuple[bytes, int, int, bytes]]:
-    """(key, seq, type, value) of every entry, as RocksDB reads them, checksums verified."""
-    exe = shutil.which("sst_dump")
-    assert exe, "sst_dump not found: install Debian's rocksdb-tools (./dev.sh test does)"
-    proc = subprocess.run(
-        [exe, f"--file={path}", "--command=scan", "--verify_checksum", "--output_hex"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
-    entries = []
-    for line in proc.stdout.splitlines():
-        m = ENTRY.match(line)
-        if m:
-            key, seq, kind, value = m.groups()
-            entries.append((bytes.fromhex(key), int(seq), int(kind), bytes.fromhex(value)))
-    return entries
 
 
 def expected_entries(records: list[Record]) -> list[tuple[bytes, int, int, bytes]]:
@@ -85,3 +61,23 @@ def test_sst_dump_reads_every_entry_we_wrote(tmp_path: Path, records: list[Recor
     # and our reader agrees with RocksDB's on the same bytes
     reader = SSTReader(data, str(path))
     assert [(r.key, r.value is None) for r in reader] == [(r.key, r.value is None) for r in records]
+
+
+# --- committed files (ranges, metaranges): lakeFS's form, read by RocksDB too ----------------
+
+COMMITTED = {k: [r for r in v if r.value is not None] for k, v in CASES.items()}
+del COMMITTED["one-tombstone"]
+
+
+@pytest.mark.parametrize("kind", [RANGE, METARANGE])
+@pytest.mark.parametrize("records", COMMITTED.values(), ids=COMMITTED.keys())
+def test_sst_dump_reads_committed_files(tmp_path: Path, records: list[Record], kind: str) -> None:
+    data = write_committed_sst(records, kind)
+    path = tmp_path / "range.sst"
+    path.write_bytes(data)
+    assert sst_dump_scan(path) == expected_entries(records)
+    shown = sst_dump_properties(path)
+    # RocksDB shows the user properties lakeFS writes, hex-encoded
+    assert f"# type: 0x{kind.encode().hex().upper()}" in shown
+    assert f"# min_key: 0x{records[0].key.hex().upper()}" in shown
+    assert f"# count: 0x{str(len(records)).encode().hex().upper()}" in shown

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -50,9 +51,9 @@ def test_bad_input_is_not_retried_elsewhere(
     calls: list[str | None] = []
     real = sst_writer._write_sst
 
-    def spy(records: list[Record], directory: str | None) -> bytes:
+    def spy(records: list[Record], directory: str | None, *args: Any) -> bytes:
         calls.append(directory)
-        return real(records, directory)
+        return real(records, directory, *args)
 
     monkeypatch.setattr(sst_writer, "_write_sst", spy)
     with pytest.raises(InvalidInputError, match="strictly increasing"):

@@ -82,7 +82,7 @@ def test_s3_url_and_options() -> None:
         ("s3://bad_bucket!/p", {}, "bucket"),
         ("file:///data", {"region": "x"}, "region"),
         ("gs://bucket/p", {}, "'gs'"),
-        ("", {}, "''"),
+        ("", {}, "empty"),
     ],
 )
 def test_bad_urls_name_the_problem(url: str, options: dict[str, str], names: str) -> None:

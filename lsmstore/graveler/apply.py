@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from lsmstore.errors import InvalidInputError
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID, store_metarange
+from lsmstore.graveler.range_encoder import RangeEncoder
 from lsmstore.graveler.ranges import RECORD_OVERHEAD, RangePolicy, RangeWriter, record_size
 from lsmstore.graveler.record import Record
 from lsmstore.graveler.source import DirectSource, RangeSource
@@ -77,6 +78,7 @@ async def apply_changes(
     *,
     max_in_flight: int = 4,
     known_ranges: Iterable[str] = (),
+    encoder: RangeEncoder | None = None,
 ) -> ApplyResult:
     """Write the tree ``base ⊕ changes`` to ``store``; its metarange ID and counts.
 
@@ -85,7 +87,8 @@ async def apply_changes(
     are uploaded in create mode; nothing is written when the result equals the base.
     ``known_ranges`` are IDs of ranges known to be stored already (e.g. written by an
     earlier attempt of the same commit): an output range with such an ID is neither
-    encoded nor uploaded.
+    encoded nor uploaded.  ``encoder`` names and encodes the new ranges (a process pool
+    spreads a big rewrite over every core; default: threads); the result is the same.
     Raises :class:`InvalidInputError` for unsorted changes (ranges uploaded until then
     are unreferenced), and whatever the source and store raise.
     """
@@ -103,6 +106,7 @@ async def apply_changes(
         policy,
         max_in_flight=max_in_flight,
         existing={r.id for r in base_mr.ranges}.union(known_ranges),
+        encoder=encoder,
     )
     push = writer.push
     overhead = RECORD_OVERHEAD

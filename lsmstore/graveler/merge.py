@@ -35,6 +35,7 @@ from typing import Literal
 
 from lsmstore.errors import InvalidInputError, MergeConflictError
 from lsmstore.graveler.metarange import Metarange, store_metarange
+from lsmstore.graveler.range_encoder import RangeEncoder
 from lsmstore.graveler.ranges import RangeInfo, RangePolicy, RangeWriter
 from lsmstore.graveler.record import Record
 from lsmstore.graveler.source import RangeSource
@@ -225,6 +226,7 @@ async def merge_trees(
     policy: RangePolicy,
     max_in_flight: int = 4,
     max_conflicts: int = MAX_CONFLICTS,
+    encoder: RangeEncoder | None = None,
 ) -> MergeResult:
     """Merge tree ``source_id`` into tree ``dest_id`` given their common ancestor
     ``base_id`` (EMPTY_METARANGE_ID when they have none); the merged tree's ID.
@@ -247,7 +249,9 @@ async def merge_trees(
         source.metarange(base_id), source.metarange(dest_id), source.metarange(source_id)
     )
     existing = {r.id for tree in (base, dest, src) for r in tree.ranges}
-    writer = RangeWriter(store, policy, max_in_flight=max_in_flight, existing=existing)
+    writer = RangeWriter(
+        store, policy, max_in_flight=max_in_flight, existing=existing, encoder=encoder
+    )
     merger = _Merger(source, base, dest, src, writer, policy, strategy, max_conflicts)
     async with writer:
         await merger.run()

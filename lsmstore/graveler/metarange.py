@@ -2,13 +2,11 @@
 
 Each entry is ``Record(key=range.max_key, identity=range.id as ASCII hex, value=range
 data)``; the SST stores the value as ``encode_value(identity, data)``.  The range data
-(docs/format.md, "Ranges, metaranges and commits") is::
-
-    0x01                       version
-    uvarint(len(min_key)) min_key
-    uvarint(len(max_key)) max_key
-    uvarint(estimated size)
-    uvarint(count)
+(docs/format.md, "Metaranges") is lakeFS's ``RangeData`` protobuf message
+(``proto/range_data.proto``: ``min_key``, ``max_key``, ``estimated_size``, ``count``), so
+lakeFS reads our metaranges and we read its.  Metaranges written before that used
+a form of their own (a ``0x01`` version byte, then varints), which a protobuf message
+cannot start with; the reader still accepts it.
 
 A metarange is named by the fileID of its entries, like a range.  The empty tree has the
 ID :data:`EMPTY_METARANGE_ID` (the fileID of no records); it is never stored, and every
@@ -23,19 +21,23 @@ import hashlib
 import re
 from collections.abc import Iterator, Sequence
 
+from google.protobuf.message import DecodeError
+
 from lsmstore import layout
 from lsmstore.errors import CorruptFileError, InvalidInputError, ObjectExistsError
 from lsmstore.graveler.ids import file_id
+from lsmstore.graveler.proto.range_data_pb2 import RangeData
 from lsmstore.graveler.ranges import RangeInfo
 from lsmstore.graveler.record import Record
 from lsmstore.graveler.sst_reader import SSTReader
-from lsmstore.graveler.sst_writer import write_sst
+from lsmstore.graveler.sst_writer import METARANGE, write_committed_sst
 from lsmstore.storage.base import ObjectStore, PutMode
 
 #: The ID of the tree with no records: SHA-256 of no record IDs.  Never stored.
 EMPTY_METARANGE_ID = hashlib.sha256(b"").hexdigest()
 
-RANGE_DATA_VERSION = 1
+#: First byte of the range data of metaranges written before the protobuf form.
+LEGACY_RANGE_DATA_VERSION = 1
 _HEX_ID = re.compile(rb"^[0-9a-f]{64}$")
 
 
@@ -44,13 +46,6 @@ def check_tree_id(tree_id: str, what: str = "metarange") -> str:
     if not isinstance(tree_id, str) or not _HEX_ID.match(tree_id.encode("ascii", "replace")):
         raise InvalidInputError(f"invalid {what} ID {tree_id!r}: expected 64 lowercase hex digits")
     return tree_id
-
-
-def _put_uvarint(out: bytearray, n: int) -> None:
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
 
 
 def _get_uvarint(buf: bytes, p: int) -> tuple[int, int]:
@@ -67,15 +62,39 @@ def _get_uvarint(buf: bytes, p: int) -> tuple[int, int]:
 
 
 def encode_range_data(info: RangeInfo) -> bytes:
-    """The data part of a metarange entry for ``info`` (format in the module docstring)."""
-    out = bytearray((RANGE_DATA_VERSION,))
-    _put_uvarint(out, len(info.min_key))
-    out += info.min_key
-    _put_uvarint(out, len(info.max_key))
-    out += info.max_key
-    _put_uvarint(out, info.size)
-    _put_uvarint(out, info.count)
-    return bytes(out)
+    """The data part of a metarange entry for ``info``: a ``RangeData`` message."""
+    return RangeData(
+        min_key=info.min_key, max_key=info.max_key, estimated_size=info.size, count=info.count
+    ).SerializeToString()
+
+
+def _decode_legacy(data: bytes) -> tuple[bytes, bytes, int, int]:
+    """``0x01 uvarint-prefixed min_key, max_key, uvarint size, uvarint count``."""
+    n, p = _get_uvarint(data, 1)
+    min_key = data[p : p + n]
+    p += n
+    n, p = _get_uvarint(data, p)
+    max_key = data[p : p + n]
+    p += n
+    size, p = _get_uvarint(data, p)
+    count, p = _get_uvarint(data, p)
+    if p != len(data):
+        raise ValueError(f"{len(data) - p} trailing bytes")
+    return min_key, max_key, size, count
+
+
+def decode_range_data(data: bytes) -> tuple[bytes, bytes, int, int]:
+    """``(min_key, max_key, estimated size, count)``; ValueError when malformed."""
+    if data[:1] == bytes((LEGACY_RANGE_DATA_VERSION,)):
+        try:
+            return _decode_legacy(data)
+        except IndexError:
+            raise ValueError("truncated") from None
+    try:
+        msg = RangeData.FromString(data)
+    except DecodeError as e:
+        raise ValueError(f"not a RangeData message: {e}") from None
+    return msg.min_key, msg.max_key, msg.estimated_size, msg.count
 
 
 def decode_range_entry(record: Record, name: str) -> RangeInfo:
@@ -86,19 +105,8 @@ def decode_range_entry(record: Record, name: str) -> RangeInfo:
     if not _HEX_ID.match(identity):
         raise CorruptFileError(name, f"metarange entry {record.key!r}: bad range ID {identity!r}")
     try:
-        if data[0] != RANGE_DATA_VERSION:
-            raise ValueError(f"unknown range data version {data[0]}")
-        n, p = _get_uvarint(data, 1)
-        min_key = data[p : p + n]
-        p += n
-        n, p = _get_uvarint(data, p)
-        max_key = data[p : p + n]
-        p += n
-        size, p = _get_uvarint(data, p)
-        count, p = _get_uvarint(data, p)
-        if p != len(data):
-            raise ValueError(f"{len(data) - p} trailing bytes")
-    except (IndexError, ValueError) as e:
+        min_key, max_key, size, count = decode_range_data(data)
+    except ValueError as e:
         raise CorruptFileError(
             name, f"metarange entry {record.key!r}: malformed range data ({e})"
         ) from None
@@ -135,7 +143,7 @@ def write_metarange(ranges: Sequence[RangeInfo]) -> tuple[str, bytes]:
     if not ranges:
         return EMPTY_METARANGE_ID, b""
     records = metarange_records(ranges)
-    return file_id(records), write_sst(records)
+    return file_id(records), write_committed_sst(records, METARANGE)
 
 
 async def store_metarange(store: ObjectStore, ranges: Sequence[RangeInfo]) -> str:

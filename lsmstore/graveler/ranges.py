@@ -25,9 +25,8 @@ from typing import Self
 
 from lsmstore import layout
 from lsmstore.errors import InvalidInputError, ObjectExistsError
-from lsmstore.graveler.ids import FileIdHasher
+from lsmstore.graveler.range_encoder import RangeEncoder
 from lsmstore.graveler.record import Record
-from lsmstore.graveler.sst_writer import write_sst
 from lsmstore.storage.base import ObjectStore, PutMode
 
 FNV_OFFSET = 0xCBF29CE484222325
@@ -100,16 +99,28 @@ class RangeInfo:
     size: int
 
 
+@dataclass(slots=True)
+class _Cut:
+    """A range cut but not yet named (its ID is computed with its SST)."""
+
+    records: list[Record]
+    size: int
+    id: str = ""
+
+
 class RangeWriter:
     """Cuts a sorted stream of records into ranges and uploads them.
 
     Feed records with :meth:`add` (strictly increasing keys, no tombstones) and whole
     existing ranges with :meth:`add_range` (only while :attr:`empty`), then call
     :meth:`finish` for the list of ranges in key order.  Each range is named by the
-    fileID of its records, encoded with ``write_sst`` in a worker thread and uploaded in
-    create mode to ``layout.range_key(id)``; an object already there holds the same
-    records and is kept.  At most ``max_in_flight`` uploads run at once; :meth:`add`
-    waits for room.  IDs in ``existing`` are known to be stored and are not uploaded.
+    fileID of its records and encoded (``write_committed_sst``) by ``encoder``
+    (:class:`~lsmstore.graveler.range_encoder.RangeEncoder`: the first range in a
+    thread, later ones in its process pool, so a big rewrite uses every core; default:
+    threads only), then uploaded in create mode to ``layout.range_key(id)``; an object
+    already there holds the same records and is kept.  At most ``max_in_flight``
+    ranges are encoded or uploaded at once; :meth:`add` waits for room.  IDs in
+    ``existing`` are known to be stored and are neither encoded nor uploaded.
 
     Tight loops may call the synchronous :meth:`push` instead of :meth:`add`; when it
     returns True a range was cut, and the caller awaits :meth:`flush` to start its upload
@@ -128,6 +139,7 @@ class RangeWriter:
         *,
         max_in_flight: int = 4,
         existing: Container[str] = frozenset(),
+        encoder: RangeEncoder | None = None,
     ) -> None:
         if max_in_flight < 1:
             raise InvalidInputError(f"max_in_flight must be >= 1, got {max_in_flight}")
@@ -135,12 +147,13 @@ class RangeWriter:
         self._policy = policy
         self._max_in_flight = max_in_flight
         self._existing = existing
-        self._ranges: list[RangeInfo] = []
+        self._encoder = encoder or RangeEncoder(0)
+        self._ranges: list[RangeInfo | _Cut] = []
         self._records: list[Record] = []
-        self._hasher = FileIdHasher()
         self._size = 0
         self._last_key: bytes | None = None
-        self._ready: list[tuple[str, list[Record]]] = []  # cut, upload not started
+        self._cuts = 0
+        self._ready: list[_Cut] = []  # cut, encoding not started
         self._pending: set[asyncio.Task[None]] = set()
         self.ranges_written = 0  # ranges encoded and uploaded by this writer
         self.ranges_reused = 0  # ranges passed through whole (add_range) or found existing
@@ -175,7 +188,6 @@ class RangeWriter:
             raise InvalidInputError("committed keys must be non-empty")
         self._last_key = key
         self._records.append(record)
-        self._hasher.add(key, record.identity)
         size = self._size = (
             self._size + len(key) + len(record.identity) + len(value) + RECORD_OVERHEAD
         )
@@ -217,23 +229,21 @@ class RangeWriter:
         await self.flush()
         if self._pending:
             await self._wait(asyncio.ALL_COMPLETED)
-        return list(self._ranges)
+        out: list[RangeInfo] = []
+        for r in self._ranges:
+            if isinstance(r, _Cut):
+                recs = r.records
+                r = RangeInfo(r.id, recs[0].key, recs[-1].key, len(recs), r.size)
+            out.append(r)
+        self._ranges = list(out)
+        return out
 
     def _cut(self) -> None:
-        records = self._records
-        info = RangeInfo(
-            self._hasher.hexdigest(), records[0].key, records[-1].key, len(records), self._size
-        )
-        self._ranges.append(info)
+        cut = _Cut(self._records, self._size)
+        self._ranges.append(cut)
         self._records = []
-        self._hasher = FileIdHasher()
         self._size = 0
-        if info.id in self._existing:
-            self.ranges_reused += 1
-            return
-        self.ranges_written += 1
-        self.records_written += info.count
-        self._ready.append((info.id, records))
+        self._ready.append(cut)
 
     async def flush(self) -> None:
         """Start the uploads of the ranges cut so far, waiting for room as needed."""
@@ -241,13 +251,22 @@ class RangeWriter:
         while self._ready:
             while len(self._pending) >= self._max_in_flight:
                 await self._wait(asyncio.FIRST_COMPLETED)
-            range_id, records = self._ready.pop(0)
-            self._pending.add(asyncio.create_task(self._upload(range_id, records)))
+            cut = self._ready.pop(0)
+            self._cuts += 1
+            # the first range in a thread: a commit that rewrites one range never waits
+            # for the pool to start; small ranges cost more to ship than to encode
+            in_pool = self._cuts > 1 and cut.size >= self._encoder.pool_min_bytes
+            self._pending.add(asyncio.create_task(self._upload(cut, in_pool)))
 
-    async def _upload(self, range_id: str, records: list[Record]) -> None:
-        data = await asyncio.to_thread(write_sst, records)
+    async def _upload(self, cut: _Cut, in_pool: bool) -> None:
+        cut.id, data = await self._encoder.encode(cut.records, self._existing, in_pool=in_pool)
+        if data is None:
+            self.ranges_reused += 1
+            return
+        self.ranges_written += 1
+        self.records_written += len(cut.records)
         try:
-            await self._store.put(layout.range_key(range_id), data, PutMode.CREATE)
+            await self._store.put(layout.range_key(cut.id), data, PutMode.CREATE)
         except ObjectExistsError:
             pass  # content-addressed: the same records are already stored
 

@@ -1,5 +1,6 @@
 """Read an SST written by :func:`~lsmstore.graveler.sst_writer.write_sst` (or lakeFS/Pebble,
-or RocksDB with compatible settings) from its bytes, in pure Python.
+or RocksDB with compatible settings) from its bytes, in Python (checksums and
+decompression by native libraries).
 
 The byte layout is specified in docs/format.md.  Opening parses and verifies the footer,
 metaindex, properties and index blocks, and decodes the first and last data blocks (for
@@ -12,6 +13,15 @@ decompressed, and kept in a small per-reader LRU in one of two forms:
   user keys and ready ``Record`` objects, which later lookups bisect.
 
 Scans decode blocks without putting them in the LRU, so a scan does not flush it.
+
+The index may be a binary-search index or a two-level (partitioned) one, as Pebble
+writes whenever the index outgrows one block; every partition is read and verified at
+open, and the reader keeps one flat index either way.
+
+Every size the file claims is bounded before anything of that size is allocated:
+block handles by the file, entry and restart counts by their block, and a block's
+uncompressed size by :data:`MAX_BLOCK_SIZE` and the most the block's compression can
+expand its payload (docs/format.md, "Compression").
 
 A reader is immutable apart from its block cache and may be shared between tasks and
 threads.  Every problem with the bytes raises :class:`CorruptFileError` naming the file
@@ -29,9 +39,9 @@ from itertools import islice
 from operator import lt
 
 import cramjam
-import xxhash
 
 from lsmstore.errors import CorruptFileError, UnsupportedFormatError
+from lsmstore.graveler.block_checksum import BY_TYPE as _CHECKSUMS
 from lsmstore.graveler.record import Record
 from lsmstore.graveler.value import decode_value
 
@@ -40,6 +50,15 @@ FOOTER_SIZE = 53  # checksum type (1) + part 2 (40) + format_version (4) + magic
 BLOCK_TRAILER_SIZE = 5  # compression type (1) + checksum (4)
 SUPPORTED_FORMAT_VERSIONS = range(2, 7)
 COMPARATOR = b"leveldb.BytewiseComparator"
+
+#: The largest uncompressed block the reader accepts (a block holds one entry at least,
+#: and entries are bounded far below this: keys 1 KiB, values 16 MiB by default).
+MAX_BLOCK_SIZE = 64 << 20
+#: Most output per payload byte: Snappy (a 3-byte copy makes 64 bytes) and LZ4 (each
+#: extension byte adds 255 to a match); zstd is bounded by MAX_BLOCK_SIZE alone.
+_SNAPPY_MAX_RATIO = 22
+_LZ4_MAX_RATIO = 256
+_RATIO_SLACK = 64
 
 _OTHER_MAGICS = {
     0xDB4775248B80FB57: "a legacy block-based table (format_version 0/1)",
@@ -54,9 +73,10 @@ _COMPRESSION_NAMES = {
     6: "xpress",
     0x40: "zstd (pre-release)",
 }
+_INDEX_BINARY_SEARCH = 0
+_INDEX_TWO_LEVEL = 2
 _INDEX_TYPE_NAMES = {
     1: "hash search",
-    2: "two-level (partitioned)",
     3: "binary search with first key",
 }
 
@@ -64,7 +84,6 @@ _TYPE_DELETION = 0
 _TYPE_VALUE = 1
 
 _MASK32 = 0xFFFFFFFF
-_XXH3_LAST_BYTE_PRIME = 0x6B9083D9
 _u32: Callable[[bytes, int], tuple[int]] = struct.Struct("<I").unpack_from
 _u64: Callable[[bytes, int], tuple[int]] = struct.Struct("<Q").unpack_from
 _new_tuple = tuple.__new__  # builds a Record without NamedTuple.__new__'s Python frame
@@ -80,52 +99,6 @@ class _Unsupported(Exception):
 
 # What decoding malformed bytes can raise; all become CorruptFileError naming the file.
 _ERRORS = (_Bad, _Unsupported, CorruptFileError, IndexError, ValueError, struct.error)
-
-
-# --- checksums: each takes block contents followed by the compression-type byte -----
-
-
-def _xxh3(buf: memoryview) -> int:
-    return (xxhash.xxh3_64_intdigest(buf[:-1]) ^ (buf[-1] * _XXH3_LAST_BYTE_PRIME)) & _MASK32
-
-
-def _xxh32(buf: memoryview) -> int:
-    return int(xxhash.xxh32_intdigest(buf))
-
-
-def _xxh64(buf: memoryview) -> int:
-    return xxhash.xxh64_intdigest(buf) & _MASK32
-
-
-def _crc32c_table() -> list[int]:
-    table = []
-    for n in range(256):
-        c = n
-        for _ in range(8):
-            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        table.append(c)
-    return table
-
-
-_CRC32C_TABLE = _crc32c_table()
-
-
-def _crc32c_masked(buf: memoryview) -> int:
-    """CRC-32C (Castagnoli), masked as LevelDB/RocksDB store it.  Pure Python (slow)."""
-    table = _CRC32C_TABLE
-    crc = _MASK32
-    for b in bytes(buf):
-        crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
-    crc ^= _MASK32
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & _MASK32
-
-
-_CHECKSUMS: dict[int, Callable[[memoryview], int]] = {  # footer checksum type -> function
-    1: _crc32c_masked,
-    2: _xxh32,
-    3: _xxh64,
-    4: _xxh3,
-}
 
 
 def _context_modifier(base: int, offset: int) -> int:
@@ -197,6 +170,15 @@ def _plain_entries(buf: bytes) -> list[tuple[bytes, bytes]]:
             raise _Bad("entry runs past the end of the block")
         out.append((key, buf[q:p]))
     return out
+
+
+def parse_plain_block(buf: bytes) -> list[tuple[bytes, bytes]]:
+    """The entries of an uncompressed metaindex or properties block; ValueError if
+    malformed."""
+    try:
+        return _plain_entries(buf)
+    except (_Bad, _Unsupported, IndexError) as e:
+        raise ValueError(str(e)) from None
 
 
 def _decode_data_block(buf: bytes, name: str) -> tuple[list[bytes], list[Record]]:
@@ -450,6 +432,7 @@ class SSTReader:
         "num_entries",
         "properties",
         "size",
+        "user_properties",
     )
 
     name: str
@@ -458,6 +441,7 @@ class SSTReader:
     first_key: bytes
     last_key: bytes
     properties: dict[str, bytes]
+    user_properties: dict[str, bytes]
 
     def __init__(self, data: bytes, name: str, *, block_cache_size: int = 64) -> None:
         """Parse ``data`` (the whole file); ``name`` names it in errors.
@@ -562,7 +546,8 @@ class SSTReader:
             for k, v in _plain_entries(self._read_block(*_handle(props_handle), "properties"))
         }
         self.properties = props
-        user_keys, delta = self._check_properties(props)
+        self.user_properties = {k: v for k, v in props.items() if not k.startswith("rocksdb.")}
+        user_keys, delta, two_level = self._check_properties(props)
 
         if index_handle is None:
             encoded = meta.get(b"rocksdb.index")
@@ -570,7 +555,14 @@ class SSTReader:
                 raise _Bad("no index block handle in the metaindex")
             index_handle = _handle(encoded)
         index = self._read_block(*index_handle, "index")
-        self._index_keys, self._offsets, self._sizes = _decode_index_block(index, user_keys, delta)
+        if two_level:
+            self._index_keys, self._offsets, self._sizes = self._read_partitions(
+                index, user_keys, delta
+            )
+        else:
+            self._index_keys, self._offsets, self._sizes = _decode_index_block(
+                index, user_keys, delta
+            )
         keys = self._index_keys
         if not keys:
             if self.num_entries == 0:
@@ -583,9 +575,50 @@ class SSTReader:
             raise _Bad("index and properties disagree on the number of data blocks")
         self.first_key = self._block(0)[0][0]
         self.last_key = self._block(len(keys) - 1)[0][-1]
+        self._check_lakefs_properties()
 
-    def _check_properties(self, props: dict[str, bytes]) -> tuple[bool, bool]:
-        """Reject settings not implemented; return (index keys are user keys, delta values)."""
+    def _read_partitions(
+        self, top: bytes, user_keys: bool, delta: bool
+    ) -> tuple[list[bytes], list[int], list[int]]:
+        """The flat index of a two-level index: the top-level block lists the partitions
+        (each an index block), each under a separator >= its keys."""
+        separators, offsets, sizes = _decode_index_block(top, user_keys, delta)
+        if not separators:
+            raise _Bad("two-level index has no partitions")
+        partitions = self.properties.get("rocksdb.index.partitions")
+        if partitions is not None and _varint_exact(partitions, "rocksdb.index.partitions") != len(
+            separators
+        ):
+            raise _Bad("top-level index and properties disagree on the number of partitions")
+        keys: list[bytes] = []
+        block_offsets: list[int] = []
+        block_sizes: list[int] = []
+        prev: bytes | None = None
+        for separator, offset, size in zip(separators, offsets, sizes, strict=True):
+            part = self._read_block(offset, size, "index partition")
+            k, o, z = _decode_index_block(part, user_keys, delta)
+            if not k or k[-1] > separator or (prev is not None and k[0] <= prev):
+                raise _Bad(f"index partition at offset {offset}: keys outside its range")
+            keys += k
+            block_offsets += o
+            block_sizes += z
+            prev = separator
+        return keys, block_offsets, block_sizes
+
+    def _check_lakefs_properties(self) -> None:
+        """lakeFS's writer records a file's first and last key and its record count as
+        table properties; where present they must match the file."""
+        props = self.user_properties
+        for name, actual in (("min_key", self.first_key), ("max_key", self.last_key)):
+            if name in props and props[name] != actual:
+                raise _Bad(f"property {name} {props[name]!r} is not the file's key {actual!r}")
+        count = props.get("count")
+        if count is not None and count != b"%d" % self.num_entries:
+            raise _Bad(f"property count {count!r}: the file has {self.num_entries} entries")
+
+    def _check_properties(self, props: dict[str, bytes]) -> tuple[bool, bool, bool]:
+        """Reject settings not implemented; return (index keys are user keys, delta
+        values, two-level index)."""
         entries = props.get("rocksdb.num.entries")
         if entries is None:
             raise _Bad("properties lack rocksdb.num.entries")
@@ -597,7 +630,7 @@ class SSTReader:
         if len(index_type) != 4:
             raise _Bad("malformed index type property")
         kind = _u32(index_type, 0)[0]
-        if kind != 0:
+        if kind not in (_INDEX_BINARY_SEARCH, _INDEX_TWO_LEVEL):
             raise _Unsupported(f"index type {_INDEX_TYPE_NAMES.get(kind, str(kind))}")
         for prop, what in (
             ("rocksdb.num.range-deletions", "range deletions"),
@@ -611,45 +644,62 @@ class SSTReader:
         for prop in ("rocksdb.index.key.is.user.key", "rocksdb.index.value.is.delta.encoded"):
             value = props.get(prop)
             flags.append(value is not None and _varint_exact(value, prop) != 0)
-        return flags[0], flags[1]
+        return flags[0], flags[1], kind == _INDEX_TWO_LEVEL
 
     # blocks --------------------------------------------------------------------------
+
+    def _verify_checksum(self, offset: int, end: int, what: str) -> None:
+        """The trailer's checksum of the block ``[offset, end)`` matches its contents."""
+        stored = _u32(self._data, end + 1)[0]
+        if self._base_context:
+            stored = (stored - _context_modifier(self._base_context, offset)) & _MASK32
+        if self._checksum(self._view[offset : end + 1]) != stored:
+            raise _Bad(f"{what} block at offset {offset}: checksum mismatch")
 
     def _read_block(self, offset: int, size: int, what: str) -> bytes:
         """Verified, decompressed contents of the block at ``offset``."""
         end = offset + size
         if end + BLOCK_TRAILER_SIZE > self._data_end:
             raise _Bad(f"{what} block handle ({offset}, {size}) is outside the file")
+        self._verify_checksum(offset, end, what)
         data = self._data
-        stored = _u32(data, end + 1)[0]
-        if self._base_context:
-            stored = (stored - _context_modifier(self._base_context, offset)) & _MASK32
-        if self._checksum(self._view[offset : end + 1]) != stored:
-            raise _Bad(f"{what} block at offset {offset}: checksum mismatch")
         kind = data[end]
         if kind == 0:
             return data[offset:end]
+        if kind not in (1, 4, 5, 7):
+            raise _Unsupported(
+                f"{what} block at offset {offset}: compression "
+                f"{_COMPRESSION_NAMES.get(kind, f'type {kind}')}"
+            )
+        # Snappy: its own varint length header; lz4, lz4hc, zstd: a varint size prefix.
+        # Either way, the size is bounded before the decompressor allocates it.
+        n, p = _varint(data, offset)
+        if p > end:
+            raise _Bad(f"{what} block at offset {offset}: truncated size prefix")
+        payload_size = end - p
+        if kind == 1:
+            most = _SNAPPY_MAX_RATIO * payload_size + _RATIO_SLACK
+        elif kind == 7:
+            most = MAX_BLOCK_SIZE
+        else:
+            most = _LZ4_MAX_RATIO * payload_size + _RATIO_SLACK
+        if n > min(most, MAX_BLOCK_SIZE):
+            raise _Bad(
+                f"{what} block at offset {offset}: claims {n} bytes uncompressed from "
+                f"{payload_size} (at most {min(most, MAX_BLOCK_SIZE)})"
+            )
         try:
             if kind == 1:
-                return bytes(cramjam.snappy.decompress_raw(self._view[offset:end]))
-            if kind in (4, 5, 7):  # lz4, lz4hc, zstd: varint uncompressed size, payload
-                n, p = _varint(data, offset)
-                if p > end:
-                    raise _Bad(f"{what} block at offset {offset}: truncated size prefix")
-                payload = self._view[p:end]
-                if kind == 7:
-                    out = bytes(cramjam.zstd.decompress(payload, output_len=n))
-                else:
-                    out = bytes(cramjam.lz4.decompress_block(payload, output_len=n))
-                if len(out) != n:
-                    raise _Bad(f"{what} block at offset {offset}: decompressed size mismatch")
-                return out
+                out = bytes(cramjam.snappy.decompress_raw(self._view[offset:end]))
+            elif kind == 7:
+                out = bytes(cramjam.zstd.decompress(self._view[p:end], output_len=n))
+            else:
+                out = bytes(cramjam.lz4.decompress_block(self._view[p:end], output_len=n))
         except (cramjam.DecompressionError, OverflowError) as e:
             raise _Bad(f"{what} block at offset {offset}: cannot decompress ({e})") from None
-        raise _Unsupported(
-            f"{what} block at offset {offset}: compression "
-            f"{_COMPRESSION_NAMES.get(kind, f'type {kind}')}"
-        )
+        if len(out) != n:
+            raise _Bad(f"{what} block at offset {offset}: decompressed size mismatch")
+        return out
 
     def _decode(self, i: int, raw: bytes) -> _Block:
         keys, records = _decode_data_block(raw, self.name)

@@ -2,8 +2,15 @@
 
 A put is a SET entry whose value is :func:`~lsmstore.graveler.value.encode_value`;
 a tombstone is a DELETION entry with an empty value.  Every entry has sequence
-number 0.  Settings: format_version 5, 4 KiB blocks, xxh3 checksums, Snappy, binary
-search index -- files Debian's ``sst_dump`` (RocksDB 7.8) and our reader both read.
+number 0.  Two forms, both 4 KiB blocks, Snappy, a binary-search index:
+
+* :func:`write_committed_sst` -- ranges and metaranges, in the form lakeFS's readers
+  (Pebble) accept: ``format_version`` 2, CRC-32C checksums, and lakeFS's table
+  properties (``type``, ``min_key``, ``max_key``, ``count``, ``estimated_size_bytes``);
+* :func:`write_sst` -- staging files (L1/L2), read only by lsmstore: ``format_version``
+  5, XXH3 checksums (smaller index blocks; docs/decisions.md says why it stays).
+
+Debian's ``sst_dump`` (RocksDB 7.8) and our reader read both.
 
 Synchronous and CPU-bound (about a microsecond per record): async callers run it in a
 thread (``await asyncio.to_thread(write_sst, records)``).
@@ -18,8 +25,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import struct
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from rocksdict import (
     BlockBasedOptions,
@@ -29,12 +37,26 @@ from rocksdict import (
     SstFileWriter,
 )
 
-from lsmstore.errors import InvalidInputError
+from lsmstore.errors import EntryTooLargeError, InvalidInputError
+from lsmstore.graveler.block_checksum import CRC32C, crc32c_masked
 from lsmstore.graveler.record import Record
+from lsmstore.graveler.sst_reader import MAGIC, MAX_BLOCK_SIZE, parse_plain_block
 from lsmstore.graveler.value import encode_value
 
-FORMAT_VERSION = 5
+FORMAT_VERSION = 5  # staging files
+COMMITTED_FORMAT_VERSION = 2  # the only RocksDB format_version lakeFS's readers accept
 BLOCK_SIZE = 4096
+
+#: lakeFS's ``type`` table property of a range and of a metarange.
+RANGE = "ranges"
+METARANGE = "metaranges"
+
+#: The largest entry (key and encoded value) written: one entry with up to a block's
+#: worth of others before it must still fit the reader's MAX_BLOCK_SIZE.
+MAX_ENTRY_BYTES = MAX_BLOCK_SIZE - (1 << 16)
+
+#: Per-record overhead of the estimated size (as ``ranges.RECORD_OVERHEAD``).
+_RECORD_OVERHEAD = 16
 
 #: RAM-backed directories tried first for the writer's temporary file.
 RAM_DIRS = ("/dev/shm",)
@@ -50,40 +72,83 @@ def _ram_dir() -> str | None:
 _RAM_DIR = _ram_dir()
 
 
-def _options() -> Options:
+def _options(format_version: int, checksum: ChecksumType) -> Options:
     table = BlockBasedOptions()
-    table.set_format_version(FORMAT_VERSION)
+    table.set_format_version(format_version)
     table.set_block_size(BLOCK_SIZE)
-    table.set_checksum_type(ChecksumType.xxh3())
+    table.set_checksum_type(checksum)
     options = Options(raw_mode=True)
     options.set_block_based_table_factory(table)
     options.set_compression_type(DBCompressionType.snappy())
     return options
 
 
+def _staging_options() -> Options:
+    return _options(FORMAT_VERSION, ChecksumType.xxh3())
+
+
+def _committed_options() -> Options:
+    return _options(COMMITTED_FORMAT_VERSION, ChecksumType.crc32c())
+
+
 def write_sst(records: Iterable[Record]) -> bytes:
-    """The SST bytes of ``records``.
+    """The SST bytes of ``records`` in the staging form.
 
     Keys must be non-empty and strictly increasing; otherwise, or when there are no
     records (RocksDB cannot write an empty SST), :class:`InvalidInputError` names the
-    key at fault.  The temporary file the RocksDB writer needs is always removed.
+    key at fault; a record over :data:`MAX_ENTRY_BYTES` (the reader's block bound) is
+    :class:`EntryTooLargeError`.  The temporary file the RocksDB writer needs is always removed.
     """
+    return _write(records, _staging_options)
+
+
+def write_committed_sst(records: Sequence[Record], kind: str) -> bytes:
+    """The SST bytes of a range (``kind`` :data:`RANGE`) or metarange (:data:`METARANGE`)
+    of ``records``, in the form lakeFS reads, with lakeFS's table properties.
+
+    As :func:`write_sst`; tombstones are refused too (:class:`InvalidInputError`).
+    """
+    if kind not in (RANGE, METARANGE):
+        raise InvalidInputError(f"unknown committed file kind {kind!r}")
+    size = 0
+    for rec in records:
+        if rec.value is None:
+            raise InvalidInputError(f"tombstone for key {rec.key!r} in a committed file")
+        size += len(rec.key) + len(rec.identity) + len(rec.value) + _RECORD_OVERHEAD
+    data = _write(records, _committed_options)
+    return add_user_properties(
+        data,
+        {
+            b"type": kind.encode(),
+            b"min_key": records[0].key,
+            b"max_key": records[-1].key,
+            b"count": b"%d" % len(records),
+            b"estimated_size_bytes": b"%d" % size,
+        },
+    )
+
+
+def _write(records: Iterable[Record], options: Callable[[], Options]) -> bytes:
     records = records if isinstance(records, list | tuple) else list(records)
     if _RAM_DIR is not None:
         try:
-            return _write_sst(records, _RAM_DIR)
+            return _write_sst(records, _RAM_DIR, options)
         except InvalidInputError:
             raise
         except Exception:  # OSError, or RocksDB's "IO error" (e.g. /dev/shm is full)
             pass
-    return _write_sst(records, None)
+    return _write_sst(records, None, options)
 
 
-def _write_sst(records: Iterable[Record], directory: str | None) -> bytes:
+def _write_sst(
+    records: Iterable[Record],
+    directory: str | None,
+    options: Callable[[], Options] = _staging_options,
+) -> bytes:
     fd, path = tempfile.mkstemp(prefix="lsmstore-", suffix=".sst", dir=directory)
     os.close(fd)
     try:
-        writer = SstFileWriter(options=_options())
+        writer = SstFileWriter(options=options())
         writer.open(path)
         prev: bytes | None = None
         for key, identity, value in records:
@@ -96,7 +161,13 @@ def _write_sst(records: Iterable[Record], directory: str | None) -> bytes:
             if value is None:
                 del writer[key]
             else:
-                writer[key] = encode_value(identity, value)
+                encoded = encode_value(identity, value)
+                if len(key) + len(encoded) > MAX_ENTRY_BYTES:
+                    raise EntryTooLargeError(
+                        f"record {key!r} of {len(key) + len(encoded)} bytes exceeds the "
+                        f"{MAX_ENTRY_BYTES} an SST entry may hold"
+                    )
+                writer[key] = encoded
             prev = key
         if prev is None:
             raise InvalidInputError("cannot write an SST with no records")
@@ -106,3 +177,102 @@ def _write_sst(records: Iterable[Record], directory: str | None) -> bytes:
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
+
+
+# --- user table properties ------------------------------------------------------------
+#
+# RocksDB's SstFileWriter (through rocksdict) takes no table property collector, so the
+# properties are added to its output: the properties block is the last block before
+# the metaindex, and is replaced by one with the user properties merged in; the
+# metaindex (its new size) and the footer (the metaindex's new handle) follow it.
+# Nothing else moves, so every other block and handle stays valid.
+
+_FOOTER_SIZE = 53
+_TRAILER_SIZE = 5
+_PROPERTIES = b"rocksdb.properties"
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _plain_block(entries: Sequence[tuple[bytes, bytes]]) -> bytes:
+    """An uncompressed block of ``entries`` (sorted), every entry a restart point."""
+    out = bytearray()
+    restarts = []
+    for key, value in entries:
+        restarts.append(len(out))
+        out += b"\x00" + _varint(len(key)) + _varint(len(value)) + key + value
+    out += struct.pack(f"<{len(restarts)}I", *restarts)
+    out += struct.pack("<I", len(restarts))
+    return bytes(out)
+
+
+def _with_trailer(block: bytes) -> bytes:
+    body = block + b"\x00"  # compression type: none
+    return body + struct.pack("<I", crc32c_masked(body))
+
+
+def add_user_properties(data: bytes, props: Mapping[bytes, bytes]) -> bytes:
+    """``data`` (a ``format_version`` 2 CRC-32C SST as RocksDB writes it) with ``props``
+    added to its properties block.  Names must not be RocksDB's (``rocksdb.``) or
+    already present."""
+    footer = len(data) - _FOOTER_SIZE
+    if (
+        footer < 0
+        or struct.unpack_from("<Q", data, len(data) - 8)[0] != MAGIC
+        or struct.unpack_from("<I", data, len(data) - 12)[0] != COMMITTED_FORMAT_VERSION
+        or data[footer] != CRC32C
+    ):
+        raise ValueError("not a format_version 2 CRC-32C table")
+    p = footer + 1
+    meta_offset, p = _get_varint(data, p)
+    meta_size, p = _get_varint(data, p)
+    index_offset, p = _get_varint(data, p)
+    index_size, p = _get_varint(data, p)
+    meta = parse_plain_block(data[meta_offset : meta_offset + meta_size])
+    handles = dict(meta)
+    props_offset, q = _get_varint(handles[_PROPERTIES], 0)
+    props_size, _ = _get_varint(handles[_PROPERTIES], q)
+    if props_offset + props_size + _TRAILER_SIZE != meta_offset:
+        raise ValueError("the properties block does not immediately precede the metaindex")
+    if data[props_offset + props_size] != 0:
+        raise ValueError("compressed properties block")
+    entries = dict(parse_plain_block(data[props_offset : props_offset + props_size]))
+    for name, value in props.items():
+        if name.startswith(b"rocksdb.") or name in entries:
+            raise ValueError(f"property {name!r} is taken")
+        entries[name] = value
+    new_props = _plain_block(sorted(entries.items()))
+    handles[_PROPERTIES] = _varint(props_offset) + _varint(len(new_props))
+    new_meta = _plain_block(sorted(handles.items()))
+    new_meta_offset = props_offset + len(new_props) + _TRAILER_SIZE
+    handles_part = (
+        _varint(new_meta_offset)
+        + _varint(len(new_meta))
+        + _varint(index_offset)
+        + _varint(index_size)
+    )
+    new_footer = (
+        bytes((CRC32C,))
+        + handles_part.ljust(40, b"\x00")
+        + struct.pack("<IQ", COMMITTED_FORMAT_VERSION, MAGIC)
+    )
+    head = memoryview(data)[:props_offset]  # joined without an intermediate copy
+    return b"".join((head, _with_trailer(new_props), _with_trailer(new_meta), new_footer))
+
+
+def _get_varint(buf: bytes, p: int) -> tuple[int, int]:
+    n = shift = 0
+    while True:
+        b = buf[p]
+        p += 1
+        n |= (b & 0x7F) << shift
+        if b < 0x80:
+            return n, p
+        shift += 7

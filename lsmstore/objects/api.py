@@ -29,7 +29,7 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from lsmstore import layout
+from lsmstore import layout, validate
 from lsmstore.errors import (
     InvalidInputError,
     LsmError,
@@ -444,7 +444,7 @@ class ObjectWrites(ObjectReads):
         plain_key = PLAIN_KEY.fullmatch
         plain_etag = _PLAIN_ETAG.fullmatch
         common = BatchEncoder(now[0], now[1], AddressType.RELATIVE, DEFAULT_CONTENT_TYPE)
-        for link in links:
+        for link in validate.check_items(links, "link_many links"):
             if type(link) is not ObjectLink:
                 raise InvalidInputError(f"link_many takes ObjectLinks, not {type(link).__name__}")
             path = link.path
@@ -504,7 +504,8 @@ class ObjectWrites(ObjectReads):
     async def delete_objects(self, paths: Iterable[str]) -> None:
         """Delete many objects in one batch; absent paths are ignored."""
         max_key = self.repository.store.config.max_key_bytes
-        keys = list(dict.fromkeys(check_path(p, max_key) for p in paths))
+        checked = validate.check_items(paths, "delete_objects paths")
+        keys = list(dict.fromkeys(check_path(p, max_key) for p in checked))
         if not keys:
             return
         previous = [await self._previous(k) for k in keys]

@@ -16,6 +16,7 @@ import os
 from collections.abc import AsyncIterable, AsyncIterator
 from typing import Any, BinaryIO
 
+from lsmstore import validate
 from lsmstore.errors import InvalidInputError
 
 #: Bytes read from a file per worker-thread hop.
@@ -42,6 +43,7 @@ class Source:
         if isinstance(data, bytes | bytearray | memoryview):
             self._kind = "bytes"
         elif isinstance(data, str | os.PathLike):
+            self._data = validate.check_path(data, "upload file")
             self._kind = "path"
         elif isinstance(data, AsyncIterable):
             self._kind = "aiter"

@@ -16,6 +16,10 @@ swap_compacted     ``l2 = l2_new; l1 = l1[len(l1_prefix):]``               base,
                                                                            starts with prefix
 swap_committed     ``base = new_base; l2 = []; l1 = l1[len(prefix):]``    same as above
 set_base           ``base = new_base`` (l1, l2 kept)                       base == expected_base
+append_l1_group    ``l1 += ids`` as one unit; no-op for a known group id   ref is a branch
+stash_workspace    workspace ``name = (l2, l1)``; ``l2 = l1 = []``         value == expected,
+                   (two keys, one atomic step)                             workspace absent
+pop_workspace      ``l1 += workspace``; workspace deleted (one step)       branch, workspace
 create_ref         insert                                                  absent
 delete_ref         remove                                                  value == expected
 =================  ======================================================  =====================
@@ -30,6 +34,23 @@ retried after an unknown outcome cannot re-stage a file that a compaction or com
 consumed in between (it would shadow newer writes).  The tail is internal: it is not
 part of :class:`Ref`, reads do not fetch it, ``set_base`` keeps it, a new ref starts
 with none and ``delete_ref`` drops it.  It never makes an operation fail for size.
+
+Group ids: a branch also remembers the last :data:`MAX_GROUP_IDS` group ids appended
+with ``append_l1_group``; a group whose id is among them is not appended again, so a
+job that re-sends its commit after an unknown outcome stages its files once, even
+after a compaction or commit consumed them.
+
+Workspaces (docs/refstore.md, "Workspaces"): ``stash_workspace`` moves a branch's L2
+and L1 ids into a named workspace record of the repository and empties the branch's
+staging; ``pop_workspace`` puts them on top of a branch's L1 (the workspace's L2 ids
+first, then its L1 ids: all newer than what the branch held) and deletes the record.
+Files never move: an id that lands in another branch's list, or in another level, is
+*qualified* with where its file lives (:data:`lsmstore.refstore.names.STAGED_ENTRY`).
+Both bump the repository's :meth:`move_count`, which garbage collection reads before
+and after it collects the referenced files.
+
+Small records (``put_record`` ...): named byte strings in kinds (credentials,
+settings), outside any repository, at most :data:`MAX_RECORD_BYTES` each.
 
 Operations that only make sense on a branch (``append_l1``, the swaps, ``set_base``)
 raise :class:`ConflictError` on a tag; tags are immutable once created.
@@ -58,18 +79,23 @@ from __future__ import annotations
 import abc
 import json
 import math
-from collections.abc import Sequence
+import re
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Literal, Self
 
-from lsmstore.errors import ClosedError, EntryTooLargeError, InvalidInputError
+from lsmstore import validate
+from lsmstore.errors import ClosedError, EntryTooLargeError, InvalidInputError, InvalidNameError
 from lsmstore.refstore.names import (
     check_commit_id,
     check_file_id,
     check_lease_name,
     check_ref_name,
     check_repository_name,
+    check_staged_entry,
+    qualify_entry,
 )
 
 RefKind = Literal["branch", "tag"]
@@ -88,6 +114,20 @@ MAX_FILE_IDS = 2000
 #: compaction jobs consume 128 files at most.  At ~30 bytes an id it adds about 30 KB
 #: to a ref (DynamoDB bills a write by item size: see docs/refstore.md).
 MAX_CONSUMED_IDS = 1024
+
+#: A branch remembers this many group ids of ``append_l1_group`` (newest last).  A
+#: group is one job's commit (a Spark write, an import): hundreds of jobs later, a
+#: re-sent commit of the first is long out of its retry window.
+MAX_GROUP_IDS = 128
+
+#: Upper bound on the bytes of the *qualified* entries (files living elsewhere, from a
+#: popped workspace) of one ref or workspace.  With 2,000 plain ids, the consumed tail
+#: and the group ids, a ref stays under DynamoDB's 400 KB item limit.
+MAX_QUALIFIED_BYTES = 96 * 1024
+
+#: Upper bound on a small record's value.
+MAX_RECORD_BYTES = 64 * 1024
+RECORD_KIND = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 
 #: Upper bound on a repository record's metadata, encoded as JSON (UTF-8 bytes).
 MAX_REPOSITORY_METADATA_BYTES = 64 * 1024
@@ -121,6 +161,36 @@ class Repository:
     default_branch: str
     created_at: float = 0.0  # seconds since the epoch
     metadata: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Workspace:
+    """A branch's staged changes saved under ``name`` (see "Workspaces" above).
+
+    ``l2``/``l1`` are the branch's lists when it was stashed, as that branch names them
+    (plain ids live under ``branch``); ``base`` was its base commit then.
+    """
+
+    name: str
+    branch: str
+    base: str
+    l2: tuple[str, ...] = ()
+    l1: tuple[str, ...] = ()
+    created_at: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.l2, tuple):
+            object.__setattr__(self, "l2", tuple(self.l2))
+        if not isinstance(self.l1, tuple):
+            object.__setattr__(self, "l1", tuple(self.l1))
+
+    @property
+    def entries(self) -> tuple[str, ...]:
+        """Every file, oldest first, qualified: the order a pop appends them in."""
+        return (
+            *(qualify_entry(self.branch, "L2", f) for f in self.l2),
+            *(qualify_entry(self.branch, "L1", f) for f in self.l1),
+        )
 
 
 class RefStore(abc.ABC):
@@ -187,8 +257,7 @@ class RefStore(abc.ABC):
         self._check_open()
         check_repository_name(repo)
         _check_page(after, limit)
-        if not isinstance(prefix, str):
-            raise InvalidInputError(f"list_refs prefix must be a string, not {prefix!r}")
+        validate.check_str(prefix, "list_refs prefix", empty_ok=True, max_bytes=MAX_PAGE_TOKEN)
         if kind not in (None, "branch", "tag"):
             raise InvalidInputError(f"list_refs kind must be 'branch', 'tag' or None, not {kind!r}")
         return await self._list_refs(repo, prefix, after, limit, kind)
@@ -227,8 +296,10 @@ class RefStore(abc.ABC):
         check_repository_name(repo)
         check_ref_name(branch)
         check_commit_id(base)
-        for f in (*l2_old, *l1_prefix, *l2_new):
+        for f in (*l2_old, *l2_new):
             check_file_id(f)
+        for f in l1_prefix:
+            check_staged_entry(f)
         if len(l2_new) > MAX_FILE_IDS:
             raise EntryTooLargeError(
                 f"{repo}/{branch}: {len(l2_new)} L2 ids exceed the limit of {MAX_FILE_IDS}"
@@ -252,8 +323,10 @@ class RefStore(abc.ABC):
         check_ref_name(branch)
         check_commit_id(base)
         check_commit_id(new_base, "new base commit")
-        for f in (*l2_old, *l1_prefix):
+        for f in l2_old:
             check_file_id(f)
+        for f in l1_prefix:
+            check_staged_entry(f)
         return await self._swap_committed(
             repo, branch, base, tuple(l2_old), tuple(l1_prefix), new_base
         )
@@ -265,6 +338,133 @@ class RefStore(abc.ABC):
         check_commit_id(expected_base, "expected base commit")
         check_commit_id(new_base, "new base commit")
         return await self._set_base(repo, branch, expected_base, new_base)
+
+    async def append_l1_group(
+        self, repo: str, branch: str, group_id: str, file_ids: Sequence[str]
+    ) -> Ref:
+        """Append ``file_ids`` to the branch's L1, in order, as one unit: all or none.
+
+        Ids already in L1 or consumed are skipped (as by ``append_l1``).  A group whose
+        ``group_id`` the branch has seen (the last :data:`MAX_GROUP_IDS` groups) is not
+        appended again: the call returns the current value.  A group that would take
+        the ref over :data:`MAX_FILE_IDS` ids raises EntryTooLargeError and changes
+        nothing.  Idempotent: retry it after an unknown outcome.
+        """
+        self._check_open()
+        check_repository_name(repo)
+        check_ref_name(branch)
+        check_file_id(group_id)
+        if isinstance(file_ids, str):
+            raise InvalidInputError("append_l1_group takes a sequence of file ids")
+        ids = tuple(file_ids)
+        for f in ids:
+            check_file_id(f)
+        if len(set(ids)) != len(ids):
+            raise InvalidInputError(f"{repo}/{branch}: group {group_id} repeats a file id")
+        if len(ids) > MAX_FILE_IDS:
+            raise EntryTooLargeError(
+                f"{repo}/{branch}: group of {len(ids)} ids exceeds the limit of {MAX_FILE_IDS}"
+            )
+        return await self._append_l1_group(repo, branch, group_id, ids)
+
+    # --- workspaces --------------------------------------------------------------
+
+    async def stash_workspace(self, repo: str, branch: str, name: str, *, expected: Ref) -> Ref:
+        """Move the branch's L2 and L1 into a new workspace ``name``; empty its staging.
+
+        One atomic step on two keys: the branch must hold exactly ``expected``
+        (ConflictError with the value found otherwise -- re-read and try again) and no
+        workspace ``name`` may exist (WorkspaceExistsError).  The moved L1 ids join the
+        branch's consumed tail, so a retried append cannot stage them again.  Returns
+        the branch's new value (its base, no staging).  Not retried by backends.
+        """
+        self._check_open()
+        self._check_ref(repo, branch, expected)
+        check_ref_name(name, "workspace")
+        if not expected.is_branch:
+            raise InvalidInputError(f"{repo}/{branch}: only a branch can be stashed")
+        return await self._stash_workspace(repo, branch, name, expected, self._now())
+
+    async def pop_workspace(self, repo: str, name: str, branch: str) -> Ref:
+        """Put the workspace's files on top of the branch's L1 and delete the workspace.
+
+        Atomic on both keys; the files become newer than everything the branch holds
+        (the workspace's L2 files first, then its L1 files, in order).  Files already
+        staged on the branch are not added twice.  WorkspaceNotFoundError,
+        RefNotFoundError, ConflictError on a tag, EntryTooLargeError (nothing
+        changed) if the branch would hold too many ids.  Returns the branch's value.
+        """
+        self._check_open()
+        check_repository_name(repo)
+        check_ref_name(name, "workspace")
+        check_ref_name(branch)
+        return await self._pop_workspace(repo, name, branch)
+
+    async def get_workspace(self, repo: str, name: str) -> Workspace:
+        self._check_open()
+        check_repository_name(repo)
+        return await self._get_workspace(repo, check_ref_name(name, "workspace"))
+
+    async def list_workspaces(
+        self, repo: str, *, after: str | None = None, limit: int = 1000
+    ) -> list[Workspace]:
+        """Workspaces in name order, strictly after ``after``, at most ``limit``."""
+        self._check_open()
+        check_repository_name(repo)
+        _check_page(after, limit)
+        return await self._list_workspaces(repo, after, limit)
+
+    async def drop_workspace(self, repo: str, name: str) -> None:
+        """Delete the workspace; its files become garbage.  WorkspaceNotFoundError."""
+        self._check_open()
+        check_repository_name(repo)
+        await self._drop_workspace(repo, check_ref_name(name, "workspace"))
+
+    async def move_count(self, repo: str) -> int:
+        """How many stash and pop operations the repository has seen (never decreases,
+        also across a delete and re-create).  A file changes the ref or workspace that
+        holds it only in those: a reader that sees the same count before and after
+        listing refs and workspaces has seen every live file in one of them."""
+        self._check_open()
+        return await self._move_count(check_repository_name(repo))
+
+    # --- small records -------------------------------------------------------------
+
+    async def put_record(
+        self, kind: str, name: str, value: bytes, *, if_absent: bool = False
+    ) -> None:
+        """Store ``value`` under ``(kind, name)``, replacing it unless ``if_absent``
+        (then RecordExistsError if present)."""
+        self._check_open()
+        _check_record_key(kind, name)
+        if not isinstance(value, bytes):
+            raise InvalidInputError(f"record {kind}/{name}: value must be bytes")
+        if len(value) > MAX_RECORD_BYTES:
+            raise EntryTooLargeError(
+                f"record {kind}/{name}: {len(value)} bytes exceed {MAX_RECORD_BYTES}"
+            )
+        await self._put_record(kind, name, value, bool(if_absent))
+
+    async def get_record(self, kind: str, name: str) -> bytes:
+        """The value; RecordNotFoundError if absent."""
+        self._check_open()
+        _check_record_key(kind, name)
+        return await self._get_record(kind, name)
+
+    async def list_records(
+        self, kind: str, *, after: str | None = None, limit: int = 1000
+    ) -> list[tuple[str, bytes]]:
+        """``(name, value)`` pairs of ``kind`` in name order, strictly after ``after``."""
+        self._check_open()
+        _check_record_key(kind, None)
+        _check_page(after, limit)
+        return await self._list_records(kind, after, limit)
+
+    async def delete_record(self, kind: str, name: str) -> None:
+        """Delete the record; RecordNotFoundError if absent."""
+        self._check_open()
+        _check_record_key(kind, name)
+        await self._delete_record(kind, name)
 
     # --- leases (advisory: keep workers from duplicating work; safety is CAS) ----
 
@@ -304,6 +504,11 @@ class RefStore(abc.ABC):
     ) -> None:
         await self.aclose()
 
+    def _now(self) -> float:
+        """Seconds since the epoch (a backend's injectable ``_clock`` if it has one)."""
+        clock: Callable[[], float] = getattr(self, "_clock", time.time)
+        return float(clock())
+
     def _check_open(self) -> None:
         if self._closed:
             raise ClosedError(f"refstore {self.url} is closed")
@@ -315,8 +520,10 @@ class RefStore(abc.ABC):
             raise InvalidInputError(f"{repo}/{name}: not a branch or tag value: {ref!r}")
         check_ref_name(name, ref.kind)
         check_commit_id(ref.base)
-        for f in (*ref.l2, *ref.l1):
+        for f in ref.l2:
             check_file_id(f)
+        for f in ref.l1:
+            check_staged_entry(f)
         if ref.kind == "tag" and (ref.l1 or ref.l2):
             raise InvalidInputError(f"tag {repo}/{name} cannot hold staging files")
         if len(ref.l1) + len(ref.l2) > MAX_FILE_IDS:
@@ -372,16 +579,55 @@ class RefStore(abc.ABC):
     @abc.abstractmethod
     async def _set_base(self, repo: str, branch: str, expected_base: str, new_base: str) -> Ref: ...
     @abc.abstractmethod
+    async def _append_l1_group(
+        self, repo: str, branch: str, group_id: str, file_ids: tuple[str, ...]
+    ) -> Ref: ...
+    @abc.abstractmethod
+    async def _stash_workspace(
+        self, repo: str, branch: str, name: str, expected: Ref, created_at: float
+    ) -> Ref: ...
+    @abc.abstractmethod
+    async def _pop_workspace(self, repo: str, name: str, branch: str) -> Ref: ...
+    @abc.abstractmethod
+    async def _get_workspace(self, repo: str, name: str) -> Workspace: ...
+    @abc.abstractmethod
+    async def _list_workspaces(
+        self, repo: str, after: str | None, limit: int
+    ) -> list[Workspace]: ...
+    @abc.abstractmethod
+    async def _drop_workspace(self, repo: str, name: str) -> None: ...
+    @abc.abstractmethod
+    async def _move_count(self, repo: str) -> int: ...
+    @abc.abstractmethod
+    async def _put_record(self, kind: str, name: str, value: bytes, if_absent: bool) -> None: ...
+    @abc.abstractmethod
+    async def _get_record(self, kind: str, name: str) -> bytes: ...
+    @abc.abstractmethod
+    async def _list_records(
+        self, kind: str, after: str | None, limit: int
+    ) -> list[tuple[str, bytes]]: ...
+    @abc.abstractmethod
+    async def _delete_record(self, kind: str, name: str) -> None: ...
+    @abc.abstractmethod
     async def _acquire_lease(self, key: str, owner: str, ttl_seconds: float) -> bool: ...
     @abc.abstractmethod
     async def _release_lease(self, key: str, owner: str) -> None: ...
 
 
+#: Longest listing prefix or page token (``after``), in UTF-8 bytes.
+MAX_PAGE_TOKEN = 1024
+
+
 def _check_page(after: str | None, limit: int) -> None:
-    if after is not None and not isinstance(after, str):
-        raise InvalidInputError(f"listing 'after' must be a string or None, not {after!r}")
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_PAGE:
-        raise InvalidInputError(f"listing limit {limit!r} must be an int in [0, {MAX_PAGE}]")
+    validate.check_optional_str(after, "listing 'after'", empty_ok=True, max_bytes=MAX_PAGE_TOKEN)
+    validate.check_int(limit, "listing limit", min_value=0, max_value=MAX_PAGE)
+
+
+def _check_record_key(kind: str, name: str | None) -> None:
+    if not isinstance(kind, str) or not RECORD_KIND.fullmatch(kind):
+        raise InvalidNameError(f"invalid record kind {kind!r}: must match {RECORD_KIND.pattern}")
+    if name is not None:
+        check_lease_name(name, "record name")
 
 
 def encode_metadata(metadata: dict[str, str]) -> str:

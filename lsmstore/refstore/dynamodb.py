@@ -10,6 +10,9 @@ partition ``repo``       sort key ``name``    attributes
 ``_repositories``        ``<repository>``     storage_namespace, default_branch,
                                               created_at (N), metadata (S), [deleting]
 ``_leases``              ``<lease key>``      owner, expires (N)
+``_ws:<repository>``     ``<workspace>``      branch, base, l2 (L), l1 (L), created_at (N)
+``_moves``               ``<repository>``     n (N): stash and pop count
+``_rec:<kind>``          ``<record name>``    value (B)
 =======================  ===================  ==========================================
 
 Repository names cannot start with ``_``, so the reserved partitions never meet a
@@ -57,10 +60,14 @@ from lsmstore.errors import (
     CorruptFileError,
     EntryTooLargeError,
     InvalidInputError,
+    RecordExistsError,
+    RecordNotFoundError,
     RefExistsError,
     RefNotFoundError,
     RepositoryNotFoundError,
     UnavailableError,
+    WorkspaceExistsError,
+    WorkspaceNotFoundError,
 )
 from lsmstore.refstore import transitions
 from lsmstore.refstore.base import (
@@ -69,12 +76,27 @@ from lsmstore.refstore.base import (
     RefKind,
     RefStore,
     Repository,
+    Workspace,
     encode_metadata,
 )
 from lsmstore.refstore.codec import decode_kind
 
 REPOSITORIES = "_repositories"
 LEASES = "_leases"
+#: A repository's stash/pop counter: item (MOVES, <repository>), attribute ``n``.
+MOVES = "_moves"
+
+
+def workspaces_partition(repo: str) -> str:
+    """The partition of a repository's workspaces (no repository name has a ``_``
+    first, so it never meets one)."""
+    return f"_ws:{repo}"
+
+
+def records_partition(kind: str) -> str:
+    return f"_rec:{kind}"
+
+
 #: DynamoDB's item size limit.  A ref holds at most MAX_FILE_IDS ids of <= 64 bytes
 #: (about 134 KB) in L1 and L2, and a consumed tail of at most
 #: max(MAX_CONSUMED_IDS, MAX_FILE_IDS) more (one string, about 130 KB): under 270 KB,
@@ -137,6 +159,17 @@ def _tail(item: Mapping[str, Any], where: str) -> tuple[str, ...]:
         return tuple(i for i in value["S"].split(",") if i)
     except (KeyError, TypeError, AttributeError) as e:
         raise CorruptFileError(where, f"malformed consumed tail: {e!r}") from e
+
+
+def _groups(item: Mapping[str, Any], where: str) -> tuple[str, ...]:
+    """The group ids a ref item remembers (``append_l1_group``)."""
+    value = item.get("groups")
+    if value is None:
+        return ()
+    try:
+        return tuple(i for i in value["S"].split(",") if i)
+    except (KeyError, TypeError, AttributeError) as e:
+        raise CorruptFileError(where, f"malformed group ids: {e!r}") from e
 
 
 def _item_size(item: Mapping[str, Any]) -> int:
@@ -490,13 +523,26 @@ class DynamoRefStore(RefStore):
         await self._finish_delete(name)
 
     async def _finish_delete(self, name: str) -> None:
-        """Delete every ref of a repository marked ``deleting``, then its record."""
+        """Delete every ref and workspace of a repository marked ``deleting``, then its
+        record."""
+        for partition in (name, workspaces_partition(name)):
+            await self._delete_partition(partition)
+        await self._request(
+            "delete_item",
+            "delete repository",
+            mutation=True,
+            idempotent=True,
+            TableName=self.table,
+            Key=self._key(REPOSITORIES, name),
+        )
+
+    async def _delete_partition(self, partition: str) -> None:
         while items := await self._query(
-            name, "delete repository", after=None, prefix="", limit=1000
+            partition, "delete repository", after=None, prefix="", limit=1000
         ):
             for i in range(0, len(items), 25):
                 requests = [
-                    {"DeleteRequest": {"Key": self._key(name, it["name"]["S"])}}
+                    {"DeleteRequest": {"Key": self._key(partition, it["name"]["S"])}}
                     for it in items[i : i + 25]
                 ]
                 attempt = 0
@@ -512,14 +558,6 @@ class DynamoRefStore(RefStore):
                     if requests:
                         await self._backoff(min(attempt, 5))
                         attempt += 1
-        await self._request(
-            "delete_item",
-            "delete repository",
-            mutation=True,
-            idempotent=True,
-            TableName=self.table,
-            Key=self._key(REPOSITORIES, name),
-        )
 
     # --- refs -----------------------------------------------------------------------------
 
@@ -791,11 +829,8 @@ class DynamoRefStore(RefStore):
             if item is None:
                 raise await self._missing(repo, name)
             new = rule(self._ref(item, where))
-            fresh = self._ref_item(repo, name, new)
             tail = transitions.consume(_tail(item, where), l1_prefix)
-            if tail:
-                fresh["consumed"] = _s(_encode_tail(tail))
-                fresh["cver"] = _s(self._token())
+            fresh = self._full_item(repo, name, item, new, tail, _groups(item, where))
             try:
                 await self._request(
                     "put_item",
@@ -916,6 +951,333 @@ class DynamoRefStore(RefStore):
             condition="#kind = :branch AND #base = :expected",
             values={":branch": _s("branch"), ":expected": _s(expected_base), ":new": _s(new_base)},
         )
+
+    def _full_item(
+        self,
+        repo: str,
+        name: str,
+        old: Mapping[str, Any],
+        ref: Ref,
+        tail: tuple[str, ...],
+        groups: tuple[str, ...],
+    ) -> dict[str, Any]:
+        """A ref item to put in place of ``old``: a new ``ver``; a new ``cver`` only if
+        the consumed tail changed (swaps in flight condition on it)."""
+        where = f"{self.table}: {repo}/{name}"
+        item = self._ref_item(repo, name, ref)
+        if tail:
+            item["consumed"] = _s(_encode_tail(tail))
+        if tail != _tail(old, where):
+            item["cver"] = _s(self._token())
+        elif "cver" in old:
+            item["cver"] = old["cver"]
+        if groups:
+            item["groups"] = _s(_encode_tail(groups))
+        return item
+
+    async def _rewrite(
+        self,
+        repo: str,
+        name: str,
+        what: str,
+        rule: Callable[
+            [Ref, tuple[str, ...], tuple[str, ...]],
+            tuple[Ref, tuple[str, ...], tuple[str, ...]],
+        ],
+    ) -> Ref:
+        """Read the ref, apply ``rule`` to it, its consumed tail and group ids, and put
+        the result back if no write came between (``ver``); again on a lost race."""
+        where = f"{self.table}: {repo}/{name}"
+        for attempt in range(100):
+            item = await self._get_item(repo, name, what)
+            if item is None:
+                raise await self._missing(repo, name)
+            cur, tail, groups = self._ref(item, where), _tail(item, where), _groups(item, where)
+            new, new_tail, new_groups = rule(cur, tail, groups)
+            if (new, new_tail, new_groups) == (cur, tail, groups):
+                return cur
+            try:
+                await self._request(
+                    "put_item",
+                    what,
+                    mutation=True,
+                    idempotent=False,
+                    TableName=self.table,
+                    Item=self._full_item(repo, name, item, new, new_tail, new_groups),
+                    ConditionExpression="#ver = :ver",
+                    ExpressionAttributeNames={"#ver": "ver"},
+                    ExpressionAttributeValues={":ver": item["ver"]},
+                )
+                return new
+            except _Rejected:
+                await self._backoff(min(attempt, 4))
+        raise UnavailableError(f"{self.url}: {what} {repo}/{name}: kept losing to other writes")
+
+    async def _append_l1_group(
+        self, repo: str, branch: str, group_id: str, file_ids: tuple[str, ...]
+    ) -> Ref:
+        where = f"{repo}/{branch}"
+
+        def rule(
+            cur: Ref, tail: tuple[str, ...], groups: tuple[str, ...]
+        ) -> tuple[Ref, tuple[str, ...], tuple[str, ...]]:
+            new, new_groups = transitions.append_group(where, cur, group_id, file_ids, tail, groups)
+            return new, tail, new_groups
+
+        # Idempotent (a known group id is a no-op), so a lost answer may be re-sent.
+        for attempt in range(self._max_attempts):
+            try:
+                return await self._rewrite(repo, branch, "append_l1_group", rule)
+            except UnavailableError as e:
+                if not e.outcome_unknown or attempt + 1 == self._max_attempts:
+                    raise
+                await self._backoff(attempt)
+        raise AssertionError("unreachable")
+
+    # --- workspaces --------------------------------------------------------------------------
+
+    def _workspace_item(self, repo: str, ws: Workspace) -> dict[str, Any]:
+        return {
+            **self._key(workspaces_partition(repo), ws.name),
+            "branch": _s(ws.branch),
+            "base": _s(ws.base),
+            "l2": _l(ws.l2),
+            "l1": _l(ws.l1),
+            "created_at": _n(float(ws.created_at)),
+        }
+
+    @staticmethod
+    def _workspace(item: Mapping[str, Any], where: str) -> Workspace:
+        try:
+            return Workspace(
+                item["name"]["S"],
+                item["branch"]["S"],
+                item["base"]["S"],
+                tuple(v["S"] for v in item["l2"]["L"]),
+                tuple(v["S"] for v in item["l1"]["L"]),
+                float(item["created_at"]["N"]),
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise CorruptFileError(where, f"malformed workspace item: {e!r}") from e
+
+    def _moves_update(self, repo: str) -> dict[str, Any]:
+        return {
+            "TableName": self.table,
+            "Key": self._key(MOVES, repo),
+            "UpdateExpression": "SET #n = if_not_exists(#n, :zero) + :one",
+            "ExpressionAttributeNames": {"#n": "n"},
+            "ExpressionAttributeValues": {":zero": _n(0), ":one": _n(1)},
+        }
+
+    def _repository_check(self, repo: str) -> dict[str, Any]:
+        return {
+            "TableName": self.table,
+            "Key": self._key(REPOSITORIES, repo),
+            "ConditionExpression": "attribute_exists(#name) AND attribute_not_exists(#deleting)",
+            "ExpressionAttributeNames": {"#name": "name", "#deleting": "deleting"},
+        }
+
+    def _put_if_version(self, item: dict[str, Any], old: Mapping[str, Any]) -> dict[str, Any]:
+        return {
+            "TableName": self.table,
+            "Item": item,
+            "ConditionExpression": "#ver = :ver",
+            "ExpressionAttributeNames": {"#ver": "ver"},
+            "ExpressionAttributeValues": {":ver": old["ver"]},
+        }
+
+    async def _transact(self, what: str, items: list[dict[str, Any]]) -> list[str]:
+        """One TransactWriteItems; [] if applied, else the cancellation reason codes."""
+        try:
+            await self._request(
+                "transact_write_items",
+                what,
+                mutation=True,
+                idempotent=False,
+                TransactItems=items,
+            )
+        except ClientError as e:
+            return [str(r.get("Code")) for r in e.response.get("CancellationReasons", [])]
+        return []
+
+    async def _stash_workspace(
+        self, repo: str, branch: str, name: str, expected: Ref, created_at: float
+    ) -> Ref:
+        where = f"{self.table}: {repo}/{branch}"
+        for attempt in range(100):
+            item = await self._get_item(repo, branch, "stash workspace")
+            if item is None:
+                raise await self._missing(repo, branch)
+            cur = self._ref(item, where)
+            new, ws = transitions.stash(f"{repo}/{branch}", cur, expected, branch, name, created_at)
+            ref_item = self._full_item(
+                repo,
+                branch,
+                item,
+                new,
+                transitions.consume(_tail(item, where), cur.l1),
+                _groups(item, where),
+            )
+            reasons = await self._transact(
+                "stash workspace",
+                [
+                    {"Put": self._put_if_version(ref_item, item)},
+                    {
+                        "Put": {
+                            "TableName": self.table,
+                            "Item": self._workspace_item(repo, ws),
+                            "ConditionExpression": "attribute_not_exists(#name)",
+                            "ExpressionAttributeNames": {"#name": "name"},
+                        }
+                    },
+                    {"Update": self._moves_update(repo)},
+                    {"ConditionCheck": self._repository_check(repo)},
+                ],
+            )
+            if not reasons:
+                return new
+            if reasons[3:4] == ["ConditionalCheckFailed"]:
+                raise RepositoryNotFoundError(f"repository not found: {repo}")
+            if reasons[1:2] == ["ConditionalCheckFailed"]:
+                raise WorkspaceExistsError(f"workspace already exists: {repo}/{name}")
+            if reasons[:1] == ["ConditionalCheckFailed"] or "TransactionConflict" in reasons:
+                await self._backoff(min(attempt, 4))
+                continue  # the ref changed: the rule decides on a fresh read
+            raise UnavailableError(f"{self.url}: stash {repo}/{branch}: cancelled {reasons}")
+        raise UnavailableError(f"{self.url}: stash {repo}/{branch}: kept losing to other writes")
+
+    async def _pop_workspace(self, repo: str, name: str, branch: str) -> Ref:
+        where = f"{self.table}: {repo}/{branch}"
+        for attempt in range(100):
+            ws = await self._get_workspace(repo, name)
+            item = await self._get_item(repo, branch, "pop workspace")
+            if item is None:
+                raise await self._missing(repo, branch)
+            cur = self._ref(item, where)
+            new = transitions.pop(f"{repo}/{branch}", cur, ws, branch)
+            ref_item = self._full_item(
+                repo, branch, item, new, _tail(item, where), _groups(item, where)
+            )
+            reasons = await self._transact(
+                "pop workspace",
+                [
+                    {"Put": self._put_if_version(ref_item, item)},
+                    {
+                        "Delete": {
+                            "TableName": self.table,
+                            "Key": self._key(workspaces_partition(repo), name),
+                            "ConditionExpression": "attribute_exists(#name)",
+                            "ExpressionAttributeNames": {"#name": "name"},
+                        }
+                    },
+                    {"Update": self._moves_update(repo)},
+                ],
+            )
+            if not reasons:
+                return new
+            if "ConditionalCheckFailed" in reasons or "TransactionConflict" in reasons:
+                await self._backoff(min(attempt, 4))
+                continue  # the ref or the workspace changed: read both again
+            raise UnavailableError(f"{self.url}: pop {repo}/{name}: cancelled {reasons}")
+        raise UnavailableError(f"{self.url}: pop {repo}/{name}: kept losing to other writes")
+
+    async def _missing_workspace(self, repo: str, name: str) -> Exception:
+        record = await self._get_item(REPOSITORIES, repo, "get repository")
+        if record is None or "deleting" in record:
+            return RepositoryNotFoundError(f"repository not found: {repo}")
+        return WorkspaceNotFoundError(f"workspace not found: {repo}/{name}")
+
+    async def _get_workspace(self, repo: str, name: str) -> Workspace:
+        item = await self._get_item(workspaces_partition(repo), name, "get workspace")
+        if item is None:
+            raise await self._missing_workspace(repo, name)
+        return self._workspace(item, f"{self.table}: workspace {repo}/{name}")
+
+    async def _list_workspaces(self, repo: str, after: str | None, limit: int) -> list[Workspace]:
+        record, items = await asyncio.gather(
+            self._get_item(REPOSITORIES, repo, "list workspaces"),
+            self._query(
+                workspaces_partition(repo), "list workspaces", after=after, prefix="", limit=limit
+            ),
+        )
+        if record is None or "deleting" in record:
+            raise RepositoryNotFoundError(f"repository not found: {repo}")
+        return [self._workspace(i, f"{self.table}: workspaces of {repo}") for i in items]
+
+    async def _drop_workspace(self, repo: str, name: str) -> None:
+        try:
+            await self._request(
+                "delete_item",
+                "drop workspace",
+                mutation=True,
+                idempotent=False,
+                TableName=self.table,
+                Key=self._key(workspaces_partition(repo), name),
+                ConditionExpression="attribute_exists(#name)",
+                ExpressionAttributeNames={"#name": "name"},
+            )
+        except _Rejected:
+            raise await self._missing_workspace(repo, name) from None
+
+    async def _move_count(self, repo: str) -> int:
+        record, item = await asyncio.gather(
+            self._get_item(REPOSITORIES, repo, "move count"),
+            self._get_item(MOVES, repo, "move count"),
+        )
+        if record is None or "deleting" in record:
+            raise RepositoryNotFoundError(f"repository not found: {repo}")
+        return int(item["n"]["N"]) if item else 0
+
+    # --- records --------------------------------------------------------------------------
+
+    async def _put_record(self, kind: str, name: str, value: bytes, if_absent: bool) -> None:
+        condition: dict[str, Any] = {}
+        if if_absent:
+            condition = {
+                "ConditionExpression": "attribute_not_exists(#name)",
+                "ExpressionAttributeNames": {"#name": "name"},
+            }
+        try:
+            await self._request(
+                "put_item",
+                "put record",
+                mutation=True,
+                idempotent=not if_absent,
+                TableName=self.table,
+                Item={**self._key(records_partition(kind), name), "value": {"B": value}},
+                **condition,
+            )
+        except _Rejected:
+            raise RecordExistsError(f"record already exists: {kind}/{name}") from None
+
+    async def _get_record(self, kind: str, name: str) -> bytes:
+        item = await self._get_item(records_partition(kind), name, "get record")
+        if item is None:
+            raise RecordNotFoundError(f"record not found: {kind}/{name}")
+        return bytes(item["value"]["B"])
+
+    async def _list_records(
+        self, kind: str, after: str | None, limit: int
+    ) -> list[tuple[str, bytes]]:
+        items = await self._query(
+            records_partition(kind), "list records", after=after, prefix="", limit=limit
+        )
+        return [(i["name"]["S"], bytes(i["value"]["B"])) for i in items]
+
+    async def _delete_record(self, kind: str, name: str) -> None:
+        try:
+            await self._request(
+                "delete_item",
+                "delete record",
+                mutation=True,
+                idempotent=False,
+                TableName=self.table,
+                Key=self._key(records_partition(kind), name),
+                ConditionExpression="attribute_exists(#name)",
+                ExpressionAttributeNames={"#name": "name"},
+            )
+        except _Rejected:
+            raise RecordNotFoundError(f"record not found: {kind}/{name}") from None
 
     # --- leases ------------------------------------------------------------------------------
 

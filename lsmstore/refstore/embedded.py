@@ -1,42 +1,59 @@
 """The embedded RefStore: one SQLite database in WAL mode, for one machine, no server.
 
 Layout: ``<dir>/refs.sqlite3`` with three tables (see docs/refstore.md).  Every
-mutation is one ``BEGIN IMMEDIATE`` transaction that reads the row, applies the pure
-rule from :mod:`lsmstore.refstore.transitions` and writes the result, so any number
-of processes may open the same directory.  Mutations of one process run on one
-dedicated thread (no in-process lock contention); reads run on a small pool of
-threads with their own connections, so a ``get_ref`` never waits behind an fsync.
+mutation reads the row, applies the pure rule from :mod:`lsmstore.refstore.transitions`
+and writes the result inside a ``BEGIN IMMEDIATE`` transaction, so any number of
+processes may open the same directory.  Mutations of one process run on one dedicated
+thread (no in-process lock contention), which commits the mutations queued meanwhile
+together -- each in a savepoint of its own, one fsync for the group (group commit:
+appends from many branches or writers cost one WAL sync, not one each); reads run on
+a small pool of threads with their own connections, so a ``get_ref`` never waits
+behind an fsync.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
+import contextlib
 import json
 import sqlite3
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from lsmstore.errors import (
     ClosedError,
     LsmError,
+    RecordExistsError,
+    RecordNotFoundError,
     RefExistsError,
     RefNotFoundError,
     RepositoryNotFoundError,
     UnavailableError,
+    WorkspaceExistsError,
+    WorkspaceNotFoundError,
 )
 from lsmstore.refstore import transitions
-from lsmstore.refstore.base import Ref, RefKind, RefStore, Repository, encode_metadata
+from lsmstore.refstore.base import (
+    Ref,
+    RefKind,
+    RefStore,
+    Repository,
+    Workspace,
+    encode_metadata,
+)
 from lsmstore.refstore.codec import decode_ids, decode_kind, encode_ids, prefix_end
 
 T = TypeVar("T")
 
 FILENAME = "refs.sqlite3"
-#: 1: first layout; 2: ``refs.consumed`` (the ids the branch's swaps consumed).
-SCHEMA_VERSION = 2
+#: 1: first layout; 2: ``refs.consumed`` (the ids the branch's swaps consumed);
+#: 3: ``refs.groups``, workspaces, records, moves.
+SCHEMA_VERSION = 3
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS repositories (
     name TEXT PRIMARY KEY,
@@ -53,6 +70,7 @@ CREATE TABLE IF NOT EXISTS refs (
     l2 TEXT NOT NULL,
     l1 TEXT NOT NULL,
     consumed TEXT NOT NULL DEFAULT '',
+    groups TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (repo, name)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS leases (
@@ -60,14 +78,53 @@ CREATE TABLE IF NOT EXISTS leases (
     owner TEXT NOT NULL,
     expires REAL NOT NULL
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS workspaces (
+    repo TEXT NOT NULL,
+    name TEXT NOT NULL,
+    branch TEXT NOT NULL,
+    base TEXT NOT NULL,
+    l2 TEXT NOT NULL,
+    l1 TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (repo, name)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS records (
+    kind TEXT NOT NULL,
+    name TEXT NOT NULL,
+    value BLOB NOT NULL,
+    PRIMARY KEY (kind, name)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS moves (
+    repo TEXT PRIMARY KEY,
+    n INTEGER NOT NULL
+) WITHOUT ROWID;
 """
 
+_V3_TABLES = SCHEMA[SCHEMA.index("CREATE TABLE IF NOT EXISTS workspaces") :]
+
 #: Upgrades from the schema version in the key (run in order, in one transaction).
-MIGRATIONS = {1: "ALTER TABLE refs ADD COLUMN consumed TEXT NOT NULL DEFAULT ''"}
+MIGRATIONS: dict[int, list[str]] = {
+    1: ["ALTER TABLE refs ADD COLUMN consumed TEXT NOT NULL DEFAULT ''"],
+    2: [
+        "ALTER TABLE refs ADD COLUMN groups TEXT NOT NULL DEFAULT ''",
+        *(t for t in _V3_TABLES.split(";") if t.strip()),
+    ],
+}
+
+#: Mutations committed in one transaction at most (group commit: one fsync for all).
+MAX_GROUP = 128
 
 _REF_COLUMNS = "kind, base, l2, l1"  # what reads fetch: the consumed tail is not a Ref's
 Row = tuple[str, str, str, str]
 Tail = tuple[str, ...]
+
+
+def _rollback(con: sqlite3.Connection) -> None:
+    """Roll back after a failure, never raising over it: SQLite may already have rolled
+    the transaction back itself (after SQLITE_FULL, SQLITE_IOERR ...)."""
+    if con.in_transaction:
+        with contextlib.suppress(sqlite3.Error):
+            con.execute("ROLLBACK")
 
 
 def _ref(row: Row) -> Ref:
@@ -105,6 +162,13 @@ class EmbeddedRefStore(RefStore):
         self._busy_ms = int(busy_timeout * 1000)
         self._clock = clock
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="lsm-refstore-write")
+        #: Mutations waiting for the writer thread (which commits them in groups).
+        self._queue: collections.deque[tuple[Callable[[sqlite3.Connection], Any], Future[Any]]] = (
+            collections.deque()
+        )
+        self.taken = 0  # mutations the writer thread took from the queue
+        self.groups = 0  # transactions committed by the writer thread
+        self.grouped = 0  # mutations they held
         self._readers = ThreadPoolExecutor(max(1, readers), thread_name_prefix="lsm-refstore-read")
         self._local = threading.local()
         self._lock = threading.Lock()
@@ -119,18 +183,27 @@ class EmbeddedRefStore(RefStore):
             return con
         with self._lock:
             if not self._initialised:
-                self.path.mkdir(parents=True, exist_ok=True)
+                try:
+                    self.path.mkdir(parents=True, exist_ok=True)
+                except OSError as e:
+                    raise UnavailableError(
+                        f"{self.url}: cannot create the directory {self.path}: {e.strerror or e}"
+                    ) from e
             con = sqlite3.connect(
                 self.path / FILENAME,
                 isolation_level=None,  # we issue BEGIN/COMMIT ourselves
                 check_same_thread=False,  # only so aclose() can close it
                 timeout=self._busy_ms / 1000,
             )
-            con.execute(f"PRAGMA busy_timeout={self._busy_ms}")
-            if not self._initialised:
-                self._initialise(con)
-                self._initialised = True
-            con.execute(f"PRAGMA synchronous={self._synchronous}")
+            try:
+                con.execute(f"PRAGMA busy_timeout={self._busy_ms}")
+                if not self._initialised:
+                    self._initialise(con)
+                    self._initialised = True
+                con.execute(f"PRAGMA synchronous={self._synchronous}")
+            except BaseException:
+                con.close()
+                raise
             self._connections.append(con)
         self._local.con = con
         return con
@@ -153,10 +226,11 @@ class EmbeddedRefStore(RefStore):
                         con.execute(statement)
             else:
                 for v in range(version, SCHEMA_VERSION):
-                    con.execute(MIGRATIONS[v])
+                    for statement in MIGRATIONS[v]:
+                        con.execute(statement)
             con.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         except BaseException:
-            con.execute("ROLLBACK")
+            _rollback(con)
             raise
         con.execute("COMMIT")
 
@@ -169,22 +243,95 @@ class EmbeddedRefStore(RefStore):
         try:
             result = fn(con)
         except BaseException:
-            con.execute("ROLLBACK")
+            _rollback(con)
             raise
         try:
             con.execute("COMMIT")
         except sqlite3.Error as e:
-            if con.in_transaction:
-                con.execute("ROLLBACK")
+            _rollback(con)
             raise UnavailableError(
                 f"{self.url}: commit failed: {e}", outcome_unknown=immediate
             ) from e
         return result
 
-    async def _run(self, fn: Callable[[sqlite3.Connection], T], *, write: bool) -> T:
-        executor = self._writer if write else self._readers
+    def _group(self) -> None:
+        """Run the queued mutations (up to :data:`MAX_GROUP`) in one transaction, each
+        in a savepoint of its own, and commit them with one fsync (group commit).
+
+        Each sees the effects of those before it, exactly as if run one by one; one
+        that raises is rolled back alone (its savepoint) and gets its error; the others
+        are resolved only once the commit is durable.  If the commit fails, every
+        operation of the group gets ``UnavailableError(outcome_unknown=True)``.
+        """
+        ops: list[tuple[Callable[[sqlite3.Connection], Any], Future[Any]]] = []
+        with self._lock:
+            while self._queue and len(ops) < MAX_GROUP:
+                ops.append(self._queue.popleft())
+            self.taken += len(ops)
+        ops = [(fn, fut) for fn, fut in ops if fut.set_running_or_notify_cancel()]
+        if not ops:
+            return  # an earlier group took them
+        done: list[tuple[Future[Any], Any]] = []
         try:
-            future = executor.submit(self._in_transaction, fn, write)
+            con = self._connection()
+            con.execute("BEGIN IMMEDIATE")
+        except (sqlite3.Error, LsmError) as e:
+            err = (
+                e
+                if isinstance(e, LsmError)
+                else UnavailableError(f"{self.url}: cannot begin a transaction: {e}")
+            )
+            for _, fut in ops:
+                fut.set_exception(err)
+            return
+        for fn, fut in ops:
+            if not con.in_transaction:  # SQLite rolled back (I/O error, full disk)
+                fut.set_exception(
+                    UnavailableError(f"{self.url}: transaction rolled back by SQLite")
+                )
+                continue
+            try:
+                con.execute("SAVEPOINT op")
+                result = fn(con)
+                con.execute("RELEASE op")
+            except BaseException as e:
+                if con.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        con.execute("ROLLBACK TO op")
+                        con.execute("RELEASE op")
+                fut.set_exception(e)
+                continue
+            done.append((fut, result))
+        if not con.in_transaction:
+            for fut, _ in done:
+                fut.set_exception(
+                    UnavailableError(f"{self.url}: transaction rolled back by SQLite")
+                )
+            return
+        try:
+            con.execute("COMMIT")
+        except sqlite3.Error as e:
+            _rollback(con)
+            for fut, _ in done:
+                fut.set_exception(
+                    UnavailableError(f"{self.url}: commit failed: {e}", outcome_unknown=True)
+                )
+            return
+        self.groups += 1
+        self.grouped += len(done)
+        for fut, result in done:
+            fut.set_result(result)
+
+    async def _run(self, fn: Callable[[sqlite3.Connection], T], *, write: bool) -> T:
+        future: Future[T]
+        try:
+            if write:
+                future = Future()
+                with self._lock:
+                    self._queue.append((fn, future))
+                self._writer.submit(self._group)
+            else:
+                future = self._readers.submit(self._in_transaction, fn, False)
         except RuntimeError as e:  # executor shut down by aclose()
             raise ClosedError(f"refstore {self.url} is closed") from e
         try:
@@ -227,6 +374,42 @@ class EmbeddedRefStore(RefStore):
         *fields, consumed = row
         return _ref(tuple(fields)), decode_ids(consumed)
 
+    def _load_groups(self, con: sqlite3.Connection, repo: str, name: str) -> Tail:
+        row = con.execute(
+            "SELECT groups FROM refs WHERE repo = ? AND name = ?", (repo, name)
+        ).fetchone()
+        return decode_ids(row[0]) if row else ()
+
+    def _store(self, con: sqlite3.Connection, repo: str, name: str, ref: Ref, tail: Tail) -> None:
+        con.execute(
+            "UPDATE refs SET kind = ?, base = ?, l2 = ?, l1 = ?, consumed = ? "
+            "WHERE repo = ? AND name = ?",
+            (*_row(ref), encode_ids(tail), repo, name),
+        )
+
+    @staticmethod
+    def _bump_moves(con: sqlite3.Connection, repo: str) -> None:
+        con.execute(
+            "INSERT INTO moves VALUES (?, 1) ON CONFLICT (repo) DO UPDATE SET n = n + 1",
+            (repo,),
+        )
+
+    @staticmethod
+    def _workspace(row: tuple[str, str, str, str, str, float]) -> Workspace:
+        name, branch, base, l2, l1, created_at = row
+        return Workspace(name, branch, base, decode_ids(l2), decode_ids(l1), created_at)
+
+    def _load_workspace(self, con: sqlite3.Connection, repo: str, name: str) -> Workspace:
+        row = con.execute(
+            "SELECT name, branch, base, l2, l1, created_at FROM workspaces "
+            "WHERE repo = ? AND name = ?",
+            (repo, name),
+        ).fetchone()
+        if row is None:
+            self._require_repository(con, repo)
+            raise WorkspaceNotFoundError(f"workspace not found: {repo}/{name}")
+        return self._workspace(row)
+
     async def _mutate(
         self, repo: str, name: str, rule: Callable[[Ref, Tail], tuple[Ref, Tail]]
     ) -> Ref:
@@ -236,11 +419,7 @@ class EmbeddedRefStore(RefStore):
             cur, tail = self._load_with_tail(con, repo, name)
             new, new_tail = rule(cur, tail)
             if new != cur or new_tail != tail:
-                con.execute(
-                    "UPDATE refs SET kind = ?, base = ?, l2 = ?, l1 = ?, consumed = ? "
-                    "WHERE repo = ? AND name = ?",
-                    (*_row(new), encode_ids(new_tail), repo, name),
-                )
+                self._store(con, repo, name, new, new_tail)
             return new
 
         return await self._write(run)
@@ -293,6 +472,7 @@ class EmbeddedRefStore(RefStore):
             if con.execute("DELETE FROM repositories WHERE name = ?", (name,)).rowcount == 0:
                 raise RepositoryNotFoundError(f"repository not found: {name}")
             con.execute("DELETE FROM refs WHERE repo = ?", (name,))
+            con.execute("DELETE FROM workspaces WHERE repo = ?", (name,))
 
         await self._write(run)
 
@@ -417,6 +597,138 @@ class EmbeddedRefStore(RefStore):
             branch,
             lambda cur, tail: (transitions.set_base(where, cur, expected_base, new_base), tail),
         )
+
+    async def _append_l1_group(
+        self, repo: str, branch: str, group_id: str, file_ids: tuple[str, ...]
+    ) -> Ref:
+        where = f"{repo}/{branch}"
+
+        def run(con: sqlite3.Connection) -> Ref:
+            cur, tail = self._load_with_tail(con, repo, branch)
+            groups = self._load_groups(con, repo, branch)
+            new, new_groups = transitions.append_group(where, cur, group_id, file_ids, tail, groups)
+            if new_groups != groups:
+                self._store(con, repo, branch, new, tail)
+                con.execute(
+                    "UPDATE refs SET groups = ? WHERE repo = ? AND name = ?",
+                    (encode_ids(new_groups), repo, branch),
+                )
+            return new
+
+        return await self._write(run)
+
+    # --- workspaces ------------------------------------------------------------------
+
+    async def _stash_workspace(
+        self, repo: str, branch: str, name: str, expected: Ref, created_at: float
+    ) -> Ref:
+        where = f"{repo}/{branch}"
+
+        def run(con: sqlite3.Connection) -> Ref:
+            cur, tail = self._load_with_tail(con, repo, branch)
+            new, ws = transitions.stash(where, cur, expected, branch, name, created_at)
+            inserted = con.execute(
+                "INSERT INTO workspaces VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (repo, name, branch, ws.base, encode_ids(ws.l2), encode_ids(ws.l1), created_at),
+            )
+            if inserted.rowcount == 0:
+                raise WorkspaceExistsError(f"workspace already exists: {repo}/{name}")
+            self._store(con, repo, branch, new, transitions.consume(tail, cur.l1))
+            self._bump_moves(con, repo)
+            return new
+
+        return await self._write(run)
+
+    async def _pop_workspace(self, repo: str, name: str, branch: str) -> Ref:
+        where = f"{repo}/{branch}"
+
+        def run(con: sqlite3.Connection) -> Ref:
+            ws = self._load_workspace(con, repo, name)
+            cur, tail = self._load_with_tail(con, repo, branch)
+            new = transitions.pop(where, cur, ws, branch)
+            self._store(con, repo, branch, new, tail)
+            con.execute("DELETE FROM workspaces WHERE repo = ? AND name = ?", (repo, name))
+            self._bump_moves(con, repo)
+            return new
+
+        return await self._write(run)
+
+    async def _get_workspace(self, repo: str, name: str) -> Workspace:
+        return await self._read(lambda con: self._load_workspace(con, repo, name))
+
+    async def _list_workspaces(self, repo: str, after: str | None, limit: int) -> list[Workspace]:
+        def run(con: sqlite3.Connection) -> list[Workspace]:
+            self._require_repository(con, repo)
+            rows = con.execute(
+                "SELECT name, branch, base, l2, l1, created_at FROM workspaces "
+                "WHERE repo = ? AND name > ? ORDER BY name LIMIT ?",
+                (repo, after or "", limit),
+            )
+            return [self._workspace(r) for r in rows]
+
+        return await self._read(run)
+
+    async def _drop_workspace(self, repo: str, name: str) -> None:
+        def run(con: sqlite3.Connection) -> None:
+            self._require_repository(con, repo)
+            cur = con.execute("DELETE FROM workspaces WHERE repo = ? AND name = ?", (repo, name))
+            if cur.rowcount == 0:
+                raise WorkspaceNotFoundError(f"workspace not found: {repo}/{name}")
+
+        await self._write(run)
+
+    async def _move_count(self, repo: str) -> int:
+        def run(con: sqlite3.Connection) -> int:
+            self._require_repository(con, repo)
+            row = con.execute("SELECT n FROM moves WHERE repo = ?", (repo,)).fetchone()
+            return int(row[0]) if row else 0
+
+        return await self._read(run)
+
+    # --- records -------------------------------------------------------------------------
+
+    async def _put_record(self, kind: str, name: str, value: bytes, if_absent: bool) -> None:
+        def run(con: sqlite3.Connection) -> None:
+            action = "NOTHING" if if_absent else "UPDATE SET value = excluded.value"
+            cur = con.execute(
+                f"INSERT INTO records VALUES (?, ?, ?) ON CONFLICT (kind, name) DO {action}",
+                (kind, name, value),
+            )
+            if cur.rowcount == 0:
+                raise RecordExistsError(f"record already exists: {kind}/{name}")
+
+        await self._write(run)
+
+    async def _get_record(self, kind: str, name: str) -> bytes:
+        def run(con: sqlite3.Connection) -> bytes:
+            row = con.execute(
+                "SELECT value FROM records WHERE kind = ? AND name = ?", (kind, name)
+            ).fetchone()
+            if row is None:
+                raise RecordNotFoundError(f"record not found: {kind}/{name}")
+            return bytes(row[0])
+
+        return await self._read(run)
+
+    async def _list_records(
+        self, kind: str, after: str | None, limit: int
+    ) -> list[tuple[str, bytes]]:
+        def run(con: sqlite3.Connection) -> list[tuple[str, bytes]]:
+            rows = con.execute(
+                "SELECT name, value FROM records WHERE kind = ? AND name > ? ORDER BY name LIMIT ?",
+                (kind, after or "", limit),
+            )
+            return [(n, bytes(v)) for n, v in rows]
+
+        return await self._read(run)
+
+    async def _delete_record(self, kind: str, name: str) -> None:
+        def run(con: sqlite3.Connection) -> None:
+            cur = con.execute("DELETE FROM records WHERE kind = ? AND name = ?", (kind, name))
+            if cur.rowcount == 0:
+                raise RecordNotFoundError(f"record not found: {kind}/{name}")
+
+        await self._write(run)
 
     # --- leases ----------------------------------------------------------------------
 

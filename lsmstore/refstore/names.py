@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import re
 
 from lsmstore.errors import InvalidNameError
@@ -68,3 +69,73 @@ def check_lease_name(name: str, what: str = "lease key") -> str:
     if any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in name):
         raise InvalidNameError(f"invalid {what} {name!r}: control character")
     return name
+
+
+# --- staged entries: where a file in a ref's L1 list lives ----------------------------
+
+#: An entry of a ref's L1 list, or of a workspace's lists: a plain file id, or a file
+#: id *qualified* with the place it lives, ``<id>.<L1|L2>.<base64url of a branch>``.
+#: A plain id in a branch's L1 (L2) is the file ``staging/<that branch>/L1 (L2)/<id>``;
+#: a qualified one is ``staging/<branch>/<level>/<id>`` whatever list holds it.  Only
+#: popping a workspace (docs/refstore.md, "Workspaces") writes qualified entries: files
+#: are never copied, so a file stashed on one branch and popped onto another keeps
+#: living where it was written.  A branch name is at most 255 bytes, 340 characters
+#: in base64url.
+STAGED_ENTRY = re.compile(r"^([0-9A-Za-z_-]{1,64})(?:\.(L1|L2)\.([0-9A-Za-z_-]{2,340}))?$")
+
+
+def check_staged_entry(entry: str) -> str:
+    """A plain file id or a qualified entry (:data:`STAGED_ENTRY`) naming a valid branch."""
+    m = STAGED_ENTRY.fullmatch(entry) if isinstance(entry, str) else None
+    if m is None:
+        raise InvalidNameError(
+            f"invalid staging file id {entry!r}: must match {FILE_ID.pattern} "
+            "or <id>.<L1|L2>.<base64url branch>"
+        )
+    if m.group(3) is not None:
+        _decode_branch(m.group(3), entry)
+    return entry
+
+
+def _decode_branch(token: str, entry: str) -> str:
+    try:
+        name = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode("utf-8")
+    except (ValueError, UnicodeDecodeError) as e:
+        raise InvalidNameError(f"invalid staging file id {entry!r}: bad branch token") from e
+    if encode_branch(name) != token:  # one spelling per branch
+        raise InvalidNameError(f"invalid staging file id {entry!r}: bad branch token")
+    return check_ref_name(name)
+
+
+def encode_branch(branch: str) -> str:
+    return base64.urlsafe_b64encode(branch.encode("utf-8")).decode("ascii").rstrip("=")
+
+
+def is_qualified(entry: str) -> bool:
+    return "." in entry
+
+
+def locate_entry(branch: str, level: str, entry: str) -> tuple[str, str, str]:
+    """``(branch, level, file id)`` of the file an entry of ``branch``'s ``level`` list
+    names: the entry's own place if it is qualified, else ``(branch, level, entry)``."""
+    m = STAGED_ENTRY.fullmatch(entry) if isinstance(entry, str) else None
+    if m is None:
+        check_staged_entry(entry)  # raises
+        raise AssertionError("unreachable")
+    if m.group(3) is None:
+        return branch, level, entry
+    return _decode_branch(m.group(3), entry), m.group(2), m.group(1)
+
+
+def qualify_entry(branch: str, level: str, entry: str) -> str:
+    """The entry, valid in any list, for an entry of ``branch``'s ``level`` list."""
+    if is_qualified(entry):
+        return entry
+    return f"{entry}.{level}.{encode_branch(check_ref_name(branch))}"
+
+
+def entry_for(branch: str, level: str, entry: str) -> str:
+    """How ``branch``'s ``level`` list names the file ``entry`` names: plain when the
+    file lives there, qualified otherwise."""
+    b, lv, fid = locate_entry(branch, level, entry)
+    return fid if (b, lv) == (branch, level) else qualify_entry(b, lv, fid)

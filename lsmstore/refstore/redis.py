@@ -9,6 +9,11 @@ Key layout under ``key_prefix`` (``P``; see docs/refstore.md)::
                             consumed (the ids the branch's swaps consumed; never read
                             by get_ref or listings)
     P lease:<key>           string: the owner, expiring with the lease (PX)
+    P wss:<repo>            sorted set (score 0) of the repository's workspace names
+    P ws:<repo>:<name>      hash: branch, base, l2, l1, created_at
+    P moves:<repo>          integer: stash and pop count (kept when the repository goes)
+    P recs:<kind>           sorted set (score 0) of the record names of a kind
+    P rec:<kind>            hash: name -> value (base64)
 
 A script sees and changes a ref, its repository and the indexes in one atomic step,
 so the indexes never disagree with the hashes.  Scripts are sent with ``EVALSHA``
@@ -21,7 +26,9 @@ Redis Cluster).
 
 from __future__ import annotations
 
+import base64
 import json
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit, urlunsplit
@@ -33,19 +40,25 @@ from redis.backoff import NoBackoff
 
 from lsmstore.errors import (
     ConflictError,
+    RecordExistsError,
+    RecordNotFoundError,
     RefExistsError,
     RefNotFoundError,
     RepositoryNotFoundError,
     UnavailableError,
+    WorkspaceExistsError,
+    WorkspaceNotFoundError,
 )
 from lsmstore.refstore import transitions
 from lsmstore.refstore.base import (
     MAX_CONSUMED_IDS,
     MAX_FILE_IDS,
+    MAX_GROUP_IDS,
     Ref,
     RefKind,
     RefStore,
     Repository,
+    Workspace,
     encode_metadata,
 )
 from lsmstore.refstore.codec import decode_ids, decode_kind, encode_ids, prefix_end
@@ -92,8 +105,18 @@ local function reply(status, v) return {status, v[1], v[2], v[3], v[4]} end
 local function swappable(v, b, l2, p)
   return v[1] == 'branch' and v[2] == b and v[3] == l2 and starts(v[4], p)
 end
+-- The plain ids of p: qualified entries (they hold a '.') are never appended.
+local function plain(p)
+  if not string.find(p, '.', 1, true) then return p end
+  local out = {}
+  for e in string.gmatch(p, '[^,]+') do
+    if not string.find(e, '.', 1, true) then out[#out + 1] = e end
+  end
+  return table.concat(out, ',')
+end
 -- The consumed tail after a swap took prefix p: the last `cap` ids, but all of p.
 local function consume(key, p, cap)
+  p = plain(p)
   if p == '' then return end
   local c = redis.call('HGET', key, 'consumed')
   if c and c ~= '' then c = c .. ',' .. p else c = p end
@@ -119,6 +142,136 @@ if count(v[3]) + count(v[4]) + 1 > tonumber(ARGV[2]) then return reply('rejected
 if v[4] == '' then v[4] = ARGV[1] else v[4] = v[4] .. ',' .. ARGV[1] end
 redis.call('HSET', KEYS[1], 'l1', v[4])
 return reply('ok', v)
+"""
+
+# KEYS: ref hash, repository hash.  ARGV: group id, ids (comma-joined), max ids, max
+# groups.  A known group id: no-op; ids in L1 or consumed are skipped.
+_APPEND_GROUP = """
+local v = load(KEYS[1])
+if not v then return missing(KEYS[2]) end
+if v[1] ~= 'branch' then return reply('rejected', v) end
+local groups = redis.call('HGET', KEYS[1], 'groups') or ''
+if has(groups, ARGV[1]) then return reply('ok', v) end
+local consumed = redis.call('HGET', KEYS[1], 'consumed') or ''
+local add = {}
+for id in string.gmatch(ARGV[2], '[^,]+') do
+  if not has(v[4], id) and not has(consumed, id) then add[#add + 1] = id end
+end
+if count(v[3]) + count(v[4]) + #add > tonumber(ARGV[3]) then return reply('rejected', v) end
+if #add > 0 then
+  local joined = table.concat(add, ',')
+  if v[4] == '' then v[4] = joined else v[4] = v[4] .. ',' .. joined end
+end
+if groups == '' then groups = ARGV[1] else groups = groups .. ',' .. ARGV[1] end
+local n = count(groups)
+if n > tonumber(ARGV[4]) then
+  local pos = 0
+  for _ = 1, n - tonumber(ARGV[4]) do pos = string.find(groups, ',', pos + 1, true) end
+  groups = string.sub(groups, pos + 1)
+end
+redis.call('HSET', KEYS[1], 'l1', v[4], 'groups', groups)
+return reply('ok', v)
+"""
+
+# KEYS: ref hash, repository hash, workspace hash, workspace index, move counter.
+# ARGV: expected kind, base, l2, l1, workspace name, branch, created_at, consumed kept.
+_STASH = """
+local v = load(KEYS[1])
+if not v then return missing(KEYS[2]) end
+if v[1] ~= ARGV[1] or v[2] ~= ARGV[2] or v[3] ~= ARGV[3] or v[4] ~= ARGV[4] then
+  return reply('rejected', v)
+end
+if redis.call('EXISTS', KEYS[3]) == 1 then return {'wsexists'} end
+redis.call('HSET', KEYS[3], 'branch', ARGV[6], 'base', v[2], 'l2', v[3], 'l1', v[4],
+           'created_at', ARGV[7])
+redis.call('ZADD', KEYS[4], 0, ARGV[5])
+redis.call('HSET', KEYS[1], 'l2', '', 'l1', '')
+consume(KEYS[1], v[4], tonumber(ARGV[8]))
+redis.call('INCR', KEYS[5])
+v[3] = ''
+v[4] = ''
+return reply('ok', v)
+"""
+
+# KEYS: ref hash, repository hash, workspace hash.  (read only)
+_READ_POP = """
+local v = load(KEYS[1])
+local w = redis.call('HMGET', KEYS[3], 'branch', 'base', 'l2', 'l1', 'created_at')
+if not w[1] then
+  if redis.call('EXISTS', KEYS[2]) == 0 then return {'norepo'} end
+  return {'nows'}
+end
+if not v then return missing(KEYS[2]) end
+return {'ok', v[1], v[2], v[3], v[4], w[1], w[2], w[3], w[4], w[5]}
+"""
+
+# KEYS: ref hash, repository hash, workspace hash, workspace index, move counter.
+# ARGV: kind, base, l2, l1 read before, the new l1, workspace name.  Applies the pop the
+# caller computed if neither the ref nor the workspace changed since it read them.
+_POP = """
+local v = load(KEYS[1])
+if not v or redis.call('EXISTS', KEYS[3]) == 0 then return {'retry'} end
+if v[1] ~= ARGV[1] or v[2] ~= ARGV[2] or v[3] ~= ARGV[3] or v[4] ~= ARGV[4] then
+  return {'retry'}
+end
+redis.call('HSET', KEYS[1], 'l1', ARGV[5])
+redis.call('DEL', KEYS[3])
+redis.call('ZREM', KEYS[4], ARGV[6])
+redis.call('INCR', KEYS[5])
+return {'ok'}
+"""
+
+# KEYS: workspace hash, workspace index, repository hash.  ARGV: name.
+_DROP_WORKSPACE = """
+if redis.call('EXISTS', KEYS[3]) == 0 then return {'norepo'} end
+if redis.call('DEL', KEYS[1]) == 0 then return {'nows'} end
+redis.call('ZREM', KEYS[2], ARGV[1])
+return {'ok'}
+"""
+
+# KEYS: repository hash, workspace index.  ARGV: lex min, limit, workspace key prefix.
+_LIST_WORKSPACES = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return {'norepo'} end
+local out = {'ok'}
+if tonumber(ARGV[2]) == 0 then return out end
+local names = redis.call('ZRANGEBYLEX', KEYS[2], ARGV[1], '+', 'LIMIT', 0, ARGV[2])
+for _, name in ipairs(names) do
+  local w = redis.call('HMGET', ARGV[3] .. name, 'branch', 'base', 'l2', 'l1', 'created_at')
+  if w[1] then
+    for _, x in ipairs({name, w[1], w[2], w[3], w[4], w[5]}) do out[#out + 1] = x end
+  end
+end
+return out
+"""
+
+# KEYS: record hash, record index.  ARGV: name, value (base64), if absent (0/1).
+_PUT_RECORD = """
+if ARGV[3] == '1' and redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('ZADD', KEYS[2], 0, ARGV[1])
+return 1
+"""
+
+# KEYS: record hash, record index.  ARGV: name.
+_DELETE_RECORD = """
+if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then return 0 end
+redis.call('ZREM', KEYS[2], ARGV[1])
+return 1
+"""
+
+# KEYS: record hash, record index.  ARGV: lex min, limit.  (read only)
+_LIST_RECORDS = """
+local out = {}
+if tonumber(ARGV[2]) == 0 then return out end
+local names = redis.call('ZRANGEBYLEX', KEYS[2], ARGV[1], '+', 'LIMIT', 0, ARGV[2])
+for _, name in ipairs(names) do
+  local v = redis.call('HGET', KEYS[1], name)
+  if v then
+    out[#out + 1] = name
+    out[#out + 1] = v
+  end
+end
+return out
 """
 
 # KEYS: ref hash, repository hash.  ARGV: base, l2_old, l1_prefix, l2_new, max ids,
@@ -190,16 +343,19 @@ redis.call('ZADD', KEYS[2], 0, ARGV[1])
 return {'ok'}
 """
 
-# KEYS: repository hash, repository index, ref index.  ARGV: name, ref key prefix.
+# KEYS: repository hash, repository index, ref index, workspace index.  ARGV: name, ref
+# key prefix, workspace key prefix.
 _DELETE_REPOSITORY = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'norepo'} end
-local names = redis.call('ZRANGE', KEYS[3], 0, -1)
-for i = 1, #names, 1000 do
-  local batch = {}
-  for j = i, math.min(i + 999, #names) do batch[#batch + 1] = ARGV[2] .. names[j] end
-  redis.call('DEL', unpack(batch))
+for k, index in ipairs({KEYS[3], KEYS[4]}) do
+  local names = redis.call('ZRANGE', index, 0, -1)
+  for i = 1, #names, 1000 do
+    local batch = {}
+    for j = i, math.min(i + 999, #names) do batch[#batch + 1] = ARGV[k + 1] .. names[j] end
+    redis.call('DEL', unpack(batch))
+  end
 end
-redis.call('DEL', KEYS[1], KEYS[3])
+redis.call('DEL', KEYS[1], KEYS[3], KEYS[4])
 redis.call('ZREM', KEYS[2], ARGV[1])
 return {'ok'}
 """
@@ -297,8 +453,10 @@ class RedisRefStore(RefStore):
         key_prefix: str = "lsm:",
         max_connections: int = 64,
         timeout: float = 5.0,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.url = _redact(url)
+        self._clock = clock
         self.key_prefix = key_prefix
         self._pool = BlockingConnectionPool.from_url(
             url,
@@ -324,6 +482,15 @@ class RedisRefStore(RefStore):
         self._list_repositories_script = script(_LIST_REPOSITORIES)
         self._acquire_lease_script = script(_ACQUIRE_LEASE)
         self._release_lease_script = script(_RELEASE_LEASE)
+        self._append_group_script = script(_LIB + _APPEND_GROUP)
+        self._stash_script = script(_LIB + _STASH)
+        self._read_pop_script = script(_LIB + _READ_POP)
+        self._pop_script = script(_LIB + _POP)
+        self._drop_workspace_script = script(_DROP_WORKSPACE)
+        self._list_workspaces_script = script(_LIST_WORKSPACES)
+        self._put_record_script = script(_PUT_RECORD)
+        self._delete_record_script = script(_DELETE_RECORD)
+        self._list_records_script = script(_LIST_RECORDS)
 
     # --- keys ------------------------------------------------------------------------
 
@@ -341,6 +508,21 @@ class RedisRefStore(RefStore):
 
     def _ref_key(self, repo: str, name: str) -> str:
         return self._ref_prefix(repo) + name
+
+    def _workspaces_key(self, repo: str) -> str:
+        return f"{self.key_prefix}wss:{repo}"
+
+    def _workspace_prefix(self, repo: str) -> str:
+        return f"{self.key_prefix}ws:{repo}:"
+
+    def _moves_key(self, repo: str) -> str:
+        return f"{self.key_prefix}moves:{repo}"
+
+    def _records_key(self, kind: str) -> str:
+        return f"{self.key_prefix}recs:{kind}"
+
+    def _record_key(self, kind: str) -> str:
+        return f"{self.key_prefix}rec:{kind}"
 
     # --- calls -----------------------------------------------------------------------
 
@@ -468,8 +650,13 @@ class RedisRefStore(RefStore):
         reply = await self._script(
             "delete repository",
             self._delete_repository_script,
-            [self._repo_key(name), self._repos_key(), self._refs_key(name)],
-            [name, self._ref_prefix(name)],
+            [
+                self._repo_key(name),
+                self._repos_key(),
+                self._refs_key(name),
+                self._workspaces_key(name),
+            ],
+            [name, self._ref_prefix(name), self._workspace_prefix(name)],
         )
         if reply[0] == "norepo":
             raise RepositoryNotFoundError(f"repository not found: {name}")
@@ -624,6 +811,214 @@ class RedisRefStore(RefStore):
             [expected_base, new_base],
             lambda cur: transitions.set_base(where, cur, expected_base, new_base),
         )
+
+    async def _append_l1_group(
+        self, repo: str, branch: str, group_id: str, file_ids: tuple[str, ...]
+    ) -> Ref:
+        where = f"{repo}/{branch}"
+        return await self._mutate(
+            repo,
+            branch,
+            "append_l1_group",
+            self._append_group_script,
+            [group_id, encode_ids(file_ids), MAX_FILE_IDS, MAX_GROUP_IDS],
+            # The script rejects a tag or a group too large for the ref.
+            lambda cur: transitions.append_group(where, cur, group_id, file_ids)[0],
+            idempotent=True,
+        )
+
+    # --- workspaces ----------------------------------------------------------------------
+
+    def _workspace_keys(self, repo: str, branch: str, name: str) -> list[str]:
+        return [
+            self._ref_key(repo, branch),
+            self._repo_key(repo),
+            self._workspace_prefix(repo) + name,
+            self._workspaces_key(repo),
+            self._moves_key(repo),
+        ]
+
+    async def _stash_workspace(
+        self, repo: str, branch: str, name: str, expected: Ref, created_at: float
+    ) -> Ref:
+        where = f"{repo}/{branch}"
+        reply = await self._script(
+            "stash workspace",
+            self._stash_script,
+            self._workspace_keys(repo, branch, name),
+            [
+                expected.kind,
+                expected.base,
+                encode_ids(expected.l2),
+                encode_ids(expected.l1),
+                name,
+                branch,
+                repr(created_at),
+                MAX_CONSUMED_IDS,
+            ],
+        )
+        if reply[0] == "wsexists":
+            raise WorkspaceExistsError(f"workspace already exists: {repo}/{name}")
+        value = self._status(repo, branch, reply)
+        assert value is not None
+        if reply[0] == "ok":
+            return value
+        transitions.stash(where, value, expected, branch, name, created_at)
+        raise ConflictError(f"{where}: stash rejected by the server", found=value)
+
+    async def _pop_workspace(self, repo: str, name: str, branch: str) -> Ref:
+        where = f"{repo}/{branch}"
+        keys = self._workspace_keys(repo, branch, name)
+        for _ in range(100):
+            read = await self._script(
+                "pop workspace",
+                self._read_pop_script,
+                keys[:3],
+                [],
+                idempotent=True,
+                mutation=False,
+            )
+            if read[0] == "nows":
+                raise WorkspaceNotFoundError(f"workspace not found: {repo}/{name}")
+            cur = self._status(repo, branch, read[:5])
+            assert cur is not None
+            ws = self._workspace_of(name, read[5:10])
+            new = transitions.pop(where, cur, ws, branch)
+            reply = await self._script(
+                "pop workspace",
+                self._pop_script,
+                keys,
+                [
+                    cur.kind,
+                    cur.base,
+                    encode_ids(cur.l2),
+                    encode_ids(cur.l1),
+                    encode_ids(new.l1),
+                    name,
+                ],
+            )
+            if reply[0] == "ok":
+                return new
+        raise UnavailableError(f"redis {self.url}: pop {repo}/{name}: kept losing to writes")
+
+    @staticmethod
+    def _workspace_of(name: str, fields: Sequence[str]) -> Workspace:
+        branch, base, l2, l1, created_at = fields
+        return Workspace(name, branch, base, decode_ids(l2), decode_ids(l1), float(created_at))
+
+    async def _get_workspace(self, repo: str, name: str) -> Workspace:
+        fields = await self._call(
+            "get workspace",
+            lambda: self._redis.hmget(
+                self._workspace_prefix(repo) + name, ["branch", "base", "l2", "l1", "created_at"]
+            ),
+            mutation=False,
+            idempotent=True,
+        )
+        if fields[0] is not None:
+            return self._workspace_of(name, cast(list[str], fields))
+        await self._require_repository(repo)
+        raise WorkspaceNotFoundError(f"workspace not found: {repo}/{name}")
+
+    async def _require_repository(self, repo: str) -> None:
+        exists = await self._call(
+            "get repository",
+            lambda: self._redis.exists(self._repo_key(repo)),
+            mutation=False,
+            idempotent=True,
+        )
+        if not exists:
+            raise RepositoryNotFoundError(f"repository not found: {repo}")
+
+    async def _list_workspaces(self, repo: str, after: str | None, limit: int) -> list[Workspace]:
+        reply = await self._script(
+            "list workspaces",
+            self._list_workspaces_script,
+            [self._repo_key(repo), self._workspaces_key(repo)],
+            ["-" if after is None else f"({after}", limit, self._workspace_prefix(repo)],
+            idempotent=True,
+            mutation=False,
+        )
+        if reply[0] == "norepo":
+            raise RepositoryNotFoundError(f"repository not found: {repo}")
+        return [self._workspace_of(reply[i], reply[i + 1 : i + 6]) for i in range(1, len(reply), 6)]
+
+    async def _drop_workspace(self, repo: str, name: str) -> None:
+        reply = await self._script(
+            "drop workspace",
+            self._drop_workspace_script,
+            [
+                self._workspace_prefix(repo) + name,
+                self._workspaces_key(repo),
+                self._repo_key(repo),
+            ],
+            [name],
+        )
+        if reply[0] == "norepo":
+            raise RepositoryNotFoundError(f"repository not found: {repo}")
+        if reply[0] == "nows":
+            raise WorkspaceNotFoundError(f"workspace not found: {repo}/{name}")
+
+    async def _move_count(self, repo: str) -> int:
+        await self._require_repository(repo)
+        value = await self._call(
+            "move count",
+            lambda: self._redis.get(self._moves_key(repo)),
+            mutation=False,
+            idempotent=True,
+        )
+        return int(value or 0)
+
+    # --- records ---------------------------------------------------------------------------
+
+    async def _put_record(self, kind: str, name: str, value: bytes, if_absent: bool) -> None:
+        reply = await self._call(
+            "put record",
+            lambda: self._put_record_script(
+                keys=[self._record_key(kind), self._records_key(kind)],
+                args=[name, base64.b64encode(value).decode("ascii"), int(if_absent)],
+            ),
+            mutation=True,
+            idempotent=not if_absent,
+        )
+        if not reply:
+            raise RecordExistsError(f"record already exists: {kind}/{name}")
+
+    async def _get_record(self, kind: str, name: str) -> bytes:
+        value = await self._call(
+            "get record",
+            lambda: self._redis.hget(self._record_key(kind), name),
+            mutation=False,
+            idempotent=True,
+        )
+        if value is None:
+            raise RecordNotFoundError(f"record not found: {kind}/{name}")
+        return base64.b64decode(value)
+
+    async def _list_records(
+        self, kind: str, after: str | None, limit: int
+    ) -> list[tuple[str, bytes]]:
+        reply = await self._script(
+            "list records",
+            self._list_records_script,
+            [self._record_key(kind), self._records_key(kind)],
+            ["-" if after is None else f"({after}", limit],
+            idempotent=True,
+            mutation=False,
+        )
+        return [(reply[i], base64.b64decode(reply[i + 1])) for i in range(0, len(reply), 2)]
+
+    async def _delete_record(self, kind: str, name: str) -> None:
+        reply = await self._call(
+            "delete record",
+            lambda: self._delete_record_script(
+                keys=[self._record_key(kind), self._records_key(kind)], args=[name]
+            ),
+            mutation=True,
+            idempotent=False,
+        )
+        if not reply:
+            raise RecordNotFoundError(f"record not found: {kind}/{name}")
 
     # --- leases --------------------------------------------------------------------------
 

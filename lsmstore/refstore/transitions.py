@@ -17,7 +17,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lsmstore.errors import ConflictError, EntryTooLargeError
-from lsmstore.refstore.base import MAX_CONSUMED_IDS, MAX_FILE_IDS, Ref
+from lsmstore.refstore.base import (
+    MAX_CONSUMED_IDS,
+    MAX_FILE_IDS,
+    MAX_GROUP_IDS,
+    MAX_QUALIFIED_BYTES,
+    Ref,
+    Workspace,
+)
+from lsmstore.refstore.names import entry_for, is_qualified, locate_entry
 
 
 def starts_with(l1: Sequence[str], prefix: Sequence[str]) -> bool:
@@ -25,11 +33,22 @@ def starts_with(l1: Sequence[str], prefix: Sequence[str]) -> bool:
 
 
 def check_size(where: str, ref: Ref) -> Ref:
-    """EntryTooLargeError if ``ref`` holds more than :data:`MAX_FILE_IDS` file ids."""
+    """EntryTooLargeError if ``ref`` holds more than :data:`MAX_FILE_IDS` file ids, or
+    qualified entries of more than :data:`MAX_QUALIFIED_BYTES`."""
     n = len(ref.l1) + len(ref.l2)
     if n > MAX_FILE_IDS:
         raise EntryTooLargeError(f"{where}: {n} file ids would exceed the limit of {MAX_FILE_IDS}")
+    q = qualified_bytes(ref.l1)
+    if q > MAX_QUALIFIED_BYTES:
+        raise EntryTooLargeError(
+            f"{where}: {q} bytes of entries from other branches would exceed the limit of "
+            f"{MAX_QUALIFIED_BYTES}"
+        )
     return ref
+
+
+def qualified_bytes(entries: Sequence[str]) -> int:
+    return sum(len(e) for e in entries if is_qualified(e))
 
 
 def _branch(where: str, cur: Ref, op: str) -> None:
@@ -61,17 +80,71 @@ def append_l1(where: str, cur: Ref, file_id: str, consumed: Sequence[str] = ()) 
     return check_size(where, Ref("branch", cur.base, cur.l2, (*cur.l1, file_id)))
 
 
+def append_group(
+    where: str,
+    cur: Ref,
+    group_id: str,
+    file_ids: Sequence[str],
+    consumed: Sequence[str] = (),
+    groups: Sequence[str] = (),
+) -> tuple[Ref, tuple[str, ...]]:
+    """``l1 += file_ids`` (those not in L1 or ``consumed``) and the group ids after it;
+    ``(cur, groups)`` unchanged when ``group_id`` is among ``groups``."""
+    _branch(where, cur, "append to L1")
+    if group_id in groups:
+        return cur, tuple(groups)
+    present = set(cur.l1) | set(consumed)
+    new = tuple(f for f in file_ids if f not in present)
+    ref = check_size(where, Ref("branch", cur.base, cur.l2, (*cur.l1, *new)))
+    return ref, (*groups, group_id)[-MAX_GROUP_IDS:]
+
+
+def stash(
+    where: str, cur: Ref, expected: Ref, branch: str, name: str, created_at: float
+) -> tuple[Ref, Workspace]:
+    """The branch's value after a stash (staging empty) and the new workspace.
+
+    The caller also checks that no workspace ``name`` exists, and consumes the moved
+    L1 entries into the branch's tail (:func:`consume`)."""
+    _branch(where, cur, "stash its changes")
+    if cur != expected:
+        raise ConflictError(f"{where}: value changed, not stashed", found=cur)
+    return Ref("branch", cur.base), Workspace(name, branch, cur.base, cur.l2, cur.l1, created_at)
+
+
+def pop(where: str, cur: Ref, workspace: Workspace, branch: str) -> Ref:
+    """The branch's value after the workspace is put on top of its L1.
+
+    Each file of the workspace, oldest first (its L2 files, which do not overlap, then
+    its L1 files), is appended to L1 as ``branch``'s L1 list names it: plain if the
+    file lives in ``branch``'s L1 directory, qualified otherwise.  A file the branch
+    already holds is not added again.
+    """
+    _branch(where, cur, "apply a workspace")
+    held = {locate_entry(branch, "L1", e) for e in cur.l1}
+    held |= {locate_entry(branch, "L2", e) for e in cur.l2}
+    adds: list[str] = []
+    for entry in workspace.entries:
+        place = locate_entry(branch, "L1", entry)
+        if place not in held:
+            held.add(place)
+            adds.append(entry_for(branch, "L1", entry))
+    return check_size(where, Ref("branch", cur.base, cur.l2, (*cur.l1, *adds)))
+
+
 def consume(consumed: Sequence[str], l1_prefix: Sequence[str]) -> tuple[str, ...]:
     """The consumed tail after a swap took ``l1_prefix`` out of L1: newest last, the
     last :data:`MAX_CONSUMED_IDS` ids but never less than the whole ``l1_prefix``.
 
     Both swaps apply it on success (failed swaps change nothing); ``set_base`` keeps
-    the tail; a ref starts with an empty one.
+    the tail; a ref starts with an empty one.  Qualified entries (files of popped
+    workspaces) are left out: ``append_l1`` only ever appends plain ids.
     """
-    if not l1_prefix:
+    plain = tuple(e for e in l1_prefix if not is_qualified(e))  # never appended
+    if not plain:
         return tuple(consumed)
-    keep = max(MAX_CONSUMED_IDS, len(l1_prefix))
-    return (*consumed, *l1_prefix)[-keep:]
+    keep = max(MAX_CONSUMED_IDS, len(plain))
+    return (*consumed, *plain)[-keep:]
 
 
 def swap_compacted(

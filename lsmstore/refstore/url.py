@@ -24,6 +24,7 @@ from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit, urlunsplit
 
 from lsmstore.errors import InvalidURLError
 from lsmstore.refstore.base import RefStore
+from lsmstore.validate import check_url_text, has_control
 
 DYNAMODB_TABLE = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")
 
@@ -58,8 +59,7 @@ def _number(url: str, key: str, value: str, kind: type[int] | type[float]) -> An
 
 def open_refstore(url: str, **options: Any) -> RefStore:
     """The RefStore ``url`` names (no connection is made until the first call)."""
-    if not isinstance(url, str):
-        raise InvalidURLError(f"RefStore URL must be a string, not {url!r}")
+    check_url_text(url, "RefStore URL", InvalidURLError)
     try:
         parts = urlsplit(url)
     except ValueError as e:
@@ -85,9 +85,15 @@ def _local(url: str, parts: SplitResult, options: dict[str, Any]) -> RefStore:
     netloc, path, query = parts.netloc, parts.path, parts.query
     if netloc not in ("", "localhost"):
         raise InvalidURLError(f"local RefStore URL {url!r} must have no host: local:///abs/dir")
-    path = unquote(path)
-    if not path.startswith("/") or any(seg == ".." for seg in path.split("/")) or "\0" in path:
-        raise InvalidURLError(f"local RefStore URL {url!r} needs an absolute path without '..'")
+    try:
+        path = unquote(path, errors="strict")
+    except UnicodeDecodeError as e:
+        raise InvalidURLError(f"local RefStore URL {url!r}: path is not UTF-8 ({e})") from None
+    if not path.startswith("/") or any(seg == ".." for seg in path.split("/")) or has_control(path):
+        raise InvalidURLError(
+            f"local RefStore URL {url!r} needs an absolute path without '..' "
+            "or control characters"
+        )
     params = _query(url, query, {"synchronous"})
     kwargs: dict[str, Any] = {}
     if "synchronous" in params:

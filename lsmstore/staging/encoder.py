@@ -29,6 +29,7 @@ import hashlib
 import logging
 import os
 import pickle
+import signal
 import struct
 import sys
 from collections.abc import Sequence
@@ -182,8 +183,7 @@ class Encoder:
                 if _LEN.unpack(ready)[0] != 0:
                     raise RuntimeError("unexpected greeting")
             except BaseException:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
+                _kill(proc)
                 await proc.wait()
                 raise
             if self._closed:
@@ -224,9 +224,8 @@ class Encoder:
             log.warning("encoder worker lost (%s); encoding in threads", error)
         proc, self._proc = self._proc, None
         self._reader = None
-        if proc is not None and proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
+        if proc is not None and proc.returncode is None and not self._closed:
+            _kill(proc)
         while self._pending:
             fut = self._pending.popleft()
             if not fut.done():
@@ -238,8 +237,7 @@ class Encoder:
         try:
             await asyncio.wait_for(proc.wait(), 5.0)
         except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
+            _kill(proc)
             await proc.wait()
 
     async def aclose(self) -> None:
@@ -258,6 +256,20 @@ class Encoder:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reader
         self._lost(ConnectionError("encoder closed"), quiet=True)
+
+
+def _kill(proc: asyncio.subprocess.Process) -> None:
+    """SIGKILL the worker without reaping it.
+
+    ``proc.kill()`` on the standard event loop goes through ``subprocess.Popen.kill``,
+    which first polls -- and so reaps -- a worker that has just exited (it exits as soon
+    as its stdin closes).  asyncio's child watcher, still waiting for that pid, then
+    logs "Unknown child process pid ..., will report returncode 255".  ``os.kill`` does
+    not reap: until the watcher has, the pid is still our (zombie) child, never another
+    process's."""
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGKILL)
 
 
 # --- the worker process --------------------------------------------------------------

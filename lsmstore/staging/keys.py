@@ -2,42 +2,45 @@
 
 Keys are bytes; ``str`` keys are encoded as UTF-8 (a lone surrogate cannot be, and is
 rejected).  A key is 1..``max_key_bytes`` bytes (default 1024), a value at most
-``max_value_bytes`` (default 16 MiB) -- see :class:`lsmstore.config.Config`.
+``max_value_bytes`` (default 16 MiB) -- see :class:`lsmstore.config.Config`.  A bad
+key raises :class:`InvalidKeyError` (for reads and writes alike), a value over its
+bound :class:`EntryTooLargeError`; messages show a bounded prefix of the key.
 """
 
 from __future__ import annotations
 
 import hashlib
 
-from lsmstore.errors import EntryTooLargeError, InvalidInputError
+from lsmstore.errors import EntryTooLargeError, InvalidInputError, InvalidKeyError
 from lsmstore.graveler.record import Record
+from lsmstore.validate import preview
 
 
 def encode_key(key: str | bytes) -> bytes:
-    """``key`` as bytes: UTF-8 for ``str``; InvalidInputError for other types, lone
+    """``key`` as bytes: UTF-8 for ``str``; InvalidKeyError for other types, lone
     surrogates and the empty key."""
     if isinstance(key, str):
         try:
             b = key.encode("utf-8")
         except UnicodeEncodeError as e:
-            raise InvalidInputError(f"key {key!r} is not valid Unicode: {e.reason}") from e
+            raise InvalidKeyError(f"key {preview(key)} is not valid Unicode: {e.reason}") from e
     elif isinstance(key, bytes):
         b = key
     elif isinstance(key, bytearray | memoryview):
         b = bytes(key)
     else:
-        raise InvalidInputError(f"key must be str or bytes, not {type(key).__name__}")
+        raise InvalidKeyError(f"key must be str or bytes, not {type(key).__name__}")
     if not b:
-        raise EntryTooLargeError("key is empty: keys are 1 or more bytes")
+        raise InvalidKeyError("key is empty: keys are 1 or more bytes")
     return b
 
 
 def check_key(key: str | bytes, max_key_bytes: int) -> bytes:
-    """:func:`encode_key` plus the length bound (EntryTooLargeError)."""
+    """:func:`encode_key` plus the length bound (InvalidKeyError)."""
     b = encode_key(key)
     if len(b) > max_key_bytes:
-        raise EntryTooLargeError(
-            f"key {b[:32]!r}... is {len(b)} bytes, over the {max_key_bytes}-byte limit"
+        raise InvalidKeyError(
+            f"key {preview(b, 32)} is {len(b)} bytes, over the {max_key_bytes}-byte limit"
         )
     return b
 
@@ -50,11 +53,11 @@ def check_value(key: bytes, value: object, max_value_bytes: int) -> bytes:
         v = bytes(value)
     else:
         raise InvalidInputError(
-            f"value of key {key[:64]!r} must be bytes, not {type(value).__name__}"
+            f"value of key {preview(key)} must be bytes, not {type(value).__name__}"
         )
     if len(v) > max_value_bytes:
         raise EntryTooLargeError(
-            f"value of key {key[:64]!r} is {len(v)} bytes, over the {max_value_bytes}-byte limit"
+            f"value of key {preview(key)} is {len(v)} bytes, over the {max_value_bytes}-byte limit"
         )
     return v
 
@@ -64,7 +67,7 @@ def check_identity(key: bytes, identity: object) -> bytes:
         ident = bytes(identity)
         if 0 < len(ident) <= 255:
             return ident
-    raise InvalidInputError(f"identity of key {key[:64]!r} must be 1..255 bytes")
+    raise InvalidInputError(f"identity of key {preview(key)} must be 1..255 bytes")
 
 
 _new_tuple = tuple.__new__

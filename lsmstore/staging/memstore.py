@@ -27,8 +27,15 @@ class Memstore:
     __slots__ = ("_records", "nbytes")
 
     def __init__(self) -> None:
+        #: key -> latest record; read-only for callers (the writer's fast path checks
+        #: its length without a method call).
         self._records: dict[bytes, Record] = {}
         self.nbytes = 0
+
+    @property
+    def map(self) -> dict[bytes, Record]:
+        """The underlying dict (key -> record): read it, never change it."""
+        return self._records
 
     def __len__(self) -> int:
         return len(self._records)
@@ -41,9 +48,14 @@ class Memstore:
 
     def add(self, rec: Record) -> int:
         """Insert or replace ``rec``; returns the change of :attr:`nbytes`."""
-        old = self._records.get(rec.key)
-        self._records[rec.key] = rec
-        delta = record_bytes(rec) - (record_bytes(old) if old is not None else 0)
+        records = self._records
+        key, _, value = rec
+        old = records.get(key)
+        records[key] = rec
+        delta = len(key) + RECORD_OVERHEAD + (len(value) if value is not None else 0)
+        if old is not None:
+            value = old[2]
+            delta -= len(key) + RECORD_OVERHEAD + (len(value) if value is not None else 0)
         self.nbytes += delta
         return delta
 

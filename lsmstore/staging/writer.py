@@ -135,6 +135,7 @@ class BranchWriter:
         self.repo = repo
         self.branch = branch
         self.config = config
+        self._max_bytes, self._max_records = config.batch_max_bytes, config.batch_max_records
         self.stats = WriterStats()
         self._clock = clock
         self._randbits = randbits
@@ -199,19 +200,21 @@ class BranchWriter:
         """Insert into the current memstore (no await in between: one batch).  A full
         memstore is closed first, so these records start the next batch (the flusher
         takes closed batches in order)."""
+        max_bytes, max_records = self._max_bytes, self._max_records
         batch = self._batch
-        if len(batch.mem) and self._is_full(batch):
+        mem = batch.mem
+        if mem.map and (mem.nbytes >= max_bytes or len(mem.map) >= max_records):
             self._full.append(batch)
             self._next_batch()
             self._wake.set()
             batch = self._batch
-        mem = batch.mem
-        if not len(mem):
+            mem = batch.mem
+        if not mem.map:
             self._wake.set()
         self._pending_bytes += mem.add(records[0]) if len(records) == 1 else mem.add_many(records)
         fut: asyncio.Future[None] = self._loop.create_future()
         batch.waiters.append(fut)
-        if mem.nbytes >= self.config.batch_max_bytes or len(mem) >= self.config.batch_max_records:
+        if mem.nbytes >= max_bytes or len(mem.map) >= max_records:
             self._wake.set()
         return fut
 

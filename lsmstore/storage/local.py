@@ -134,8 +134,13 @@ class LocalStore(ObjectStore):
             return
         parent = os.path.dirname(directory)
         if directory == self._root:
-            os.makedirs(directory, exist_ok=True)
-            _fsync_dir(parent)
+            try:
+                os.makedirs(directory, exist_ok=True)
+                _fsync_dir(parent)
+            except OSError as e:  # the namespace itself is unusable, not the key
+                raise UnavailableError(
+                    f"local store root {self._root} cannot be created: {e.strerror or e}"
+                ) from e
             return
         self._ensure_dir(key, parent)
         try:
@@ -184,7 +189,7 @@ class LocalStore(ObjectStore):
                 os.replace(tmp, path)
             published = True
             _fsync_dir(directory)
-        except ObjectExistsError:
+        except (ObjectExistsError, UnavailableError):
             raise
         except (IsADirectoryError, NotADirectoryError) as e:
             raise InvalidNameError(

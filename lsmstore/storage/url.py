@@ -5,6 +5,9 @@
                                            (``file://localhost/abs/path`` also works)
 ``s3://bucket/prefix?option=value&...``    :class:`S3Store` on ``bucket`` under ``prefix``
 ``mem://name``                             :class:`MemoryStore` shared by ``name``
+``local://relative/path``                  :class:`LocalStore` at ``$LSMSTORE_HOME/data/``
+                                           ``relative/path`` (lakeFS's local blockstore
+                                           form; no ``..``, no absolute path)
 =========================================  ============================================
 
 S3 options (query parameters override keyword arguments of the same name):
@@ -29,6 +32,18 @@ from lsmstore.errors import InvalidInputError, InvalidURLError
 from lsmstore.storage.base import ObjectStore
 from lsmstore.storage.local import LocalStore
 from lsmstore.storage.memory import MemoryStore
+from lsmstore.validate import check_url_text, has_control, preview
+
+
+def _unquoted(url: str, part: str) -> str:
+    """A percent-decoded URL part: valid UTF-8 without control characters (``%00``)."""
+    try:
+        text = unquote(part, errors="strict") if "%" in part else part
+    except UnicodeDecodeError as e:
+        raise InvalidURLError(f"{preview(url)}: escaped bytes are not UTF-8 ({e})") from None
+    if has_control(text):
+        raise InvalidURLError(f"{preview(url)} holds an escaped control character")
+    return text
 
 
 def _bool(value: Any) -> bool:
@@ -75,34 +90,57 @@ def _s3_options(url: str, query: str, options: dict[str, Any]) -> dict[str, Any]
     return typed
 
 
+def local_namespace_path(url: str) -> Path:
+    """Where a ``local://relative/path`` namespace lives: under ``$LSMSTORE_HOME/data``."""
+    from lsmstore.config import default_home
+
+    parts = urlsplit(url)
+    if parts.query or parts.fragment:
+        raise InvalidURLError(f"local:// URLs take no options: {url!r}")
+    rel = unquote(parts.netloc + parts.path)
+    segments = rel.split("/")
+    if not rel or rel.startswith("/") or any(s in ("", ".", "..") for s in segments):
+        raise InvalidURLError(
+            f"local URL must be local://<relative/path> without '.', '..' or empty parts: {url!r}"
+        )
+    return default_home() / "data" / rel
+
+
 def open_object_store(url: str, **options: Any) -> ObjectStore:
     """The store for ``url`` (see the module doc for forms and options). No I/O happens here."""
-    parts = urlsplit(url)
+    check_url_text(url, "storage namespace URL", InvalidURLError)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 -- raises ValueError on a malformed port
+    except ValueError as e:
+        raise InvalidURLError(f"malformed storage namespace URL {preview(url)}: {e}") from None
     scheme = parts.scheme.lower()
     if scheme in ("file", "mem") and (options or parts.query):
         names = sorted({*options, *(k for k, _ in parse_qsl(parts.query, keep_blank_values=True))})
         raise InvalidURLError(f"{scheme}:// URLs take no options; got {names} for {url!r}")
     try:
         if scheme == "file":
-            path = unquote(parts.path)
+            path = _unquoted(url, parts.path)
             if parts.netloc not in ("", "localhost") or not path.startswith("/"):
                 raise InvalidURLError(f"file URL must name an absolute path (file:///...): {url!r}")
             return LocalStore(Path(path))
+        if scheme == "local":
+            return LocalStore(local_namespace_path(url))
         if scheme == "mem":
             if not parts.netloc or parts.path not in ("", "/"):
                 raise InvalidURLError(f"memory store URL must be mem://<name>: {url!r}")
-            return MemoryStore(unquote(parts.netloc))
+            return MemoryStore(_unquoted(url, parts.netloc))
         if scheme == "s3":
             if not parts.netloc:
                 raise InvalidURLError(f"S3 URL must be s3://<bucket>/<prefix>: {url!r}")
             from lsmstore.storage.s3 import S3Store  # aiobotocore is imported only when needed
 
             typed = _s3_options(url, parts.query, options)
-            return S3Store(parts.netloc, unquote(parts.path), **typed)
+            return S3Store(parts.netloc, _unquoted(url, parts.path), **typed)
     except InvalidURLError:
         raise
     except InvalidInputError as e:
         raise InvalidURLError(f"{url!r}: {e}") from None
     raise InvalidURLError(
-        f"unknown object store scheme {parts.scheme!r} in {url!r}; expected file, s3 or mem"
+        f"unknown object store scheme {parts.scheme!r} in {url!r}; expected file, local, s3 or mem"
     )

@@ -29,20 +29,28 @@ from lsmstore.errors import (
     InvalidInputError,
     InvalidNameError,
     LsmError,
+    RecordExistsError,
+    RecordNotFoundError,
     RefExistsError,
     RefNotFoundError,
     RepositoryNotFoundError,
+    WorkspaceExistsError,
+    WorkspaceNotFoundError,
 )
 from lsmstore.refstore import transitions
 from lsmstore.refstore.base import (
     MAX_CONSUMED_IDS,
     MAX_FILE_IDS,
+    MAX_GROUP_IDS,
+    MAX_QUALIFIED_BYTES,
+    MAX_RECORD_BYTES,
     MAX_REPOSITORY_METADATA_BYTES,
     Ref,
     RefKind,
     RefStore,
     Repository,
 )
+from lsmstore.refstore.names import encode_branch, locate_entry, qualify_entry
 
 REPO = "repo1"
 BAD_REPOSITORY_NAMES = ["", "Repo", "-a", "_a", "a/b", "a b", "a.b", "a..b", "x" * 64, "a\n", "é"]
@@ -778,6 +786,312 @@ class RefStoreContract:
                 await call()
         await refstore.aclose()  # closing twice is fine
 
+    # --- group append ----------------------------------------------------------------------
+
+    async def test_append_l1_group_order_and_idempotence(self, refstore: RefStore) -> None:
+        await self.branch(refstore, "main", base="c1", l2=("g1",), l1=("f0",))
+        r = await refstore.append_l1_group(REPO, "main", "job1", ("a1", "a2", "a3"))
+        assert r == branch("c1", ("g1",), ("f0", "a1", "a2", "a3"))
+        assert await refstore.append_l1_group(REPO, "main", "job1", ("a1", "a2", "a3")) == r
+        # Ids already staged are skipped; the rest land in order, after what is there.
+        r2 = await refstore.append_l1_group(REPO, "main", "job2", ("a3", "b1", "b2"))
+        assert r2.l1 == ("f0", "a1", "a2", "a3", "b1", "b2")
+        assert await refstore.get_ref(REPO, "main") == r2
+        # An empty group is remembered too.
+        assert await refstore.append_l1_group(REPO, "main", "job3", ()) == r2
+
+    @pytest.mark.parametrize("op", ["compacted", "committed"])
+    async def test_group_retry_after_its_files_were_consumed(
+        self, refstore: RefStore, op: str
+    ) -> None:
+        """A job re-sending its commit after an unknown outcome never re-stages its files,
+        even when a compaction or commit consumed them and newer data came in between."""
+        await self.branch(refstore, "main", base="c1")
+        await refstore.append_l1_group(REPO, "main", "job1", ("a1", "a2"))
+        await self.consume(refstore, op, "main", ("a1", "a2"))
+        newer = await refstore.append_l1(REPO, "main", "f9")
+        assert await refstore.append_l1_group(REPO, "main", "job1", ("a1", "a2")) == newer
+        # A different group naming consumed ids skips them as well.
+        assert await refstore.append_l1_group(REPO, "main", "job2", ("a2", "b1")) == branch(
+            newer.base, newer.l2, ("f9", "b1")
+        )
+
+    async def test_append_l1_group_all_or_none(self, refstore: RefStore) -> None:
+        start = await self.branch(refstore, "main", l1=ids("f", MAX_FILE_IDS - 2))
+        with pytest.raises(EntryTooLargeError):
+            await refstore.append_l1_group(REPO, "main", "big", ids("a", 3))
+        assert await refstore.get_ref(REPO, "main") == start
+        # Not remembered either: the same group id fits once there is room.
+        await refstore.delete_ref(REPO, "main", start)
+        await self.branch(refstore, "main")
+        assert (await refstore.append_l1_group(REPO, "main", "big", ids("a", 3))).l1 == ids("a", 3)
+        with pytest.raises(EntryTooLargeError):
+            await refstore.append_l1_group(REPO, "main", "huge", ids("x", MAX_FILE_IDS + 1))
+        await refstore.create_ref(REPO, "v1", Ref("tag", "c0"))
+        with pytest.raises(ConflictError):
+            await refstore.append_l1_group(REPO, "v1", "g", ("a9",))
+        with pytest.raises(InvalidInputError):
+            await refstore.append_l1_group(REPO, "main", "dup", ("b1", "b1"))
+        with pytest.raises(InvalidNameError):
+            await refstore.append_l1_group(REPO, "main", "bad group", ("b1",))
+        with pytest.raises(InvalidNameError):
+            await refstore.append_l1_group(REPO, "main", "g", ("b1", "x.L1.bWFpbg"))
+        with pytest.raises(InvalidInputError):
+            await refstore.append_l1_group(REPO, "main", "g", "b1")
+        with pytest.raises(RefNotFoundError):
+            await refstore.append_l1_group(REPO, "nope", "g", ("b1",))
+        with pytest.raises(RepositoryNotFoundError):
+            await refstore.append_l1_group("nope", "main", "g", ("b1",))
+        assert (await refstore.get_ref(REPO, "main")).l1 == ids("a", 3)
+
+    async def test_group_ids_are_trimmed_at_the_cap(self, refstore: RefStore) -> None:
+        await self.branch(refstore, "main")
+        for i in range(MAX_GROUP_IDS + 1):
+            await refstore.append_l1_group(REPO, "main", f"g{i}", ())
+        # g0 fell out of the window: its files are appended again (they were never
+        # staged here); g1 is still known.
+        assert (await refstore.append_l1_group(REPO, "main", "g1", ("x1",))).l1 == ()
+        assert (await refstore.append_l1_group(REPO, "main", "g0", ("x0",))).l1 == ("x0",)
+
+    # --- workspaces ------------------------------------------------------------------------
+
+    async def test_stash_and_pop_on_the_same_branch(self, refstore: RefStore) -> None:
+        start = await self.branch(refstore, "main", base="c1", l2=("g1", "g2"), l1=("f1", "f2"))
+        before = await refstore.move_count(REPO)
+        emptied = await refstore.stash_workspace(REPO, "main", "wip", expected=start)
+        assert emptied == branch("c1") == await refstore.get_ref(REPO, "main")
+        assert await refstore.move_count(REPO) == before + 1
+        ws = await refstore.get_workspace(REPO, "wip")
+        assert (ws.name, ws.branch, ws.base, ws.l2, ws.l1) == (
+            "wip",
+            "main",
+            "c1",
+            ("g1", "g2"),
+            ("f1", "f2"),
+        )
+        assert ws.created_at > 0
+        # A retried append of a stashed file does not stage it again.
+        assert await refstore.append_l1(REPO, "main", "f2") == emptied
+        newer = await refstore.append_l1(REPO, "main", "f3")
+        popped = await refstore.pop_workspace(REPO, "wip", "main")
+        # L2 files keep living in main's L2 directory: qualified; L1 files are plain.
+        assert popped == branch("c1", (), ("f3", *ws.entries[:2], "f1", "f2"))
+        assert popped.l1[1:3] == (
+            f"g1.L2.{encode_branch('main')}",
+            f"g2.L2.{encode_branch('main')}",
+        )
+        assert newer.l1 == ("f3",)
+        assert await refstore.get_ref(REPO, "main") == popped
+        assert await refstore.move_count(REPO) == before + 2
+        with pytest.raises(WorkspaceNotFoundError):
+            await refstore.get_workspace(REPO, "wip")
+        assert await refstore.list_workspaces(REPO) == []
+
+    async def test_pop_onto_another_branch(self, refstore: RefStore) -> None:
+        start = await self.branch(refstore, "dev", base="c1", l2=("g1",), l1=("f1",))
+        await self.branch(refstore, "main", base="c5", l2=("h1",), l1=("e1",))
+        await refstore.stash_workspace(REPO, "dev", "wip", expected=start)
+        popped = await refstore.pop_workspace(REPO, "wip", "main")
+        dev = encode_branch("dev")
+        assert popped == branch("c5", ("h1",), ("e1", f"g1.L2.{dev}", f"f1.L1.{dev}"))
+        assert [locate_entry("main", "L1", e) for e in popped.l1] == [
+            ("main", "L1", "e1"),
+            ("dev", "L2", "g1"),
+            ("dev", "L1", "f1"),
+        ]
+        # Stashed again from main and popped back onto dev: each file is named where it
+        # lives -- plain again on dev for dev's L1 file.
+        await refstore.stash_workspace(REPO, "main", "back", expected=popped)
+        ws = await refstore.get_workspace(REPO, "back")
+        assert ws.l2 == ("h1",) and ws.l1 == popped.l1
+        assert await refstore.pop_workspace(REPO, "back", "dev") == branch(
+            "c1",
+            (),
+            (
+                f"h1.L2.{encode_branch('main')}",
+                f"e1.L1.{encode_branch('main')}",
+                f"g1.L2.{dev}",
+                "f1",
+            ),
+        )
+        # Swaps take qualified entries out of L1 like any other; they are not consumed
+        # ids (only plain ids are ever appended).
+        cur = await refstore.get_ref(REPO, "dev")
+        done = await refstore.swap_compacted(
+            REPO, "dev", base="c1", l2_old=(), l1_prefix=cur.l1[:3], l2_new=("k1",)
+        )
+        assert done == branch("c1", ("k1",), ("f1",))
+
+    async def test_stash_conditions(self, refstore: RefStore) -> None:
+        start = await self.branch(refstore, "main", l1=("f1",))
+        stale = branch(l1=())
+        with pytest.raises(ConflictError) as e:
+            await refstore.stash_workspace(REPO, "main", "wip", expected=stale)
+        assert e.value.found == start
+        with pytest.raises(WorkspaceNotFoundError):
+            await refstore.get_workspace(REPO, "wip")
+        await refstore.stash_workspace(REPO, "main", "wip", expected=start)
+        again = await refstore.append_l1(REPO, "main", "f2")
+        with pytest.raises(WorkspaceExistsError):
+            await refstore.stash_workspace(REPO, "main", "wip", expected=again)
+        assert await refstore.get_ref(REPO, "main") == again
+        assert (await refstore.get_workspace(REPO, "wip")).l1 == ("f1",)
+        await refstore.create_ref(REPO, "v1", Ref("tag", "c0"))
+        with pytest.raises(InvalidInputError):
+            await refstore.stash_workspace(REPO, "v1", "t", expected=Ref("tag", "c0"))
+        with pytest.raises(ConflictError):
+            await refstore.stash_workspace(REPO, "v1", "t", expected=branch())
+        with pytest.raises(RefNotFoundError):
+            await refstore.stash_workspace(REPO, "nope", "t", expected=branch())
+        with pytest.raises(InvalidNameError):
+            await refstore.stash_workspace(REPO, "main", "a/b", expected=again)
+        with pytest.raises(RepositoryNotFoundError):
+            await refstore.stash_workspace("nope", "main", "t", expected=branch())
+        assert [w.name for w in await refstore.list_workspaces(REPO)] == ["wip"]
+
+    async def test_pop_conditions(self, refstore: RefStore) -> None:
+        start = await self.branch(refstore, "main", l1=ids("f", 10))
+        await refstore.stash_workspace(REPO, "main", "wip", expected=start)
+        await refstore.create_ref(REPO, "v1", Ref("tag", "c0"))
+        with pytest.raises(ConflictError):
+            await refstore.pop_workspace(REPO, "wip", "v1")
+        with pytest.raises(RefNotFoundError):
+            await refstore.pop_workspace(REPO, "wip", "nope")
+        with pytest.raises(WorkspaceNotFoundError):
+            await refstore.pop_workspace(REPO, "nope", "main")
+        with pytest.raises(RepositoryNotFoundError):
+            await refstore.pop_workspace("nope", "wip", "main")
+        full = await self.branch(refstore, "full", l1=ids("x", MAX_FILE_IDS - 5))
+        with pytest.raises(EntryTooLargeError):
+            await refstore.pop_workspace(REPO, "wip", "full")
+        assert await refstore.get_ref(REPO, "full") == full
+        assert (await refstore.get_workspace(REPO, "wip")).l1 == ids("f", 10)
+        # Files the branch already holds are not added twice (here: a re-created main
+        # that names one of them; a retried append would not, as stashed ids count as
+        # consumed).
+        assert await refstore.append_l1(REPO, "main", "f00003") == branch()
+        await refstore.delete_ref(REPO, "main", branch())
+        await refstore.create_ref(REPO, "main", branch(l1=("f00003",)))
+        popped = await refstore.pop_workspace(REPO, "wip", "main")
+        assert popped.l1 == ("f00003", *(f for f in ids("f", 10) if f != "f00003"))
+
+    async def test_list_get_drop_workspaces(self, refstore: RefStore) -> None:
+        await self.branch(refstore, "main")
+        names = ["b", "a", "c-1", "ü", "a.b"]
+        for i, n in enumerate(names):
+            await refstore.append_l1(REPO, "main", f"f{i}")
+            cur = await refstore.get_ref(REPO, "main")
+            await refstore.stash_workspace(REPO, "main", n, expected=cur)
+        listed = await refstore.list_workspaces(REPO)
+        assert [w.name for w in listed] == sorted(names)
+        assert {w.name: w.l1 for w in listed} == {n: (f"f{i}",) for i, n in enumerate(names)}
+        assert [w.name for w in await refstore.list_workspaces(REPO, after="a", limit=2)] == [
+            "a.b",
+            "b",
+        ]
+        assert await refstore.list_workspaces(REPO, limit=0) == []
+        moves = await refstore.move_count(REPO)
+        await refstore.drop_workspace(REPO, "b")
+        assert await refstore.move_count(REPO) == moves  # a drop moves nothing
+        with pytest.raises(WorkspaceNotFoundError):
+            await refstore.drop_workspace(REPO, "b")
+        with pytest.raises(WorkspaceNotFoundError):
+            await refstore.get_workspace(REPO, "b")
+        with pytest.raises(RepositoryNotFoundError):
+            await refstore.list_workspaces("nope")
+        with pytest.raises(RepositoryNotFoundError):
+            await refstore.get_workspace("nope", "a")
+        with pytest.raises(RepositoryNotFoundError):
+            await refstore.drop_workspace("nope", "a")
+        with pytest.raises(RepositoryNotFoundError):
+            await refstore.move_count("nope")
+        # Deleting the repository deletes its workspaces; the move count goes on.
+        await refstore.delete_repository(REPO)
+        await self.repo(refstore)
+        assert await refstore.list_workspaces(REPO) == []
+        assert await refstore.move_count(REPO) == moves
+
+    async def test_largest_ref_with_entries_from_elsewhere(self, refstore: RefStore) -> None:
+        """MAX_FILE_IDS ids, qualified entries up to MAX_QUALIFIED_BYTES from a branch of
+        the longest name, a full consumed tail and all group ids: every backend holds it."""
+        await self.repo(refstore)
+        far, farther = "b" * 255, "c" * 255
+        n_q = MAX_QUALIFIED_BYTES // len(qualify_entry(farther, "L1", "q" * 64))
+        qualified = tuple(qualify_entry(farther, "L1", f"{i:04d}" + "q" * 60) for i in range(n_q))
+        plain = tuple(f"{i:05d}" + "x" * 59 for i in range(MAX_FILE_IDS - n_q))
+        old = tuple(f"{i:05d}" + "o" * 59 for i in range(MAX_FILE_IDS))
+        await refstore.create_ref(REPO, far, branch(l1=old))
+        for i in range(MAX_GROUP_IDS):
+            await refstore.append_l1_group(REPO, far, f"{i:04d}" + "g" * 60, ())
+        compacted = await refstore.swap_compacted(
+            REPO, far, base="c0", l2_old=(), l1_prefix=old, l2_new=plain
+        )
+        assert compacted == branch("c0", plain)
+        await refstore.create_ref(REPO, "src", branch(l1=qualified))
+        src = await refstore.get_ref(REPO, "src")
+        await refstore.stash_workspace(REPO, "src", "big", expected=src)
+        full = await refstore.pop_workspace(REPO, "big", far)
+        assert full == branch("c0", plain, qualified)
+        with pytest.raises(EntryTooLargeError):
+            await refstore.append_l1(REPO, far, "one-more")
+        assert await refstore.append_l1_group(REPO, far, "0000" + "g" * 60, ("x",)) == full
+        # Entries from elsewhere beyond MAX_QUALIFIED_BYTES are refused, whatever the
+        # id count.
+        small = await self.branch(refstore, "small", l1=qualified)
+        big = qualify_entry(farther, "L1", "z" * 64)
+        await refstore.create_ref(REPO, "src2", branch(l1=(big,)))
+        await refstore.stash_workspace(REPO, "src2", "one", expected=branch(l1=(big,)))
+        with pytest.raises(EntryTooLargeError):
+            await refstore.pop_workspace(REPO, "one", "small")
+        assert await refstore.get_ref(REPO, "small") == small
+
+    # --- small records ---------------------------------------------------------------------
+
+    async def test_records(self, refstore: RefStore) -> None:
+        value = bytes(range(256)) * 3
+        await refstore.put_record("credentials", "AKIA:1", value)
+        assert await refstore.get_record("credentials", "AKIA:1") == value
+        await refstore.put_record("credentials", "AKIA:1", b"v2")
+        assert await refstore.get_record("credentials", "AKIA:1") == b"v2"
+        with pytest.raises(RecordExistsError):
+            await refstore.put_record("credentials", "AKIA:1", b"v3", if_absent=True)
+        assert await refstore.get_record("credentials", "AKIA:1") == b"v2"
+        await refstore.put_record("credentials", "b é", b"", if_absent=True)
+        await refstore.put_record("settings", "a", b"s")
+        assert await refstore.list_records("credentials") == [("AKIA:1", b"v2"), ("b é", b"")]
+        assert await refstore.list_records("credentials", after="AKIA:1") == [("b é", b"")]
+        assert await refstore.list_records("credentials", limit=1) == [("AKIA:1", b"v2")]
+        assert await refstore.list_records("nothing") == []
+        await refstore.delete_record("credentials", "AKIA:1")
+        with pytest.raises(RecordNotFoundError):
+            await refstore.get_record("credentials", "AKIA:1")
+        with pytest.raises(RecordNotFoundError):
+            await refstore.delete_record("credentials", "AKIA:1")
+        assert await refstore.list_records("settings") == [("a", b"s")]
+        many = [f"k{i:03d}" for i in range(120)]
+        for k in many:
+            await refstore.put_record("many", k, k.encode())
+        paged: list[str] = []
+        after: str | None = None
+        while page := await refstore.list_records("many", after=after, limit=50):
+            paged += [n for n, _ in page]
+            after = page[-1][0]
+        assert paged == many
+
+    async def test_record_bad_input(self, refstore: RefStore) -> None:
+        with pytest.raises(EntryTooLargeError):
+            await refstore.put_record("k", "n", b"x" * (MAX_RECORD_BYTES + 1))
+        await refstore.put_record("k", "n", b"x" * MAX_RECORD_BYTES)
+        for kind in ("", "K", "a:b", "_x", "a/b"):
+            with pytest.raises(InvalidNameError):
+                await refstore.put_record(kind, "n", b"")
+        for name in ("", "a\nb", "x" * 513):
+            with pytest.raises(InvalidNameError):
+                await refstore.put_record("k", name, b"")
+        with pytest.raises(InvalidInputError):
+            await refstore.put_record("k", "n", "text")  # type: ignore[arg-type]
+        assert [n for n, _ in await refstore.list_records("k")] == ["n"]
+
     # --- agreement with the pure rules -----------------------------------------------------
 
     async def test_random_operations_follow_the_rules(self, refstore: RefStore) -> None:
@@ -945,6 +1259,108 @@ class RefStoreContract:
         again = await asyncio.gather(*(refstore.append_l1(REPO, "main", f) for f in appended))
         assert all(r == final for r in again)
         assert await refstore.get_ref(REPO, "main") == final
+
+    async def test_concurrent_groups_land_whole_and_once(self, refstore: RefStore) -> None:
+        """Group appends (each sent twice), single appends and swaps at once: every id
+        is staged exactly once, and each group's ids are contiguous and in order."""
+        await self.branch(refstore, "main", base="c0")
+        done = asyncio.Event()
+        consumed: list[str] = []
+        groups = {f"job{j}": ids(f"j{j}-", 5) for j in range(8)}
+
+        async def jobs() -> None:
+            async def one(g: str) -> None:
+                await refstore.append_l1_group(REPO, "main", g, groups[g])
+                await refstore.append_l1_group(REPO, "main", g, groups[g])  # a re-send
+
+            await asyncio.gather(*(one(g) for g in groups))
+
+        async def writer() -> None:
+            for f in ids("w", 20):
+                await refstore.append_l1(REPO, "main", f)
+
+        async def swapper() -> None:
+            n = 0
+            while not done.is_set():
+                cur = await refstore.get_ref(REPO, "main")
+                prefix = cur.l1[: len(cur.l1) // 2]
+                n += 1
+                await refstore.swap_compacted(
+                    REPO, "main", base=cur.base, l2_old=cur.l2, l1_prefix=prefix, l2_new=()
+                )
+                consumed.extend(prefix)
+                await asyncio.sleep(0)
+
+        async def all_then_done() -> None:
+            await asyncio.gather(jobs(), writer())
+            done.set()
+
+        await asyncio.gather(all_then_done(), swapper())
+        order = consumed + list((await refstore.get_ref(REPO, "main")).l1)
+        expected = sorted([f for g in groups.values() for f in g] + list(ids("w", 20)))
+        assert sorted(order) == expected
+        for g in groups.values():
+            at = order.index(g[0])
+            assert tuple(order[at : at + len(g)]) == g
+
+    async def test_concurrent_stash_against_writers_and_swaps(self, refstore: RefStore) -> None:
+        """Stashes (retried on conflict), appends and compactions at once: each appended
+        id ends up exactly once in a workspace, in L1, or consumed by a compaction."""
+        await self.branch(refstore, "main", base="c0")
+        done = asyncio.Event()
+        consumed: list[str] = []
+
+        async def writer(w: int) -> None:
+            for f in ids(f"w{w}-", 15):
+                await refstore.append_l1(REPO, "main", f)
+
+        async def stasher() -> None:
+            n = 0
+            while not done.is_set() or n == 0:
+                cur = await refstore.get_ref(REPO, "main")
+                try:
+                    await refstore.stash_workspace(REPO, "main", f"ws{n}", expected=cur)
+                except ConflictError:
+                    continue
+                n += 1
+                await asyncio.sleep(0)
+
+        async def swapper() -> None:
+            while not done.is_set():
+                cur = await refstore.get_ref(REPO, "main")
+                prefix = cur.l1[: len(cur.l1) // 2]
+                try:
+                    await refstore.swap_compacted(
+                        REPO, "main", base=cur.base, l2_old=cur.l2, l1_prefix=prefix, l2_new=()
+                    )
+                except ConflictError:
+                    continue
+                consumed.extend(prefix)
+                await asyncio.sleep(0)
+
+        async def writers_then_done() -> None:
+            await asyncio.gather(*(writer(w) for w in range(3)))
+            done.set()
+
+        await asyncio.gather(writers_then_done(), stasher(), swapper())
+        stashed = [f for ws in await refstore.list_workspaces(REPO) for f in ws.l1]
+        final = list((await refstore.get_ref(REPO, "main")).l1)
+        appended = [f for w in range(3) for f in ids(f"w{w}-", 15)]
+        assert sorted(stashed + final + consumed) == sorted(appended)
+
+    async def test_concurrent_pops_of_one_workspace(self, refstore: RefStore) -> None:
+        start = await self.branch(refstore, "main", l1=ids("f", 3))
+        await self.branch(refstore, "dev")
+        await refstore.stash_workspace(REPO, "main", "wip", expected=start)
+        results = await asyncio.gather(
+            *(refstore.pop_workspace(REPO, "wip", b) for b in ("main", "dev", "main", "dev")),
+            return_exceptions=True,
+        )
+        winners = [r for r in results if isinstance(r, Ref)]
+        assert len(winners) == 1
+        assert all(isinstance(r, WorkspaceNotFoundError) for r in results if r not in winners)
+        refs = dict(await refstore.list_refs(REPO))
+        assert sorted(len(r.l1) for r in refs.values()) == [0, 3]
 
     async def test_concurrent_compactors_one_wins(self, refstore: RefStore) -> None:
         for round_ in range(5):

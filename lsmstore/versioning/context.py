@@ -18,6 +18,7 @@ from typing import Protocol, TypeVar
 from lsmstore import layout
 from lsmstore.config import Config
 from lsmstore.graveler.commit import Commit, read_commit
+from lsmstore.graveler.range_encoder import RangeEncoder
 from lsmstore.graveler.ranges import RangePolicy
 from lsmstore.graveler.source import DirectSource, RangeSource
 from lsmstore.graveler.sst_reader import SSTReader
@@ -62,7 +63,10 @@ class RepoContext:
         files: FileCacheLike | None = None,
         default_branch: str = "main",
         clock: Callable[[], float] = time.time,
+        range_encoder: RangeEncoder | None = None,
     ) -> None:
+        """``range_encoder`` names and encodes the ranges commits and merges write
+        (default: threads)."""
         self.name = name
         self.refstore = refstore
         self.objects = objects
@@ -71,6 +75,7 @@ class RepoContext:
         self.files = files
         self.default_branch = default_branch
         self.clock = clock
+        self.range_encoder = range_encoder
         self._commits: OrderedDict[str, Commit] = OrderedDict()
 
     async def commit(self, commit_id: str) -> Commit:

@@ -12,7 +12,7 @@ import heapq
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from lsmstore.errors import InvalidInputError
+from lsmstore import validate
 from lsmstore.graveler.commit import Commit
 from lsmstore.versioning.context import RepoContext
 
@@ -54,11 +54,6 @@ class LogEntry:
         return self.commit.metarange_id
 
 
-def _check_limit(limit: int | None) -> None:
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-        raise InvalidInputError(f"log limit must be None or an int >= 0, not {limit!r}")
-
-
 async def log(
     ctx: RepoContext,
     head: str,
@@ -78,7 +73,7 @@ async def log(
     checked to be on the line: pass IDs this function returned); otherwise the walk
     skips entries up to and including ``after``.
     """
-    _check_limit(limit)
+    validate.check_optional_int(limit, "log limit", min_value=0)
     if limit == 0:
         return
     produced = 0

@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from lsmstore.errors import (
     ConflictError,
     InvalidInputError,
+    MergeConflictError,
     NothingToCommitError,
     RefNotFoundError,
     UnavailableError,
@@ -59,6 +60,7 @@ from lsmstore.graveler.merge import STRATEGIES, Strategy, merge_trees
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID
 from lsmstore.refexpr import resolve
 from lsmstore.refstore.base import Ref
+from lsmstore.validate import preview
 from lsmstore.versioning.context import RepoContext
 from lsmstore.versioning.history import is_ancestor, merge_base
 from lsmstore.versioning.refs import get_branch
@@ -80,9 +82,14 @@ class MergeResult:
     commit_id: str
     commit: Commit | None
     merged: bool
-    source: str  # the commit merged (or, for a revert, the commit reverted)
-    destination: str  # the destination's base the merge started from
-    merge_base: str | None  # None: the histories share no commit
+    #: The three commits of the three-way merge.  Merge: the commit ``source`` named;
+    #: the destination's base the merge started from; their nearest common ancestor
+    #: (None: the histories share no commit).  Revert: the reverted commit's parent
+    #: (``""`` when it has none: the empty tree); the branch's base the revert started
+    #: from; the reverted commit.
+    source: str
+    destination: str
+    merge_base: str | None
     conflicts_resolved: int = 0
     ranges_read: int = 0
     ranges_written: int = 0
@@ -159,6 +166,18 @@ def _check(strategy: object, max_attempts: int) -> None:
         raise InvalidInputError(f"max_attempts must be >= 1, got {max_attempts}")
 
 
+def _conflict(e: MergeConflictError, what: str) -> MergeConflictError:
+    """The tree-level conflict, reworded in terms of refs and commits (``what``)."""
+    keys = e.keys
+    more = " or more" if len(keys) >= trees.MAX_CONFLICTS else ""
+    first = preview(keys[0], 64) if keys else "?"
+    return MergeConflictError(
+        f"{what}: {len(keys)}{more} conflicting key{'s' if len(keys) != 1 else ''}, "
+        f"first {first}",
+        keys=keys,
+    )
+
+
 async def _tree(ctx: RepoContext, commit_id: str | None) -> str:
     return (await ctx.commit(commit_id)).metarange_id if commit_id else EMPTY_METARANGE_ID
 
@@ -192,15 +211,23 @@ async def merge(
         if await is_ancestor(ctx, src, dest):
             return MergeResult(dest, None, False, src, dest, src, attempts=attempt)
         base = await merge_base(ctx, dest, src)
-        result = await merge_trees(
-            ctx.source,
-            ctx.objects,
-            await _tree(ctx, base),
-            await _tree(ctx, dest),
-            await _tree(ctx, src),
-            strategy=strategy,
-            policy=ctx.policy,
-        )
+        try:
+            result = await merge_trees(
+                ctx.source,
+                ctx.objects,
+                await _tree(ctx, base),
+                await _tree(ctx, dest),
+                await _tree(ctx, src),
+                strategy=strategy,
+                policy=ctx.policy,
+                encoder=ctx.range_encoder,
+            )
+        except MergeConflictError as e:
+            raise _conflict(
+                e,
+                f"{ctx.name}: merging {source!r} (commit {src[:12]}) into branch {into!r} "
+                f"(commit {dest[:12]})",
+            ) from None
         dc, sc = await ctx.commit(dest), await ctx.commit(src)
         commit = Commit(
             result.metarange_id,
@@ -258,15 +285,23 @@ async def revert(
         if not dest:
             raise RefNotFoundError(f"{ctx.name}/{branch} has no commit to revert on")
         dest_tree = await _tree(ctx, dest)
-        result = await merge_trees(
-            ctx.source,
-            ctx.objects,
-            rc.metarange_id,
-            dest_tree,
-            await _tree(ctx, before),
-            strategy=strategy,
-            policy=ctx.policy,
-        )
+        try:
+            result = await merge_trees(
+                ctx.source,
+                ctx.objects,
+                rc.metarange_id,
+                dest_tree,
+                await _tree(ctx, before),
+                strategy=strategy,
+                policy=ctx.policy,
+                encoder=ctx.range_encoder,
+            )
+        except MergeConflictError as e:
+            raise _conflict(
+                e,
+                f"{ctx.name}: reverting {target!r} (commit {reverted[:12]}) on branch "
+                f"{branch!r} (commit {dest[:12]}): keys changed since",
+            ) from None
         if result.metarange_id == dest_tree:
             raise NothingToCommitError(
                 f"{ctx.name}/{branch}: reverting {reverted[:12]} changes nothing"
@@ -283,7 +318,7 @@ async def revert(
         )
         commit_id = await _commit_onto(ctx, branch, dest, commit)
         if commit_id is not None:
-            return _merged(commit_id, commit, reverted, dest, reverted, result, attempt)
+            return _merged(commit_id, commit, before or "", dest, reverted, result, attempt)
         if attempt < max_attempts:
             await retry.wait(attempt)
     raise ConflictError(

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+from lsmstore import validate
 from lsmstore.errors import ConflictError, InvalidInputError, RefExistsError, RefNotFoundError
 from lsmstore.graveler.commit import Commit, write_commit
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID
@@ -136,8 +137,7 @@ async def delete_tag(ctx: RepoContext, name: str) -> TagInfo:
 async def _list(
     ctx: RepoContext, kind: RefKind, prefix: str, after: str | None, limit: int | None
 ) -> AsyncIterator[tuple[str, Ref]]:
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-        raise InvalidInputError(f"listing limit must be None or an int >= 0, not {limit!r}")
+    validate.check_optional_int(limit, "listing limit", min_value=0)
     produced = 0
     while limit is None or produced < limit:
         page = await ctx.refstore.list_refs(ctx.name, prefix=prefix, after=after, limit=_PAGE)

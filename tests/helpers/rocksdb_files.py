@@ -16,6 +16,8 @@ _TABLE_SETTERS = {
     "index_restart_interval": "set_index_block_restart_interval",
     "index_type": "set_index_type",
     "data_block_index": "set_data_block_index_type",
+    "metadata_block_size": "set_metadata_block_size",
+    "partition_filters": "set_partition_filters",
 }
 
 
@@ -28,6 +30,8 @@ def rocksdb_sst(records: list[Record], path: Path, **opts: Any) -> bytes:
     for name, setter in _TABLE_SETTERS.items():
         if name in opts:
             getattr(table, setter)(opts[name])
+    if "bloom_bits" in opts:
+        table.set_bloom_filter(opts["bloom_bits"], False)
     options = rocksdict.Options(raw_mode=True)
     options.set_block_based_table_factory(table)
     options.set_compression_type(opts.get("compression", rocksdict.DBCompressionType.snappy()))

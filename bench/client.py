@@ -1,0 +1,173 @@
+"""Client benchmark: the remote client through a real server beside the in-process
+library, in the same run; and the CLI's uploads.
+
+``python -m bench client [--seconds S] [--skip-gib] [--tasks 1,100,1000]``
+
+1. acknowledged ``put`` calls per second from 1, 100 and 1,000 tasks (100-byte values,
+   unique keys), and ``put_many`` records per second (batches of 1,000 from 4 tasks):
+   the embedded store in this process, then the remote client against ``lsmstore
+   serve`` on loopback (a separate process; the same machine's two cores serve both);
+   and ``link_many``-free ``delete`` calls, which the server stages without writing
+   object data (what the coalescer alone reaches);
+2. ``lsmstore fs upload -r`` of 1,000 small files (1 KiB) in files/s, and of one 1 GiB
+   file in MB/s, embedded and through the server.
+
+Each timed phase runs for ``--seconds`` (a whole number of waves of the tasks) and
+prints its rate.  Figures depend on the machine's load: record them with the date,
+``nproc`` and this command (BENCHMARKS.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import lsmstore
+
+VALUE = b"v" * 100
+
+
+async def _rate_puts(branch: Any, tasks: int, seconds: float, op: str = "put") -> float:
+    """Acknowledged calls/s of ``tasks`` tasks, each calling in a loop until time."""
+    done = 0
+    stop = time.perf_counter() + seconds
+
+    async def worker(t: int) -> None:
+        nonlocal done
+        i = 0
+        call: Callable[..., Awaitable[None]] = getattr(branch, op)
+        while time.perf_counter() < stop:
+            if op == "put":
+                await call(f"{op}/{tasks}/{t}/{i:08d}", VALUE)
+            else:
+                await call(f"{op}/{tasks}/{t}/{i:08d}")
+            i += 1
+            done += 1
+
+    t0 = time.perf_counter()
+    c0 = time.process_time()
+    await asyncio.gather(*(worker(t) for t in range(tasks)))
+    LAST_CPU_US[0] = (time.process_time() - c0) / max(done, 1) * 1e6
+    return done / (time.perf_counter() - t0)
+
+
+#: CPU time of this process per call in the last put phase (microseconds).
+LAST_CPU_US = [0.0]
+
+
+async def _rate_put_many(branch: Any, seconds: float, batch: int = 1000) -> float:
+    done = 0
+    stop = time.perf_counter() + seconds
+
+    async def worker(t: int) -> None:
+        nonlocal done
+        j = 0
+        while time.perf_counter() < stop:
+            await branch.put_many([(f"many/{t}/{j:06d}/{i:05d}", VALUE) for i in range(batch)])
+            j += 1
+            done += batch
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(worker(t) for t in range(4)))
+    return done / (time.perf_counter() - t0)
+
+
+async def _phase(label: str, store: Any, ns: str, tasks: list[int], seconds: float) -> None:
+    repo = await store.create_repository(f"bench-{label}", storage_namespace=ns)
+    for n in tasks:
+        b = await repo.create_branch(f"p{n}", source=repo.default_branch)
+        rate = await _rate_puts(b, n, seconds)
+        extra = ""
+        batcher = getattr(store, "batcher", None)
+        if batcher is not None:
+            bt = batcher(repo.name, b.name)
+            extra = f" ({bt.entries / max(bt.requests, 1):,.0f} entries per request)"
+        cpu = f"; client CPU {LAST_CPU_US[0]:.0f} µs/put"
+        print(f"{label:9} put        {n:5} tasks  {rate:>10,.0f} acknowledged puts/s{extra}{cpu}")
+    b = await repo.create_branch("many", source=repo.default_branch)
+    print(f"{label:9} put_many       4 tasks  {await _rate_put_many(b, seconds):>10,.0f} records/s")
+    b = await repo.create_branch("del", source=repo.default_branch)
+    rate = await _rate_puts(b, max(tasks), seconds, op="delete")
+    print(
+        f"{label:9} delete     {max(tasks):5} tasks  {rate:>10,.0f} acknowledged deletes/s; "
+        f"client CPU {LAST_CPU_US[0]:.0f} µs/delete"
+    )
+
+
+def _cli(env: dict[str, str], *args: str) -> float:
+    t0 = time.perf_counter()
+    out = subprocess.run(
+        [sys.executable, "-m", "lsmstore", *args], env=env, capture_output=True, text=True
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"lsmstore {' '.join(args)}: {out.stderr}")
+    return time.perf_counter() - t0
+
+
+def _uploads(label: str, env: dict[str, str], root: Path, skip_gib: bool) -> None:
+    small = root / "small"
+    if not small.exists():
+        small.mkdir()
+        for i in range(1000):
+            (small / f"f{i:04d}.bin").write_bytes(os.urandom(1024))
+    _cli(env, "repo", "create", f"lsm://up-{label}")
+    dt = _cli(env, "fs", "upload", "-r", "-p", "32", str(small), f"lsm://up-{label}/main/small/")
+    print(f"{label:9} fs upload  1,000 x 1 KiB files  {1000 / dt:>8,.0f} files/s ({dt:.1f} s)")
+    if skip_gib:
+        return
+    big = root / "big.bin"
+    if not big.exists():
+        with big.open("wb") as f:
+            for _ in range(64):
+                f.write(os.urandom(16 << 20))
+    dt = _cli(env, "fs", "upload", str(big), f"lsm://up-{label}/main/big.bin")
+    print(
+        f"{label:9} fs upload  1 GiB file           {(1 << 30) / dt / 1e6:>8,.0f} MB/s ({dt:.1f} s)"
+    )
+
+
+async def _run(args: argparse.Namespace, root: Path) -> None:
+    tasks = [int(t) for t in args.tasks.split(",")]
+    async with lsmstore.connect(home=str(root / "embedded"), batch_interval_ms=10) as store:
+        await _phase("embedded", store, (root / "embedded-data").as_uri(), tasks, args.seconds)
+
+    from lsmstore.testing.server_process import start_server
+
+    server = start_server(root / "server")
+    try:
+        key, secret = server.admin
+        async with lsmstore.connect(
+            server.url, access_key_id=key, secret_access_key=secret
+        ) as remote:
+            await _phase("remote", remote, "local://bench", tasks, args.seconds)
+        base = {k: v for k, v in os.environ.items() if not k.startswith("LSMSTORE_")}
+        _uploads("embedded", {**base, "LSMSTORE_HOME": str(root / "cli")}, root, args.skip_gib)
+        remote_env = {**base, "LSMSTORE_HOME": str(root / "cli-remote"),
+                      "LSMSTORE_SERVER_URL": server.url, "LSMSTORE_ACCESS_KEY_ID": key,
+                      "LSMSTORE_SECRET_ACCESS_KEY": secret}  # fmt: skip
+        _uploads("remote", remote_env, root, args.skip_gib)
+    finally:
+        server.stop()
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench client", description=__doc__)
+    p.add_argument("--seconds", type=float, default=3.0, help="length of each timed phase")
+    p.add_argument("--tasks", default="1,100,1000", help="task counts of the put phases")
+    p.add_argument("--skip-gib", action="store_true", help="skip the 1 GiB upload")
+    args = p.parse_args(argv)
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    print(f"client benchmark, nproc {os.cpu_count()}, {stamp}")
+    with tempfile.TemporaryDirectory(prefix="lsm-bench-client-") as tmp:
+        import uvloop
+
+        uvloop.run(_run(args, Path(tmp)))
+    return 0

@@ -1,0 +1,229 @@
+"""``lsmstore commit``, ``log``, ``show``, ``diff``, ``merge``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+from rich.markup import escape
+
+import lsmstore
+from lsmstore.api import StoreAPI
+from lsmstore.cli.graph import Graph
+from lsmstore.cli.output import timestamp
+from lsmstore.cli.runtime import URI, out, parse_metadata, run, settings
+from lsmstore.graveler.commit import Commit
+from lsmstore.uri import LsmURI
+
+
+def commit_fields(commit_id: str, c: Commit) -> dict[str, Any]:
+    return {
+        "id": commit_id,
+        "parents": list(c.parents),
+        "committer": c.committer,
+        "message": c.message,
+        "creation_date": c.created_at,
+        "meta_range_id": c.metarange_id,
+        "metadata": dict(c.metadata),
+        "generation": c.generation,
+    }
+
+
+@click.command("commit")
+@click.argument("uri", type=URI)
+@click.option("-m", "--message", required=True, help="commit message")
+@click.option("--meta", multiple=True, metavar="KEY=VALUE", help="metadata (repeatable)")
+@click.option("--committer", help="committer name (default: lsmstore)")
+@click.option("--allow-empty", is_flag=True, help="commit even with nothing staged")
+def commit(
+    uri: LsmURI, message: str, meta: tuple[str, ...], committer: str | None, allow_empty: bool
+) -> None:
+    """Commit the uncommitted changes of branch URI (lsm://REPO/BRANCH)."""
+    uri.require(ref=True, no_path=True)
+    metadata = parse_metadata(meta)
+
+    async def body(store: StoreAPI) -> dict[str, Any]:
+        repo = await store.get_repository(uri.repository)
+        with out().spinner(f"committing {uri}"):
+            c = await repo.branch(uri.ref_or_error).commit(
+                message, metadata=metadata, committer=committer, allow_empty=allow_empty
+            )
+        head = await repo.branch(uri.ref_or_error).head()
+        return commit_fields(head.base, c)
+
+    d = run(body)
+    out().done(f"Commit [yellow]{d['id']}[/yellow] on {uri}: {escape(message)}", data=d)
+
+
+@click.command("log")
+@click.argument("uri", type=URI)
+@click.option("--amount", type=click.IntRange(min=1), help="at most this many commits")
+@click.option("--after", metavar="COMMIT", help="start after this commit (paging)")
+@click.option(
+    "--first-parent/--all-parents",
+    default=None,
+    help="follow only first parents (the branch's own line; default without --graph)",
+)
+@click.option("--graph", is_flag=True, help="draw the commit graph")
+def log(
+    uri: LsmURI, amount: int | None, after: str | None, first_parent: bool | None, graph: bool
+) -> None:
+    """Commits reachable from URI (lsm://REPO/REF), newest first."""
+    uri.require(ref=True, no_path=True)
+    fp = (not graph) if first_parent is None else first_parent
+
+    async def body(store: StoreAPI) -> list[dict[str, Any]]:
+        repo = await store.get_repository(uri.repository)
+        return [
+            commit_fields(e.id, e.commit)
+            async for e in repo.log(uri.ref_or_error, after=after, limit=amount, first_parent=fp)
+        ]
+
+    entries = run(body)
+    if settings().out.json or not graph:
+        out().table(
+            [{**e, "date": timestamp(e["creation_date"])} for e in entries],
+            ["id", "date", "committer", "message"],
+            headers=["commit", "date", "committer", "message"],
+            styles={"id": "yellow"},
+            data=entries,
+        )
+        return
+    lines: list[str] = []
+    g = Graph()
+    for e in entries:
+        for text, is_commit in g.rows(e["id"], e["parents"]):
+            if is_commit:
+                lines.append(
+                    f"[bold]{text}[/bold] [yellow]{e['id'][:12]}[/yellow] "
+                    f"{escape(e['message'])} [dim]({e['committer']}, "
+                    f"{timestamp(e['creation_date'])})[/dim]"
+                )
+            else:
+                lines.append(f"[bold]{escape(text)}[/bold]")
+    out().lines(lines, data=entries)
+
+
+@click.command("show")
+@click.argument("uri", type=URI)
+def show(uri: LsmURI) -> None:
+    """Show the commit URI (lsm://REPO/REF) names."""
+    uri.require(ref=True, no_path=True)
+
+    async def body(store: StoreAPI) -> dict[str, Any]:
+        repo = await store.get_repository(uri.repository)
+        ref = repo.ref(uri.ref_or_error)
+        c = await ref.commit()
+        cid = ref.id or await ref_head(repo, uri)  # a live branch: its base
+        return commit_fields(cid, c)
+
+    d = run(body)
+    out().record(
+        {
+            "commit": d["id"],
+            "parents": d["parents"],
+            "committer": d["committer"],
+            "date": timestamp(d["creation_date"]),
+            "message": d["message"],
+            "metadata": d["metadata"],
+            "meta range": d["meta_range_id"],
+        },
+        data=d,
+    )
+
+
+async def ref_head(repo: lsmstore.Repository, uri: LsmURI) -> str:
+    return (await repo.branch(uri.ref_or_error).head()).base
+
+
+_MARK = {"added": ("+", "green"), "removed": ("-", "red"), "changed": ("~", "yellow")}
+
+
+@click.command("diff")
+@click.argument("left", type=URI)
+@click.argument("right", type=URI, required=False)
+@click.option("--prefix", default="", help="only paths starting with this")
+def diff(left: LsmURI, right: LsmURI | None, prefix: str) -> None:
+    """Changes between two refs (LEFT -> RIGHT, both lsm://REPO/REF), or with one
+    branch its uncommitted changes."""
+    left.require(ref=True, no_path=True)
+    if right is not None:
+        right.require(ref=True, no_path=True)
+        if right.repository != left.repository:
+            raise click.BadParameter("both refs must be in one repository", param_hint="RIGHT")
+
+    async def body(store: StoreAPI) -> list[dict[str, Any]]:
+        repo = await store.get_repository(left.repository)
+        if right is None:
+            changes = await repo.branch(left.ref_or_error).diff_uncommitted()
+        else:
+            changes = [c async for c in repo.diff(left.ref_or_error, right.ref_or_error)]
+        p = prefix.encode()
+        return [
+            {"type": c.kind, "path": c.key.decode("utf-8", "surrogateescape")}
+            for c in changes
+            if c.key.startswith(p)
+        ]
+
+    rows = run(body)
+    lines = []
+    for r in rows:
+        mark, colour = _MARK.get(r["type"], ("?", "white"))
+        lines.append(f"[{colour}]{mark} {r['type']:<8} {escape(r['path'])}[/{colour}]")
+    if not rows:
+        lines.append("[dim]no changes[/dim]")
+    out().lines(lines, data=rows)
+
+
+@click.command("merge")
+@click.argument("source", type=URI)
+@click.argument("destination", type=URI)
+@click.option(
+    "--strategy",
+    type=click.Choice(["source-wins", "dest-wins"]),
+    help="resolve conflicts this way (default: fail on conflicts)",
+)
+@click.option("-m", "--message", help="merge commit message")
+@click.option("--meta", multiple=True, metavar="KEY=VALUE", help="metadata (repeatable)")
+def merge(
+    source: LsmURI,
+    destination: LsmURI,
+    strategy: str | None,
+    message: str | None,
+    meta: tuple[str, ...],
+) -> None:
+    """Merge SOURCE (lsm://REPO/REF) into branch DESTINATION (lsm://REPO/BRANCH)."""
+    source.require(ref=True, no_path=True)
+    destination.require(ref=True, no_path=True)
+    if source.repository != destination.repository:
+        raise click.BadParameter("source and destination must be in one repository")
+    metadata = parse_metadata(meta)
+
+    async def body(store: StoreAPI) -> dict[str, Any]:
+        repo = await store.get_repository(source.repository)
+        with out().spinner(f"merging {source} into {destination}"):
+            r = await repo.merge(
+                source.ref_or_error,
+                into=destination.ref_or_error,
+                strategy=strategy,
+                message=message,
+                metadata=metadata or None,
+            )
+        return {
+            "reference": r.commit_id,
+            "merged": r.merged,
+            "merge_base": r.merge_base,
+            "source": r.source,
+        }
+
+    d = run(body)
+    if d["merged"]:
+        text = f"Merged {source} into {destination}: commit [yellow]{d['reference']}[/yellow]"
+    else:
+        text = f"Nothing to merge: {destination} already contains {source}"
+    out().done(text, data=d)
+
+
+def register(cli: click.Group) -> None:
+    for command in (commit, log, show, diff, merge):
+        cli.add_command(command)

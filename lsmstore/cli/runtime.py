@@ -1,0 +1,150 @@
+"""What every command shares: the global options, opening the store, running a body.
+
+A command is a coroutine over an open store: :func:`run` opens the store the global
+options name (a server URL, a RefStore URL, or the embedded default), runs the body on
+an event loop, and closes the store (flushing every write) before returning.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import click
+import uvloop
+from click.shell_completion import CompletionItem
+
+import lsmstore
+from lsmstore.api import StoreAPI
+from lsmstore.cli.output import Output
+from lsmstore.errors import InvalidURLError
+from lsmstore.uri import LsmURI, parse_uri
+
+T = TypeVar("T")
+
+
+@dataclass
+class Settings:
+    """The global options of one ``lsmstore`` run."""
+
+    refstore: str | None = None
+    server: str | None = None
+    config: str | None = None
+    output: str = "table"
+    debug: bool = False
+    color: bool | None = None
+    progress: bool | None = None
+    _out: Output | None = None
+
+    @property
+    def out(self) -> Output:
+        if self._out is None:
+            self._out = Output(self.output, color=self.color, progress=self.progress)
+        return self._out
+
+
+def settings() -> Settings:
+    ctx = click.get_current_context()
+    obj = ctx.find_root().obj
+    if not isinstance(obj, Settings):  # a command invoked outside the root group (tests)
+        obj = ctx.find_root().obj = Settings()
+    return obj
+
+
+def out() -> Output:
+    return settings().out
+
+
+def open_store(s: Settings) -> StoreAPI:
+    """The store the options name: ``--server`` (or the configured ``server``), else
+    ``--refstore`` (or the configured ``refstore``), else the embedded default."""
+    if s.server:
+        return lsmstore.connect(s.server, config=s.config)
+    return lsmstore.connect(s.refstore, config=s.config)
+
+
+def run(body: Callable[[StoreAPI], Awaitable[T]]) -> T:
+    """Run ``body(store)`` on a fresh event loop with the store the options name."""
+    s = settings()
+
+    async def main() -> T:
+        async with open_store(s) as store:
+            return await body(store)
+
+    return uvloop.run(main())
+
+
+def run_plain(body: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run a coroutine that needs no store (e.g. reading a local directory)."""
+    return uvloop.run(body())
+
+
+class URIType(click.ParamType[LsmURI, Any]):
+    """An ``lsm://repo/ref/path`` (or ``lakefs://``) argument, parsed and checked."""
+
+    name = "lsm-uri"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> LsmURI:
+        if isinstance(value, LsmURI):
+            return value
+        try:
+            return parse_uri(value)
+        except InvalidURLError as e:
+            self.fail(str(e), param, ctx)
+
+    def shell_complete(
+        self, ctx: click.Context, param: click.Parameter, incomplete: str
+    ) -> list[CompletionItem]:
+        """Complete repository names after ``lsm://`` and ref names after
+        ``lsm://repo/`` (from the store the command line names; nothing on error)."""
+        scheme, sep, rest = incomplete.partition("://")
+        if not sep:
+            starts = "lsm://".startswith(incomplete)
+            return [CompletionItem("lsm://", type="plain")] if starts else []
+        root = ctx.find_root().params
+        s = Settings(
+            refstore=root.get("refstore"), server=root.get("server"), config=root.get("config")
+        )
+
+        async def names() -> list[str]:
+            async with open_store(s) as store:
+                if "/" not in rest:
+                    repos = await store.list_repositories(limit=1000)
+                    return [f"{scheme}://{r.name}/" for r in repos if r.name.startswith(rest)]
+                repo_name, _, ref = rest.partition("/")
+                if "/" in ref:
+                    return []
+                repo = await store.get_repository(repo_name)
+                branches = await repo.list_branches(prefix=ref, limit=1000)
+                return [f"{scheme}://{repo_name}/{b}/" for b in branches]
+
+        try:
+            return [CompletionItem(n, type="plain") for n in uvloop.run(names())]
+        except Exception:
+            return []
+
+
+URI = URIType()
+
+
+def confirm(question: str, yes: bool) -> None:
+    """Go on if ``--yes`` was given or the user agrees on a terminal; otherwise stop."""
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise click.UsageError(f"{question} -- refusing without --yes (no terminal to ask on)")
+    click.confirm(question, abort=True, err=True)
+
+
+def parse_metadata(pairs: tuple[str, ...]) -> dict[str, str]:
+    meta: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint="--meta")
+        meta[key] = value
+    return meta

@@ -1,0 +1,813 @@
+"""The client API over a server: ``RemoteStore`` -> ``RemoteRepository`` ->
+``RemoteBranch`` / ``RemoteRef``, the same methods as the embedded classes
+(:mod:`lsmstore.api`), each one or a few requests to the server's lakeFS API and its
+``/api/v1/lsm`` extensions (docs/server.md).
+
+Keys are object paths on the server: ``put(key, value)`` stages an object holding
+``value`` (through the batch endpoint, coalesced: :mod:`lsmstore.remote.batcher`),
+``get(key)`` reads its contents, ``delete`` stages a deletion, ``list`` lists objects.
+What the embedded store knows and a server does not say: ``Stat.identity`` is the
+object's checksum, ``Stat.staged`` is False, a ``Change`` carries no records, and
+``Commit``/``MergeResult`` fields are those the API returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import importlib
+import json
+import os
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+from lsmstore.config import Config
+from lsmstore.errors import (
+    ClosedError,
+    InvalidInputError,
+    NotFoundError,
+    NothingToCommitError,
+    ObjectNotFoundError,
+    UnavailableError,
+)
+from lsmstore.graveler.commit import Commit
+from lsmstore.graveler.diff import Change
+from lsmstore.objects import ObjectLink, ObjectStats
+from lsmstore.refstore.base import Ref as RefValue
+from lsmstore.refstore.base import Repository as RepositoryInfo
+from lsmstore.refstore.names import check_ref_name, check_repository_name
+from lsmstore.remote.batcher import Batcher
+from lsmstore.remote.http import HttpTransport, seg
+from lsmstore.staging.keys import check_key
+from lsmstore.staging.reader import Entry, Stat
+from lsmstore.versioning.history import LogEntry
+from lsmstore.versioning.merging import MergeResult
+
+PAGE = 1000
+_NO_WORKSPACES = (
+    "workspaces are not served over HTTP yet: use them with a RefStore URL "
+    "(lsmstore --refstore ... / lsmstore.connect('redis://...'))"
+)
+_CHUNK = 4 << 20
+
+
+def _path(key: str | bytes, max_bytes: int) -> str:
+    k = check_key(key, max_bytes)
+    try:
+        return k.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InvalidInputError(f"key {key!r}: the server takes UTF-8 paths only") from e
+
+
+def _commit(d: Mapping[str, Any]) -> Commit:
+    try:
+        return Commit(
+            metarange_id=d["meta_range_id"],
+            parents=tuple(d["parents"]),
+            committer=d["committer"],
+            message=d["message"],
+            created_at=int(d["creation_date"]),
+            metadata=dict(d.get("metadata") or {}),
+            generation=int(d.get("generation") or 1),
+        )
+    except (KeyError, TypeError, ValueError) as e:
+        raise UnavailableError(f"the server answered garbage: not a commit: {d!r:.200}") from e
+
+
+def _stats(d: Mapping[str, Any]) -> ObjectStats:
+    try:
+        if d["path_type"] == "common_prefix":
+            return ObjectStats(d["path"], "common_prefix")
+        return ObjectStats(
+            path=d["path"],
+            path_type="object",
+            physical_address=d.get("physical_address") or "",
+            checksum=d.get("checksum") or "",
+            size=int(d.get("size_bytes") or 0),
+            mtime=int(d.get("mtime") or 0),
+            content_type=d.get("content_type") or "",
+            metadata=dict(d.get("metadata") or {}),
+        )
+    except (KeyError, TypeError, ValueError) as e:
+        raise UnavailableError(f"the server answered garbage: not ObjectStats: {d!r:.200}") from e
+
+
+try:  # msgpack carries put data as bytes; JSON needs base64 (docs/server.md)
+    _msgpack: Any = importlib.import_module("msgpack")
+except ImportError:  # pragma: no cover - a dependency of the server
+    _msgpack = None
+
+
+def encode_batch(entries: list[Any]) -> tuple[bytes, str]:
+    """A batch body (docs/server.md "Batch write"): msgpack when available, else JSON
+    with ``put`` data in base64."""
+    if _msgpack is not None:
+        return _msgpack.packb(entries, use_bin_type=True), "application/msgpack"
+    text = [
+        [e[0], e[1], base64.b64encode(e[2]).decode(), *e[3:]] if e[0] == "put" else e
+        for e in entries
+    ]
+    return json.dumps(text).encode(), "application/json"
+
+
+class RemoteStore:
+    """Repositories of one server.  ``aclose()`` flushes pending writes and closes the
+    connection pool; use it as ``async with``."""
+
+    def __init__(self, config: Config, *, url: str) -> None:
+        self.config = config
+        if not config.access_key_id or not config.secret_access_key:
+            raise InvalidInputError(
+                f"no credentials for the server {url}: set access_key_id and "
+                "secret_access_key (arguments, LSMSTORE_ACCESS_KEY_ID / "
+                "LSMSTORE_SECRET_ACCESS_KEY, or the configuration file)"
+            )
+        self.http = HttpTransport(
+            url,
+            access_key_id=config.access_key_id,
+            secret_access_key=config.secret_access_key,
+            max_connections=config.remote_max_connections,
+            timeout_s=config.remote_timeout_s,
+        )
+        self.url = self.http.base_url
+        self._batchers: dict[tuple[str, str], Batcher] = {}
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"RemoteStore({self.url!r})"
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError("store is closed")
+
+    async def create_repository(
+        self, name: str, *, storage_namespace: str, default_branch: str = "main"
+    ) -> RemoteRepository:
+        self._check_open()
+        check_repository_name(name)
+        check_ref_name(default_branch)
+        r = await self.http.request(
+            "POST",
+            "/repositories",
+            json_body={"name": name, "storage_namespace": storage_namespace,
+                       "default_branch": default_branch, "sample_data": False},
+            ok=(201,),
+            kind="create",
+        )  # fmt: skip
+        return self._repository(r.json())
+
+    async def get_repository(self, name: str) -> RemoteRepository:
+        self._check_open()
+        check_repository_name(name)
+        r = await self.http.request("GET", f"/repositories/{seg(name)}", kind="repository")
+        return self._repository(r.json())
+
+    async def list_repositories(
+        self, *, after: str | None = None, limit: int = 1000
+    ) -> list[RemoteRepository]:
+        self._check_open()
+        return [
+            self._repository(d) async for d in self._pages("/repositories", {"after": after}, limit)
+        ]
+
+    async def delete_repository(self, name: str) -> None:
+        self._check_open()
+        for key in [k for k in self._batchers if k[0] == name]:
+            await self._batchers.pop(key).aclose()
+        await self.http.request(
+            "DELETE", f"/repositories/{seg(name)}", ok=(204,), kind="repository"
+        )
+
+    def _repository(self, d: Any) -> RemoteRepository:
+        try:
+            info = RepositoryInfo(
+                d["id"], d["storage_namespace"], d["default_branch"],
+                created_at=float(d.get("creation_date") or 0),
+            )  # fmt: skip
+        except (KeyError, TypeError, ValueError) as e:
+            raise UnavailableError(
+                f"the server answered garbage: not a repository: {d!r:.200}"
+            ) from e
+        return RemoteRepository(self, info)
+
+    async def _pages(
+        self, path: str, params: Mapping[str, Any], limit: int | None, kind: str = ""
+    ) -> AsyncIterator[Any]:
+        """Every result of a paginated lakeFS listing (at most ``limit``)."""
+        q = dict(params)
+        n = 0
+        while True:
+            amount = PAGE if limit is None else min(PAGE, limit - n)
+            if amount <= 0:
+                return
+            q["amount"] = amount
+            body = (await self.http.request("GET", path, params=q, kind=kind)).json()
+            try:
+                results = body["results"]
+                pagination = body["pagination"]
+                has_more = bool(pagination["has_more"])
+                next_offset = pagination["next_offset"]
+            except (KeyError, TypeError) as e:
+                raise UnavailableError(
+                    f"the server answered garbage: not a listing: {body!r:.200}"
+                ) from e
+            for item in results:
+                yield item
+                n += 1
+            if not has_more or not results:
+                return
+            q["after"] = next_offset
+
+    def batcher(self, repo: str, branch: str) -> Batcher:
+        key = (repo, branch)
+        b = self._batchers.get(key)
+        if b is None:
+            self._check_open()
+            path = f"/lsm/repositories/{seg(repo)}/branches/{seg(branch)}/batch"
+
+            async def send(entries: list[Any]) -> None:
+                body, content_type = encode_batch(entries)
+                await self.http.request(
+                    "POST", path, data=body, headers={"Content-Type": content_type},
+                    ok=(200, 201, 204), kind="ref",
+                )  # fmt: skip
+
+            cfg = self.config
+            b = self._batchers[key] = Batcher(
+                send,
+                window_s=cfg.remote_batch_window_ms / 1000,
+                max_entries=cfg.remote_batch_max_entries,
+                max_bytes=cfg.remote_batch_max_bytes,
+                max_inflight=cfg.remote_max_inflight_batches,
+            )
+        return b
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        try:
+            await asyncio.gather(*(b.aclose() for b in self._batchers.values()),
+                                 return_exceptions=True)  # fmt: skip
+        finally:
+            self._closed = True
+            await self.http.aclose()
+
+    async def __aenter__(self) -> Self:
+        self._check_open()
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+class RemoteRepository:
+    def __init__(self, store: RemoteStore, info: RepositoryInfo) -> None:
+        self.store = store
+        self.info = info
+        self.name = info.name
+        self.storage_namespace = info.storage_namespace
+        self.default_branch = info.default_branch
+        self._base = f"/repositories/{seg(info.name)}"
+
+    def __repr__(self) -> str:
+        return f"RemoteRepository({self.name!r}, {self.store.url!r})"
+
+    @property
+    def created_at(self) -> float:
+        return self.info.created_at
+
+    @property
+    def http(self) -> HttpTransport:
+        return self.store.http
+
+    def branch(self, name: str | None = None) -> RemoteBranch:
+        return RemoteBranch(self, check_ref_name(name or self.default_branch))
+
+    def ref(self, expression: str) -> RemoteRef:
+        if not isinstance(expression, str) or not expression:
+            raise InvalidInputError(f"invalid ref expression {expression!r}")
+        return RemoteRef(self, expression)
+
+    async def list_branches(
+        self, *, prefix: str = "", after: str | None = None, limit: int = 1000
+    ) -> list[str]:
+        return [
+            d["id"]
+            async for d in self.store._pages(
+                self._base + "/branches", {"prefix": prefix or None, "after": after}, limit,
+                kind="repository",
+            )
+        ]  # fmt: skip
+
+    async def create_branch(self, name: str, *, source: str | None = None) -> RemoteBranch:
+        check_ref_name(name)
+        await self.http.request(
+            "POST", self._base + "/branches",
+            json_body={"name": name, "source": source or self.default_branch},
+            ok=(201,), kind="create",
+        )  # fmt: skip
+        return self.branch(name)
+
+    async def delete_branch(self, name: str) -> None:
+        check_ref_name(name)
+        await self.branch(name).flush()
+        await self.http.request(
+            "DELETE", f"{self._base}/branches/{seg(name)}", ok=(204,), kind="ref"
+        )
+
+    async def create_tag(self, name: str, target: str) -> str:
+        check_ref_name(name, "tag")
+        r = await self.http.request(
+            "POST", self._base + "/tags", json_body={"id": name, "ref": target},
+            ok=(201,), kind="create",
+        )  # fmt: skip
+        return str(r.json()["commit_id"])
+
+    async def delete_tag(self, name: str) -> None:
+        await self.http.request("DELETE", f"{self._base}/tags/{seg(name)}", ok=(204,), kind="ref")
+
+    async def list_tags(
+        self, *, prefix: str = "", after: str | None = None, limit: int = 1000
+    ) -> list[str]:
+        return [
+            d["id"]
+            async for d in self.store._pages(
+                self._base + "/tags", {"prefix": prefix or None, "after": after}, limit,
+                kind="repository",
+            )
+        ]  # fmt: skip
+
+    async def workspaces(self, *, after: str | None = None, limit: int = 1000) -> list[Any]:
+        raise InvalidInputError(_NO_WORKSPACES)
+
+    async def get_workspace(self, name: str) -> Any:
+        raise InvalidInputError(_NO_WORKSPACES)
+
+    async def drop_workspace(self, name: str) -> None:
+        raise InvalidInputError(_NO_WORKSPACES)
+
+    async def resolve_commit(self, expression: str) -> tuple[str, Commit]:
+        r = await self.http.request("GET", f"{self._base}/commits/{seg(expression)}", kind="ref")
+        d = r.json()
+        return str(d["id"]), _commit(d)
+
+    async def log(
+        self,
+        ref: str | None = None,
+        *,
+        after: str | None = None,
+        limit: int | None = None,
+        first_parent: bool = True,
+    ) -> AsyncIterator[LogEntry]:
+        path = f"{self._base}/refs/{seg(ref or self.default_branch)}/commits"
+        async for d in self.store._pages(
+            path, {"after": after, "first_parent": first_parent}, limit, kind="ref"
+        ):
+            yield LogEntry(str(d["id"]), _commit(d))
+
+    async def diff(self, left: str, right: str) -> AsyncIterator[Change]:
+        path = f"{self._base}/refs/{seg(left)}/diff/{seg(right)}"
+        async for d in self.store._pages(path, {"type": "two_dot"}, None, kind="ref"):
+            yield Change(d["path"].encode(), d["type"], None, None)
+
+    async def diff_uncommitted(self, branch: str | None = None) -> list[Change]:
+        return await self.branch(branch).diff_uncommitted()
+
+    async def merge(
+        self,
+        source: str,
+        *,
+        into: str | None = None,
+        strategy: Any = None,
+        message: str | None = None,
+        committer: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> MergeResult:
+        dest = into or self.default_branch
+        before, _ = await self.resolve_commit(dest)
+        body: dict[str, Any] = {"message": message or "", "metadata": dict(metadata or {})}
+        if strategy:
+            body["strategy"] = strategy
+        try:
+            r = await self.http.request(
+                "POST", f"{self._base}/refs/{seg(source)}/merge/{seg(dest)}",
+                json_body=body, ok=(200,), kind="merge",
+            )  # fmt: skip
+        except NothingToCommitError:  # lakeFS answers 400 when already merged
+            return MergeResult(before, None, False, source, before, None)
+        commit_id = str(r.json()["reference"])
+        merged = commit_id != before
+        commit = (await self.resolve_commit(commit_id))[1] if merged else None
+        return MergeResult(commit_id, commit, merged, source, before, None)
+
+    async def revert(
+        self,
+        commit: str,
+        *,
+        branch: str | None = None,
+        parent: int = 1,
+        strategy: Any = None,
+        message: str | None = None,
+        committer: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> MergeResult:
+        dest = branch or self.default_branch
+        before, _ = await self.resolve_commit(dest)
+        await self.http.request(
+            "POST", f"{self._base}/branches/{seg(dest)}/revert",
+            json_body={"ref": commit, "parent_number": parent}, ok=(200, 201, 204),
+            kind="merge",
+        )  # fmt: skip
+        after, c = await self.resolve_commit(dest)
+        return MergeResult(after, c if after != before else None, after != before, commit,
+                           before, None)  # fmt: skip
+
+
+class _RemoteReads:
+    repository: RemoteRepository
+    _ref: str
+
+    def _obj_path(self) -> str:
+        return f"{self.repository._base}/refs/{seg(self._ref)}/objects"
+
+    @property
+    def _max_key(self) -> int:
+        return self.repository.store.config.max_key_bytes
+
+    async def get(self, key: str | bytes) -> bytes:
+        path = _path(key, self._max_key)
+        try:
+            r = await self.repository.http.request(
+                "GET", self._obj_path(), params={"path": path}, kind="object", what=path
+            )
+        except ObjectNotFoundError as e:
+            raise NotFoundError(f"key {key!r} not found in {self._where()}") from e
+        return r.body
+
+    async def exists(self, key: str | bytes) -> bool:
+        path = _path(key, self._max_key)
+        try:
+            await self.repository.http.request(
+                "HEAD", self._obj_path(), params={"path": path}, kind="object", what=path
+            )
+        except ObjectNotFoundError:
+            return False
+        return True
+
+    async def stat(self, key: str | bytes) -> Stat:
+        path = _path(key, self._max_key)
+        try:
+            s = await self.stat_object(path)
+        except ObjectNotFoundError as e:
+            raise NotFoundError(f"key {key!r} not found in {self._where()}") from e
+        return Stat(path.encode(), s.size, s.checksum.encode(), False)
+
+    async def list(
+        self,
+        prefix: str | bytes = b"",
+        *,
+        after: str | bytes | None = None,
+        limit: int | None = None,
+        delimiter: str | bytes | None = None,
+    ) -> AsyncIterator[Entry]:
+        def text(v: str | bytes | None) -> str | None:
+            return v.decode("utf-8") if isinstance(v, bytes) else v
+
+        if limit is not None and (not isinstance(limit, int) or limit < 0):
+            raise InvalidInputError(f"list limit must be a non-negative int, got {limit!r}")
+        async for s in self.list_objects(
+            prefix=text(prefix) or "", delimiter=text(delimiter) or "", after=text(after),
+            amount=limit,
+        ):  # fmt: skip
+            if s.path_type == "common_prefix":
+                yield Entry(s.path.encode(), common_prefix=True)
+            else:
+                yield Entry(s.path.encode(), s.size, s.checksum.encode())
+
+    async def stat_object(self, path: str) -> ObjectStats:
+        r = await self.repository.http.request(
+            "GET", self._obj_path() + "/stat", params={"path": path}, kind="object", what=path
+        )
+        return _stats(r.json())
+
+    async def open(self, path: str) -> RemoteObjectReader:
+        stats = await self.stat_object(path)
+        return RemoteObjectReader(self.repository, self._ref, stats)
+
+    async def list_objects(
+        self,
+        prefix: str = "",
+        delimiter: str = "",
+        after: str | None = None,
+        amount: int | None = None,
+    ) -> AsyncIterator[ObjectStats]:
+        params = {"prefix": prefix or None, "delimiter": delimiter or None, "after": after}
+        async for d in self.repository.store._pages(
+            self._obj_path() + "/ls", params, amount, kind="ref"
+        ):
+            yield _stats(d)
+
+    def _where(self) -> str:
+        return f"{self.repository.name}/{self._ref}"
+
+
+class RemoteRef(_RemoteReads):
+    """A read-only view of a branch, tag or commit on the server."""
+
+    def __init__(self, repository: RemoteRepository, expression: str) -> None:
+        self.repository = repository
+        self.expression = expression
+        self._ref = expression
+        self._id: str | None = None
+
+    def __repr__(self) -> str:
+        return f"RemoteRef({self.repository.name!r}, {self.expression!r})"
+
+    async def commit(self) -> Commit:
+        cid, c = await self.repository.resolve_commit(self.expression)
+        self._id = cid
+        return c
+
+    @property
+    def id(self) -> str | None:
+        return self._id
+
+
+class RemoteBranch(_RemoteReads):
+    """Reads and writes of one branch on the server; writes are coalesced."""
+
+    def __init__(self, repository: RemoteRepository, name: str) -> None:
+        self.repository = repository
+        self.name = name
+        self._ref = name
+        self._b = f"{repository._base}/branches/{seg(name)}"
+        self._lsm = f"/lsm/repositories/{seg(repository.name)}/branches/{seg(name)}"
+
+    def __repr__(self) -> str:
+        return f"RemoteBranch({self.repository.name!r}, {self.name!r})"
+
+    def _batcher(self) -> Batcher:
+        return self.repository.store.batcher(self.repository.name, self.name)
+
+    # --- coalesced writes --------------------------------------------------------------
+
+    def _put_entry(self, key: str | bytes, value: bytes) -> tuple[list[Any], str, int]:
+        path = _path(key, self._max_key)
+        if not isinstance(value, bytes | bytearray | memoryview):
+            raise InvalidInputError(f"value of {key!r} must be bytes, not {type(value).__name__}")
+        max_value = self.repository.store.config.max_value_bytes
+        if len(value) > max_value:
+            from lsmstore.errors import EntryTooLargeError
+
+            raise EntryTooLargeError(f"value of {key!r} is {len(value)} bytes, over {max_value}")
+        return ["put", path, bytes(value)], path, len(value) + len(path)
+
+    async def put(self, key: str | bytes, value: bytes, *, identity: bytes | None = None) -> None:
+        entry, path, n = self._put_entry(key, value)
+        await self._batcher().submit([entry], [path], n)
+
+    async def put_many(self, items: Any) -> None:
+        entries, paths, n = [], [], 0
+        for item in items:
+            entry, path, size = self._put_entry(item[0], item[1])
+            entries.append(entry)
+            paths.append(path)
+            n += size
+        if entries:
+            await self._batcher().submit(entries, paths, n)
+
+    async def delete(self, key: str | bytes) -> None:
+        path = _path(key, self._max_key)
+        await self._batcher().submit([["delete", path]], [path], len(path))
+
+    async def delete_many(self, keys: Iterable[str | bytes]) -> None:
+        paths = [_path(k, self._max_key) for k in keys]
+        if paths:
+            await self._batcher().submit(
+                [["delete", p] for p in paths], paths, sum(map(len, paths))
+            )
+
+    async def link(
+        self,
+        path: str,
+        physical_address: str,
+        *,
+        size: int,
+        checksum: str,
+        content_type: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        mtime: int | None = None,
+        if_absent: bool = False,
+        verify: bool = False,
+    ) -> ObjectStats:
+        if if_absent and await self.exists(path):
+            from lsmstore.errors import ObjectExistsError
+
+            raise ObjectExistsError(path)
+        await self.link_many(
+            [ObjectLink(path, physical_address, size, checksum, content_type, metadata, mtime)]
+        )
+        return await self.stat_object(path)
+
+    async def link_many(self, links: Iterable[ObjectLink]) -> None:
+        entries, paths = [], []
+        for link in links:
+            p = _path(link.path, self._max_key)
+            entries.append(
+                ["link", p, link.physical_address, link.size, link.checksum, link.content_type,
+                 dict(link.metadata) if link.metadata else None, link.mtime]
+            )  # fmt: skip
+            paths.append(p)
+        if entries:
+            await self._batcher().submit(entries, paths, sum(len(p) + 100 for p in paths))
+
+    async def flush(self) -> None:
+        b = self.repository.store._batchers.get((self.repository.name, self.name))
+        if b is not None:
+            await b.flush()
+
+    # --- direct requests ---------------------------------------------------------------
+
+    async def upload(
+        self,
+        path: str,
+        data: Any,
+        *,
+        content_type: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        if_absent: bool = False,
+    ) -> ObjectStats:
+        headers = {"Content-Type": content_type or "application/octet-stream"}
+        for k, v in (metadata or {}).items():
+            headers[f"x-lakefs-meta-{k}"] = v
+        if if_absent:
+            headers["If-None-Match"] = "*"
+        r = await self.repository.http.request(
+            "POST", self._b + "/objects", params={"path": path}, data=_body(data),
+            headers=headers, ok=(201,), kind="upload", what=path,
+        )  # fmt: skip
+        return _stats(r.json())
+
+    async def delete_object(self, path: str) -> None:
+        await self.repository.http.request(
+            "DELETE", self._b + "/objects", params={"path": path}, ok=(204,), kind="object",
+            what=path,
+        )  # fmt: skip
+
+    async def delete_objects(self, paths: Iterable[str]) -> None:
+        batch = list(paths)
+        for i in range(0, len(batch), 1000):
+            await self.repository.http.request(
+                "POST", self._b + "/objects/delete", json_body={"paths": batch[i : i + 1000]},
+                ok=(200,), kind="ref",
+            )  # fmt: skip
+
+    async def copy_object(
+        self, src_path: str, dst_path: str, *, src_ref: str | None = None
+    ) -> ObjectStats:
+        r = await self.repository.http.request(
+            "POST", self._b + "/objects/copy", params={"dest_path": dst_path},
+            json_body={"src_path": src_path, "src_ref": src_ref or self.name},
+            ok=(201,), kind="object", what=src_path,
+        )  # fmt: skip
+        return _stats(r.json())
+
+    async def commit(
+        self,
+        message: str,
+        *,
+        metadata: Mapping[str, str] | None = None,
+        committer: str | None = None,
+        allow_empty: bool = False,
+    ) -> Commit:
+        r = await self.repository.http.request(
+            "POST", self._b + "/commits",
+            json_body={"message": message, "metadata": dict(metadata or {}),
+                       "allow_empty": allow_empty},
+            ok=(201,), kind="ref",
+        )  # fmt: skip
+        return _commit(r.json())
+
+    async def diff_uncommitted(self) -> list[Change]:
+        return [
+            Change(d["path"].encode(), d["type"], None, None)
+            async for d in self.repository.store._pages(self._b + "/diff", {}, None, kind="ref")
+        ]
+
+    async def head(self) -> RefValue:
+        r = await self.repository.http.request("GET", self._lsm + "/staging", kind="ref")
+        d = r.json()
+        try:
+            return RefValue("branch", d["commit_id"], tuple(d["l2"]), tuple(d["l1"]))
+        except (KeyError, TypeError) as e:
+            raise UnavailableError(f"the server answered garbage: {d!r:.200}") from e
+
+    async def stash(self, name: str) -> Any:
+        raise InvalidInputError(_NO_WORKSPACES)
+
+    async def pop(self, name: str) -> RefValue:
+        raise InvalidInputError(_NO_WORKSPACES)
+
+    async def reset(self) -> RefValue:
+        await self.flush()
+        await self.repository.http.request("POST", self._lsm + "/reset", ok=(204,), kind="ref")
+        return await self.head()
+
+    async def stage_sst(self, sst: str | os.PathLike[str] | bytes) -> str:
+        data = sst if isinstance(sst, bytes) else await asyncio.to_thread(Path(sst).read_bytes)
+        r = await self.repository.http.request(
+            "POST", self._lsm + "/sst", data=data,
+            headers={"Content-Type": "application/octet-stream"}, ok=(201,), kind="ref",
+        )  # fmt: skip
+        return str(r.json()["file_id"])
+
+
+def _body(data: Any) -> Any:
+    """An upload body aiohttp can send: bytes, a file, or chunks."""
+    if isinstance(data, bytes | bytearray | memoryview):
+        return bytes(data)
+    if isinstance(data, str | os.PathLike):
+        return _file_chunks(Path(data))
+    if isinstance(data, AsyncIterable):
+        return data
+    if hasattr(data, "read"):
+        return _reader_chunks(data)
+    raise InvalidInputError(f"cannot upload {type(data).__name__}: bytes, a path, a file or chunks")
+
+
+async def _file_chunks(path: Path) -> AsyncIterator[bytes]:
+    try:
+        f = await asyncio.to_thread(path.open, "rb")
+    except OSError as e:
+        raise InvalidInputError(f"cannot read {path}: {e}") from e
+    async for chunk in _reader_chunks(f):
+        yield chunk
+    f.close()
+
+
+async def _reader_chunks(f: Any) -> AsyncIterator[bytes]:
+    while True:
+        chunk = await asyncio.to_thread(f.read, _CHUNK)
+        if not chunk:
+            return
+        yield chunk
+
+
+class RemoteObjectReader:
+    """Ranged reads of one object through the server (``Range`` requests)."""
+
+    def __init__(self, repository: RemoteRepository, ref: str, stats: ObjectStats) -> None:
+        self.repository = repository
+        self.stats = stats
+        self.path = stats.path
+        self.size = stats.size
+        self._url = f"{repository._base}/refs/{seg(ref)}/objects"
+        self._closed = False
+
+    async def read(self, offset: int = 0, length: int | None = None) -> bytes:
+        if self._closed:
+            raise ClosedError(f"reader of {self.path!r} is closed")
+        if offset < 0 or (length is not None and length < 0):
+            raise InvalidInputError("read offset and length must be >= 0")
+        end = self.size if length is None else min(self.size, offset + length)
+        if end <= offset:
+            return b""
+        r = await self.repository.http.request(
+            "GET", self._url, params={"path": self.path},
+            headers={"Range": f"bytes={offset}-{end - 1}"}, ok=(200, 206), kind="object",
+            what=self.path,
+        )  # fmt: skip
+        if r.status == 200:
+            return r.body[offset:end]
+        return r.body
+
+    async def iter_chunks(self, chunk_size: int = _CHUNK) -> AsyncIterator[bytes]:
+        pos = 0
+        while pos < self.size:
+            data = await self.read(pos, chunk_size)
+            if not data:
+                return
+            pos += len(data)
+            yield data
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self.iter_chunks()
+
+    async def aclose(self) -> None:
+        self._closed = True
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()

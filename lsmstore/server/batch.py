@@ -1,0 +1,235 @@
+"""The batch write endpoint (docs/server.md, "Batch write"): many link / put / delete
+entries, one acknowledgement for the lot.
+
+Body: a top-level array of positional entries, as msgpack (``application/msgpack``,
+bytes as bytes) or JSON (``application/json``, ``put`` data base64)::
+
+    ["link", path, physical_address, size, checksum, content_type?, metadata?, mtime?]
+    ["put", path, data, content_type?, metadata?]
+    ["delete", path]
+
+Every entry is checked before anything happens (400 names the first bad one, nothing is
+written).  Then the data of the ``put`` entries is written to fresh ``data/<id>``
+objects (concurrently), and every entry's record goes to the branch's writer as *one*
+write: they land in one L1 file, become visible together, and the request is answered
+once that file is durable and appended.  A failure after data was written deletes the
+data (definite failure) or records it as a garbage candidate (unknown outcome), as a
+single upload does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import hashlib
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import msgpack
+import orjson
+
+from lsmstore import layout
+from lsmstore.client import Branch
+from lsmstore.errors import LsmError, ObjectNotFoundError, UnavailableError
+from lsmstore.graveler.record import Record
+from lsmstore.objects import AddressType, ObjectEntry, ObjectLink
+from lsmstore.objects.api import namespace
+from lsmstore.objects.entry import decode_entry
+from lsmstore.objects.garbage import record_candidates
+from lsmstore.objects.rules import check_content_type, check_metadata, check_path
+from lsmstore.refstore.names import check_ref_name
+from lsmstore.server.context import Context
+from lsmstore.server.errors import bad_request
+from lsmstore.server.http import Request, Response, json_response
+from lsmstore.server.routes.schemas import ref
+from lsmstore.server.routing import Route
+from lsmstore.staging.files import new_file_id
+from lsmstore.storage.base import PutMode
+
+MSGPACK = "application/msgpack"
+_ENTRY = {"type": "array", "minItems": 2, "items": {}}
+SCHEMA = {"type": "array", "items": _ENTRY}
+
+
+def decode_body(data: bytes, content_type: str) -> list[Any]:
+    media = content_type.split(";")[0].strip().lower()
+    try:
+        if media in (MSGPACK, "application/x-msgpack"):
+            doc = msgpack.unpackb(data, raw=False, strict_map_key=True)
+        elif media in ("application/json", ""):
+            doc = orjson.loads(data)
+        else:
+            raise bad_request(f"batch body must be {MSGPACK} or application/json")
+    except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as e:
+        raise bad_request(f"malformed batch body: {e}") from None
+    if not isinstance(doc, list):
+        raise bad_request("batch body must be an array of entries")
+    return doc
+
+
+def _opt(entry: Sequence[Any], i: int) -> Any:
+    return entry[i] if len(entry) > i else None
+
+
+class _Put:
+    __slots__ = ("content_type", "data", "key", "metadata", "path")
+
+    def __init__(self, path: str, key: bytes, data: bytes, ctype: str, md: dict[str, str]):
+        self.path, self.key, self.data, self.content_type, self.metadata = (
+            path, key, data, ctype, md,
+        )  # fmt: skip
+
+
+async def apply(branch: Branch, entries: list[Any], json_body: bool) -> int:
+    """Check and stage ``entries`` as one write; the number of entries."""
+    repo = branch.repository
+    max_key = repo.store.config.max_key_bytes
+    ns = namespace(repo)
+    now = branch._now()
+    records: list[Record | None] = []
+    puts: list[tuple[int, _Put]] = []
+    news: list[str | None] = []
+    for n, entry in enumerate(entries):
+        try:
+            if not isinstance(entry, list) or len(entry) < 2 or not isinstance(entry[0], str):
+                raise bad_request("an entry is an array [op, path, ...]")
+            op, path = entry[0], entry[1]
+            key = check_path(path, max_key)
+            if op == "link":
+                if not 5 <= len(entry) <= 8:
+                    raise bad_request("link is [link, path, address, size, checksum, "
+                                      "content_type?, metadata?, mtime?]")  # fmt: skip
+                link = ObjectLink(path, entry[2], entry[3], entry[4], _opt(entry, 5),
+                                  _opt(entry, 6), _opt(entry, 7))  # fmt: skip
+                e = branch._link_entry(ns, link, now)
+                records.append(branch._record(key, e))
+                news.append(e.address if e.address_type is AddressType.RELATIVE else None)
+            elif op == "put":
+                if not 3 <= len(entry) <= 5:
+                    raise bad_request("put is [put, path, data, content_type?, metadata?]")
+                data = entry[2]
+                if json_body and isinstance(data, str):
+                    try:
+                        data = base64.b64decode(data, validate=True)
+                    except binascii.Error:
+                        raise bad_request("put data must be base64 in JSON") from None
+                if not isinstance(data, bytes):
+                    raise bad_request("put data must be bytes (base64 in JSON)")
+                ctype = check_content_type(_opt(entry, 3))
+                md = check_metadata(_opt(entry, 4))
+                puts.append((len(records), _Put(path, key, data, ctype, md)))
+                records.append(None)
+                news.append(None)
+            elif op == "delete":
+                if len(entry) != 2:
+                    raise bad_request("delete is [delete, path]")
+                records.append(Record(key, b"", None))
+                news.append(None)
+            else:
+                raise bad_request(f"unknown op {op!r} (link, put, delete)")
+        except LsmError as e:
+            raise bad_request(f"entry {n}: {e}") from None
+        except Exception as e:
+            if getattr(e, "status", None) == 400:
+                raise bad_request(f"entry {n}: {getattr(e, 'message', e)}") from None
+            raise
+    if not records:
+        return 0
+    written: list[str] = []
+
+    async def write_data(i: int, p: _Put) -> None:
+        data_key = layout.data_key(new_file_id(repo.store.clock))
+        await repo.objects.put(data_key, p.data, PutMode.CREATE)
+        written.append(data_key)
+        md5 = hashlib.md5(p.data).hexdigest()
+        e = ObjectEntry(data_key, AddressType.RELATIVE, len(p.data), md5, now[0], now[1],
+                        p.content_type, p.metadata)  # fmt: skip
+        records[i] = branch._record(p.key, e)
+        news[i] = data_key
+
+    try:
+        await asyncio.gather(*(write_data(i, p) for i, p in puts))
+        final = [r for r in records if r is not None]
+        olds = await _previous_data(branch, [r.key for r in final])
+        await branch._w().write_many(final)
+    except BaseException as e:
+        unknown = not isinstance(e, LsmError) or (
+            isinstance(e, UnavailableError) and e.outcome_unknown
+        )
+        if written:
+            if unknown:
+                await asyncio.shield(record_candidates(
+                    repo.objects, repo.name, branch.name, [("", k) for k in written],
+                    reason="stage-unknown", clock=repo.store.clock,
+                ))  # fmt: skip
+            else:
+                for k in written:
+                    try:
+                        await asyncio.shield(repo.objects.delete(k))
+                    except Exception:
+                        pass
+        raise
+    await branch._replaced(
+        [(r.key, old, new) for r, old, new in zip(final, olds, news, strict=True)],
+        "overwritten",
+    )
+    return len(final)
+
+
+async def _previous_data(branch: Branch, keys: list[bytes]) -> list[str | None]:
+    """Per key, the data address of its *staged* object entry (replaced uncommitted
+    data: a garbage candidate once the batch lands), else None -- what the object
+    layer's per-key ``_previous`` finds, from one snapshot of the branch and without a
+    task per key: warm keys are answered without awaiting."""
+    try:
+        snap = await branch._view.snapshot()
+        out: list[str | None] = []
+        for key in keys:
+            found = snap.lookup_cached(key)
+            if found is None:
+                found = await snap.lookup(key)
+            rec, staged = found
+            out.append(_data_address(rec.value if rec is not None else None, staged))
+        return out
+    except ObjectNotFoundError:  # a staging file collected under the snapshot
+        return [old for _, old in await asyncio.gather(*(branch._previous(k) for k in keys))]
+
+
+def _data_address(value: bytes | None, staged: bool) -> str | None:
+    if value is None or not staged:
+        return None
+    try:
+        entry = decode_entry(value, "")
+    except LsmError:
+        return None  # a raw value: no data of ours behind it
+    if entry.is_relative() and entry.address.startswith(layout.DATA):
+        return entry.address
+    return None
+
+
+def routes(ctx: Context, path: str) -> list[Route]:
+    async def batch(request: Request) -> Response:
+        repo = await ctx.repository(request.params["repository"])
+        name = check_ref_name(request.params["branch"])
+        branch = repo.branch(name)
+        await branch.head()
+        content_type = request.headers.get("content-type", "")
+        entries = decode_body(await request.body(), content_type)
+        started = time.perf_counter()
+        async with ctx.locks.shared(repo.name, name):
+            ctx.metrics.writes_in_flight.inc()
+            try:
+                n = await apply(branch, entries, not content_type.startswith(MSGPACK))
+            finally:
+                ctx.metrics.writes_in_flight.dec()
+        ctx.metrics.batch_records.observe(n)
+        ctx.metrics.flush_seconds.labels("lsmBatch").observe(time.perf_counter() - started)
+        return json_response({"entries": n})
+
+    return [
+        Route("POST", path, batch, "lsmBatch", "write", "lsm",
+              body=((MSGPACK, SCHEMA), ("application/json", SCHEMA)),
+              responses={200: ref("BatchResult")}, errors=(404,)),
+    ]  # fmt: skip

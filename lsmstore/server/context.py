@@ -1,0 +1,46 @@
+"""What every handler shares: the Store, the authenticator, branch locks, metrics,
+settings, and the server's life-cycle state (ready, draining)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from lsmstore.client import Repository, Store
+from lsmstore.config import Config
+from lsmstore.refstore.names import check_repository_name
+from lsmstore.server.auth import Authenticator
+from lsmstore.server.locks import BranchLocks
+from lsmstore.server.metrics import Metrics
+
+#: How long a repository record read from the RefStore is reused by this process.
+REPOSITORY_TTL_S = 1.0
+
+
+@dataclass
+class Context:
+    store: Store
+    config: Config
+    auth: Authenticator
+    metrics: Metrics
+    locks: BranchLocks = field(default_factory=BranchLocks)
+    clock: Callable[[], float] = time.monotonic
+    draining: bool = False
+    _repos: dict[str, tuple[float, Repository]] = field(default_factory=dict)
+
+    async def repository(self, name: str) -> Repository:
+        """The repository (RepositoryNotFoundError / InvalidNameError), cached briefly."""
+        now = self.clock()
+        hit = self._repos.get(name)
+        if hit is not None and hit[0] > now:
+            return hit[1]
+        check_repository_name(name)
+        repo = await self.store.get_repository(name)
+        if len(self._repos) > 10_000:
+            self._repos.clear()
+        self._repos[name] = (now + REPOSITORY_TTL_S, repo)
+        return repo
+
+    def forget_repository(self, name: str) -> None:
+        self._repos.pop(name, None)

@@ -1,0 +1,95 @@
+"""lakeFS JSON shapes (LAKEFS_API.md section 5), every required field always present
+with its JSON type: the SDK's pydantic models reject null or missing fields."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lsmstore.client import Repository
+from lsmstore.errors import LsmError
+from lsmstore.graveler.commit import Commit
+from lsmstore.graveler.diff import Change
+from lsmstore.objects.entry import decode_entry
+
+#: What ``version_config.version`` says: numeric (lakefs-spec parses it), >= 1.3.1.
+LAKEFS_VERSION = "1.70.0"
+
+
+def repository(repo: Repository) -> dict[str, Any]:
+    return {
+        "id": repo.name,
+        "creation_date": int(repo.info.created_at),
+        "default_branch": repo.default_branch,
+        "storage_namespace": repo.storage_namespace,
+        "storage_id": "",
+        "read_only": False,
+    }
+
+
+def ref(name: str, commit_id: str) -> dict[str, Any]:
+    return {"id": name, "commit_id": commit_id}
+
+
+def commit(commit_id: str, c: Commit) -> dict[str, Any]:
+    return {
+        "id": commit_id,
+        "parents": list(c.parents),
+        "committer": c.committer,
+        "message": c.message,
+        "creation_date": c.created_at,
+        "meta_range_id": c.metarange_id,
+        "metadata": dict(c.metadata),
+        "generation": c.generation,
+        "version": 1,
+    }
+
+
+_DIFF_TYPE = {"added": "added", "removed": "removed", "changed": "changed"}
+
+
+def diff(change: Change) -> dict[str, Any]:
+    path = change.key.decode("utf-8", "surrogateescape")
+    out: dict[str, Any] = {"type": _DIFF_TYPE[change.kind], "path": path, "path_type": "object"}
+    rec = change.right if change.right is not None else change.left
+    if rec is not None and rec.value:
+        try:
+            out["size_bytes"] = decode_entry(rec.value, path).size
+        except LsmError:  # a raw value written with put(), not an object entry
+            out["size_bytes"] = len(rec.value)
+    return out
+
+
+def diff_prefix(path: str) -> dict[str, Any]:
+    return {"type": "prefix_changed", "path": path, "path_type": "common_prefix"}
+
+
+def config() -> dict[str, Any]:
+    return {
+        "version_config": {
+            "version": LAKEFS_VERSION,
+            "version_context": "lakeFS",
+            "latest_version": LAKEFS_VERSION,
+            "upgrade_recommended": False,
+            "upgrade_url": "",
+        },
+        "storage_config": storage_config(),
+        "storage_config_list": [],
+        "capabilities_config": {},
+        "ui_config": {},
+    }
+
+
+def storage_config() -> dict[str, Any]:
+    return {
+        "blockstore_type": "s3",
+        "blockstore_namespace_example": "s3://bucket/prefix",
+        "blockstore_namespace_ValidityRegex": "^(s3|file|mem)://",
+        "default_namespace_prefix": "",
+        "pre_sign_support": False,
+        "pre_sign_support_ui": False,
+        "import_support": False,
+        "import_validity_regex": "^s3://",
+        "pre_sign_multipart_upload": False,
+        "blockstore_id": "",
+        "blockstore_description": "",
+    }

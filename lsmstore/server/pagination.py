@@ -1,0 +1,56 @@
+"""lakeFS pagination (LAKEFS_API.md section 4).
+
+Query ``after`` (exclusive), ``amount`` (absent or <= 0: 100; capped at 1000),
+``prefix``.  The response's ``pagination`` always has all four fields:
+``next_offset`` is the last returned item's key when ``has_more``, else ``""`` (never
+null), and ``max_per_page`` is always 1000.  Handlers fetch ``amount + 1`` items and
+let :func:`page` trim.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from lsmstore.server.http import Request
+from lsmstore.server.routing import Param
+
+T = TypeVar("T")
+
+DEFAULT_AMOUNT = 100
+MAX_PER_PAGE = 1000
+
+PARAMS = (
+    Param("prefix", {"type": "string"}, description="return items prefixed with this value"),
+    Param("after", {"type": "string"}, description="return items after this value"),
+    Param(
+        "amount",
+        {"type": "integer", "minimum": -1, "maximum": 1000, "default": 100},
+        description="how many items to return",
+    ),
+)
+
+
+def amount(request: Request) -> int:
+    n = request.int_arg("amount", DEFAULT_AMOUNT)
+    if n <= 0:
+        return DEFAULT_AMOUNT
+    return min(n, MAX_PER_PAGE)
+
+
+def page(
+    items: list[T], limit: int, key: Callable[[T], str], render: Callable[[T], Any]
+) -> dict[str, Any]:
+    """The lakeFS list body of ``items`` (fetched as ``limit + 1`` to learn has_more)."""
+    has_more = len(items) > limit
+    if has_more:
+        items = items[:limit]
+    return {
+        "pagination": {
+            "has_more": has_more,
+            "next_offset": key(items[-1]) if has_more and items else "",
+            "results": len(items),
+            "max_per_page": MAX_PER_PAGE,
+        },
+        "results": [render(i) for i in items],
+    }

@@ -1,0 +1,68 @@
+"""lsmstore's extensions under ``/api/v1/lsm`` (docs/server.md): batch writes, staging
+a prepared SST, reset, and a branch's staging state."""
+
+from __future__ import annotations
+
+from lsmstore.refstore.names import check_ref_name
+from lsmstore.server import batch
+from lsmstore.server.context import Context
+from lsmstore.server.http import Request, Response, empty, json_response
+from lsmstore.server.routes import staging
+from lsmstore.server.routes.schemas import ref
+from lsmstore.server.routing import Route
+from lsmstore.versioning.refs import get_branch
+
+BASE = "/api/v1/lsm/repositories/{repository}/branches/{branch}"
+_OCTETS = {"type": "string", "format": "binary"}
+
+
+def routes(ctx: Context) -> list[Route]:
+    async def staging_state(request: Request) -> Response:
+        repo = await ctx.repository(request.params["repository"])
+        name = check_ref_name(request.params["branch"])
+        rctx = repo.context()
+        value = await get_branch(rctx, name)
+        commit = await rctx.commit(value.base) if value.base else None
+        return json_response(
+            {
+                "branch": name,
+                "commit_id": value.base,
+                "l1_files": len(value.l1),
+                "l2_files": len(value.l2),
+                "l1": list(value.l1),
+                "l2": list(value.l2),
+                "last_commit_id": value.base,
+                "last_commit_date": commit.created_at if commit is not None else 0,
+            }
+        )
+
+    async def reset(request: Request) -> Response:
+        repo = await ctx.repository(request.params["repository"])
+        name = check_ref_name(request.params["branch"])
+        await get_branch(repo.context(), name)
+        await staging.discard(ctx, repo, name)
+        return empty(204)
+
+    async def stage_sst(request: Request) -> Response:
+        repo = await ctx.repository(request.params["repository"])
+        name = check_ref_name(request.params["branch"])
+        await get_branch(repo.context(), name)
+        data = await request.body()
+        async with ctx.locks.shared(repo.name, name):
+            ctx.metrics.writes_in_flight.inc()
+            try:
+                file_id = await repo.branch(name).stage_sst(data)
+            finally:
+                ctx.metrics.writes_in_flight.dec()
+        return json_response({"file_id": file_id}, 201)
+
+    return [
+        Route("GET", BASE + "/staging", staging_state, "lsmStagingState", "read", "lsm",
+              responses={200: ref("StagingState")}, errors=(404,)),
+        Route("POST", BASE + "/reset", reset, "lsmResetBranch", "write", "lsm",
+              responses={204: None}, errors=(404, 409)),
+        Route("POST", BASE + "/sst", stage_sst, "lsmStageSST", "write", "lsm",
+              body=(("application/octet-stream", _OCTETS),),
+              responses={201: ref("StagedSST")}, errors=(404,)),
+        *batch.routes(ctx, BASE + "/batch"),
+    ]  # fmt: skip

@@ -1,0 +1,294 @@
+"""Objects: upload (raw or multipart), read (whole or ranged), head, stat, list, delete
+one or many, copy -- over the object layer of ``Branch``/``Ref`` (lsmstore.objects).
+
+Uploads stream: the body goes to the object store chunk by chunk (bounded by
+``server_max_object_bytes``: 413 past it) and the entry is staged once the data is
+durable; the answer (201) comes only once the entry is appended.  ``If-None-Match: *``
+makes the upload conditional (412 when the path holds an object).  User metadata comes
+from ``x-lakefs-meta-<key>`` headers, keys lower-cased as lakeFS does.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from email.utils import formatdate
+from typing import Any
+
+from lsmstore.client import Ref
+from lsmstore.errors import ObjectExistsError
+from lsmstore.objects import DEFAULT_CONTENT_TYPE, ObjectStats
+from lsmstore.refstore.names import check_ref_name
+from lsmstore.server import pagination, validate
+from lsmstore.server.context import Context
+from lsmstore.server.errors import ApiError, bad_request
+from lsmstore.server.http import Request, Response, empty, json_response
+from lsmstore.server.multipart import ContentPart, boundary_of
+from lsmstore.server.routes.schemas import BOOL, STR, ref
+from lsmstore.server.routing import Param, Route
+
+REPO = "/api/v1/repositories/{repository}"
+BRANCH_OBJECTS = REPO + "/branches/{branch}/objects"
+REF_OBJECTS = REPO + "/refs/{ref}/objects"
+META_PREFIX = "x-lakefs-meta-"
+MAX_DELETE_PATHS = 1000
+
+PATH = Param("path", {"type": "string", "minLength": 1}, required=True,
+             description="relative to the ref")  # fmt: skip
+PRESIGN = Param("presign", BOOL)
+USER_METADATA = Param("user_metadata", BOOL)
+_OCTETS = {"type": "string", "format": "binary"}
+
+
+def stats_json(s: ObjectStats, user_metadata: bool = True) -> dict[str, Any]:
+    if s.path_type == "common_prefix":
+        return {"path": s.path, "path_type": "common_prefix", "physical_address": "",
+                "checksum": "", "mtime": 0}  # fmt: skip
+    out: dict[str, Any] = {
+        "path": s.path,
+        "path_type": "object",
+        "physical_address": s.physical_address,
+        "checksum": s.checksum,
+        "mtime": s.mtime,
+        "size_bytes": s.size,
+        "content_type": s.content_type or DEFAULT_CONTENT_TYPE,
+    }
+    if user_metadata:
+        out["metadata"] = dict(s.metadata)
+    return out
+
+
+def _metadata(request: Request) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for k, v in request.headers.items():
+        if k.startswith(META_PREFIX) and len(k) > len(META_PREFIX):
+            out[k[len(META_PREFIX) :].lower()] = v
+    return out
+
+
+def _range(header: str, size: int) -> tuple[int, int] | None:
+    """``[start, end)`` of a single ``bytes=`` range (lakeFS ``httputil.ParseRange``);
+    None when the header is not a range we serve (then the whole object is sent);
+    416 when it starts past the end."""
+    unit, _, spec = header.partition("=")
+    if unit.strip().lower() != "bytes" or "," in spec:
+        return None
+    first, dash, last = spec.strip().partition("-")
+    if not dash:
+        return None
+    try:
+        if first == "":  # the last N bytes
+            n = int(last)
+            if n <= 0 or size == 0:
+                return None
+            return max(0, size - n), size
+        start = int(first)
+        end = size - 1 if last == "" else int(last)
+    except ValueError:
+        return None
+    if start < 0 or (last != "" and end < start):
+        return None
+    if start >= size:
+        raise ApiError(
+            416,
+            f"range {header!r} starts past the end ({size} bytes)",
+            {"Content-Range": f"bytes */{size}"},
+        )
+    return start, min(end, size - 1) + 1
+
+
+def _object_headers(s: ObjectStats) -> dict[str, str]:
+    return {
+        "ETag": f'"{s.checksum}"',
+        "Last-Modified": formatdate(s.mtime, usegmt=True),
+        "Accept-Ranges": "bytes",
+    }
+
+
+def routes(ctx: Context) -> list[Route]:
+    config = ctx.config
+
+    async def _ref(request: Request) -> Ref:
+        repo = await ctx.repository(request.params["repository"])
+        return repo.ref(request.params["ref"])
+
+    def _path(request: Request, name: str = "path") -> str:
+        path = request.required_arg(name)
+        if len(path.encode("utf-8", "surrogatepass")) > config.server_max_path_bytes:
+            raise bad_request(f"{name} longer than {config.server_max_path_bytes} bytes")
+        return path
+
+    async def upload(request: Request) -> Response:
+        repo = await ctx.repository(request.params["repository"])
+        branch_name = check_ref_name(request.params["branch"])
+        path = _path(request)
+        if_absent = request.headers.get("if-none-match", "").strip() == "*"
+        metadata = _metadata(request)
+        ctype = request.headers.get("content-type", "")
+        body = request.stream(config.server_max_object_bytes)
+        data: AsyncIterator[bytes] | ContentPart = body
+        content_type = ctype or DEFAULT_CONTENT_TYPE
+        branch = repo.branch(branch_name)
+        await branch.head()  # 404 for a missing branch before reading the body
+        if ctype.lower().startswith("multipart/form-data"):
+            part = ContentPart(body, boundary_of(ctype))
+            await part.start()
+            data = part
+            content_type = part.content_type or DEFAULT_CONTENT_TYPE
+        started = time.perf_counter()
+        async with ctx.locks.shared(repo.name, branch_name):
+            ctx.metrics.writes_in_flight.inc()
+            try:
+                stats = await branch.upload(
+                    path, data, content_type=content_type, metadata=metadata, if_absent=if_absent
+                )
+            except ObjectExistsError as e:
+                raise ApiError(412, str(e)) from None
+            finally:
+                ctx.metrics.writes_in_flight.dec()
+        ctx.metrics.flush_seconds.labels("uploadObject").observe(time.perf_counter() - started)
+        return json_response(stats_json(stats), 201)
+
+    async def get_object(request: Request) -> Response:
+        ref_ = await _ref(request)
+        path = _path(request)
+        if request.bool_arg("presign"):
+            raise bad_request("pre-signed URLs are not supported (storage_config.pre_sign_support)")
+        reader = await ref_.open(path)
+        s = reader.stats
+        headers = _object_headers(s)
+        headers["Content-Type"] = s.content_type or DEFAULT_CONTENT_TYPE
+        if request.headers.get("if-none-match", "").strip('" ') == s.checksum and s.checksum:
+            await reader.aclose()
+            return Response(304, b"", None, headers)
+        span = None
+        header = request.headers.get("range")
+        if header:
+            span = _range(header, s.size)
+        status = 200
+        start, end = 0, s.size
+        if span is not None:
+            start, end = span
+            status = 206
+            headers["Content-Range"] = f"bytes {start}-{end - 1}/{s.size}"
+        headers["Content-Length"] = str(end - start)
+        if request.method == "HEAD":
+            await reader.aclose()
+            return Response(status, b"", None, headers)
+
+        async def chunks() -> AsyncIterator[bytes]:
+            try:
+                async for chunk in reader.iter_chunks(start, end - start):
+                    yield chunk
+            finally:
+                await reader.aclose()
+
+        return Response(status, chunks(), None, headers)
+
+    async def head_object(request: Request) -> Response:
+        ref_ = await _ref(request)
+        s = await ref_.stat_object(_path(request))
+        headers = _object_headers(s)
+        headers["Content-Type"] = s.content_type or DEFAULT_CONTENT_TYPE
+        headers["Content-Length"] = str(s.size)
+        header = request.headers.get("range")
+        if header:
+            span = _range(header, s.size)
+            if span is not None:
+                headers["Content-Range"] = f"bytes {span[0]}-{span[1] - 1}/{s.size}"
+                headers["Content-Length"] = str(span[1] - span[0])
+                return Response(206, b"", None, headers)
+        return Response(200, b"", None, headers)
+
+    async def stat_object(request: Request) -> Response:
+        ref_ = await _ref(request)
+        s = await ref_.stat_object(_path(request))
+        return json_response(stats_json(s, request.bool_arg("user_metadata", True)))
+
+    async def list_objects(request: Request) -> Response:
+        ref_ = await _ref(request)
+        limit = pagination.amount(request)
+        prefix = request.arg("prefix", "") or ""
+        delimiter = request.arg("delimiter", "") or ""
+        after = request.arg("after", "") or None
+        user_metadata = request.bool_arg("user_metadata", True)
+        found: list[ObjectStats] = []
+        async for s in ref_.list_objects(prefix, delimiter, after, limit + 2):
+            if after is not None and s.path == after:
+                continue  # a common prefix equal to ``after`` is skipped whole
+            found.append(s)
+            if len(found) > limit:
+                break
+        body = pagination.page(
+            found, limit, lambda s: s.path, lambda s: stats_json(s, user_metadata)
+        )
+        return json_response(body)
+
+    async def delete_object(request: Request) -> Response:
+        repo = await ctx.repository(request.params["repository"])
+        name = check_ref_name(request.params["branch"])
+        path = _path(request)
+        async with ctx.locks.shared(repo.name, name):
+            await repo.branch(name).delete_object(path)
+        return empty(204)
+
+    async def delete_objects(request: Request) -> Response:
+        repo = await ctx.repository(request.params["repository"])
+        name = check_ref_name(request.params["branch"])
+        doc = await request.json_object()
+        paths = validate.string_list(doc, "paths")
+        if len(paths) > MAX_DELETE_PATHS:
+            raise bad_request(f"at most {MAX_DELETE_PATHS} paths per request")
+        branch = repo.branch(name)
+        await branch.head()
+        async with ctx.locks.shared(repo.name, name):
+            await branch.delete_objects(paths)
+        return json_response({"errors": []})
+
+    async def copy_object(request: Request) -> Response:
+        repo = await ctx.repository(request.params["repository"])
+        name = check_ref_name(request.params["branch"])
+        dest = _path(request, "dest_path")
+        doc = await request.json_object()
+        src_path = validate.string(doc, "src_path")
+        src_ref = validate.string(doc, "src_ref", required=False) or None
+        validate.boolean(doc, "force")
+        validate.boolean(doc, "shallow")
+        async with ctx.locks.shared(repo.name, name):
+            s = await repo.branch(name).copy_object(src_path, dest, src_ref=src_ref)
+        return json_response(stats_json(s), 201)
+
+    upload_body = (
+        ("application/octet-stream", _OCTETS),
+        ("multipart/form-data", {"type": "object", "properties": {"content": _OCTETS}}),
+    )
+    object_headers = ("ETag", "Last-Modified", "Content-Length", "Accept-Ranges")
+    return [
+        Route("POST", BRANCH_OBJECTS, upload, "uploadObject", "write", "objects",
+              query=(PATH, Param("storageClass", STR), Param("force", BOOL)),
+              body=upload_body, responses={201: ref("ObjectStats")},
+              errors=(404, 409, 412)),
+        Route("GET", REF_OBJECTS, get_object, "getObject", "read", "objects",
+              query=(PATH, PRESIGN), responses={200: _OCTETS, 206: _OCTETS, 304: None},
+              produces="application/octet-stream", errors=(404, 416),
+              response_headers=object_headers),
+        Route("HEAD", REF_OBJECTS, head_object, "headObject", "read", "objects",
+              query=(PATH,), responses={200: None, 206: None}, errors=(404, 416),
+              response_headers=object_headers),
+        Route("GET", REF_OBJECTS + "/stat", stat_object, "statObject", "read", "objects",
+              query=(PATH, USER_METADATA, PRESIGN), responses={200: ref("ObjectStats")},
+              errors=(404,)),
+        Route("GET", REF_OBJECTS + "/ls", list_objects, "listObjects", "read", "objects",
+              query=(*pagination.PARAMS, Param("delimiter", STR), USER_METADATA, PRESIGN),
+              responses={200: ref("ObjectStatsList")}, errors=(404,)),
+        Route("DELETE", BRANCH_OBJECTS, delete_object, "deleteObject", "write", "objects",
+              query=(PATH, Param("force", BOOL)), responses={204: None}, errors=(404,)),
+        Route("POST", BRANCH_OBJECTS + "/delete", delete_objects, "deleteObjects", "write",
+              "objects", query=(Param("force", BOOL),),
+              body=(("application/json", ref("PathList")),),
+              responses={200: ref("ObjectErrorList")}, errors=(404,)),
+        Route("POST", BRANCH_OBJECTS + "/copy", copy_object, "copyObject", "write", "objects",
+              query=(Param("dest_path", {"type": "string", "minLength": 1}, required=True),),
+              body=(("application/json", ref("ObjectCopyCreation")),),
+              responses={201: ref("ObjectStats")}, errors=(404,)),
+    ]  # fmt: skip

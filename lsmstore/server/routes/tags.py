@@ -1,0 +1,72 @@
+"""Tags: list, create, get, delete."""
+
+from __future__ import annotations
+
+from lsmstore.errors import RefNotFoundError
+from lsmstore.refstore.names import check_ref_name
+from lsmstore.server import models, pagination, validate
+from lsmstore.server.context import Context
+from lsmstore.server.http import Request, Response, empty, json_response
+from lsmstore.server.routes.schemas import ref
+from lsmstore.server.routing import Route
+from lsmstore.versioning import refs as _refs
+
+BASE = "/api/v1/repositories/{repository}/tags"
+
+
+def routes(ctx: Context) -> list[Route]:
+    async def list_tags(request: Request) -> Response:
+        repo = await ctx.repository(request.params["repository"])
+        limit = pagination.amount(request)
+        found = [
+            t
+            async for t in _refs.list_tags(
+                repo.context(),
+                prefix=request.arg("prefix", "") or "",
+                after=request.arg("after", "") or None,
+                limit=limit + 1,
+            )
+        ]
+        body = pagination.page(
+            found, limit, lambda t: t.name, lambda t: models.ref(t.name, t.commit_id)
+        )
+        return json_response(body)
+
+    async def create_tag(request: Request) -> Response:
+        repo = await ctx.repository(request.params["repository"])
+        doc = await request.json_object()
+        name = validate.string(doc, "id")
+        target = validate.string(doc, "ref")
+        if validate.boolean(doc, "force"):
+            try:
+                await _refs.delete_tag(repo.context(), name)
+            except RefNotFoundError:
+                pass
+        info = await _refs.create_tag(repo.context(), name, target)
+        return json_response(models.ref(info.name, info.commit_id), 201)
+
+    async def get_tag(request: Request) -> Response:
+        repo = await ctx.repository(request.params["repository"])
+        name = check_ref_name(request.params["tag"], "tag")
+        value = await repo.refstore.get_ref(repo.name, name)
+        if value.kind != "tag":
+            raise RefNotFoundError(f"{repo.name}: no tag named {name!r}")
+        return json_response(models.ref(name, value.base))
+
+    async def delete_tag(request: Request) -> Response:
+        repo = await ctx.repository(request.params["repository"])
+        await _refs.delete_tag(repo.context(), request.params["tag"])
+        return empty(204)
+
+    item = BASE + "/{tag}"
+    return [
+        Route("GET", BASE, list_tags, "listTags", "read", "tags",
+              query=pagination.PARAMS, responses={200: ref("RefList")}, errors=(404,)),
+        Route("POST", BASE, create_tag, "createTag", "write", "tags",
+              body=(("application/json", ref("TagCreation")),),
+              responses={201: ref("Ref")}, errors=(400, 404, 409)),
+        Route("GET", item, get_tag, "getTag", "read", "tags",
+              responses={200: ref("Ref")}, errors=(400, 404)),
+        Route("DELETE", item, delete_tag, "deleteTag", "write", "tags",
+              responses={204: None}, errors=(400, 404)),
+    ]  # fmt: skip

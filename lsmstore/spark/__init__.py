@@ -1,0 +1,44 @@
+"""lsmstore on Spark: the ``lsmstore`` data source and the import/export/gc jobs.
+
+Needs the ``spark`` extra (``pip install 'lsmstore[spark]'``: PySpark >= 4.0, pyarrow)
+and Java 17+.  See docs/spark.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lsmstore.spark.location import Location, parse_location
+
+__all__ = ["Location", "parse_location", "register", "save"]
+
+
+def register(spark: Any) -> None:
+    """Register the ``lsmstore`` data source with a SparkSession, and make the session
+    the calling thread's active one: Spark looks Python data sources up in the JVM
+    thread's active session, which a thread other than the session's creator lacks."""
+    from lsmstore.spark.source import LsmDataSource
+
+    spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+    spark.dataSource.register(LsmDataSource)
+
+
+def save(df: Any, url: str, *, partitions: int | None = None, **options: str) -> None:
+    """Append ``df`` to the branch ``url`` (``lsm://repo/branch``) as one unit.
+
+    The rows are range-partitioned by key (``path`` for objects, ``key`` for raw) into
+    ``partitions`` (default: the session's default parallelism) and sorted within each
+    partition, so the tasks write non-overlapping files; ``options`` are the data
+    source's (``format``, ``refstore``, ``commit``...).
+    """
+    register(df.sparkSession)
+    key = "key" if options.get("format") == "raw" else "path"
+    n = partitions or df.sparkSession.sparkContext.defaultParallelism
+    (
+        df.repartitionByRange(max(1, n), key)
+        .sortWithinPartitions(key)
+        .write.format("lsmstore")
+        .mode("append")
+        .options(**options)
+        .save(url)
+    )

@@ -1,0 +1,269 @@
+"""One client test suite, three transports: the embedded default, a shared RefStore
+(a real redis-server) with S3 namespaces (moto over HTTP), and the server (a real
+``lsmstore serve`` process reached over HTTP by the remote client).  Same calls, same
+results, same typed errors (lsmstore.api)."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiobotocore.session import get_session
+
+import lsmstore
+from lsmstore.errors import (
+    InvalidInputError,
+    MergeConflictError,
+    NotFoundError,
+    NothingToCommitError,
+    ObjectExistsError,
+    ObjectNotFoundError,
+    RefExistsError,
+    RefNotFoundError,
+    RepositoryNotFoundError,
+)
+from lsmstore.objects import ObjectLink
+from tests.helpers.remote import lsm_server  # noqa: F401 - the fixture
+
+TRANSPORTS = ["embedded", "redis_s3", "server"]
+
+
+@dataclass
+class Target:
+    kind: str
+    store: Any
+    namespace: Callable[[str], str]
+
+    async def repo(self, name: str | None = None) -> Any:
+        name = name or f"r{uuid.uuid4().hex[:10]}"
+        return await self.store.create_repository(name, storage_namespace=self.namespace(name))
+
+
+async def _bucket(endpoint: str) -> str:
+    name = f"c-{uuid.uuid4().hex[:16]}"
+    async with get_session().create_client(
+        "s3", endpoint_url=endpoint, region_name="us-east-1"
+    ) as client:
+        await client.create_bucket(Bucket=name)
+    return name
+
+
+@pytest.fixture(params=TRANSPORTS)
+async def target(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Target]:
+    kind = request.param
+    settings: dict[str, Any] = {"home": str(tmp_path / "home"), "batch_interval_ms": 1}
+    if kind == "embedded":
+        async with lsmstore.connect(**settings) as store:
+            yield Target(kind, store, lambda n: (tmp_path / "ns" / n).as_uri())
+    elif kind == "redis_s3":
+        redis_url = request.getfixturevalue("redis_server_url")
+        moto = request.getfixturevalue("moto")
+        bucket = await _bucket(moto.endpoint)
+        url = f"{redis_url}?prefix=c{uuid.uuid4().hex[:8]}:"
+        async with lsmstore.connect(url, **settings) as store:
+            yield Target(kind, store, lambda n: f"s3://{bucket}/{n}?endpoint_url={moto.endpoint}")
+    else:
+        server = request.getfixturevalue("lsm_server")
+        key_id, secret = server.admin
+        async with lsmstore.connect(
+            server.url, access_key_id=key_id, secret_access_key=secret
+        ) as store:
+            yield Target(kind, store, lambda n: f"local://{n}")
+
+
+async def test_connect_picks_the_transport(target: Target) -> None:
+    from lsmstore.remote.client import RemoteStore
+
+    assert isinstance(target.store, RemoteStore) == (target.kind == "server")
+
+
+async def test_model(target: Target) -> None:
+    """Random puts, deletes and batches against a dict; reads, listings and old commits
+    agree with the model."""
+    repo = await target.repo()
+    main = repo.branch()
+    rng = random.Random(7)
+    model: dict[str, bytes] = {}
+    keys = [f"d{d}/k{i:02d}" for d in range(3) for i in range(12)]
+    snapshots: list[tuple[str, dict[str, bytes]]] = []
+    for step in range(4):
+        for _ in range(30):
+            op = rng.random()
+            k = rng.choice(keys)
+            if op < 0.5:
+                v = rng.randbytes(rng.randint(0, 40))
+                await main.put(k, v)
+                model[k] = v
+            elif op < 0.7:
+                await main.delete(k)
+                model.pop(k, None)
+            elif op < 0.85:
+                batch = {rng.choice(keys): rng.randbytes(8) for _ in range(5)}
+                await main.put_many(list(batch.items()))
+                model.update(batch)
+            else:
+                gone = {rng.choice(keys) for _ in range(3)}
+                await main.delete_many(sorted(gone))
+                for g in gone:
+                    model.pop(g, None)
+        for k in keys:
+            assert await main.exists(k) == (k in model), k
+            if k in model:
+                assert await main.get(k) == model[k]
+        assert [e.path async for e in main.list()] == sorted(model)
+        assert [e.path async for e in main.list(prefix="d1/", limit=3)] == sorted(
+            k for k in model if k.startswith("d1/")
+        )[:3]
+        after = sorted(model)[len(model) // 2]
+        assert [e.path async for e in main.list(after=after)] == [
+            k for k in sorted(model) if k > after
+        ]
+        tops = [(e.path, e.common_prefix) async for e in main.list(delimiter="/")]
+        assert tops == [(d, True) for d in sorted({k.split("/")[0] + "/" for k in model})]
+        c = await main.commit(f"step {step}")
+        snapshots.append((c.message, dict(model)))
+    for n, (message, snap) in enumerate(reversed(snapshots)):
+        ref = repo.ref(f"main~{n}")
+        assert (await ref.commit()).message == message
+        assert [e.path async for e in ref.list()] == sorted(snap)
+        for k, v in snap.items():
+            assert await ref.get(k) == v
+
+
+async def test_version_control(target: Target) -> None:
+    repo = await target.repo()
+    main = repo.branch("main")
+    await main.put_many([("a", b"1"), ("b", b"1"), ("c", b"1")])
+    assert {(c.key, c.kind) for c in await main.diff_uncommitted()} == {
+        (b"a", "added"), (b"b", "added"), (b"c", "added"),
+    }  # fmt: skip
+    head = await main.head()
+    assert head.l1 or head.l2
+    base = await main.commit("base", metadata={"job": "t"})
+    assert base.metadata == {"job": "t"} and base.message == "base"
+    assert not (await main.head()).l1
+    with pytest.raises(NothingToCommitError):
+        await main.commit("again")
+
+    dev = await repo.create_branch("dev", source="main")
+    with pytest.raises(RefExistsError):
+        await repo.create_branch("dev", source="main")
+    await dev.put("a", b"dev")
+    await dev.delete("b")
+    await dev.commit("dev work")
+    assert sorted(await repo.list_branches()) == ["dev", "main"]
+    assert [(c.key, c.kind) async for c in repo.diff("main", "dev")] == [
+        (b"a", "changed"), (b"b", "removed"),
+    ]  # fmt: skip
+
+    await main.put("d", b"staged")  # stays staged across the merge
+    result = await repo.merge("dev", into="main")
+    assert result.merged
+    assert await main.get("a") == b"dev" and not await main.exists("b")
+    assert await main.get("d") == b"staged"
+    assert not (await repo.merge("dev", into="main")).merged
+    log = [e.message async for e in repo.log("main")]
+    assert log[1:] == ["base", "Repository created"]
+    assert [e.message async for e in repo.log("main", limit=1)] == [log[0]]
+
+    assert len(await repo.create_tag("v1", "main")) == 64
+    assert await repo.list_tags() == ["v1"]
+    assert await repo.ref("v1").get("a") == b"dev"
+    await repo.delete_tag("v1")
+    assert await repo.list_tags() == []
+
+    # conflict, then source-wins
+    await main.commit("d")
+    await main.put("c", b"main side")
+    await main.commit("main c")
+    await dev.put("c", b"dev side")
+    await dev.commit("dev c")
+    with pytest.raises(MergeConflictError):
+        await repo.merge("dev", into="main")
+    await repo.merge("dev", into="main", strategy="source-wins")
+    assert await main.get("c") == b"dev side"
+
+    # revert the merge, reset staged writes, delete a branch
+    await repo.revert("main", branch="main")
+    assert await repo.ref("main").get("c") == b"main side"
+    await main.put("tmp", b"x")
+    await main.reset()
+    assert not await main.exists("tmp") and await main.diff_uncommitted() == []
+    await repo.delete_branch("dev")
+    assert await repo.list_branches() == ["main"]
+
+
+async def test_objects(target: Target) -> None:
+    repo = await target.repo()
+    main = repo.branch()
+    data = bytes(range(256)) * 100
+    st = await main.upload("tables/t/part-0", data, content_type="text/csv",
+                           metadata={"owner": "etl"})  # fmt: skip
+    assert st.size == len(data) and st.content_type == "text/csv"
+    assert st.metadata == {"owner": "etl"}
+    got = await main.stat_object("tables/t/part-0")
+    assert (got.checksum, got.size, got.physical_address) == (
+        st.checksum, st.size, st.physical_address,
+    )  # fmt: skip
+    async with await main.open("tables/t/part-0") as reader:
+        assert reader.size == len(data)
+        assert await reader.read(1000, 24) == data[1000:1024]
+        assert await reader.read() == data
+        assert b"".join([c async for c in reader]) == data
+    with pytest.raises(ObjectExistsError):
+        await main.upload("tables/t/part-0", b"x", if_absent=True)
+
+    await main.upload("tables/u/part-0", b"u")
+    await main.upload("top", b"t")
+    listed = [
+        (s.path, s.path_type) async for s in main.list_objects(prefix="tables/", delimiter="/")
+    ]
+    assert listed == [("tables/t/", "common_prefix"), ("tables/u/", "common_prefix")]
+    assert [s.path async for s in main.list_objects(amount=2)] == [
+        "tables/t/part-0",
+        "tables/u/part-0",
+    ]
+
+    copy = await main.copy_object("tables/t/part-0", "copies/p0")
+    assert copy.physical_address == st.physical_address
+    await main.link_many([ObjectLink("linked/p0", st.physical_address, st.size, st.checksum)])
+    async with await main.open("linked/p0") as reader:
+        assert await reader.read(0, 10) == data[:10]
+    await main.commit("objects")
+    await main.delete_object("copies/p0")
+    with pytest.raises(ObjectNotFoundError):
+        await main.delete_object("copies/p0")
+    await main.delete_objects(["tables/u/part-0", "never-there"])
+    assert [s.path async for s in main.list_objects()] == ["linked/p0", "tables/t/part-0", "top"]
+    old = repo.ref("main")
+    assert (await old.stat_object("top")).size == 1
+    with pytest.raises(ObjectNotFoundError):
+        await old.stat_object("copies/p0")
+
+
+async def test_same_typed_errors(target: Target) -> None:
+    with pytest.raises(RepositoryNotFoundError):
+        await target.store.get_repository("nosuchrepo")
+    repo = await target.repo()
+    with pytest.raises(RefExistsError):
+        await target.store.create_repository(
+            repo.name, storage_namespace=target.namespace(repo.name)
+        )
+    main = repo.branch()
+    with pytest.raises(NotFoundError):
+        await main.get("missing")
+    with pytest.raises(ObjectNotFoundError):
+        await main.stat_object("missing")
+    with pytest.raises(InvalidInputError):
+        await main.put("", b"empty key")
+    with pytest.raises(RefNotFoundError):
+        await repo.ref("nosuchbranch").get("k")
+    with pytest.raises(RefNotFoundError):
+        await repo.create_branch("x", source="nosuchbranch")
+    with pytest.raises(InvalidInputError):
+        repo.branch("bad name")

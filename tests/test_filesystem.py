@@ -1,0 +1,166 @@
+"""The fsspec filesystem for lsm:// on the embedded store: found through its entry
+point, ls/info/cat (ranged)/open/put/get/rm/cp, pandas read_parquet/to_parquet through
+pyarrow, and transactions that commit and merge on success and leave nothing on
+failure."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import fsspec
+import pandas as pd
+import pytest
+from fsspec.asyn import sync
+
+import lsmstore
+from lsmstore.filesystem import LsmFileSystem
+from tests.helpers.remote import lsm_server  # noqa: F401 - the fixture
+
+
+@pytest.fixture(params=["embedded", "server"])
+def options(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, Any]:
+    """Storage options: the embedded store, or the server through the remote client."""
+    if request.param == "embedded":
+        return {"home": str(tmp_path / "home"), "skip_instance_cache": True}
+    server = request.getfixturevalue("lsm_server")
+    key, secret = server.admin
+    return {"server": server.url, "access_key_id": key, "secret_access_key": secret,
+            "skip_instance_cache": True}  # fmt: skip
+
+
+@pytest.fixture
+def fs(options: dict[str, Any], tmp_path: Path) -> Iterator[LsmFileSystem]:
+    f = fsspec.filesystem("lsm", **options)
+    assert isinstance(f, LsmFileSystem)
+    remote = "server" in options
+    ns = "local://r" if remote else (tmp_path / "ns").as_uri()
+
+    async def create() -> None:
+        store = await f._get_store()
+        await store.create_repository("r", storage_namespace=ns)
+
+    async def delete() -> None:
+        store = await f._get_store()
+        await store.delete_repository("r")
+
+    sync(f.loop, create)
+    yield f
+    sync(f.loop, delete)  # the server outlives the test
+    f.close()
+
+
+def run(fs: LsmFileSystem, fn: Any, *args: Any) -> Any:
+    return sync(fs.loop, fn, *args)
+
+
+def test_entry_point_and_paths() -> None:
+    assert fsspec.get_filesystem_class("lsm") is LsmFileSystem
+    assert LsmFileSystem._strip_protocol("lsm://r/main/a/b/") == "r/main/a/b"
+    assert LsmFileSystem._strip_protocol("lakefs://r/main/x") == "r/main/x"
+
+
+def test_ls_info_cat_open_put_get_rm_cp(fs: LsmFileSystem, tmp_path: Path) -> None:
+    data = bytes(range(256)) * 4096  # 1 MiB
+    fs.pipe("lsm://r/main/dir/big.bin", data)
+    fs.pipe("r/main/dir/sub/small.txt", b"small")
+    fs.pipe("r/main/top.txt", b"top")
+
+    assert fs.ls("r/main", detail=False) == ["r/main/dir", "r/main/top.txt"]
+    listing = {e["name"]: e for e in fs.ls("lsm://r/main/dir")}
+    assert listing["r/main/dir/big.bin"]["size"] == len(data)
+    assert listing["r/main/dir/big.bin"]["type"] == "file"
+    assert listing["r/main/dir/sub"]["type"] == "directory"
+    assert fs.ls("r", detail=False) == ["r/main"]
+    assert fs.info("r/main/dir")["type"] == "directory"
+    assert fs.info("r/main/top.txt")["size"] == 3
+    assert fs.isfile("r/main/top.txt") and fs.isdir("r/main/dir/sub")
+    assert not fs.exists("r/main/nope")
+    assert sorted(fs.find("r/main/dir")) == ["r/main/dir/big.bin", "r/main/dir/sub/small.txt"]
+    with pytest.raises(FileNotFoundError):
+        fs.info("r/main/nope")
+    with pytest.raises(FileNotFoundError):
+        fs.ls("nosuchrepo/main")
+
+    assert fs.cat_file("r/main/dir/big.bin", start=1000, end=1010) == data[1000:1010]
+    assert fs.cat_file("r/main/dir/big.bin", start=-5) == data[-5:]
+    with fs.open("r/main/dir/big.bin", "rb", block_size=64 << 10) as f:
+        f.seek(500_000)
+        assert f.read(100) == data[500_000:500_100]
+        assert f.tell() == 500_100
+        f.seek(-10, 2)
+        assert f.read() == data[-10:]
+
+    with fs.open("r/main/written.bin", "wb", block_size=5 << 20) as f:
+        for _ in range(3):
+            f.write(data)
+    assert fs.cat("r/main/written.bin") == data * 3
+    with pytest.raises(FileExistsError):
+        with fs.open("r/main/top.txt", "xb") as f:
+            f.write(b"again")
+
+    local = tmp_path / "local.txt"
+    local.write_bytes(b"from disk")
+    fs.put(str(local), "r/main/up/local.txt")
+    fs.get("r/main/up/local.txt", str(tmp_path / "back.txt"))
+    assert (tmp_path / "back.txt").read_bytes() == b"from disk"
+
+    fs.cp("r/main/top.txt", "r/main/copy.txt")
+    assert fs.cat("r/main/copy.txt") == b"top"
+    fs.rm("r/main/copy.txt")
+    assert not fs.exists("r/main/copy.txt")
+    fs.rm("r/main/dir", recursive=True)
+    assert not fs.exists("r/main/dir/big.bin") and not fs.exists("r/main/dir/sub/small.txt")
+
+
+def test_pandas_parquet_round_trip(fs: LsmFileSystem, options: dict[str, Any]) -> None:
+    df = pd.DataFrame({"id": range(1000), "name": [f"n{i}" for i in range(1000)]})
+    opts = options
+    df.to_parquet("lsm://r/main/t.parquet", storage_options=opts)
+    back = pd.read_parquet("lsm://r/main/t.parquet", storage_options=opts)
+    pd.testing.assert_frame_equal(back, df)
+
+    async def commit() -> None:
+        store = await fs._get_store()
+        repo = await store.get_repository("r")
+        await repo.branch("main").commit("table t")
+        await repo.create_branch("dev", source="main")
+
+    run(fs, commit)
+    df2 = df.assign(name=df["name"] + "!")
+    df2.to_parquet("lsm://r/dev/t.parquet", storage_options=opts)
+    pd.testing.assert_frame_equal(
+        pd.read_parquet("lsm://r/dev/t.parquet", storage_options=opts), df2
+    )
+    pd.testing.assert_frame_equal(
+        pd.read_parquet("lsm://r/main/t.parquet", storage_options=opts), df
+    )
+
+
+def test_transaction_commits_and_merges_or_discards(fs: LsmFileSystem) -> None:
+    with fs.transaction("r", "main", message="load") as tx:
+        assert tx.branch.startswith("tx-")
+        fs.pipe(f"r/{tx.branch}/a.csv", b"a")
+        fs.pipe(tx.uri("b.csv"), b"b")
+        assert not fs.exists("r/main/a.csv")  # not on main until the block succeeds
+    assert fs.cat("r/main/a.csv") == b"a" and fs.cat("r/main/b.csv") == b"b"
+    assert fs.ls("r", detail=False) == ["r/main"]  # the temporary branch is gone
+
+    async def log() -> list[str]:
+        store = await fs._get_store()
+        repo = await store.get_repository("r")
+        return [e.message async for e in repo.log("main", first_parent=False)]
+
+    assert "load" in run(fs, log)
+
+    with pytest.raises(RuntimeError, match="boom"):
+        with fs.transaction("r", "main") as tx:
+            fs.pipe(tx.uri("c.csv"), b"c")
+            raise RuntimeError("boom")
+    assert not fs.exists("r/main/c.csv")
+    assert fs.ls("r", detail=False) == ["r/main"]
+
+    with pytest.raises(lsmstore.InvalidInputError):
+        with fs.transaction:
+            pass

@@ -1,0 +1,110 @@
+"""deploy/: every command line in the systemd units, the compose file and the
+Kubernetes manifests is accepted by the real command-line parser with its configuration,
+every probe path answers 200 on a real server, and grace periods outlast the drain."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+import committer.__main__ as committer_cli
+import compactor.__main__ as compactor_cli
+from lsmstore.config import load_config
+from lsmstore.server import __main__ as server_cli
+from lsmstore.testing.server_process import ServerProcess
+
+DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
+CONFIG_PATH = "/etc/lsmstore/lsmstore.toml"
+
+
+def _k8s() -> list[dict[str, Any]]:
+    docs: list[dict[str, Any]] = []
+    for f in sorted((DEPLOY / "kubernetes").glob("*.yaml")):
+        docs += [d for d in yaml.safe_load_all(f.read_text()) if d]
+    return docs
+
+
+def _containers() -> list[dict[str, Any]]:
+    return [
+        c
+        for d in _k8s()
+        if d["kind"] == "Deployment"
+        for c in d["spec"]["template"]["spec"]["containers"]
+    ]
+
+
+def _commands() -> list[list[str]]:
+    cmds: list[list[str]] = []
+    for unit in sorted((DEPLOY / "systemd").glob("*.service")):
+        line = re.search(r"^ExecStart=(.+)$", unit.read_text(), re.M)
+        assert line, unit
+        argv = shlex.split(line.group(1))
+        cmds.append([Path(argv[0]).name, *argv[1:]])
+    compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    for name in ("server", "compactor", "committer"):
+        cmds.append(compose["services"][name]["command"])
+    cmds += [c["command"] for c in _containers()]
+    return cmds
+
+
+def _config_file(tmp_path: Path) -> Path:
+    """The ConfigMap's lsmstore.toml (the files the commands name are /etc paths)."""
+    cm = next(d for d in _k8s() if d["kind"] == "ConfigMap")
+    path = tmp_path / "configmap.toml"
+    path.write_text(cm["data"]["lsmstore.toml"])
+    return path
+
+
+def test_every_command_line_is_accepted_by_the_real_cli(tmp_path: Path) -> None:
+    configs = [DEPLOY / "lsmstore.toml", _config_file(tmp_path)]
+    cmds = _commands()
+    assert {c[0] for c in cmds} == {"lsmstore-server", "lsmstore-compactor", "lsmstore-committer"}
+    for cmd in cmds:
+        for config in configs:
+            args = [str(config) if a == CONFIG_PATH else a for a in cmd[1:]]
+            if cmd[0] == "lsmstore-server":
+                parsed = server_cli.parser().parse_args(args)
+                cfg = server_cli.config_from(parsed)
+                assert cfg.server_port == 8000
+            elif cmd[0] == "lsmstore-compactor":
+                parsed = compactor_cli.parser().parse_args(args)
+                load_config(parsed.refstore, config=parsed.config, environ={})
+            else:
+                parsed = committer_cli.parser().parse_args(args)
+                load_config(parsed.refstore, config=parsed.config, environ={})
+
+
+def test_grace_periods_outlast_the_drain(tmp_path: Path) -> None:
+    drain = load_config(config=_config_file(tmp_path), environ={}).server_drain_timeout_s
+    server = next(d for d in _k8s() if d["kind"] == "Deployment"
+                  and d["metadata"]["name"] == "lsmstore-server")  # fmt: skip
+    assert server["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] > drain + 5
+    unit = (DEPLOY / "systemd" / "lsmstore-server.service").read_text()
+    stop = int(re.search(r"^TimeoutStopSec=(\d+)", unit, re.M).group(1))  # type: ignore[union-attr]
+    deploy_drain = tomllib.loads((DEPLOY / "lsmstore.toml").read_text())["server"][
+        "drain_timeout_s"
+    ]
+    assert stop > deploy_drain
+    compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    assert int(compose["services"]["server"]["stop_grace_period"].rstrip("s")) > deploy_drain
+    assert any(d["kind"] == "PodDisruptionBudget" for d in _k8s())
+
+
+def test_every_probe_path_answers(server: ServerProcess) -> None:
+    paths = set()
+    for c in _containers():
+        for probe in ("livenessProbe", "readinessProbe"):
+            if probe in c:
+                paths.add(c[probe]["httpGet"]["path"])
+    compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    test = " ".join(compose["services"]["server"]["healthcheck"]["test"])
+    paths |= set(re.findall(r"http://[^/]+(/[a-z]+)", test))
+    assert paths == {"/healthz", "/readyz"}
+    for p in paths:
+        assert httpx.get(server.url + p).status_code == 200, p

@@ -1,0 +1,309 @@
+"""The lsmstore Spark data source on a local SparkSession: reads equal the client's
+listing (committed, staged, prefixed, objects and raw), writes stage a job as one unit,
+and a job's failed, duplicated or aborted attempts leave each record once or nothing."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import lsmstore
+from compactor.garbage import Sweeper
+from compactor.testing import staged_files
+from lsmstore.objects.model import ObjectLink
+from lsmstore.spark import save
+from lsmstore.spark.source import LsmWriter, Options
+from lsmstore.storage.url import open_object_store
+
+pytestmark = pytest.mark.timeout(600)
+
+SMALL_RANGES = {"commit_range_min_bytes": 512, "commit_range_max_bytes": 2048}
+
+
+class Env:
+    def __init__(self, tmp: Path, store: lsmstore.Store) -> None:
+        self.tmp = tmp
+        self.store = store
+        self.refstore_url = f"local://{tmp / 'refs'}"
+        self.ns = (tmp / "ns").as_uri()
+
+    def opts(self, **extra: str) -> dict[str, str]:
+        return {"refstore": self.refstore_url, "partitionBytes": "4096", **extra}
+
+
+@pytest.fixture
+async def env(tmp_path: Path) -> AsyncIterator[Env]:
+    async with lsmstore.connect(
+        f"local://{tmp_path / 'refs'}",
+        batch_interval_ms=2,
+        compaction_in_process="off",
+        **SMALL_RANGES,
+    ) as store:
+        e = Env(tmp_path, store)
+        await store.create_repository("r", storage_namespace=e.ns)
+        yield e
+
+
+def read(spark: Any, url: str, **options: str) -> list[Any]:
+    return spark.read.format("lsmstore").options(**options).load(url).collect()
+
+
+async def in_thread(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """Spark calls block: run them off the event loop."""
+    return await asyncio.to_thread(fn, *args, **kwargs)
+
+
+async def client_raw(
+    branch: lsmstore.Branch | lsmstore.Ref, prefix: str = ""
+) -> dict[bytes, bytes]:
+    out = {}
+    async for e in branch.list(prefix):
+        out[e.key] = await branch.get(e.key)
+    return out
+
+
+async def test_raw_read_of_a_branch_with_staged_changes(spark: Any, env: Env) -> None:
+    repo = await env.store.get_repository("r")
+    main = repo.branch("main")
+    await main.put_many([(f"k{i:04d}", f"v{i}".encode()) for i in range(600)])
+    await main.commit("base")
+    await main.put_many([(f"k{i:04d}", b"staged") for i in range(0, 600, 7)])
+    await main.flush()
+    await main.delete_many([f"k{i:04d}" for i in range(3, 600, 11)])
+    await main.put("zz-new", b"only staged")
+    await main.flush()
+    rows = await in_thread(read, spark, "lsm://r/main", **env.opts(format="raw"))
+    got = {bytes(r.key): bytes(r.value) for r in rows}
+    assert got == await client_raw(main)
+    assert len(rows) == len(got)  # each key once
+    plan_parts = (
+        spark.read.format("lsmstore")
+        .options(**env.opts(format="raw"))
+        .load("lsm://r/main")
+        .rdd.getNumPartitions()
+    )
+    assert plan_parts > 1  # several partitions over several ranges
+    # A prefix: the same as the client's prefixed listing.
+    rows = await in_thread(read, spark, "lsm://r/main/k01", **env.opts(format="raw"))
+    assert {bytes(r.key): bytes(r.value) for r in rows} == await client_raw(main, "k01")
+    # The commit alone (a ref expression other than a bare branch).
+    head = (await main.head()).base
+    rows = await in_thread(read, spark, f"lsm://r/{head}", **env.opts(format="raw"))
+    assert {bytes(r.key) for r in rows} == {f"k{i:04d}".encode() for i in range(600)}
+
+
+async def test_objects_read_equals_list_objects(spark: Any, env: Env) -> None:
+    repo = await env.store.get_repository("r")
+    main = repo.branch("main")
+    await main.upload("docs/a.txt", b"hello", content_type="text/plain", metadata={"x": "1"})
+    links = [
+        ObjectLink(f"data/{i:03d}.bin", f"{env.ns}/data/ext-{i}", size=i, checksum=f"e{i}")
+        for i in range(50)
+    ]
+    await main.link_many(links)
+    await main.commit("objects")
+    await main.link_many([ObjectLink("data/007.bin", f"{env.ns}/data/new", size=1, checksum="n")])
+    await main.delete_object("data/008.bin")
+    await main.flush()
+    rows = await in_thread(read, spark, "lsm://r/main", **env.opts())
+    want = [s async for s in main.list_objects()]
+    assert [r.path for r in rows] == [s.path for s in want]
+    for r, s in zip(rows, want, strict=True):
+        assert (r.physical_address, r.size, r.checksum, r.mtime, r.content_type) == (
+            s.physical_address,
+            s.size,
+            s.checksum,
+            s.mtime,
+            s.content_type,
+        )
+        assert dict(r.metadata or {}) == s.metadata
+    rows = await in_thread(read, spark, "lsm://r/main/docs/", **env.opts())
+    assert [r.path for r in rows] == ["docs/a.txt"]
+
+
+def write_rows(spark: Any, url: str, rows: list[tuple[str, bytes]], **options: str) -> None:
+    df = spark.createDataFrame(rows, "key string, value binary")
+    save(df, url, partitions=3, format="raw", **options)
+
+
+async def test_write_stages_the_job_as_one_group(spark: Any, env: Env) -> None:
+    repo = await env.store.get_repository("r")
+    main = repo.branch("main")
+    await main.put("k0001", b"old")
+    await main.flush()
+    before = await main.head()
+    rows = [(f"k{i:04d}", f"job-{i}".encode()) for i in range(300)]
+    await in_thread(write_rows, spark, "lsm://r/main", rows, **env.opts())
+    after = await main.head()
+    assert after.l1[: len(before.l1)] == before.l1
+    job_files = after.l1[len(before.l1) :]
+    assert len(job_files) >= 2  # one file or more per task, staged together
+    assert await client_raw(main) == {k.encode(): v for k, v in rows}  # newer than "old"
+
+
+async def test_direct_commit(spark: Any, env: Env) -> None:
+    repo = await env.store.get_repository("r")
+    main = repo.branch("main")
+    await main.put_many([(f"b{i:04d}", b"base") for i in range(200)])
+    await main.commit("base")
+    await main.put("staged", b"stays staged")
+    await main.flush()
+    base = (await main.head()).base
+    objects = open_object_store(env.ns)
+    files_before = await staged_files(objects, "main")
+    rows = [(f"k{i:04d}", f"job-{i}".encode()) for i in range(300)]
+    await in_thread(write_rows, spark, "lsm://r/main", rows, **env.opts(commit="direct"))
+    head = await main.head()
+    assert head.base != base and len(head.l1) == 1  # staged changes stay staged
+    commit = await repo.ref(head.base).commit()
+    assert commit.parents == (base,)
+    got = await client_raw(repo.ref(head.base))
+    assert got == {
+        **{f"b{i:04d}".encode(): b"base" for i in range(200)},
+        **{k.encode(): v for k, v in rows},
+    }
+    assert await main.get("staged") == b"stays staged"
+    # The job's staging files are gone: nothing left for the sweep.
+    assert await staged_files(objects, "main") == files_before
+
+
+def _writer(env: Env) -> LsmWriter:
+    return LsmWriter(Options.parse({"path": "lsm://r/main", "format": "raw", **env.opts()}))
+
+
+class Row(dict[str, Any]):
+    pass
+
+
+def _rows(keys: range) -> list[Row]:
+    return [Row(key=f"k{i:04d}", value=f"v{i}".encode()) for i in keys]
+
+
+async def test_failed_and_speculative_attempts_stage_once(env: Env) -> None:
+    """Spark commits one message per task; other attempts' files are never staged and
+    the staging sweep collects them after the grace period."""
+    repo = await env.store.get_repository("r")
+    main = repo.branch("main")
+    w = await in_thread(_writer, env)
+    failed = await in_thread(w.write, iter(_rows(range(0, 100))))  # its task then failed
+    retried = await in_thread(w.write, iter(_rows(range(0, 100))))
+    other = await in_thread(w.write, iter(_rows(range(100, 200))))
+    speculative = await in_thread(w.write, iter(_rows(range(100, 200))))  # the loser
+    await in_thread(w.commit, [retried, other])
+    await in_thread(w.commit, [retried, other])  # a re-sent commit: no-op
+    head = await main.head()
+    assert set(head.l1) == {f.file_id for m in (retried, other) for f in m.files}
+    assert len(await client_raw(main)) == 200
+    objects = open_object_store(env.ns)
+    strays = {f.file_id for m in (failed, speculative) for f in m.files}
+    assert strays <= {f for _, f in await staged_files(objects, "main")}
+    clock_now = [0.0]
+    import time as _time
+
+    sweeper = Sweeper(60.0, clock=lambda: _time.time() + clock_now[0])
+    clock_now[0] = 61
+    await sweeper.sweep(env.store.refstore, "r", objects)
+    clock_now[0] = 122
+    await sweeper.sweep(env.store.refstore, "r", objects)
+    left = {f for _, f in await staged_files(objects, "main")}
+    assert not strays & left and set(head.l1) <= left
+
+
+async def test_aborted_job_leaves_nothing(env: Env) -> None:
+    repo = await env.store.get_repository("r")
+    main = repo.branch("main")
+    before = await main.head()
+    w = await in_thread(_writer, env)
+    done = await in_thread(w.write, iter(_rows(range(0, 100))))
+    await in_thread(w.abort, [done, None])
+    assert await main.head() == before
+    objects = open_object_store(env.ns)
+    assert await staged_files(objects, "main") == {("L1", f) for f in before.l1}
+
+
+async def test_overlapping_tasks_are_refused_and_cleaned(env: Env) -> None:
+    repo = await env.store.get_repository("r")
+    main = repo.branch("main")
+    before = await main.head()
+    w = await in_thread(_writer, env)
+    a = await in_thread(w.write, iter(_rows(range(0, 100))))
+    b = await in_thread(w.write, iter(_rows(range(50, 150))))
+    with pytest.raises(lsmstore.InvalidInputError, match="overlap"):
+        await in_thread(w.commit, [a, b])
+    assert await main.head() == before
+    objects = open_object_store(env.ns)
+    assert await staged_files(objects, "main") == {("L1", f) for f in before.l1}
+    with pytest.raises(lsmstore.InvalidInputError, match="twice"):
+        await in_thread(w.write, iter(_rows(range(0, 3)) + _rows(range(2, 3))))
+
+
+def _fail_once(marker: str) -> Any:
+    def fn(key: str) -> str:
+        p = Path(marker)
+        if key == "k0150" and not p.exists():
+            p.write_text("failed once")
+            raise RuntimeError("injected task failure")
+        return key
+
+    return fn
+
+
+async def test_a_task_failing_once_is_retried_end_to_end(spark: Any, env: Env) -> None:
+    from pyspark.sql import functions as F
+
+    marker = str(env.tmp / "failed-once")
+    fail = F.udf(_fail_once(marker), "string")
+
+    def job() -> None:
+        df = spark.createDataFrame(
+            [(f"k{i:04d}", f"v{i}".encode()) for i in range(300)], "key string, value binary"
+        )
+        save(
+            df.withColumn("key", fail("key")),
+            "lsm://r/main",
+            partitions=3,
+            format="raw",
+            **env.opts(),
+        )
+
+    await in_thread(job)
+    assert await asyncio.to_thread(Path(marker).exists)
+    repo = await env.store.get_repository("r")
+    got = await client_raw(repo.branch("main"))
+    assert got == {f"k{i:04d}".encode(): f"v{i}".encode() for i in range(300)}
+
+
+async def test_a_failing_job_is_aborted_end_to_end(spark: Any, env: Env) -> None:
+    from pyspark.sql import functions as F
+
+    def always(key: str) -> str:
+        if key == "k0250":
+            raise RuntimeError("this partition always fails")
+        return key
+
+    fail = F.udf(always, "string")
+    repo = await env.store.get_repository("r")
+    main = repo.branch("main")
+    before = await main.head()
+
+    def job() -> None:
+        df = spark.createDataFrame(
+            [(f"k{i:04d}", b"x") for i in range(300)], "key string, value binary"
+        )
+        save(
+            df.withColumn("key", fail("key")),
+            "lsm://r/main",
+            partitions=3,
+            format="raw",
+            **env.opts(),
+        )
+
+    with pytest.raises(Exception, match="always fails"):
+        await in_thread(job)
+    assert await main.head() == before
+    objects = open_object_store(env.ns)
+    assert await staged_files(objects, "main") == {("L1", f) for f in before.l1}

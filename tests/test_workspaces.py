@@ -1,0 +1,163 @@
+"""Workspaces through the client (Branch.stash / Branch.pop / Repository.workspaces)
+on the embedded store and on Redis, and through the command: staged changes move as
+ids, pop lands on top of another branch's staged writes, races with writers and the
+compactor lose no acknowledged write, and bad names give typed errors and exit codes.
+(File-level behaviour -- reads of popped files, compaction, GC of dropped workspaces
+-- is tests/test_workspace_files.py.)"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import lsmstore
+from compactor.job import CompactionJob
+from compactor.testing import make_config
+from lsmstore.cli.exitcodes import ExitCode
+from lsmstore.errors import (
+    NothingToCommitError,
+    WorkspaceExistsError,
+    WorkspaceNotFoundError,
+)
+from tests.helpers.cli import Cli
+
+
+@pytest.fixture(params=["embedded", "redis"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Any]:
+    url = None
+    if request.param == "redis":
+        url = f"{request.getfixturevalue('redis_server_url')}?prefix=w{uuid.uuid4().hex[:8]}:"
+    async with lsmstore.connect(
+        url, home=str(tmp_path / "home"), batch_interval_ms=1, compaction_in_process="off"
+    ) as s:
+        yield s
+
+
+async def test_stash_and_pop(store: Any, tmp_path: Path) -> None:
+    repo = await store.create_repository("w", storage_namespace=(tmp_path / "ns").as_uri())
+    main = repo.branch("main")
+    await main.put_many([("a", b"base-a"), ("b", b"base-b")])
+    await main.commit("base")
+    await main.put("a", b"wip-a")
+    await main.put("c", b"wip-c")
+    await main.delete("b")
+    before = await main.head()
+
+    w = await main.stash("wip")
+    assert (w.name, w.branch, w.base) == ("wip", "main", before.base)
+    assert (w.l1, w.l2) == (before.l1, before.l2)  # the same ids: no file copied
+    after = await main.head()
+    assert after.base == before.base and not after.l1 and not after.l2
+    assert await main.get("a") == b"base-a" and await main.get("b") == b"base-b"
+    assert not await main.exists("c")
+    assert [x.name for x in await repo.workspaces()] == ["wip"]
+    assert (await repo.get_workspace("wip")).l1 == before.l1
+
+    with pytest.raises(NothingToCommitError):
+        await main.stash("empty")
+    await main.put("x", b"1")
+    with pytest.raises(WorkspaceExistsError):
+        await main.stash("wip")
+    assert await main.exists("x")  # a refused stash changed nothing
+
+    # pop onto another branch with its own staged writes: the workspace is newer
+    dev = await repo.create_branch("dev", source="main")
+    await dev.put("a", b"dev-a")
+    await dev.put("d", b"dev-d")
+    head = await dev.pop("wip")
+    assert len(head.l1) >= 2 + len(before.l1)
+    assert await dev.get("a") == b"wip-a"  # the workspace's write wins
+    assert await dev.get("d") == b"dev-d" and await dev.get("c") == b"wip-c"
+    assert not await dev.exists("b")
+    assert await repo.workspaces() == []
+    with pytest.raises(WorkspaceNotFoundError):
+        await dev.pop("wip")
+    c = await dev.commit("popped work")
+    assert c.message == "popped work"
+    assert await repo.ref("dev").get("c") == b"wip-c"
+
+    await main.stash("later")
+    await repo.drop_workspace("later")
+    assert await repo.workspaces() == []
+    with pytest.raises(WorkspaceNotFoundError):
+        await repo.drop_workspace("later")
+
+
+async def test_stash_races_writers_and_compaction(store: Any, tmp_path: Path) -> None:
+    """Writers and compaction jobs run while the branch is stashed and popped back
+    again and again: every acknowledged write ends up readable, none twice-lost."""
+    ns = (tmp_path / "ns").as_uri()
+    repo = await store.create_repository("race", storage_namespace=ns)
+    main = repo.branch("main")
+    await main.put("seed", b"s")
+    acked: dict[str, bytes] = {"seed": b"s"}
+    stop = asyncio.Event()
+
+    async def writer(t: int) -> None:
+        i = 0
+        while not stop.is_set():
+            key = f"w{t}/{i:05d}"
+            await main.put(key, key.encode())
+            acked[key] = key.encode()
+            i += 1
+            await asyncio.sleep(0)
+
+    async def compactor() -> None:
+        cfg = make_config(compaction_l1_files=1)
+        while not stop.is_set():
+            job = CompactionJob(store.refstore, repo.objects, "race", "main", cfg)
+            await job.run()
+            await asyncio.sleep(0.001)
+
+    tasks = [asyncio.create_task(writer(t)) for t in range(4)]
+    tasks.append(asyncio.create_task(compactor()))
+    for n in range(8):
+        await asyncio.sleep(0.02)
+        try:
+            await main.stash(f"s{n}")
+        except NothingToCommitError:
+            continue
+        await main.pop(f"s{n}")
+    stop.set()
+    await asyncio.gather(*tasks)
+    await main.flush()
+    for key, value in acked.items():
+        assert await main.get(key) == value, key
+    assert await repo.workspaces() == []
+
+
+def test_cli_stash_list_show_pop_drop(tmp_path: Path) -> None:
+    cli = Cli(tmp_path / "home")
+    cli("repo", "create", "lsm://ws", check=True)
+    (tmp_path / "f.txt").write_text("hello")
+    cli("fs", "upload", str(tmp_path / "f.txt"), "lsm://ws/main/f.txt", check=True)
+    saved = cli.json("stash", "save", "lsm://ws/main", "wip")
+    assert saved["name"] == "wip" and saved["branch"] == "main" and saved["l1_files"] >= 1
+    assert cli.json("diff", "lsm://ws/main") == []
+    listed = cli.json("stash", "list", "lsm://ws")
+    assert [w["name"] for w in listed] == ["wip"]
+    assert cli("stash", "list", "lsm://ws", check=True).stdout.splitlines()[1].startswith("wip ")
+    assert cli.json("stash", "show", "lsm://ws", "wip")["branch"] == "main"
+
+    again = cli("stash", "save", "lsm://ws/main", "wip")
+    assert again.returncode == ExitCode.NOTHING_TO_COMMIT  # nothing staged now
+    cli("fs", "upload", str(tmp_path / "f.txt"), "lsm://ws/main/g.txt", check=True)
+    taken = cli("stash", "save", "lsm://ws/main", "wip")
+    assert taken.returncode == ExitCode.EXISTS and "wip" in taken.stderr
+    assert "Traceback" not in taken.stderr
+
+    cli("branch", "create", "lsm://ws/dev", "-s", "lsm://ws/main", check=True)
+    cli("pop", "lsm://ws/dev", "wip", check=True)
+    assert [c["path"] for c in cli.json("diff", "lsm://ws/dev")] == ["f.txt"]
+    missing = cli("pop", "lsm://ws/dev", "wip")
+    assert missing.returncode == ExitCode.NOT_FOUND
+
+    cli("stash", "save", "lsm://ws/main", "g", check=True)
+    assert cli("stash", "drop", "lsm://ws", "g").returncode == ExitCode.USAGE  # no --yes
+    cli("stash", "drop", "lsm://ws", "g", "-y", check=True)
+    assert cli.json("stash", "list", "lsm://ws") == []
