@@ -228,9 +228,7 @@ class WorkerProcess:
 
         return await asyncio.wait_for(find(), seconds)
 
-    async def wait_until(
-        self, done: Callable[[], bool], what: str, seconds: float = 300.0
-    ) -> None:
+    async def wait_until(self, done: Callable[[], bool], what: str, seconds: float = 300.0) -> None:
         """Wait (on new log lines) until ``done()`` is true."""
 
         async def poll() -> None:

@@ -23,6 +23,7 @@ from lsmstore.service import (
     ExitCode,
     HealthServer,
     Readiness,
+    Service,
     Shutdown,
     StatusFile,
     add_common_flags,
@@ -281,3 +282,56 @@ def test_exit_codes_are_stable() -> None:
         "UNAVAILABLE": 3,
         "INTERNAL": 70,
     }
+
+
+def test_run_service_exits_after_the_deadline(capsys: pytest.CaptureFixture[str]) -> None:
+    """A body that ignores the stop request (a long sweep) is cancelled one second
+    after the drain deadline: the process always exits, with status 0."""
+    from lsmstore.service import run_service
+
+    async def body(service: Service) -> int:
+        service.readiness.set_started()
+        os.kill(os.getpid(), signal.SIGTERM)
+        await asyncio.Event().wait()  # never notices
+        return int(ExitCode.FAILED)
+
+    args = argparse.Namespace(shutdown_timeout=0.1, log_level="info", log_format="json")
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        assert run_service("svc", args, body) == ExitCode.OK
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+    events = [json.loads(x)["event"] for x in capsys.readouterr().err.splitlines()]
+    assert events[-4:] == ["stopping", "deadline_passed", "readiness", "exited"]
+    assert events[0] == "started"
+
+
+def test_run_service_maps_errors_to_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    from lsmstore.errors import InvalidInputError
+    from lsmstore.service import run_service
+
+    async def bad_config(service: Service) -> int:
+        raise InvalidInputError("no such setting: x")
+
+    async def bug(service: Service) -> int:
+        raise KeyError("oops")
+
+    args = argparse.Namespace(log_level="info", log_format="json")
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        assert run_service("svc", args, bad_config) == ExitCode.USAGE
+        assert run_service("svc", args, bug) == ExitCode.INTERNAL
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+    docs = [json.loads(x) for x in capsys.readouterr().err.splitlines()]
+    assert [d["event"] for d in docs if d["event"] in ("config_error", "crashed")] == [
+        "config_error",
+        "crashed",
+    ]
+    crashed = next(d for d in docs if d["event"] == "crashed")
+    assert "KeyError" in crashed["exc"]
+    assert [d["code"] for d in docs if d["event"] == "exited"] == [2, 70]

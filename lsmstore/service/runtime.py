@@ -98,7 +98,7 @@ async def _amain(name: str, args: argparse.Namespace, body: Body) -> ExitCode:
         started["health_port"] = service.health.port
     log.info("started", extra={"fields": started})
     task: asyncio.Task[int] = asyncio.create_task(body(service))
-    forced = asyncio.create_task(service.shutdown.forced.wait())
+    forced = asyncio.create_task(_force_after_deadline(service.shutdown))
     try:
         await asyncio.wait([task, forced], return_when=asyncio.FIRST_COMPLETED)
         if not task.done():  # a second signal: abandon running work now
@@ -121,6 +121,26 @@ async def _amain(name: str, args: argparse.Namespace, body: Body) -> ExitCode:
         await service.aclose()
         _exited(code)
     return code
+
+
+async def _force_after_deadline(shutdown: Shutdown) -> None:
+    """Returns on a second stop signal, or when the drain deadline has passed after the
+    first: whatever still runs then (a job, a sweep, a listing) is cancelled."""
+    requested = asyncio.create_task(shutdown.requested.wait())
+    forced = asyncio.create_task(shutdown.forced.wait())
+    try:
+        await asyncio.wait([requested, forced], return_when=asyncio.FIRST_COMPLETED)
+        if not forced.done():
+            # the body's own drain uses the same deadline; this is the backstop
+            await asyncio.wait([forced], timeout=shutdown.deadline_s + 1.0)
+        if not forced.done():
+            log.warning(
+                "shutdown deadline passed: abandoning running work",
+                extra={"fields": {"event": "deadline_passed", "deadline_s": shutdown.deadline_s}},
+            )
+    finally:
+        requested.cancel()
+        forced.cancel()
 
 
 def _exited(code: ExitCode) -> None:

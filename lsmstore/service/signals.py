@@ -2,8 +2,10 @@
 
 The first signal asks for a graceful stop: the process starts no new work and gives
 running work ``--shutdown-timeout`` seconds (the deadline) to finish, then abandons it
-(every multi-step operation is crash-safe, see the crash tables in docs/).  A second
-signal abandons running work at once.  Either way the exit status is 0.
+(every multi-step operation is crash-safe, see the crash tables in docs/); one second
+after the deadline :func:`~lsmstore.service.runtime.run_service` cancels whatever
+still runs, so the process always exits.  A second signal abandons running work at
+once.  Either way the exit status is 0.
 """
 
 from __future__ import annotations

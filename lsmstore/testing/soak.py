@@ -55,6 +55,7 @@ BASELINE = FaultPlan(error=0.01, reset_before=0.005, reset_after=0.005, delay=0.
 STORM = FaultPlan(error=0.08, reset_before=0.04, reset_after=0.04, delay=0.1, max_delay_s=0.3)
 EVENTS = (
     "kill_writer",
+    "step_kill_writer",
     "kill_compactor",
     "kill_committer",
     "step_kill_compactor",
@@ -63,7 +64,7 @@ EVENTS = (
     "kill_redis",
     "s3_storm",
 )
-WEIGHTS = (30, 4, 4, 6, 6, 5, 5, 16)
+WEIGHTS = (30, 8, 4, 4, 6, 6, 5, 5, 16)
 WORKER_ENV = {
     "LSMSTORE_COMPACTION_L1_FILES": "4",
     "LSMSTORE_COMMIT_MAX_STAGED_FILES": "6",
@@ -385,7 +386,7 @@ class Soak:
         for wid in range(self.opts.writers):
             await self._start_writer(wid)
 
-    async def _start_writer(self, wid: int) -> None:
+    async def _start_writer(self, wid: int, env: dict[str, str] | None = None) -> None:
         p = self.writers[wid]
         gen = self.generations[wid]
         p.argv = [
@@ -399,11 +400,13 @@ class Soak:
             str(gen),
             str(self.opts.seed),
         ]
-        await p.start()
+        await p.start(env)
 
     def _writer_line(self, proc: Proc, doc: dict[str, Any]) -> None:
         if doc.get("t") in ("begin", "ack", "fail"):
             self.history.record(doc)
+        elif doc.get("t") == "paused" and proc.name in self.paused:
+            self.paused[proc.name].set()
 
     def _worker_line(self, proc: Proc, doc: dict[str, Any]) -> None:
         event = doc.get("event")
@@ -454,6 +457,27 @@ class Soak:
             self.report.kills["writer"] += 1
             self.generations[wid] += 1
             await self._start_writer(wid)
+        elif event == "step_kill_writer":
+            # a writer that stops right after uploading a staging SST, before the
+            # RefStore append: killed there
+            wid = self.rng.randrange(self.opts.writers)
+            p = self.writers[wid]
+            await p.kill()
+            self.generations[wid] += 1
+            paused = self.paused[p.name] = asyncio.Event()
+            await self._start_writer(wid, {"SOAK_WRITER_PAUSE_AT": "staged"})
+            try:
+                await asyncio.wait_for(paused.wait(), STEP_WAIT_S)
+            except TimeoutError:
+                self.report.step_kills[f"{p.name}:staged:not-reached"] += 1
+            else:
+                self.report.step_kills["writer:staged"] += 1
+                self.report.kills["writer"] += 1
+            finally:
+                self.paused.pop(p.name, None)
+            await p.kill()
+            self.generations[wid] += 1
+            await self._start_writer(wid)
         elif event in ("kill_compactor", "kill_committer"):
             p = self.compactor if event == "kill_compactor" else self.committer
             await self._restart_worker(p)
@@ -490,7 +514,7 @@ class Soak:
             # for the worker to reach the step, last), then at random
             schedule = [e for e in EVENTS if not e.startswith("step_")]
             self.rng.shuffle(schedule)
-            schedule += ["step_kill_committer", "step_kill_compactor"]
+            schedule += ["step_kill_writer", "step_kill_committer", "step_kill_compactor"]
             background: set[asyncio.Task[None]] = set()
             while time.monotonic() < deadline:
                 await asyncio.sleep(self.rng.uniform(0.5, 1.5) * self.opts.chaos_every_s)

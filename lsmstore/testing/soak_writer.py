@@ -11,22 +11,35 @@ Every operation is reported on stdout, one JSON object per line, flushed:
 then ``{"t": "ack", "op": ID}`` once acknowledged or ``{"t": "fail", "op": ID,
 "error": E}`` when it raised.  Values are unique (``<id>.<generation>.<op>``).  It runs
 until killed.
+
+``SOAK_WRITER_PAUSE_AT=staged`` (a named step for crash tests): the first time a
+staging SST has been uploaded -- before the RefStore append that would make it
+visible -- the process prints ``{"t": "paused", "step": "staged"}`` and waits forever
+(the soak kills it there).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
 import sys
+from collections.abc import AsyncIterator
 
 import uvloop
 
 import lsmstore
+from lsmstore import layout
 from lsmstore.api import BranchAPI
+from lsmstore.config import load_config
 from lsmstore.errors import LsmError, NothingToCommitError, UnavailableError
 from lsmstore.graveler.record import Record, default_identity
-from lsmstore.staging.files import encode_staging_file
+from lsmstore.staging.files import SST_SUFFIX, encode_staging_file
+from lsmstore.storage.base import ObjectMeta, ObjectStore, PutMode
+from lsmstore.storage.url import open_object_store
+
+PAUSE_ENV = "SOAK_WRITER_PAUSE_AT"
 
 TASKS = 4
 KEYS_PER_TASK = 25
@@ -37,6 +50,44 @@ WEIGHTS = (30, 25, 15, 12, 10, 2)
 def emit(doc: dict[str, object]) -> None:
     sys.stdout.write(json.dumps(doc, separators=(",", ":")) + "\n")
     sys.stdout.flush()
+
+
+class _PauseWhenStaged(ObjectStore):
+    """Passes everything to ``inner``; after the first staging SST is stored, pauses
+    for ever (used only by the soak's step kills)."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        self.inner = inner
+        self.url = inner.url
+
+    async def get(self, key: str) -> bytes:
+        return await self.inner.get(key)
+
+    async def get_range(self, key: str, start: int, end: int) -> bytes:
+        return await self.inner.get_range(key, start, end)
+
+    async def put(self, key: str, data: bytes, mode: PutMode = PutMode.CREATE) -> None:
+        await self.inner.put(key, data, mode)
+        if key.startswith(layout.STAGING) and key.endswith(SST_SUFFIX):
+            emit({"t": "paused", "step": "staged", "key": key})
+            await asyncio.Event().wait()
+
+    async def head(self, key: str) -> ObjectMeta:
+        return await self.inner.head(key)
+
+    async def delete(self, key: str, *, missing_ok: bool = True) -> None:
+        await self.inner.delete(key, missing_ok=missing_ok)
+
+    def list(self, prefix: str = "", *, after: str | None = None) -> AsyncIterator[ObjectMeta]:
+        return self.inner.list(prefix, after=after)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def _open_objects(namespace: str) -> ObjectStore:
+    store = open_object_store(namespace)
+    return _PauseWhenStaged(store) if os.environ.get(PAUSE_ENV) == "staged" else store
 
 
 async def task(
@@ -95,9 +146,8 @@ async def task(
 
 
 async def main(url: str, home: str, repo: str, wid: int, gen: int, seed: int) -> None:
-    async with lsmstore.connect(
-        url, home=home, batch_interval_ms=10, compaction_in_process="off"
-    ) as store:
+    config = load_config(url, home=home, batch_interval_ms=10, compaction_in_process="off")
+    async with lsmstore.Store(config, open_objects=_open_objects) as store:
         while True:  # the RefStore may be down while this process starts
             try:
                 branch = (await store.get_repository(repo)).branch("main")
