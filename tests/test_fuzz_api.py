@@ -46,7 +46,7 @@ TARGETS = [
 #: Families also run through the remote client against a real server process (the
 #: same API over HTTP).  Staged SSTs are not: their raw records are no object entries.
 REMOTE_TARGETS = ["put_get", "put_many", "reads", "refs", "commits"]
-REMOTE_SHARE = 0.25
+REMOTE_SHARE = 0.1
 
 
 def _limit_memory() -> None:
@@ -63,7 +63,7 @@ def test_fuzz(target: str, remote: bool, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LSMSTORE_")}
     env["LSMSTORE_HOME"] = str(tmp_path)
     env["TMPDIR"] = str(tmp_path)
-    if remote:  # a quarter of the inputs: each goes over HTTP to a server process
+    if remote:  # a tenth of the inputs: each goes over HTTP to a server process
         env["FUZZ_SCALE"] = str(float(os.environ.get("FUZZ_SCALE", "1")) * REMOTE_SHARE)
     try:
         proc = subprocess.run(

@@ -693,7 +693,7 @@ class RemoteBranch(_RemoteReads):
         if_absent: bool = False,
     ) -> ObjectStats:
         headers = {"Content-Type": content_type or "application/octet-stream"}
-        for k, v in (metadata or {}).items():
+        for k, v in validate.check_metadata(metadata).items():
             headers[f"x-lakefs-meta-{k}"] = v
         if if_absent:
             headers["If-None-Match"] = "*"
