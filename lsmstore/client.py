@@ -802,19 +802,8 @@ class Branch(_Reads, ObjectWrites):
         max_key, max_value = cfg.max_key_bytes, cfg.max_value_bytes
         records: list[Record] = []
         add = records.append
-        for i, item in enumerate(validate.check_items(items, "put_many items")):
-            n = len(item) if isinstance(item, tuple | list) else 0
-            if n == 2:
-                key, value = item
-                add(make_record(key, value, None, max_key, max_value, defer_identity=True))
-            elif n == 3:
-                key, value, ident = item
-                add(make_record(key, value, ident, max_key, max_value))
-            else:
-                raise InvalidInputError(
-                    f"put_many item {i} must be a (key, value) or (key, value, identity) "
-                    f"tuple, not {validate.preview(item)}"
-                )
+        for key, value, ident in validate.put_items(items):
+            add(make_record(key, value, ident, max_key, max_value, defer_identity=True))
         await self._w().write_many(records)
 
     async def delete(self, key: str | bytes) -> None:

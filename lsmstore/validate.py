@@ -241,6 +241,23 @@ def check_url_text(
     return text
 
 
+def put_items(items: object, what: str = "put_many items") -> Iterator[tuple[Any, Any, Any]]:
+    """``(key, value, identity or None)`` of each ``(key, value)`` or ``(key, value,
+    identity)`` tuple (or list) of ``items``; the key, value and identity themselves are
+    the caller's to check."""
+    for i, item in enumerate(check_items(items, what)):
+        n = len(item) if isinstance(item, tuple | list) else 0
+        if n == 2:
+            yield item[0], item[1], None
+        elif n == 3:
+            yield item[0], item[1], item[2]
+        else:
+            raise InvalidInputError(
+                f"{what}: item {i} must be a (key, value) or (key, value, identity) tuple, "
+                f"not {preview(item)}"
+            )
+
+
 def check_items(value: object, what: str) -> Iterator[Any]:
     """An iterator over an iterable argument (a list of items, of keys...); a ``str``,
     ``bytes`` or mapping is refused (iterating it is almost never what was meant)."""

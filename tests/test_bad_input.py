@@ -382,3 +382,59 @@ async def test_revert_result_is_what_the_docs_say(repo: lsmstore.Repository) -> 
         first.id,
         third.id,
     )
+
+
+# --- the same rules through the remote client (a real server process) -----------------
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    from lsmstore.testing.server_process import start_server
+
+    s = start_server(tmp_path_factory.mktemp("server"))
+    yield s
+    s.stop()
+
+
+async def test_remote_client_checks_arguments_like_the_embedded_one(
+    server: Any, tmp_path: Path
+) -> None:
+    key, secret = server.admin
+    async with lsmstore.connect(
+        server.url, home=str(tmp_path), access_key_id=key, secret_access_key=secret
+    ) as store:
+        repo = await store.create_repository("remote", storage_namespace="local://remote")
+        await repo.create_branch("dev")
+        main = repo.branch()
+        before = await main.head()
+        with pytest.raises(lsmstore.InvalidNameError):
+            repo.branch("")
+        calls: list[Any] = [
+            lambda: main.put_many([("k",)]),
+            lambda: main.put_many(None),
+            lambda: main.put("k", b"v", identity=0.5),
+            lambda: main.delete_many("abc"),
+            lambda: main.link_many(None),
+            lambda: main.delete_objects(None),
+            lambda: main.commit("m", metadata=[("a", "b")], allow_empty=True),
+            lambda: main.commit("m", committer="", allow_empty=True),
+            lambda: main.stage_sst("/tmp/a\0b"),
+            lambda: repo.merge("dev", into=""),
+            lambda: repo.merge("dev", message=5),
+            lambda: repo.revert("main", branch=""),
+            lambda: repo.revert("main", parent="1"),
+            lambda: repo.create_branch("x", source=""),
+        ]
+        for call in calls:
+            with pytest.raises(lsmstore.InvalidInputError):
+                await call()
+        for gen in (
+            lambda: main.list(delimiter=b"\x80"),
+            lambda: main.list(after=5),
+            lambda: repo.log(""),
+            lambda: repo.log(limit=[]),
+            lambda: repo.diff(None, "main"),  # type: ignore[arg-type]
+        ):
+            with pytest.raises(lsmstore.InvalidInputError):
+                [e async for e in gen()]
+        assert await main.head() == before

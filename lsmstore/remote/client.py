@@ -23,10 +23,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
+from lsmstore import refexpr, validate
 from lsmstore.config import Config
 from lsmstore.errors import (
     ClosedError,
     InvalidInputError,
+    InvalidKeyError,
     NotFoundError,
     NothingToCommitError,
     ObjectNotFoundError,
@@ -34,13 +36,14 @@ from lsmstore.errors import (
 )
 from lsmstore.graveler.commit import Commit
 from lsmstore.graveler.diff import Change
+from lsmstore.graveler.merge import STRATEGIES
 from lsmstore.objects import ObjectLink, ObjectStats
 from lsmstore.refstore.base import Ref as RefValue
 from lsmstore.refstore.base import Repository as RepositoryInfo
 from lsmstore.refstore.names import check_ref_name, check_repository_name
 from lsmstore.remote.batcher import Batcher
 from lsmstore.remote.http import HttpTransport, seg
-from lsmstore.staging.keys import check_key
+from lsmstore.staging.keys import check_identity, check_key, check_value
 from lsmstore.staging.reader import Entry, Stat
 from lsmstore.versioning.history import LogEntry
 from lsmstore.versioning.merging import MergeResult
@@ -58,7 +61,23 @@ def _path(key: str | bytes, max_bytes: int) -> str:
     try:
         return k.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise InvalidInputError(f"key {key!r}: the server takes UTF-8 paths only") from e
+        raise InvalidKeyError(
+            f"key {validate.preview(k)}: the server takes UTF-8 paths only"
+        ) from e
+
+
+def _text(value: object, what: str) -> str | None:
+    """A listing argument as the server takes it: None, or UTF-8 text."""
+    if value is None or isinstance(value, str):
+        return validate.check_optional_str(value, f"list {what}", empty_ok=True)
+    if isinstance(value, bytes | bytearray | memoryview):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidInputError(
+                f"list {what} {validate.preview(value)}: the server takes UTF-8 paths only"
+            ) from None
+    raise InvalidInputError(f"list {what} must be str or bytes, not {type(value).__name__}")
 
 
 def _commit(d: Mapping[str, Any]) -> Commit:
@@ -196,6 +215,7 @@ class RemoteStore:
         self, path: str, params: Mapping[str, Any], limit: int | None, kind: str = ""
     ) -> AsyncIterator[Any]:
         """Every result of a paginated lakeFS listing (at most ``limit``)."""
+        validate.check_optional_int(limit, "listing limit", min_value=0)
         q = dict(params)
         n = 0
         while True:
@@ -289,7 +309,13 @@ class RemoteRepository:
         return self.store.http
 
     def branch(self, name: str | None = None) -> RemoteBranch:
-        return RemoteBranch(self, check_ref_name(name or self.default_branch))
+        return RemoteBranch(self, check_ref_name(self.default_branch if name is None else name))
+
+    def _expression(self, expression: object) -> str:
+        """A ref expression (the default branch for None), checked before it is sent."""
+        if expression is None:
+            return self.default_branch
+        return str(refexpr.parse(expression))  # type: ignore[arg-type]  # raises on junk
 
     def ref(self, expression: str) -> RemoteRef:
         if not isinstance(expression, str) or not expression:
@@ -311,7 +337,7 @@ class RemoteRepository:
         check_ref_name(name)
         await self.http.request(
             "POST", self._base + "/branches",
-            json_body={"name": name, "source": source or self.default_branch},
+            json_body={"name": name, "source": self._expression(source)},
             ok=(201,), kind="create",
         )  # fmt: skip
         return self.branch(name)
@@ -367,7 +393,10 @@ class RemoteRepository:
         limit: int | None = None,
         first_parent: bool = True,
     ) -> AsyncIterator[LogEntry]:
-        path = f"{self._base}/refs/{seg(ref or self.default_branch)}/commits"
+        validate.check_optional_str(after, "log after")
+        validate.check_bool(first_parent, "log first_parent")
+        validate.check_optional_int(limit, "log limit", min_value=0)
+        path = f"{self._base}/refs/{seg(self._expression(ref))}/commits"
         async for d in self.store._pages(
             path, {"after": after, "first_parent": first_parent}, limit, kind="ref"
         ):
@@ -391,9 +420,19 @@ class RemoteRepository:
         committer: str | None = None,
         metadata: Mapping[str, str] | None = None,
     ) -> MergeResult:
-        dest = into or self.default_branch
+        dest = self.branch(into).name
+        refexpr.parse(source)
+        message = validate.check_message(message)
+        validate.check_committer(committer)
+        if strategy not in STRATEGIES:
+            raise InvalidInputError(
+                f"unknown merge strategy {strategy!r}: expected None, 'source-wins' or 'dest-wins'"
+            )
+        body: dict[str, Any] = {
+            "message": message or "",
+            "metadata": validate.check_metadata(metadata),
+        }
         before, _ = await self.resolve_commit(dest)
-        body: dict[str, Any] = {"message": message or "", "metadata": dict(metadata or {})}
         if strategy:
             body["strategy"] = strategy
         try:
@@ -419,7 +458,16 @@ class RemoteRepository:
         committer: str | None = None,
         metadata: Mapping[str, str] | None = None,
     ) -> MergeResult:
-        dest = branch or self.default_branch
+        dest = self.branch(branch).name
+        refexpr.parse(commit)
+        validate.check_int(parent, "revert parent", min_value=1, max_value=2)
+        validate.check_message(message)
+        validate.check_committer(committer)
+        validate.check_metadata(metadata)
+        if strategy not in STRATEGIES:
+            raise InvalidInputError(
+                f"unknown merge strategy {strategy!r}: expected None, 'source-wins' or 'dest-wins'"
+            )
         before, _ = await self.resolve_commit(dest)
         await self.http.request(
             "POST", f"{self._base}/branches/{seg(dest)}/revert",
@@ -478,14 +526,10 @@ class _RemoteReads:
         limit: int | None = None,
         delimiter: str | bytes | None = None,
     ) -> AsyncIterator[Entry]:
-        def text(v: str | bytes | None) -> str | None:
-            return v.decode("utf-8") if isinstance(v, bytes) else v
-
-        if limit is not None and (not isinstance(limit, int) or limit < 0):
-            raise InvalidInputError(f"list limit must be a non-negative int, got {limit!r}")
+        validate.check_optional_int(limit, "list limit", min_value=0)
         async for s in self.list_objects(
-            prefix=text(prefix) or "", delimiter=text(delimiter) or "", after=text(after),
-            amount=limit,
+            prefix=_text(prefix, "prefix") or "", delimiter=_text(delimiter, "delimiter") or "",
+            after=_text(after, "after"), amount=limit,
         ):  # fmt: skip
             if s.path_type == "common_prefix":
                 yield Entry(s.path.encode(), common_prefix=True)
@@ -559,25 +603,26 @@ class RemoteBranch(_RemoteReads):
 
     # --- coalesced writes --------------------------------------------------------------
 
-    def _put_entry(self, key: str | bytes, value: bytes) -> tuple[list[Any], str, int]:
+    def _put_entry(
+        self, key: str | bytes, value: bytes, identity: object = None
+    ) -> tuple[list[Any], str, int]:
+        """Checked like an embedded put; the server derives the identity itself (a given
+        one is checked, then not sent)."""
         path = _path(key, self._max_key)
-        if not isinstance(value, bytes | bytearray | memoryview):
-            raise InvalidInputError(f"value of {key!r} must be bytes, not {type(value).__name__}")
-        max_value = self.repository.store.config.max_value_bytes
-        if len(value) > max_value:
-            from lsmstore.errors import EntryTooLargeError
-
-            raise EntryTooLargeError(f"value of {key!r} is {len(value)} bytes, over {max_value}")
-        return ["put", path, bytes(value)], path, len(value) + len(path)
+        k = path.encode()
+        v = check_value(k, value, self.repository.store.config.max_value_bytes)
+        if identity is not None:
+            check_identity(k, identity)
+        return ["put", path, v], path, len(v) + len(path)
 
     async def put(self, key: str | bytes, value: bytes, *, identity: bytes | None = None) -> None:
-        entry, path, n = self._put_entry(key, value)
+        entry, path, n = self._put_entry(key, value, identity)
         await self._batcher().submit([entry], [path], n)
 
     async def put_many(self, items: Any) -> None:
         entries, paths, n = [], [], 0
-        for item in items:
-            entry, path, size = self._put_entry(item[0], item[1])
+        for key, value, identity in validate.put_items(items):
+            entry, path, size = self._put_entry(key, value, identity)
             entries.append(entry)
             paths.append(path)
             n += size
@@ -589,7 +634,7 @@ class RemoteBranch(_RemoteReads):
         await self._batcher().submit([["delete", path]], [path], len(path))
 
     async def delete_many(self, keys: Iterable[str | bytes]) -> None:
-        paths = [_path(k, self._max_key) for k in keys]
+        paths = [_path(k, self._max_key) for k in validate.check_items(keys, "delete_many keys")]
         if paths:
             await self._batcher().submit(
                 [["delete", p] for p in paths], paths, sum(map(len, paths))
@@ -619,7 +664,9 @@ class RemoteBranch(_RemoteReads):
 
     async def link_many(self, links: Iterable[ObjectLink]) -> None:
         entries, paths = [], []
-        for link in links:
+        for link in validate.check_items(links, "link_many links"):
+            if type(link) is not ObjectLink:
+                raise InvalidInputError(f"link_many takes ObjectLinks, not {type(link).__name__}")
             p = _path(link.path, self._max_key)
             entries.append(
                 ["link", p, link.physical_address, link.size, link.checksum, link.content_type,
@@ -646,7 +693,7 @@ class RemoteBranch(_RemoteReads):
         if_absent: bool = False,
     ) -> ObjectStats:
         headers = {"Content-Type": content_type or "application/octet-stream"}
-        for k, v in (metadata or {}).items():
+        for k, v in validate.check_metadata(metadata).items():
             headers[f"x-lakefs-meta-{k}"] = v
         if if_absent:
             headers["If-None-Match"] = "*"
@@ -663,7 +710,7 @@ class RemoteBranch(_RemoteReads):
         )  # fmt: skip
 
     async def delete_objects(self, paths: Iterable[str]) -> None:
-        batch = list(paths)
+        batch = list(validate.check_items(paths, "delete_objects paths"))
         for i in range(0, len(batch), 1000):
             await self.repository.http.request(
                 "POST", self._b + "/objects/delete", json_body={"paths": batch[i : i + 1000]},
@@ -688,6 +735,10 @@ class RemoteBranch(_RemoteReads):
         committer: str | None = None,
         allow_empty: bool = False,
     ) -> Commit:
+        validate.check_str(message, "commit message", empty_ok=True)
+        validate.check_committer(committer)
+        metadata = validate.check_metadata(metadata, "commit metadata")
+        validate.check_bool(allow_empty, "allow_empty")
         r = await self.repository.http.request(
             "POST", self._b + "/commits",
             json_body={"message": message, "metadata": dict(metadata or {}),
@@ -722,7 +773,16 @@ class RemoteBranch(_RemoteReads):
         return await self.head()
 
     async def stage_sst(self, sst: str | os.PathLike[str] | bytes) -> str:
-        data = sst if isinstance(sst, bytes) else await asyncio.to_thread(Path(sst).read_bytes)
+        if isinstance(sst, bytes | bytearray | memoryview):
+            data = bytes(sst)
+        elif isinstance(sst, str | os.PathLike):
+            path = validate.check_path(sst, "SST path")
+            try:
+                data = await asyncio.to_thread(path.read_bytes)
+            except OSError as e:
+                raise InvalidInputError(f"cannot read SST file {path}: {e}") from e
+        else:
+            raise InvalidInputError(f"stage_sst needs a path or bytes, not {type(sst).__name__}")
         r = await self.repository.http.request(
             "POST", self._lsm + "/sst", data=data,
             headers={"Content-Type": "application/octet-stream"}, ok=(201,), kind="ref",

@@ -37,6 +37,7 @@ from urllib.parse import quote, urlsplit
 
 import aiohttp
 
+from lsmstore import validate
 from lsmstore.errors import (
     ConflictError,
     EntryTooLargeError,
@@ -61,7 +62,9 @@ READ_ATTEMPTS = 3
 
 
 def seg(value: str) -> str:
-    """One URL path segment (``main~1``, ``v1^2`` ... percent-encoded)."""
+    """One URL path segment (``main~1``, ``v1^2`` ... percent-encoded); a name that is
+    not valid text is refused here, before any request."""
+    validate.check_str(value, "name", max_bytes=4096)
     return quote(value, safe="")
 
 
