@@ -73,10 +73,10 @@ def test_every_command_line_is_accepted_by_the_real_cli(tmp_path: Path) -> None:
                 cfg = server_cli.config_from(parsed)
                 assert cfg.server_port == 8000
             elif cmd[0] == "lsmstore-compactor":
-                parsed = compactor_cli.parse_args(args)
+                parsed = compactor_cli.parser().parse_args(args)
                 load_config(parsed.refstore, config=parsed.config, environ={})
             else:
-                parsed = committer_cli._parser().parse_args(args)
+                parsed = committer_cli.parser().parse_args(args)
                 load_config(parsed.refstore, config=parsed.config, environ={})
 
 
