@@ -61,6 +61,10 @@ case "${1:-}" in
     ;;
   bench)
     shift
+    ensure_debs
+    # bench serve drives the server with wrk (a load generator in C)
+    command -v wrk >/dev/null || { [ "$(id -u)" -eq 0 ] && apt-get install -y -qq wrk >/dev/null \
+      || sudo -n apt-get install -y -qq wrk >/dev/null || echo "dev.sh: wrk missing" >&2; }
     ensure_venv "dev,bench,spark"
     exec "$VENV/bin/python" -m bench "$@"
     ;;

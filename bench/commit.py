@@ -38,7 +38,7 @@ from committer.job import CommitResult, commit_branch
 from lsmstore import layout
 from lsmstore.graveler.commit import Commit, write_commit
 from lsmstore.graveler.metarange import store_metarange
-from lsmstore.graveler.range_encoder import RangeEncoder, encode_range
+from lsmstore.graveler.range_encoder import RangeEncoder
 from lsmstore.graveler.ranges import RangePolicy, RangeWriter
 from lsmstore.graveler.record import Record
 from lsmstore.refstore.base import Ref, Repository
@@ -182,14 +182,9 @@ async def run(args: argparse.Namespace) -> None:
         for p in procs:
             encoder = ctx.range_encoder = RangeEncoder(p)
             if p:  # started before the clock runs (a long-lived process has it running)
-                await asyncio.gather(
-                    *(
-                        asyncio.get_running_loop().run_in_executor(
-                            encoder._get_pool(), encode_range, [b"k"], [b"i"], [b"v"]
-                        )
-                        for _ in range(p)
-                    )
-                )
+                encoder.start()
+                while encoder.started < p:  # noqa: ASYNC110  # threads start them
+                    await asyncio.sleep(0.05)
             results = []
             cpu0 = time.process_time()
             for _ in range(args.repeat if c == 1 else 1):

@@ -176,9 +176,13 @@ async def append_l1_file(
 
 
 class WorkerProcess:
-    """``python -m compactor ...`` as a child process whose JSON log lines are collected."""
+    """``python -m compactor ...`` (or another ``module``'s process) as a child process
+    whose JSON log lines (stderr) are collected."""
 
-    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, *args: str, env: dict[str, str] | None = None, module: str = "compactor"
+    ) -> None:
+        self.module = module
         self.args = args
         self.env = {**os.environ, **(env or {})}
         self.proc: asyncio.subprocess.Process | None = None
@@ -191,7 +195,7 @@ class WorkerProcess:
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "compactor",
+            self.module,
             *self.args,
             env=self.env,
             stdout=asyncio.subprocess.DEVNULL,
@@ -223,6 +227,26 @@ class WorkerProcess:
                 await self._new_line.wait()
 
         return await asyncio.wait_for(find(), seconds)
+
+    async def wait_until(
+        self, done: Callable[[], bool], what: str, seconds: float = 300.0
+    ) -> None:
+        """Wait (on new log lines) until ``done()`` is true."""
+
+        async def poll() -> None:
+            while not done():
+                if self._reader is not None and self._reader.done():
+                    self._reader.result()
+                    if done():
+                        return
+                    raise AssertionError(f"worker exited before {what}: {self.raw[-20:]}")
+                self._new_line.clear()
+                await self._new_line.wait()
+
+        await asyncio.wait_for(poll(), seconds)
+
+    def count(self, event: str) -> int:
+        return sum(1 for d in self.lines if d.get("event") == event)
 
     async def wait(self, seconds: float = 60.0) -> int:
         """Wait for the process to exit; its status."""

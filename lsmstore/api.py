@@ -16,6 +16,7 @@ this interface.
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Iterable, Mapping
 from types import TracebackType
 from typing import Any, Protocol, Self, runtime_checkable
@@ -84,6 +85,7 @@ class BranchAPI(ReadsAPI, Protocol):
     async def put_many(self, items: Any) -> None: ...
     async def delete(self, key: str | bytes) -> None: ...
     async def delete_many(self, keys: Iterable[str | bytes]) -> None: ...
+    async def stage_sst(self, sst: str | os.PathLike[str] | bytes) -> str: ...
     async def commit(
         self,
         message: str,

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import uvloop
 
-from lsmstore.testing.servers import MotoServer, moto_server, redis_url
+from lsmstore.testing.servers import MotoServer, WeedServer, moto_server, redis_url, weed_server
 
 # Fixtures of the HTTP server tests (a real server process per module).
 pytest_plugins = ["helpers.server"]
@@ -39,6 +39,13 @@ def moto() -> Iterator[MotoServer]:
 def moto_serial() -> Iterator[MotoServer]:
     """moto serving one request at a time: DynamoDB conditional updates are atomic."""
     with moto_server(threaded=False) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def seaweed() -> Iterator[WeedServer]:
+    """A real S3 server: SeaweedFS ``weed mini`` on loopback (free ports)."""
+    with weed_server() as server:
         yield server
 
 

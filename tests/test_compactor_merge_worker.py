@@ -4,6 +4,7 @@ input, a dead worker and a worker that cannot start each cost one job at most.""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import os
 import random
@@ -242,3 +243,61 @@ async def test_a_worker_that_cannot_start_leaves_the_merge_on_the_loop(
     assert [r.outcome for r in results] == ["compacted"] * 5
     assert merger.restarts == 3 and not merger.available
     assert await branch_state(refstore, objects, REPO, BRANCH) == model
+
+
+ROOT = str(Path(__file__).resolve().parent.parent)
+CLIENT = r"""
+import asyncio, sys
+from compactor.merge_plan import L2Input
+from compactor.merge_worker import MergeWorker
+from compactor.testing import rec
+from lsmstore.staging.files import encode_staging_file
+
+async def main() -> None:
+    sst, _, _ = encode_staging_file([rec("a", "1"), rec("c", "3")], 0.01)
+    worker = MergeWorker()
+
+    async def fetch(i: int) -> tuple[str, bytes]:
+        print(worker.pid, flush=True)  # the worker waits for this L2 file...
+        await asyncio.Event().wait()  # ...forever: the test kills this process now
+        raise AssertionError
+
+    async def ignore(*args: object) -> None:
+        pass
+
+    await worker.run(
+        [("l1", sst)], [L2Input(b"b", b"b", 10_000)], 1 << 20, 0.01,
+        fetch=fetch, on_file=ignore, on_reuse=ignore,
+    )
+
+asyncio.run(main())
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return not any(line.startswith("State:\tZ") for line in f)
+    except FileNotFoundError:
+        return False
+
+
+async def test_the_worker_exits_with_a_client_killed_mid_job(tmp_path: Path) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        CLIENT,
+        stdout=asyncio.subprocess.PIPE,
+        cwd=ROOT,
+    )
+    assert proc.stdout is not None
+    line = await asyncio.wait_for(proc.stdout.readline(), 60)
+    worker_pid = int(line)
+    assert _alive(worker_pid)
+    proc.kill()  # kill -9 the client in the middle of a job
+    await proc.wait()
+    for _ in range(600):  # its stdin closed: the worker exits (within 30 s at most)
+        if not _alive(worker_pid):
+            break
+        await asyncio.sleep(0.05)
+    assert not _alive(worker_pid), "the merge worker outlived its client"

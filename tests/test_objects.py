@@ -241,6 +241,7 @@ async def test_link_checks_addresses_and_sizes(env: Env) -> None:
         base + "/data/../../escape",
         base + "/data//x",
         base + "/_lsm/commits/abc",  # the service's own files
+        base + "/data/nested/_lsm/commits/abc",  # ... of a repository nested inside
         base + "-sibling/data/x",
         "http://example.com/data/x",
         base.replace(base.split("://")[0], "gs", 1) + "/data/x",
@@ -307,6 +308,7 @@ async def test_link_many(env: Env) -> None:
     for bad in (
         ObjectLink("b", f"{base}/data/../_lsm/x", 1, "e"),
         ObjectLink("b", f"{base}/data/a/../../x", 1, "e"),
+        ObjectLink("b", f"{base}/data/n/_lsm/ranges/r", 1, "e"),
         ObjectLink("b", f"{base}/data/ok", -1, "e"),
         ObjectLink("b", f"{base}/data/ok", True, "e"),
         ObjectLink("b", f"{base}/data/ok", 1, ""),
@@ -594,3 +596,29 @@ async def test_objects_on_dynamodb_and_a_memory_namespace(
         assert await (await old.open("a/y")).read(1, 3) == b"234"
         assert (await old.stat_object("a/x")).metadata == {"k": "v"}
         assert [s.path async for s in main.list_objects()] == ["b"]
+
+
+async def test_entries_written_by_lakefs_read_back(env: Env) -> None:
+    """Entries as lakeFS writes them -- including old ones whose address type is
+    BY_PREFIX_DEPRECATED and ones without a content type -- stat, list and open."""
+    from lsmstore.objects.entry import AddressType, ObjectEntry, encode_value
+
+    repo = await env.repo()
+    main = repo.branch()
+    await repo.objects.put("data/old", b"old bytes")
+    base = repo.objects.url.rstrip("/")
+    entries = {
+        "relative-by-prefix": ObjectEntry("data/old", AddressType.BY_PREFIX_DEPRECATED, 9, "e", 7),
+        "full-by-prefix": ObjectEntry(
+            f"{base}/data/old", AddressType.BY_PREFIX_DEPRECATED, 9, "e", 7, 0, ""
+        ),
+    }
+    for path, entry in entries.items():
+        identity, data = encode_value(entry)
+        await main.put(path, data, identity=identity)
+    for path in entries:
+        stats = await main.stat_object(path)
+        assert stats.physical_address == f"{base}/data/old"
+        assert stats.content_type == "application/octet-stream" and stats.mtime == 7
+        assert await (await main.open(path)).read() == b"old bytes"
+    assert [s.physical_address async for s in main.list_objects()] == [f"{base}/data/old"] * 2

@@ -3,7 +3,11 @@ or merge gets the same range and metarange IDs however its ranges are encoded.""
 
 from __future__ import annotations
 
+import asyncio
 import random
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -41,7 +45,13 @@ def changes(rng: random.Random, n: int, space: int) -> Iterator[Record]:
 @pytest.fixture(scope="module")
 def pool() -> Iterator[RangeEncoder]:
     enc = RangeEncoder(2, pool_min_bytes=0)
+    enc.start()
     try:
+        for _ in range(1200):  # the workers start in the background (60 s at most)
+            if enc.started == 2:
+                break
+            time.sleep(0.05)
+        assert enc.started == 2
         yield enc
     finally:
         enc.close()
@@ -95,3 +105,52 @@ async def test_same_ids_in_a_pool_as_in_threads(tmp_path: Path, pool: RangeEncod
     assert [r.id for r in meta.ranges] == [
         r.id for r in (await src.metarange(fresh.metarange_id)).ranges
     ]
+
+
+SCRIPT = r"""
+# no `if __name__ == "__main__":` guard, as many scripts are written
+import asyncio, sys
+from pathlib import Path
+from lsmstore.graveler.apply import write_tree
+from lsmstore.graveler.range_encoder import RangeEncoder
+from lsmstore.graveler.ranges import RangePolicy
+from lsmstore.graveler.record import Record
+from lsmstore.storage.local import LocalStore
+
+with open(sys.argv[1], "a") as f:
+    f.write("ran\n")  # the script's own side effect
+
+async def main() -> None:
+    enc = RangeEncoder(2, pool_min_bytes=0)
+    enc.start()
+    while enc.started < 2:
+        await asyncio.sleep(0.05)
+    store = LocalStore(Path(sys.argv[2]))
+    records = (Record(b"k%06d" % i, b"id", b"v" * 100) for i in range(3000))
+    from lsmstore.graveler.apply import apply_changes
+    from lsmstore.graveler.metarange import EMPTY_METARANGE_ID
+    from lsmstore.graveler.source import DirectSource
+    policy = RangePolicy(min_bytes=8 << 10, max_bytes=32 << 10, raggedness=50)
+    await apply_changes(DirectSource(store), store, EMPTY_METARANGE_ID, records, policy,
+                        encoder=enc)
+    print(enc.ranges_in_pool)
+    enc.close()
+
+asyncio.run(main())
+"""
+
+
+async def test_workers_never_run_the_applications_main_script(tmp_path: Path) -> None:
+    script = tmp_path / "job.py"
+    script.write_text(SCRIPT)
+    marker = tmp_path / "marker"
+    proc = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, str(script), str(marker), str(tmp_path / "store")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert int(proc.stdout.strip()) > 5  # ranges were encoded by the workers
+    assert marker.read_text() == "ran\n"  # and the script ran once, in its own process

@@ -92,3 +92,49 @@ def test_stage_sst_rejects_garbage_and_stages_nothing(admin: httpx.Client) -> No
     assert r.status_code == 400 and r.json()["message"]
     state = admin.get(f"/lsm/repositories/{repo}/branches/main/staging").json()
     assert state["l1"] == []
+
+
+def test_stage_sst_makes_all_its_objects_visible(admin: httpx.Client) -> None:
+    from lsmstore.graveler.record import Record
+    from lsmstore.graveler.sst_writer import write_sst
+    from lsmstore.objects import AddressType, ObjectEntry
+    from lsmstore.objects.entry import encode_value
+
+    repo = make_repo(admin)
+    up = admin.post(f"/repositories/{repo}/branches/main/objects", params={"path": "src"},
+                    content=b"shared data").json()  # fmt: skip
+    address = "data/" + up["physical_address"].rsplit("/data/", 1)[1]
+    records = []
+    for i in range(100):
+        entry = ObjectEntry(address, AddressType.RELATIVE, 11, up["checksum"], 1_700_000_000, 0,
+                            "text/plain", {"n": str(i)})  # fmt: skip
+        identity, value = encode_value(entry)
+        records.append(Record(f"sst/{i:03d}".encode(), identity, value))
+    r = admin.post(f"/lsm/repositories/{repo}/branches/main/sst", content=write_sst(records),
+                   headers={"content-type": "application/octet-stream"})  # fmt: skip
+    assert r.status_code == 201, r.text
+    assert isinstance(r.json()["file_id"], str) and r.json()["file_id"]
+    assert _get(admin, repo, "sst/042").content == b"shared data"
+    listed = admin.get(f"/repositories/{repo}/refs/main/objects/ls",
+                       params={"prefix": "sst/", "amount": 1000}).json()  # fmt: skip
+    assert len(listed["results"]) == 100
+
+
+def test_batch_records_replaced_staged_data_as_garbage_candidates(
+    admin: httpx.Client, server: object
+) -> None:
+    import json
+
+    from lsmstore.objects.garbage import candidates_prefix
+
+    repo = make_repo(admin)
+    assert _batch(admin, repo, [["put", "a", b"first"], ["put", "b", b"kept"]]).status_code == 200
+    first = admin.get(f"/repositories/{repo}/refs/main/objects/stat",
+                      params={"path": "a"}).json()["physical_address"]  # fmt: skip
+    assert _batch(admin, repo, [["put", "a", b"second"], ["delete", "b"]]).status_code == 200
+    home = server.home  # type: ignore[attr-defined]
+    gc_dir = home / "data" / repo / candidates_prefix("main")
+    records = [json.loads(p.read_bytes()) for p in gc_dir.rglob("*.candidates")]
+    replaced = {o["path"]: o["address"] for r in records for o in r["objects"]}
+    assert set(replaced) == {"a", "b"}
+    assert first.endswith(replaced["a"])

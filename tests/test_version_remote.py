@@ -6,8 +6,6 @@ the committer worker."""
 from __future__ import annotations
 
 import asyncio
-import io
-import json
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,6 +16,7 @@ from aiobotocore.session import get_session
 import lsmstore
 from committer.worker import Worker
 from lsmstore.errors import ConflictError, MergeConflictError, NothingToCommitError
+from lsmstore.service import capture_events
 from lsmstore.testing.servers import MotoServer
 
 
@@ -121,11 +120,11 @@ async def test_worker_commits_on_redis_and_s3(
     main = repo.branch()
     await main.put("a", b"1")
     await main.flush()
-    out = io.StringIO()
-    worker = Worker(store.refstore, store.config, force=True, out=out)
-    assert await worker.run_once() == 1
-    await worker.aclose()
-    [line] = [json.loads(x) for x in out.getvalue().splitlines()]
+    with capture_events("committer") as out:
+        worker = Worker(store.refstore, store.config, force=True)
+        assert await worker.run_once() == 1
+        await worker.aclose()
+    [line] = out.events("commit")
     assert line["outcome"] == "committed" and line["repo"] == "repo"
     assert (await main.head()).base == line["commit_id"]
     assert await repo.ref("main").get("a") == b"1"

@@ -1,4 +1,4 @@
-"""``lsmstore serve|compactor|committer|demo``: the long-running services and the demo.
+"""``lsmstore serve|compactor|committer|spark|demo``: the long-running services and the demo.
 
 Each passes its arguments unchanged to the service's own entry point (``lsmstore
 compactor --help`` shows the compactor's flags) and exits with its exit status.
@@ -52,6 +52,12 @@ committer = _service(
     "committer.__main__",
     "Run the committer worker (commits by policy); flags: lsmstore committer --help.",
 )
+spark = _service(
+    "spark",
+    "lsmstore.spark.jobs",
+    "Spark jobs: import an inventory, export a ref, collect garbage (lsmstore[spark]); "
+    "flags: lsmstore spark --help.",
+)
 demo = _service(
     "demo",
     "lsmstore.demo",
@@ -60,5 +66,5 @@ demo = _service(
 
 
 def register(cli: click.Group) -> None:
-    for command in (serve, compactor, committer, demo):
+    for command in (serve, compactor, committer, spark, demo):
         cli.add_command(command)

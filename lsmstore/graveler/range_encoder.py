@@ -9,25 +9,34 @@ event loop goes on merging and cutting the next ranges.  The result is the same
 whichever way a range is encoded -- the ID comes from the records alone -- so a
 commit's range and metarange IDs do not depend on it (``tests/test_range_encoder.py``).
 
-The pool is started on first use, sized to the machine (``os.cpu_count()``) unless
-told otherwise, and uses the ``spawn`` start method (the parent has threads: forking
-it could copy a held lock).  A writer sends its first range, and ranges under
-``pool_min_bytes`` (256 KiB), to a thread, so a commit that rewrites one range never
-waits for the pool to start; a pool that cannot start or breaks is replaced by threads
-for good.
+The workers are started on first use (in the background: until one is up, ranges go to
+threads), as many as the machine has CPUs unless told otherwise.  Each is
+``python -c "from lsmstore.graveler.range_encoder import main; main()"`` talking pickle
+over its stdin and stdout -- not ``multiprocessing``, whose ``spawn`` start method
+re-runs the application's main script in every worker (a script without an
+``if __name__ == "__main__"`` guard would write its data again there).  A worker exits
+when its stdin closes (:meth:`RangeEncoder.close`, or this process dying).  A writer
+sends its first range, and ranges under ``pool_min_bytes`` (256 KiB), to a thread, so a
+commit that rewrites one range never waits for a worker; a worker that dies costs its
+range a thread and is replaced (at most ``MAX_STARTS`` starts per worker).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
-import multiprocessing
 import os
+import pickle
+import queue
+import struct
+import subprocess
+import sys
 import threading
 from collections.abc import Container, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+from typing import IO, Any, BinaryIO
 
 from lsmstore.graveler.record import Record
 from lsmstore.graveler.sst_writer import RANGE, write_committed_sst
@@ -35,6 +44,13 @@ from lsmstore.graveler.sst_writer import RANGE, write_committed_sst
 log = logging.getLogger(__name__)
 
 _sha256 = hashlib.sha256
+_LEN = struct.Struct("<Q")
+#: Worker starts per configured process at most (then threads only).
+MAX_STARTS = 3
+#: Seconds a range waits for an idle worker before it is encoded in a thread instead.
+START_TIMEOUT = 60.0
+#: The directory lsmstore is imported from (the workers import it from there too).
+_ROOT = str(Path(__file__).resolve().parents[2])
 
 
 def range_id(keys: Sequence[bytes], identities: Sequence[bytes]) -> str:
@@ -61,11 +77,58 @@ def encode_range(
     return rid, write_committed_sst(records, RANGE)
 
 
+class _Worker:
+    """One worker process: ``python -c`` running :func:`serve` on its stdin/stdout
+    (blocking I/O, called from a thread, so any event loop may use it)."""
+
+    def __init__(self) -> None:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (_ROOT, env.get("PYTHONPATH")) if p)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", "from lsmstore.graveler.range_encoder import main; main()"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+        )
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self._in, self._out = self.proc.stdin, self.proc.stdout
+        if _read_exactly(self._out, _LEN.size) != _LEN.pack(0):
+            self.kill()
+            raise OSError("range encoder worker did not start")
+
+    def call(self, request: tuple[Any, ...]) -> tuple[Any, ...]:
+        data = pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)
+        self._in.write(_LEN.pack(len(data)))
+        self._in.write(data)
+        self._in.flush()
+        del data
+        head = _read_exactly(self._out, _LEN.size)
+        body = _read_exactly(self._out, _LEN.unpack(head)[0]) if head else None
+        if body is None:
+            raise OSError("range encoder worker exited")
+        answer: tuple[Any, ...] = pickle.loads(body)
+        return answer
+
+    def kill(self) -> None:
+        with contextlib.suppress(OSError):
+            self.proc.kill()
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+            self.proc.wait(5)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._in.close()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+
 class RangeEncoder:
-    """Runs :func:`encode_range` in a thread or in a process pool (module docstring)."""
+    """Runs :func:`encode_range` in a thread or in worker processes (module docstring)."""
 
     def __init__(self, processes: int | None = None, *, pool_min_bytes: int = 256 << 10) -> None:
-        """``processes``: size of the pool (None: ``os.cpu_count()``, or threads only on
+        """``processes``: worker processes (None: ``os.cpu_count()``, or threads only on
         a machine with one CPU); 0: threads only.  Writers send ranges smaller than
         ``pool_min_bytes`` (estimated size) to a thread: shipping them costs more than
         encoding them."""
@@ -76,55 +139,100 @@ class RangeEncoder:
         self.processes = max(0, processes)
         self.ranges_in_pool = 0
         self.ranges_in_thread = 0
-        self._pool: ProcessPoolExecutor | None = None
+        self.restarts = 0
+        self._idle: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
+        self._workers: list[_Worker] = []
+        self._starting = 0
         self._lock = threading.Lock()
-        self._broken = False
+        self._closed = False
 
-    def _get_pool(self) -> ProcessPoolExecutor | None:
-        if not self.processes or self._broken:
-            return None
+    def start(self) -> None:
+        """Start the missing workers in the background (each becomes usable once it has
+        started; until then ranges go to threads)."""
         with self._lock:
-            if self._pool is None:
-                try:
-                    self._pool = ProcessPoolExecutor(
-                        self.processes, mp_context=multiprocessing.get_context("spawn")
-                    )
-                except (OSError, ValueError) as e:
-                    log.warning("range encoder pool did not start (%s); using threads", e)
-                    self._broken = True
-            return self._pool
+            if self._closed:
+                return
+            missing = self.processes - len(self._workers) - self._starting
+            if missing <= 0 or self.restarts >= MAX_STARTS * max(1, self.processes):
+                return
+            self._starting += missing
+            self.restarts += missing
+        for _ in range(missing):
+            threading.Thread(
+                target=self._start_one, name="range-encoder-start", daemon=True
+            ).start()
+
+    @property
+    def started(self) -> int:
+        """Workers up and running."""
+        return len(self._workers)
+
+    def _start_one(self) -> None:
+        try:
+            worker = _Worker()
+        except (OSError, ValueError) as e:
+            log.warning("range encoder worker did not start (%s); using threads", e)
+            with self._lock:
+                self._starting -= 1
+            return
+        with self._lock:
+            self._starting -= 1
+            if self._closed:
+                worker.close()
+                return
+            self._workers.append(worker)
+        self._idle.put(worker)
 
     async def encode(
         self, records: Sequence[Record], skip: Container[str], *, in_pool: bool = True
     ) -> tuple[str, bytes | None]:
-        """:func:`encode_range` of ``records``; in the pool when ``in_pool`` and there
-        is one, else in a thread."""
+        """:func:`encode_range` of ``records``: in a worker process when ``in_pool``
+        and the workers have started (waiting for a busy one), else in a thread."""
         keys = [r[0] for r in records]
         identities = [r[1] for r in records]
         values: list[bytes] = [r[2] for r in records]  # type: ignore[misc]  # no tombstones
-        pool = self._get_pool() if in_pool else None
-        if pool is not None:
-            # sent along (pickled); a Container that is not a set is checked here after
-            frozen = frozenset(skip) if isinstance(skip, set | frozenset) else frozenset()
-            try:
-                out = await asyncio.get_running_loop().run_in_executor(
-                    pool, encode_range, keys, identities, values, frozen
-                )
-            except BrokenProcessPool as e:
-                log.warning("range encoder pool broke (%s); using threads", e)
-                self._broken = True
-            else:
-                self.ranges_in_pool += 1
-                return (out[0], None) if out[0] in skip else out
+        if in_pool and self.processes and not self._closed:
+            self.start()
+            if self._workers:  # started: wait for an idle one
+                # sent along (pickled); a Container that is not a set is checked after
+                frozen = frozenset(skip) if isinstance(skip, set | frozenset) else frozenset()
+                answer = await asyncio.to_thread(self._call, (keys, identities, values, frozen))
+                if answer is not None:
+                    self.ranges_in_pool += 1
+                    rid, sst = answer
+                    return (rid, None) if rid in skip else (rid, sst)
         self.ranges_in_thread += 1
         return await asyncio.to_thread(encode_range, keys, identities, values, skip)
 
+    def _call(self, request: tuple[Any, ...]) -> tuple[str, bytes | None] | None:
+        """Run one request on an idle worker (blocking); None: no answer (the caller
+        encodes in a thread, which raises the real error if there is one)."""
+        try:
+            worker = self._idle.get(timeout=START_TIMEOUT)
+        except queue.Empty:
+            return None
+        try:
+            answer = worker.call(request)
+        except (OSError, ValueError, EOFError, pickle.PickleError) as e:
+            log.warning("range encoder worker lost (%s); starting another", e)
+            worker.kill()
+            with self._lock:
+                if worker in self._workers:
+                    self._workers.remove(worker)
+            self.start()
+            return None
+        self._idle.put(worker)
+        if answer[0] != "ok":
+            return None
+        return answer[1], answer[2]
+
     def close(self) -> None:
-        """Stop the pool (ranges being encoded finish first)."""
+        """Stop the workers (a range being encoded finishes first)."""
         with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=False)
+            self._closed = True
+            workers, self._workers = self._workers, []
+        for w in workers:
+            w.close()
 
 
 _shared: RangeEncoder | None = None
@@ -132,10 +240,54 @@ _shared_lock = threading.Lock()
 
 
 def shared_range_encoder() -> RangeEncoder:
-    """The process's default encoder (a pool sized to the machine, started on first
-    use, stopped at interpreter exit)."""
+    """The process's default encoder (workers sized to the machine, started on first
+    use; they exit when this process does: their stdin closes)."""
     global _shared
     with _shared_lock:
         if _shared is None:
             _shared = RangeEncoder()
         return _shared
+
+
+# --- the worker process ------------------------------------------------------------------
+
+
+def _read_exactly(f: IO[bytes], n: int) -> bytes | None:
+    parts = []
+    while n:
+        chunk = f.read(n)
+        if not chunk:
+            return None
+        parts.append(chunk)
+        n -= len(chunk)
+    return b"".join(parts)
+
+
+def serve(inp: BinaryIO, out: BinaryIO) -> None:
+    """Answer requests ``(keys, identities, values, skip)`` with ``("ok", id, sst)`` or
+    ``("error", text)`` until ``inp`` closes."""
+    out.write(_LEN.pack(0))
+    out.flush()
+    while True:
+        head = _read_exactly(inp, _LEN.size)
+        body = _read_exactly(inp, _LEN.unpack(head)[0]) if head else None
+        if body is None:
+            return
+        answer: tuple[Any, ...]
+        try:
+            keys, identities, values, skip = pickle.loads(body)
+            del body
+            answer = ("ok", *encode_range(keys, identities, values, skip))
+        except Exception as e:
+            answer = ("error", f"{type(e).__name__}: {e}")
+        data = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
+        out.write(_LEN.pack(len(data)))
+        out.write(data)
+        out.flush()
+
+
+def main() -> None:
+    inp, out = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # nothing else may write to the answer pipe
+    with contextlib.suppress(BrokenPipeError, KeyboardInterrupt):
+        serve(inp, out)

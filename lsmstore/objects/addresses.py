@@ -8,7 +8,8 @@ with the relative address.
 
 A linked address (``Branch.link``) must be a full URI inside the namespace -- as lakeFS
 does, one under ``<namespace>/data/`` is stored relative, any other as given -- and
-never under ``_lsm/`` (the service's own files).  Its key part obeys the object-key
+never with an ``_lsm`` segment (the service's own files, of this repository or of one
+whose namespace lies inside this one).  Its key part obeys the object-key
 rules (no empty, ``.`` or ``..`` segment, no control character).  An address outside
 the namespace is refused (:class:`InvalidInputError`) unless it starts with one of the
 repository's *allowed external prefixes*: repository metadata
@@ -33,6 +34,9 @@ from lsmstore.storage.base import check_key
 #: Repository metadata key holding the allowed external prefixes (space-separated).
 ALLOWED_EXTERNAL_PREFIXES_KEY = "lsmstore.allowed_external_prefixes"
 MAX_ADDRESS_BYTES = 4096
+#: A key segment naming the service's own files (of this repository, or of another
+#: whose namespace lies below this one).
+_LSM_SEGMENT = f"/{layout.PREFIX}/"
 #: Keys that pass ``check_key`` and need no unquoting: segments of safe characters
 #: that do not start with a dot.
 PLAIN_KEY = re.compile(r"(?:[A-Za-z0-9_=+-][A-Za-z0-9._=+-]*/)*[A-Za-z0-9_=+-][A-Za-z0-9._=+-]*")
@@ -131,9 +135,9 @@ class Namespace:
         try:
             if address.startswith(self.base):
                 key = self._key_in_namespace(address[len(self.base) :])
-                if key.startswith(layout.PREFIX + "/"):
+                if _LSM_SEGMENT in f"/{key}":
                     raise InvalidInputError(
-                        f"physical address {address!r} is one of the repository's own files"
+                        f"physical address {address!r} is inside a repository's own files"
                     )
                 if key.startswith(layout.DATA):
                     return key, AddressType.RELATIVE
@@ -145,7 +149,7 @@ class Namespace:
                     f"metadata {ALLOWED_EXTERNAL_PREFIXES_KEY!r})"
                 )
             loc = self._external(address)
-            if f"/{layout.PREFIX}/" in f"/{loc.key}":
+            if _LSM_SEGMENT in f"/{loc.key}":
                 raise InvalidInputError(
                     f"physical address {address!r} is inside a repository's own files"
                 )

@@ -51,6 +51,7 @@ from lsmstore.objects.entry import (
     ObjectEntry,
     decode_entry,
     encode_value,
+    parse_entry,
 )
 from lsmstore.objects.garbage import record_candidates
 from lsmstore.objects.model import ObjectLink, ObjectStats
@@ -75,6 +76,7 @@ if TYPE_CHECKING:
     from lsmstore.staging.writer import BranchWriter
 
 _new_tuple = tuple.__new__
+_LSM = f"/{layout.PREFIX}/"
 #: Checksums that need no stripping or checking: MD5 hex, S3 multipart ETags, ...
 _PLAIN_ETAG = re.compile(r"[0-9A-Za-z_.:+/=-]{1,1024}")
 
@@ -98,6 +100,26 @@ _namespaces: weakref.WeakKeyDictionary[Repository, Namespace] = weakref.WeakKeyD
 _path_locks: weakref.WeakValueDictionary[tuple[int, str, str, bytes], asyncio.Lock] = (
     weakref.WeakValueDictionary()
 )
+
+
+def _stats_of(path: str, data: bytes, ns: Namespace) -> ObjectStats:
+    """ObjectStats straight from an entry's bytes (the hot path of stat and list)."""
+    msg = parse_entry(data, path)
+    address = msg.address
+    atype = msg.address_type
+    if atype == 1 or (atype == 0 and "://" not in address):
+        address = ns.base + address
+    md = msg.metadata
+    return ObjectStats(
+        path,
+        "object",
+        address,
+        msg.e_tag,
+        msg.size,
+        msg.last_modified.seconds,
+        msg.content_type or DEFAULT_CONTENT_TYPE,
+        dict(md) if md else {},
+    )
 
 
 def _stats(path: str, entry: ObjectEntry, ns: Namespace) -> ObjectStats:
@@ -152,8 +174,11 @@ class ObjectReads:
         """The object at ``path``: ObjectNotFoundError when absent or deleted,
         InvalidNameError for a bad path, CorruptFileError when the value there is not
         an object entry (e.g. written with ``put``)."""
-        entry, _ = await self._entry(path)
-        return _stats(path, entry, namespace(self.repository))
+        key = check_path(path, self.repository.store.config.max_key_bytes)
+        rec, _ = await self._snapshot_lookup(key)
+        if rec is None or rec.value is None:
+            raise ObjectNotFoundError(path, f"object {path!r} not found in {self._where()}")
+        return _stats_of(path, rec.value, namespace(self.repository))
 
     async def open(self, path: str) -> ObjectReader:
         """A reader of the object's data as of now (see :class:`ObjectReader`)."""
@@ -189,7 +214,7 @@ class ObjectReads:
                 yield ObjectStats(path, "common_prefix")
             else:
                 assert e.value is not None
-                yield _stats(path, decode_entry(e.value, path), ns)
+                yield _stats_of(path, e.value, ns)
 
 
 class ObjectWrites(ObjectReads):
@@ -292,7 +317,11 @@ class ObjectWrites(ObjectReads):
             if if_absent and exists:
                 raise ObjectExistsError(path)
             data_key = layout.data_key(new_file_id(repo.store.clock))
-            await repo.objects.put_stream(data_key, source, PutMode.CREATE)
+            payload = source.small()
+            if payload is not None:  # one put: fewer worker-thread hops than a stream
+                await repo.objects.put(data_key, payload, PutMode.CREATE)
+            else:
+                await repo.objects.put_stream(data_key, source, PutMode.CREATE)
             secs, nanos = self._now()
             entry = ObjectEntry(
                 data_key, AddressType.RELATIVE, source.size, source.md5hex, secs, nanos, ct, md
@@ -433,6 +462,7 @@ class ObjectWrites(ObjectReads):
                 and type(addr) is str
                 and addr.startswith(data_base)
                 and plain_key(addr, plain_at)
+                and _LSM not in addr
                 and type(size) is int
                 and 0 <= size <= MAX_SIZE
                 and type(etag) is str

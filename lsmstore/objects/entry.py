@@ -194,30 +194,39 @@ def encode_value(entry: ObjectEntry) -> tuple[bytes, bytes]:
     )
 
 
-def decode_entry(data: bytes, name: str) -> ObjectEntry:
-    """Parse ``catalog.Entry`` bytes; CorruptFileError naming ``name`` (the path) when
-    they are not one (e.g. a raw value written with ``put``)."""
+def parse_entry(data: bytes, name: str) -> EntryMessage:
+    """The ``catalog.Entry`` message of ``data``, checked: CorruptFileError naming
+    ``name`` (the path) when it is not an object entry (e.g. a raw value written with
+    ``put``): unparseable, no address, a negative size or an unknown address type."""
     msg = EntryMessage()
     try:
         msg.ParseFromString(data)
     except DecodeError as e:
         raise CorruptFileError(name, f"not an object entry: {e}") from None
-    try:
-        address_type = AddressType(msg.address_type)
-    except ValueError:
-        raise CorruptFileError(
-            name, f"not an object entry: unknown address type {msg.address_type}"
-        ) from None
     if not msg.address or msg.size < 0:
         raise CorruptFileError(name, "not an object entry: no address or a negative size")
+    if not 0 <= msg.address_type <= 2:
+        raise CorruptFileError(
+            name, f"not an object entry: unknown address type {msg.address_type}"
+        )
+    return msg
+
+
+_ADDRESS_TYPES = tuple(AddressType)
+
+
+def decode_entry(data: bytes, name: str) -> ObjectEntry:
+    """The entry of ``data`` (see :func:`parse_entry` for the errors)."""
+    msg = parse_entry(data, name)
     ts = msg.last_modified
+    md = msg.metadata
     return ObjectEntry(
         address=msg.address,
-        address_type=address_type,
+        address_type=_ADDRESS_TYPES[msg.address_type],
         size=msg.size,
         etag=msg.e_tag,
         mtime=ts.seconds,
         mtime_nanos=ts.nanos,
         content_type=msg.content_type,
-        metadata=dict(msg.metadata),
+        metadata=dict(md) if md else {},
     )

@@ -55,6 +55,17 @@ class Source:
                 f"iterable of bytes, not {type(data).__name__}"
             )
 
+    def small(self) -> bytes | None:
+        """The whole contents when they are bytes of at most :data:`HASH_IN_THREAD`
+        (hashed here; one ``put`` stores them), else None (stream them)."""
+        data = self._data
+        if not isinstance(data, bytes | bytearray | memoryview) or len(data) > HASH_IN_THREAD:
+            return None
+        payload = bytes(data)
+        self._md5.update(payload)
+        self.size = len(payload)
+        return payload
+
     @property
     def md5hex(self) -> str:
         return self._md5.hexdigest()

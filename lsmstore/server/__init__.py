@@ -7,6 +7,13 @@ tokens), ``routes/`` (one module per resource), ``openapi``, ``metrics``, ``lock
 (per-branch reader/writer locks), ``serve`` (uvicorn, drain), ``__main__`` (CLI).
 """
 
-from lsmstore.server.__main__ import main
+from __future__ import annotations
 
 __all__ = ["main"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m lsmstore.server`` / ``lsmstore serve`` (lsmstore.server.__main__)."""
+    from lsmstore.server.__main__ import main as run
+
+    return run(argv)

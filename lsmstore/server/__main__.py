@@ -20,7 +20,7 @@ from typing import Any
 
 from lsmstore.config import Config, load_config
 from lsmstore.errors import LsmError
-from lsmstore.server.logs import ExitCode, add_common_flags, configure_logging
+from lsmstore.service import ExitCode, add_common_flags, configure_logging
 
 
 def parser() -> argparse.ArgumentParser:
@@ -30,10 +30,17 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, help="port (default 8000; 0 picks a free one)")
     p.add_argument("--tls-cert", help="PEM certificate chain: serve HTTPS")
     p.add_argument("--tls-key", help="PEM private key of --tls-cert")
-    p.add_argument("--drain-timeout", type=float, help="seconds to drain on SIGTERM (30)")
+    p.add_argument(
+        "--drain-timeout",
+        type=float,
+        help="seconds to drain on SIGTERM (server_drain_timeout_s, default 30); "
+        "--shutdown-timeout is the same",
+    )
     p.add_argument(
         "--init", action="store_true", help="create and print an admin key if none exists"
     )
+    # None: the configured server_drain_timeout_s (not the workers' default).
+    p.set_defaults(shutdown_timeout=None)
     sub = p.add_subparsers(dest="command")
     cred = sub.add_parser("credentials", help="manage access keys")
     csub = cred.add_subparsers(dest="action", required=True)
@@ -56,7 +63,7 @@ def config_from(args: argparse.Namespace) -> Config:
         "server_port": args.port,
         "server_tls_cert": args.tls_cert,
         "server_tls_key": args.tls_key,
-        "server_drain_timeout_s": args.drain_timeout,
+        "server_drain_timeout_s": args.drain_timeout or args.shutdown_timeout,
     }
     return load_config(args.refstore, config=args.config, **overrides)
 

@@ -34,6 +34,7 @@ from lsmstore.server.routes import (
     tags,
 )
 from lsmstore.server.routing import Router
+from lsmstore.service import request_context
 
 log = logging.getLogger("lsmstore.server")
 
@@ -122,7 +123,8 @@ class App:
                     if not who.allows(route.permission, repo):
                         raise forbidden(who, route.permission, repo)
                     request.auth = who
-                response = await route.handler(request)
+                with request_context(rid):
+                    response = await route.handler(request)
             except Exception as e:
                 status = status_of(e)
                 if status >= 500 and status != 501 and status != 503:
@@ -144,8 +146,15 @@ class App:
         finally:
             metrics.in_flight.dec()
         status = response.status
+        elapsed = time.perf_counter() - started
         metrics.requests.labels(operation, str(status)).inc()
-        metrics.latency.labels(operation).observe(time.perf_counter() - started)
+        metrics.latency.labels(operation).observe(elapsed)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "%s %s %d", method, path, status,
+                extra={"fields": {"event": "request", "request_id": rid, "operation": operation,
+                                  "status": status, "ms": round(elapsed * 1000, 3)}},
+            )  # fmt: skip
 
     async def _send(self, send: Send, response: Response, rid: str, head: bool) -> None:
         headers: list[tuple[bytes, bytes]] = [(b"x-request-id", rid.encode())]

@@ -32,10 +32,11 @@ import orjson
 
 from lsmstore import layout
 from lsmstore.client import Branch
-from lsmstore.errors import LsmError, UnavailableError
+from lsmstore.errors import LsmError, ObjectNotFoundError, UnavailableError
 from lsmstore.graveler.record import Record
 from lsmstore.objects import AddressType, ObjectEntry, ObjectLink
 from lsmstore.objects.api import namespace
+from lsmstore.objects.entry import decode_entry
 from lsmstore.objects.garbage import record_candidates
 from lsmstore.objects.rules import check_content_type, check_metadata, check_path
 from lsmstore.refstore.names import check_ref_name
@@ -151,7 +152,7 @@ async def apply(branch: Branch, entries: list[Any], json_body: bool) -> int:
     try:
         await asyncio.gather(*(write_data(i, p) for i, p in puts))
         final = [r for r in records if r is not None]
-        olds = await asyncio.gather(*(branch._previous(r.key) for r in final))
+        olds = await _previous_data(branch, [r.key for r in final])
         await branch._w().write_many(final)
     except BaseException as e:
         unknown = not isinstance(e, LsmError) or (
@@ -171,10 +172,41 @@ async def apply(branch: Branch, entries: list[Any], json_body: bool) -> int:
                         pass
         raise
     await branch._replaced(
-        [(r.key, old, new) for r, (_, old), new in zip(final, olds, news, strict=True)],
+        [(r.key, old, new) for r, old, new in zip(final, olds, news, strict=True)],
         "overwritten",
     )
     return len(final)
+
+
+async def _previous_data(branch: Branch, keys: list[bytes]) -> list[str | None]:
+    """Per key, the data address of its *staged* object entry (replaced uncommitted
+    data: a garbage candidate once the batch lands), else None -- what the object
+    layer's per-key ``_previous`` finds, from one snapshot of the branch and without a
+    task per key: warm keys are answered without awaiting."""
+    try:
+        snap = await branch._view.snapshot()
+        out: list[str | None] = []
+        for key in keys:
+            found = snap.lookup_cached(key)
+            if found is None:
+                found = await snap.lookup(key)
+            rec, staged = found
+            out.append(_data_address(rec.value if rec is not None else None, staged))
+        return out
+    except ObjectNotFoundError:  # a staging file collected under the snapshot
+        return [old for _, old in await asyncio.gather(*(branch._previous(k) for k in keys))]
+
+
+def _data_address(value: bytes | None, staged: bool) -> str | None:
+    if value is None or not staged:
+        return None
+    try:
+        entry = decode_entry(value, "")
+    except LsmError:
+        return None  # a raw value: no data of ours behind it
+    if entry.is_relative() and entry.address.startswith(layout.DATA):
+        return entry.address
+    return None
 
 
 def routes(ctx: Context, path: str) -> list[Route]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import inspect
 import time
-from collections.abc import Callable
 from typing import Any
 
 from lsmstore.errors import AlreadyExistsError, ConflictError, NotFoundError, ObjectNotFoundError
@@ -25,15 +24,15 @@ class Timed:
         self._inner = inner
         self._backend = backend
         self._metrics = metrics
-        self._wrapped: dict[str, Callable[..., Any]] = {}
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._inner, name)
-        if name.startswith("_") or not inspect.iscoroutinefunction(attr):
+        if name.startswith("_"):
             return attr
-        hit = self._wrapped.get(name)
-        if hit is not None:
-            return hit
+        if not inspect.iscoroutinefunction(attr):
+            if callable(attr):
+                setattr(self, name, attr)  # a plain method: later lookups skip __getattr__
+            return attr
         seconds = self._metrics.backend_seconds.labels(self._backend, name)
         errors = self._metrics.backend_errors.labels(self._backend, name)
 
@@ -50,6 +49,5 @@ class Timed:
             finally:
                 seconds.observe(time.perf_counter() - started)
 
-        self._wrapped[name] = timed
         setattr(self, name, timed)  # later lookups skip __getattr__
         return timed

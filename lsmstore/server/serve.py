@@ -95,6 +95,12 @@ async def serve(config: Config, *, init: bool = False) -> int:
         from lsmstore.server.credentials import init_admin
 
         await init_admin(ctx.auth)
+    elif not await ctx.auth.has_keys():
+        log.warning(
+            "no access keys exist: every request will be refused; start once with --init "
+            "or run 'credentials create --role admin'",
+            extra={"fields": {"event": "no_keys"}},
+        )
     app = App(ctx, VERSION)
     server = _Uvicorn(uvicorn_config(app, config))
     deadline: list[float] = []

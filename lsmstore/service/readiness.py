@@ -120,6 +120,17 @@ class Readiness:
         if d is not None and not d.up:
             d.failures += 1
             d.error = text
+            log.debug(
+                "%s is still unreachable",
+                name,
+                extra={
+                    "fields": {
+                        "event": "dependency_still_down",
+                        "dependency": name,
+                        "failures": d.failures,
+                    }
+                },
+            )
             return
         self.dependencies[name] = DependencyState(False, self.clock(), text, 1)
         log.warning(
@@ -174,10 +185,16 @@ class StatusFile:
         while True:
             await self._dirty.wait()
             self._dirty.clear()
+            doc = self.readiness.snapshot()
             try:
-                await asyncio.to_thread(self._write, self.readiness.snapshot())
+                await asyncio.to_thread(self._write, doc)
             except OSError as e:
                 log.warning("status file %s: %s", self.path, e)
+            else:
+                log.debug(
+                    "status file written",
+                    extra={"fields": {"event": "status_written", "status": doc["status"]}},
+                )
 
     def _write(self, doc: dict[str, Any]) -> None:
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")

@@ -14,9 +14,12 @@ __all__ = ["Location", "parse_location", "register", "save"]
 
 
 def register(spark: Any) -> None:
-    """Register the ``lsmstore`` data source with a SparkSession."""
+    """Register the ``lsmstore`` data source with a SparkSession, and make the session
+    the calling thread's active one: Spark looks Python data sources up in the JVM
+    thread's active session, which a thread other than the session's creator lacks."""
     from lsmstore.spark.source import LsmDataSource
 
+    spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
     spark.dataSource.register(LsmDataSource)
 
 

@@ -1,0 +1,323 @@
+"""The server under load: lakeFS API calls over HTTP keep-alive, beside the in-process
+library in the same run (the ceiling).
+
+``python -m bench serve [--seconds 10] [--connections 256] [--batch 1000]
+[--refstore URL] [--skip-library]`` (``./dev.sh bench serve``; needs ``wrk``:
+``apt-get install wrk``).
+
+A real server process (``python -m lsmstore.server``, embedded RefStore and local-file
+object store under a fresh ``$LSMSTORE_HOME``, compaction in process) and client
+processes on the same machine:
+
+* **writes/s**: acknowledged single-object writes, one small upload (16 bytes) per
+  request (``POST .../objects?path=<unique>``), ``wrk`` with ``--connections``
+  keep-alive connections (a Lua script makes every path unique);
+* **records/s through the batch endpoint**: ``--batch`` ``link`` entries per request
+  (JSON: wrk cannot send NUL bytes), 8 connections;
+* **stat/s** (``GET .../objects/stat``) and **listing pages/s** (``GET .../objects/ls``,
+  100 entries a page) with ``--connections`` connections;
+* **latency at half load**: an open-loop client (aiohttp, 2 processes) issues uploads
+  at half the measured writes/s for ``--seconds``; latency is counted from each
+  request's scheduled time (p50/p99/p99.9);
+* **library ceiling** (same run): the same operations through ``lsmstore.connect``
+  in one process -- 256 tasks uploading, ``link_many`` of ``--batch`` links, 256 tasks
+  of ``stat_object``.
+
+Prints a Markdown table, with nproc and the load average at the start and the end (the
+machine may be shared).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import multiprocessing
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from lsmstore.testing.server_process import ServerProcess, start_server
+
+REPO = "bench"
+
+UPLOAD_LUA = """
+local counter = 0
+local thread_id = 0
+local threads = {}
+function setup(thread)
+  thread:set("id", thread_id)
+  thread_id = thread_id + 1
+end
+function init(args)
+  prefix = args[1]
+end
+request = function()
+  counter = counter + 1
+  local path = prefix .. "/" .. id .. "/" .. counter
+  return wrk.format("POST", "/api/v1/repositories/bench/branches/main/objects?path=" .. path,
+                    nil, "0123456789abcdef")
+end
+"""
+
+LINK_LUA = """
+local counter = 0
+local thread_id = 0
+function setup(thread)
+  thread:set("id", thread_id)
+  thread_id = thread_id + 1
+end
+function init(args)
+  address = args[1]
+  checksum = args[2]
+end
+request = function()
+  counter = counter + 1
+  local body = '[["link","k/' .. id .. '/' .. counter .. '","' .. address .. '",16,"' ..
+               checksum .. '"]]'
+  local headers = {}
+  for k, v in pairs(wrk.headers) do headers[k] = v end
+  headers["Content-Type"] = "application/json"
+  return wrk.format("POST", "/api/v1/lsm/repositories/bench/branches/main/batch",
+                    headers, body)
+end
+"""
+
+BODY_LUA = """
+local f = io.open("{body}", "rb")
+wrk.body = f:read("*all")
+f:close()
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+"""
+
+
+def _wrk(url: str, connections: int, seconds: float, headers: dict[str, str],
+         script: str | None = None, args: list[str] | None = None) -> dict[str, float]:  # fmt: skip
+    cmd = ["wrk", "-t2", f"-c{connections}", f"-d{max(1, int(seconds))}s", "--latency",
+           "--timeout", "30s"]  # fmt: skip
+    for k, v in headers.items():
+        cmd += ["-H", f"{k}: {v}"]
+    if script:
+        cmd += ["-s", script]
+    cmd.append(url)
+    if args:
+        cmd += ["--", *args]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 120).stdout
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    errors = re.search(r"Socket errors: (.*)", out)
+    lat = {p: _ms(m) for p, m in re.findall(r"^\s+(50|99)%\s+(\S+)", out, re.M)}
+    return {"rps": rps, "non2xx": float(non2xx.group(1)) if non2xx else 0.0,
+            "p50": lat.get("50", 0.0), "p99": lat.get("99", 0.0),
+            "socket_errors": 1.0 if errors else 0.0}  # fmt: skip
+
+
+def _ms(text: str) -> float:
+    m = re.match(r"([\d.]+)(us|ms|s)", text)
+    if not m:
+        return 0.0
+    v, unit = float(m.group(1)), m.group(2)
+    return v / 1000 if unit == "us" else v * 1000 if unit == "s" else v
+
+
+def _open_loop_worker(url: str, auth: tuple[str, str], rate: float, seconds: float, wid: int,
+                      q: Any) -> None:  # fmt: skip
+    import aiohttp
+
+    async def run() -> list[float]:
+        lat: list[float] = []
+        conn = aiohttp.TCPConnector(limit=256)
+        headers = {"Authorization": aiohttp.encode_basic_auth(*auth)}
+        async with aiohttp.ClientSession(url, connector=conn, headers=headers) as s:
+            start = time.perf_counter()
+            n = int(rate * seconds)
+            tasks = []
+
+            async def one(i: int, due: float) -> None:
+                async with s.post(
+                    "/api/v1/repositories/bench/branches/main/objects",
+                    params={"path": f"ol/{wid}/{i}"},
+                    data=b"0123456789abcdef",
+                ) as r:
+                    await r.read()
+                    if r.status == 201:
+                        lat.append(time.perf_counter() - due)
+
+            for i in range(n):
+                due = start + i / rate
+                delay = due - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                tasks.append(asyncio.create_task(one(i, due)))
+            await asyncio.gather(*tasks, return_exceptions=True)
+        return lat
+
+    q.put(asyncio.run(run()))
+
+
+def open_loop(
+    server: ServerProcess, rate: float, seconds: float, procs: int = 2
+) -> dict[str, float]:
+    ctx = multiprocessing.get_context("spawn")
+    q = ctx.Queue()
+    ps = [ctx.Process(target=_open_loop_worker,
+                      args=(server.url, server.admin, rate / procs, seconds, w, q))
+          for w in range(procs)]  # fmt: skip
+    for p in ps:
+        p.start()
+    lat: list[float] = []
+    for _ in ps:
+        lat += q.get(timeout=seconds + 300)
+    for p in ps:
+        p.join()
+    lat.sort()
+
+    def pct(x: float) -> float:
+        return lat[min(len(lat) - 1, int(x / 100 * len(lat)))] * 1000 if lat else 0.0
+
+    return {"rate": rate, "n": len(lat), "p50": pct(50), "p99": pct(99), "p999": pct(99.9)}
+
+
+async def library(home: Path, seconds: float, batch: int) -> dict[str, float]:
+    import lsmstore
+    from lsmstore.objects import ObjectLink
+
+    out: dict[str, float] = {}
+    async with lsmstore.connect(home=str(home)) as store:
+        repo = await store.create_repository(
+            "libbench", storage_namespace=(home / "libdata").as_uri()
+        )
+        main = repo.branch("main")
+        stop = time.perf_counter() + seconds
+        done = 0
+
+        async def uploader(t: int) -> None:
+            nonlocal done
+            i = 0
+            while time.perf_counter() < stop and i < 1_000_000:
+                await main.upload(f"u/{t}/{i}", b"0123456789abcdef")
+                i += 1
+                done += 1
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(uploader(t) for t in range(256)))
+        out["writes"] = done / (time.perf_counter() - t0)
+        st = await main.stat_object("u/0/0")
+        links = [ObjectLink(f"l/{i:08d}", st.physical_address, st.size, st.checksum)
+                 for i in range(batch)]  # fmt: skip
+        t0 = time.perf_counter()
+        n = 0
+        while time.perf_counter() - t0 < seconds and n < 10_000_000:
+            await main.link_many(links)
+            n += batch
+        out["records"] = n / (time.perf_counter() - t0)
+        stop = time.perf_counter() + seconds
+        stats = 0
+
+        async def statter() -> None:
+            nonlocal stats
+            while time.perf_counter() < stop:
+                await main.stat_object("u/0/0")
+                stats += 1
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(statter() for _ in range(256)))
+        out["stats"] = stats / (time.perf_counter() - t0)
+    return out
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench serve")
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--connections", type=int, default=256)
+    ap.add_argument("--batch", type=int, default=1000)
+    ap.add_argument("--skip-library", action="store_true")
+    args = ap.parse_args(argv)
+    if shutil.which("wrk") is None:
+        print("bench serve needs wrk (apt-get install wrk)", file=sys.stderr)
+        return 2
+    load0 = os.getloadavg()
+    tmp = Path(tempfile.mkdtemp(prefix="lsm-bench-serve-"))
+    server = start_server(tmp / "home")
+    rows: list[tuple[str, str, str]] = []
+    try:
+        import httpx
+
+        with httpx.Client(base_url=server.api, auth=server.admin, timeout=60) as c:
+            r = c.post("/repositories", json={"name": REPO, "storage_namespace": "local://bench"})
+            assert r.status_code == 201, r.text
+            up = c.post(f"/repositories/{REPO}/branches/main/objects", params={"path": "s/one"},
+                        content=b"0123456789abcdef").json()  # fmt: skip
+            for i in range(300):
+                c.post(f"/repositories/{REPO}/branches/main/objects",
+                       params={"path": f"list/{i:04d}"}, content=b"x")  # fmt: skip
+        cred = base64.b64encode(":".join(server.admin).encode()).decode()
+        hdr = {"Authorization": f"Basic {cred}"}
+        s = _wrk(f"{server.url}/api/v1/repositories/{REPO}/refs/main/objects/stat?path=s/one",
+                 args.connections, args.seconds, hdr)  # fmt: skip
+        rows.append(("stat/s", f"{s['rps']:,.0f}",
+                     f"p50 {s['p50']:.1f} ms, p99 {s['p99']:.1f} ms"))  # fmt: skip
+        ls = _wrk(f"{server.url}/api/v1/repositories/{REPO}/refs/main/objects/ls?prefix=list/",
+                  min(64, args.connections), args.seconds, hdr)  # fmt: skip
+        rows.append(("listing pages/s (100 objects/page)", f"{ls['rps']:,.0f}",
+                     f"p50 {ls['p50']:.1f} ms"))  # fmt: skip
+        lua = tmp / "upload.lua"
+        lua.write_text(UPLOAD_LUA)
+        w = _wrk(server.url + "/", args.connections, args.seconds, hdr, str(lua), ["w"])
+        rows.append((f"single-object writes/s (upload, {args.connections} conns)",
+                     f"{w['rps']:,.0f}", f"p50 {w['p50']:.1f} ms, p99 {w['p99']:.1f} ms, "
+                     f"non-2xx {w['non2xx']:.0f}"))  # fmt: skip
+        llua = tmp / "link.lua"
+        llua.write_text(LINK_LUA)
+        lk = _wrk(server.url + "/", args.connections, args.seconds, hdr, str(llua),
+                  [up["physical_address"], up["checksum"]])  # fmt: skip
+        rows.append((f"single-object writes/s (one link per request, {args.connections} conns)",
+                     f"{lk['rps']:,.0f}", f"p50 {lk['p50']:.1f} ms, p99 {lk['p99']:.1f} ms, "
+                     f"non-2xx {lk['non2xx']:.0f}"))  # fmt: skip
+        # JSON, not msgpack: wrk's Lua hands the body to C as a string and would cut a
+        # msgpack body at its first NUL byte (the same positional shape either way).
+        body = tmp / "batch.json"
+        entries = [["link", f"b/{i:08d}", up["physical_address"], up["size_bytes"],
+                    up["checksum"]] for i in range(args.batch)]  # fmt: skip
+        body.write_bytes(json.dumps(entries).encode())
+        blua = tmp / "batch.lua"
+        blua.write_text(BODY_LUA.format(body=body))
+        b = _wrk(f"{server.url}/api/v1/lsm/repositories/{REPO}/branches/main/batch", 8,
+                 args.seconds, hdr, str(blua))  # fmt: skip
+        rows.append((f"records/s through the batch endpoint ({args.batch} links/request)",
+                     f"{b['rps'] * args.batch:,.0f}",
+                     f"{b['rps']:,.0f} requests/s, p50 {b['p50']:.1f} ms, non-2xx "
+                     f"{b['non2xx']:.0f}"))  # fmt: skip
+        half = max(100.0, w["rps"] / 2)
+        ol = open_loop(server, half, args.seconds)
+        rows.append((f"upload latency at half load ({half:,.0f}/s, open loop)",
+                     f"p50 {ol['p50']:.1f} ms", f"p99 {ol['p99']:.1f} ms, p99.9 "
+                     f"{ol['p999']:.1f} ms ({ol['n']:,} acked)"))  # fmt: skip
+    finally:
+        server.stop()
+    if not args.skip_library:
+        lib = asyncio.run(library(tmp / "lib", args.seconds, args.batch))
+        rows.append(("library: uploads/s (256 tasks)", f"{lib['writes']:,.0f}", "same machine"))
+        rows.append(("library: link_many records/s", f"{lib['records']:,.0f}", ""))
+        rows.append(("library: stat_object/s (256 tasks)", f"{lib['stats']:,.0f}", ""))
+    load1 = os.getloadavg()
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    print(f"\nbench serve, nproc={os.cpu_count()}, {when}, "
+          f"load {load0[0]:.1f} -> {load1[0]:.1f}, args {json.dumps(vars(args))}\n")  # fmt: skip
+    print("| measure | value | detail |\n|---|---|---|")
+    for r in rows:
+        print(f"| {r[0]} | {r[1]} | {r[2]} |")
+    shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

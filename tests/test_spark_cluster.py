@@ -1,0 +1,70 @@
+"""A real Spark cluster: a standalone master and one worker on loopback run the import
+and export jobs submitted with spark-submit."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import lsmstore
+import lsmstore.spark.__main__ as app
+from lsmstore.testing.spark import StandaloneCluster
+
+pytestmark = pytest.mark.timeout(900)
+
+
+def _summary(proc: object) -> dict[str, object]:
+    out = proc.stdout.decode()  # type: ignore[attr-defined]
+    lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+    assert lines, f"no summary; stderr:\n{proc.stderr.decode()[-4000:]}"  # type: ignore[attr-defined]
+    return json.loads(lines[-1])  # type: ignore[no-any-return]
+
+
+async def test_import_and_export_with_spark_submit(tmp_path: Path) -> None:
+    refstore = f"local://{tmp_path / 'refs'}"
+    ns = (tmp_path / "ns").as_uri()
+    async with lsmstore.connect(refstore, compaction_in_process="off") as store:
+        repo = await store.create_repository("r", storage_namespace=ns)
+    inv = tmp_path / "inventory.parquet"
+    rows = [{"key": f"k/{i:04d}", "size": i, "e_tag": f"e{i}"} for i in range(200)]
+    await asyncio.to_thread(pq.write_table, pa.Table.from_pylist(rows), str(inv))
+    cluster = StandaloneCluster(str(tmp_path))
+    await asyncio.to_thread(cluster.start)
+    try:
+        common = ["--refstore", refstore]
+        imported = await asyncio.to_thread(
+            cluster.submit,
+            app.__file__,
+            [
+                *common,
+                "import",
+                "lsm://r/main",
+                str(inv),
+                "--address-prefix",
+                f"{ns}/data/",
+                "--commit",
+                "inventory",
+            ],
+        )
+        assert imported.returncode == 0, imported.stderr.decode()[-4000:]
+        assert _summary(imported)["entries"] == 200
+        out = tmp_path / "export"
+        exported = await asyncio.to_thread(
+            cluster.submit, app.__file__, [*common, "export", "lsm://r/main", str(out)]
+        )
+        assert exported.returncode == 0, exported.stderr.decode()[-4000:]
+        assert _summary(exported)["records"] == 200
+    finally:
+        await asyncio.to_thread(cluster.stop)
+    table = await asyncio.to_thread(pq.read_table, str(out))
+    assert sorted(table.column("path").to_pylist()) == [r["key"] for r in rows]
+    async with lsmstore.connect(refstore, compaction_in_process="off") as store:
+        repo = await store.get_repository("r")
+        head = await repo.branch("main").head()
+        assert head.l1 == ()  # committed directly
+        assert (await repo.ref(head.base).commit()).message == "inventory"
