@@ -270,7 +270,9 @@ async def test_a_lone_script_through_the_store(tmp_path: Path, mode: str) -> Non
         for start in range(0, 1200, 40):
             await asyncio.gather(*(put(i) for i in range(start, start + 40)))
         head = await main.head()
-        assert head.l2 and len(head.l1) < config.l1_hard_limit
+        # Compaction ran, and L1 never grew past the hard bound (reaching it is allowed:
+        # the batch admitted just below it is appended).
+        assert head.l2 and len(head.l1) <= config.l1_hard_limit
         assert main.writer_stats.failed_batches == 0
         for key in (b"key00000", b"key00599", b"key01199"):
             assert await main.get(key) == model[key]

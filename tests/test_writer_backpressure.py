@@ -16,7 +16,7 @@ from lsmstore.refstore.base import RefStore
 from lsmstore.staging.files import encode_staging_file, new_file_id
 from lsmstore.staging.merge import merge_newest
 from lsmstore.staging.writer import BranchWriter
-from lsmstore.storage.base import ObjectStore
+from lsmstore.storage.base import ObjectStore, PutMode
 from lsmstore.storage.memory import MemoryStore
 
 
@@ -85,3 +85,44 @@ async def test_soft_limit_stretches_the_batching_window(tmp_path: Path) -> None:
     assert len(await l1_files(rs, objects)) == 4
     await w.aclose()
     await rs.aclose()
+
+
+class _GatedStore(MemoryStore):
+    """Holds every put until ``gate`` is set: uploads stay in flight as long as a test
+    needs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+
+    async def put(self, key: str, data: bytes, mode: PutMode = PutMode.CREATE) -> None:
+        await self.gate.wait()
+        await super().put(key, data, mode)
+
+
+async def test_batches_in_flight_count_toward_the_hard_limit(tmp_path: Path) -> None:
+    """With several batches in flight, each admitted batch is one more L1 file: the
+    writer admits no more than the hard limit allows, even before any append returns."""
+    rs = await embedded_refstore(tmp_path)
+    objects = _GatedStore()
+    c = Config(home=tmp_path).replace(
+        batch_interval_ms=1,
+        batch_max_records=1,  # one write, one batch
+        max_inflight_batches=8,
+        l1_soft_limit=1,
+        l1_hard_limit=3,
+        l1_slowdown_ms=0,
+        stall_timeout_s=1,
+    )
+    w = BranchWriter(rs, objects, REPO, BRANCH, c)
+    writes = [asyncio.create_task(w.write(rec(k, b"v"))) for k in "abcd"]
+    # The fourth batch stalls: three are in flight, none appended yet.  (Without the
+    # in-flight count all four would be admitted and nothing would ever stall: the
+    # bound turns that regression into a failure instead of a hang.)
+    await asyncio.wait_for(w.stalled.wait(), 30)
+    objects.gate.set()
+    results = await asyncio.gather(*writes, return_exceptions=True)
+    assert [r for r in results if r is not None and not isinstance(r, WriteStalledError)] == []
+    assert sum(r is None for r in results) == 3
+    assert len((await rs.get_ref(REPO, BRANCH)).l1) == 3
+    await w.aclose()

@@ -27,8 +27,9 @@ docs/write-path.md walks through it; the contract in short:
   ``stall_timeout_s``).
 * Backpressure from the branch's L1 length (as returned by the last append):
   past ``l1_soft_limit`` the batching window grows by ``l1_slowdown_ms`` per file
-  of excess (fewer, larger files, slower acks); at ``l1_hard_limit`` no batch is
-  flushed until compaction or a commit shortens the list (the ref is polled with
+  of excess (fewer, larger files, slower acks); at ``l1_hard_limit`` (counting this
+  writer's batches in flight) no batch is flushed until compaction or a commit
+  shortens the list (the ref is polled with
   backoff, or :meth:`BranchWriter.l1_changed` wakes the writer); a batch stalled
   for ``stall_timeout_s`` fails with WriteStalledError.
 * Cancelling a waiting write does not unstage it: it may still be written.
@@ -357,10 +358,12 @@ class BranchWriter:
         return tail.appended
 
     async def _admit(self) -> None:
-        """Wait while the branch's L1 list is at the hard limit (WriteStalledError after
-        ``stall_timeout_s``)."""
+        """Wait while the branch's L1 list, counting this writer's batches admitted but
+        not yet appended, is at the hard limit (WriteStalledError after
+        ``stall_timeout_s``).  Counting those keeps the limit hard with several batches
+        in flight: each admitted batch becomes one more L1 file."""
         cfg = self.config
-        if self.stats.l1_length < cfg.l1_hard_limit:
+        if self.stats.l1_length + self._inflight < cfg.l1_hard_limit:
             return
         self.stats.stalls += 1
         self.stalled.set()
@@ -393,7 +396,7 @@ class BranchWriter:
             except UnavailableError:
                 continue
             self.stats.l1_length = len(ref.l1)
-            if len(ref.l1) < cfg.l1_hard_limit:
+            if len(ref.l1) + self._inflight < cfg.l1_hard_limit:
                 return
 
     async def _flush(
