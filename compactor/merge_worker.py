@@ -39,7 +39,6 @@ import contextlib
 import logging
 import os
 import pickle
-import struct
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -49,10 +48,10 @@ from compactor.merge_plan import FILE, NEED, REUSE, L2Input, plan
 from lsmstore.errors import CorruptFileError, LsmError, UnavailableError, UnsupportedFormatError
 from lsmstore.graveler.sst_reader import SSTReader
 from lsmstore.staging.files import encode_staging_file
+from lsmstore.workerpipe import FRAME, READY, child_main, read_message, write_message
 
 log = logging.getLogger(__name__)
 
-_LEN = struct.Struct("<Q")
 MAX_RESTARTS = 3
 START_TIMEOUT = 30.0
 #: The directory the packages are imported from (the child imports them from there too).
@@ -144,7 +143,7 @@ class MergeWorker:
             await _send(stdin, ("l1", name, data))
         l1.clear()  # the bytes live in the worker now
         while True:
-            (n,) = _LEN.unpack(await stdout.readexactly(_LEN.size))
+            (n,) = FRAME.unpack(await stdout.readexactly(FRAME.size))
             msg = pickle.loads(await stdout.readexactly(n))
             kind = msg[0]
             if kind == "need":
@@ -205,7 +204,7 @@ class MergeWorker:
 
 async def _send(stream: asyncio.StreamWriter, msg: tuple[Any, ...]) -> None:
     data = pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
-    stream.write(_LEN.pack(len(data)))
+    stream.write(FRAME.pack(len(data)))
     stream.write(data)
     del data
     await stream.drain()
@@ -231,8 +230,8 @@ async def _start() -> asyncio.subprocess.Process:
     )
     assert proc.stdout is not None
     try:
-        ready = await asyncio.wait_for(proc.stdout.readexactly(_LEN.size), START_TIMEOUT)
-        if _LEN.unpack(ready)[0] != 0:
+        ready = await asyncio.wait_for(proc.stdout.readexactly(FRAME.size), START_TIMEOUT)
+        if FRAME.unpack(ready)[0] != 0:
             raise RuntimeError("unexpected greeting")
     except BaseException:
         with contextlib.suppress(ProcessLookupError):
@@ -245,35 +244,6 @@ async def _start() -> asyncio.subprocess.Process:
 # --- the child process -------------------------------------------------------------------
 
 
-def _read(f: BinaryIO) -> tuple[Any, ...] | None:
-    head = _read_exactly(f, _LEN.size)
-    if head is None:
-        return None
-    body = _read_exactly(f, _LEN.unpack(head)[0])
-    if body is None:
-        return None
-    msg: tuple[Any, ...] = pickle.loads(body)
-    return msg
-
-
-def _read_exactly(f: BinaryIO, n: int) -> bytes | None:
-    parts = []
-    while n:
-        chunk = f.read(n)
-        if not chunk:
-            return None
-        parts.append(chunk)
-        n -= len(chunk)
-    return b"".join(parts)
-
-
-def _write(f: BinaryIO, msg: tuple[Any, ...]) -> None:
-    data = pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
-    f.write(_LEN.pack(len(data)))
-    f.write(data)
-    f.flush()
-
-
 def run_job(first: tuple[Any, ...], inp: BinaryIO, out: BinaryIO) -> None:
     """Serve one job whose ``("job", ...)`` message was ``first``.  The input stream
     stays in step whatever fails: all L1 messages are read before any is decoded, and
@@ -281,7 +251,7 @@ def run_job(first: tuple[Any, ...], inp: BinaryIO, out: BinaryIO) -> None:
     _, n_l1, inputs, target, error_rate = first
     l1: list[tuple[str, bytes]] = []
     for _ in range(n_l1):
-        msg = _read(inp)
+        msg = read_message(inp)
         if msg is None:
             raise EOFError
         l1.append((msg[1], msg[2]))
@@ -300,8 +270,8 @@ def run_job(first: tuple[Any, ...], inp: BinaryIO, out: BinaryIO) -> None:
             answer = None
             kind = event[0]
             if kind == NEED:
-                _write(out, ("need", event[1]))
-                msg = _read(inp)
+                write_message(out, ("need", event[1]))
+                msg = read_message(inp)
                 if msg is None:
                     raise EOFError
                 answer = SSTReader(msg[2], msg[1])
@@ -311,28 +281,28 @@ def run_job(first: tuple[Any, ...], inp: BinaryIO, out: BinaryIO) -> None:
                 records = event[1]
                 del event
                 sst, meta, _ = encode_staging_file(records, error_rate)
-                _write(out, ("file", sst, meta, len(records)))
+                write_message(out, ("file", sst, meta, len(records)))
                 del records, sst, meta
             elif kind == REUSE:
-                _write(out, ("reuse", event[1]))
-        _write(out, ("done", records_in))
+                write_message(out, ("reuse", event[1]))
+        write_message(out, ("done", records_in))
     except EOFError:
         raise
     except Exception as e:
         if isinstance(e, CorruptFileError):
-            _write(
+            write_message(
                 out, ("error", "corrupt", isinstance(e, UnsupportedFormatError), e.name, e.problem)
             )
         else:
-            _write(out, ("error", "other", f"{type(e).__name__}: {e}"))
+            write_message(out, ("error", "other", f"{type(e).__name__}: {e}"))
 
 
 def serve(inp: BinaryIO, out: BinaryIO) -> None:
     """Answer jobs from ``inp`` on ``out`` until ``inp`` closes."""
-    out.write(_LEN.pack(0))
+    out.write(READY)
     out.flush()
     while True:
-        msg = _read(inp)
+        msg = read_message(inp)
         if msg is None:
             return
         if msg[0] != "job":
@@ -344,10 +314,7 @@ def serve(inp: BinaryIO, out: BinaryIO) -> None:
 
 
 def main() -> None:
-    inp, out = sys.stdin.buffer, sys.stdout.buffer
-    sys.stdout = sys.stderr  # nothing else may write to the answer pipe
-    with contextlib.suppress(BrokenPipeError, KeyboardInterrupt):
-        serve(inp, out)
+    child_main(serve)
 
 
 if __name__ == "__main__":

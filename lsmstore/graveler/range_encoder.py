@@ -30,21 +30,28 @@ import logging
 import os
 import pickle
 import queue
-import struct
 import subprocess
 import sys
 import threading
 from collections.abc import Container, Sequence
 from pathlib import Path
-from typing import IO, Any, BinaryIO
+from typing import Any, BinaryIO
 
 from lsmstore.graveler.record import Record
 from lsmstore.graveler.sst_writer import RANGE, write_committed_sst
+from lsmstore.workerpipe import (
+    FRAME,
+    READY,
+    answer_requests,
+    child_main,
+    read_exactly,
+    read_frame,
+    write_message,
+)
 
 log = logging.getLogger(__name__)
 
 _sha256 = hashlib.sha256
-_LEN = struct.Struct("<Q")
 #: Worker starts per configured process at most (then threads only).
 MAX_STARTS = 3
 #: Seconds a range waits for an idle worker before it is encoded in a thread instead.
@@ -92,18 +99,13 @@ class _Worker:
         )
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self._in, self._out = self.proc.stdin, self.proc.stdout
-        if _read_exactly(self._out, _LEN.size) != _LEN.pack(0):
+        if read_exactly(self._out, FRAME.size) != READY:
             self.kill()
             raise OSError("range encoder worker did not start")
 
     def call(self, request: tuple[Any, ...]) -> tuple[Any, ...]:
-        data = pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)
-        self._in.write(_LEN.pack(len(data)))
-        self._in.write(data)
-        self._in.flush()
-        del data
-        head = _read_exactly(self._out, _LEN.size)
-        body = _read_exactly(self._out, _LEN.unpack(head)[0]) if head else None
+        write_message(self._in, request)
+        body = read_frame(self._out)
         if body is None:
             raise OSError("range encoder worker exited")
         answer: tuple[Any, ...] = pickle.loads(body)
@@ -252,42 +254,11 @@ def shared_range_encoder() -> RangeEncoder:
 # --- the worker process ------------------------------------------------------------------
 
 
-def _read_exactly(f: IO[bytes], n: int) -> bytes | None:
-    parts = []
-    while n:
-        chunk = f.read(n)
-        if not chunk:
-            return None
-        parts.append(chunk)
-        n -= len(chunk)
-    return b"".join(parts)
-
-
 def serve(inp: BinaryIO, out: BinaryIO) -> None:
     """Answer requests ``(keys, identities, values, skip)`` with ``("ok", id, sst)`` or
     ``("error", text)`` until ``inp`` closes."""
-    out.write(_LEN.pack(0))
-    out.flush()
-    while True:
-        head = _read_exactly(inp, _LEN.size)
-        body = _read_exactly(inp, _LEN.unpack(head)[0]) if head else None
-        if body is None:
-            return
-        answer: tuple[Any, ...]
-        try:
-            keys, identities, values, skip = pickle.loads(body)
-            del body
-            answer = ("ok", *encode_range(keys, identities, values, skip))
-        except Exception as e:
-            answer = ("error", f"{type(e).__name__}: {e}")
-        data = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
-        out.write(_LEN.pack(len(data)))
-        out.write(data)
-        out.flush()
+    answer_requests(inp, out, lambda request: encode_range(*request))
 
 
 def main() -> None:
-    inp, out = sys.stdin.buffer, sys.stdout.buffer
-    sys.stdout = sys.stderr  # nothing else may write to the answer pipe
-    with contextlib.suppress(BrokenPipeError, KeyboardInterrupt):
-        serve(inp, out)
+    child_main(serve)

@@ -30,18 +30,17 @@ import logging
 import os
 import pickle
 import signal
-import struct
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from lsmstore.graveler.record import Record
 from lsmstore.staging.files import encode_staging_file
+from lsmstore.workerpipe import FRAME, answer_requests, child_main
 
 log = logging.getLogger(__name__)
 
-_LEN = struct.Struct("<Q")
 #: Batches smaller than this are encoded in a thread (the round trip costs ~0.3 ms).
 MIN_RECORDS = 64
 #: Batches queued in the worker at most; more are encoded in a thread meanwhile.
@@ -151,7 +150,7 @@ class Encoder:
         fut: asyncio.Future[tuple[bytes, bytes]] = asyncio.get_running_loop().create_future()
         self._pending.append(fut)
         try:
-            proc.stdin.write(_LEN.pack(len(payload)))
+            proc.stdin.write(FRAME.pack(len(payload)))
             proc.stdin.write(payload)
             del payload
             await proc.stdin.drain()
@@ -179,8 +178,8 @@ class Encoder:
             )
             assert proc.stdout is not None
             try:
-                ready = await asyncio.wait_for(proc.stdout.readexactly(_LEN.size), START_TIMEOUT)
-                if _LEN.unpack(ready)[0] != 0:
+                ready = await asyncio.wait_for(proc.stdout.readexactly(FRAME.size), START_TIMEOUT)
+                if FRAME.unpack(ready)[0] != 0:
                     raise RuntimeError("unexpected greeting")
             except BaseException:
                 _kill(proc)
@@ -202,7 +201,7 @@ class Encoder:
         assert proc.stdout is not None
         try:
             while True:
-                (n,) = _LEN.unpack(await proc.stdout.readexactly(_LEN.size))
+                (n,) = FRAME.unpack(await proc.stdout.readexactly(FRAME.size))
                 answer = pickle.loads(await proc.stdout.readexactly(n))
                 fut = self._pending.popleft()
                 if fut.done():
@@ -275,46 +274,14 @@ def _kill(proc: asyncio.subprocess.Process) -> None:
 # --- the worker process --------------------------------------------------------------
 
 
-def _read_exactly(f: BinaryIO, n: int) -> bytes | None:
-    parts = []
-    while n:
-        chunk = f.read(n)
-        if not chunk:
-            return None
-        parts.append(chunk)
-        n -= len(chunk)
-    return b"".join(parts)
-
-
 def serve(inp: BinaryIO, out: BinaryIO) -> None:
-    """Answer requests from ``inp`` on ``out`` until ``inp`` closes."""
-    out.write(_LEN.pack(0))
-    out.flush()
-    while True:
-        head = _read_exactly(inp, _LEN.size)
-        if head is None:
-            return
-        body = _read_exactly(inp, _LEN.unpack(head)[0])
-        if body is None:
-            return
-        answer: tuple[Any, ...]
-        try:
-            keys, identities, values, error_rate = pickle.loads(body)
-            del body
-            answer = ("ok", *encode_columns(keys, identities, values, error_rate))
-        except Exception as e:
-            answer = ("error", f"{type(e).__name__}: {e}")
-        data = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
-        out.write(_LEN.pack(len(data)))
-        out.write(data)
-        out.flush()
+    """Answer requests ``(keys, identities, values, error_rate)`` with
+    ``("ok", sst, sidecar)`` or ``("error", text)`` until ``inp`` closes."""
+    answer_requests(inp, out, lambda request: encode_columns(*request))
 
 
 def main() -> None:
-    inp, out = sys.stdin.buffer, sys.stdout.buffer
-    sys.stdout = sys.stderr  # nothing else may write to the answer pipe
-    with contextlib.suppress(BrokenPipeError, KeyboardInterrupt):
-        serve(inp, out)
+    child_main(serve)
 
 
 if __name__ == "__main__":
