@@ -1205,19 +1205,8 @@ class DynamoRefStore(RefStore):
         return [self._workspace(i, f"{self.table}: workspaces of {repo}") for i in items]
 
     async def _drop_workspace(self, repo: str, name: str) -> None:
-        try:
-            await self._request(
-                "delete_item",
-                "drop workspace",
-                mutation=True,
-                idempotent=False,
-                TableName=self.table,
-                Key=self._key(workspaces_partition(repo), name),
-                ConditionExpression="attribute_exists(#name)",
-                ExpressionAttributeNames={"#name": "name"},
-            )
-        except _Rejected:
-            raise await self._missing_workspace(repo, name) from None
+        if not await self._delete_existing(workspaces_partition(repo), name, "drop workspace"):
+            raise await self._missing_workspace(repo, name)
 
     async def _move_count(self, repo: str) -> int:
         record, item = await asyncio.gather(
@@ -1265,19 +1254,26 @@ class DynamoRefStore(RefStore):
         return [(i["name"]["S"], bytes(i["value"]["B"])) for i in items]
 
     async def _delete_record(self, kind: str, name: str) -> None:
+        if not await self._delete_existing(records_partition(kind), name, "delete record"):
+            raise RecordNotFoundError(f"record not found: {kind}/{name}")
+
+    async def _delete_existing(self, partition: str, name: str, what: str) -> bool:
+        """Delete the item ``name`` of ``partition`` if it exists; False if it did not
+        (a conditional delete: never idempotent, the caller reports the missing item)."""
         try:
             await self._request(
                 "delete_item",
-                "delete record",
+                what,
                 mutation=True,
                 idempotent=False,
                 TableName=self.table,
-                Key=self._key(records_partition(kind), name),
+                Key=self._key(partition, name),
                 ConditionExpression="attribute_exists(#name)",
                 ExpressionAttributeNames={"#name": "name"},
             )
         except _Rejected:
-            raise RecordNotFoundError(f"record not found: {kind}/{name}") from None
+            return False
+        return True
 
     # --- leases ------------------------------------------------------------------------------
 
