@@ -9,13 +9,24 @@ let :func:`page` trim.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Protocol, TypeVar
 
+from lsmstore.server import models
 from lsmstore.server.http import Request
 from lsmstore.server.routing import Param
 
 T = TypeVar("T")
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def commit_id(self) -> str: ...
+
+
+N = TypeVar("N", bound=_Named)
 
 DEFAULT_AMOUNT = 100
 MAX_PER_PAGE = 1000
@@ -54,3 +65,18 @@ def page(
         },
         "results": [render(i) for i in items],
     }
+
+
+async def refs_page(request: Request, lister: Callable[..., AsyncIterator[N]]) -> dict[str, Any]:
+    """The lakeFS list body of branches or tags: ``lister(prefix=, after=, limit=)``
+    yields them in name order; each is rendered as a lakeFS ``Ref``."""
+    limit = amount(request)
+    found = [
+        r
+        async for r in lister(
+            prefix=request.arg("prefix", "") or "",
+            after=request.arg("after", "") or None,
+            limit=limit + 1,
+        )
+    ]
+    return page(found, limit, lambda r: r.name, lambda r: models.ref(r.name, r.commit_id))

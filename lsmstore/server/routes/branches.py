@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from lsmstore.client import Repository
 from lsmstore.errors import InvalidInputError, RefNotFoundError
 from lsmstore.graveler.commit import Commit
@@ -24,20 +26,8 @@ ITEM = BASE + "/{branch}"
 def routes(ctx: Context) -> list[Route]:
     async def list_branches(request: Request) -> Response:
         repo = await ctx.repository(request.params["repository"])
-        limit = pagination.amount(request)
-        found = [
-            b
-            async for b in _refs.list_branches(
-                repo.context(),
-                prefix=request.arg("prefix", "") or "",
-                after=request.arg("after", "") or None,
-                limit=limit + 1,
-            )
-        ]
-        body = pagination.page(
-            found, limit, lambda b: b.name, lambda b: models.ref(b.name, b.commit_id)
-        )
-        return json_response(body)
+        lister = functools.partial(_refs.list_branches, repo.context())
+        return json_response(await pagination.refs_page(request, lister))
 
     async def create_branch(request: Request) -> Response:
         repo = await ctx.repository(request.params["repository"])

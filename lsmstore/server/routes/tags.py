@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from lsmstore.errors import RefNotFoundError
 from lsmstore.refstore.names import check_ref_name
 from lsmstore.server import models, pagination, validate
@@ -17,20 +19,8 @@ BASE = "/api/v1/repositories/{repository}/tags"
 def routes(ctx: Context) -> list[Route]:
     async def list_tags(request: Request) -> Response:
         repo = await ctx.repository(request.params["repository"])
-        limit = pagination.amount(request)
-        found = [
-            t
-            async for t in _refs.list_tags(
-                repo.context(),
-                prefix=request.arg("prefix", "") or "",
-                after=request.arg("after", "") or None,
-                limit=limit + 1,
-            )
-        ]
-        body = pagination.page(
-            found, limit, lambda t: t.name, lambda t: models.ref(t.name, t.commit_id)
-        )
-        return json_response(body)
+        lister = functools.partial(_refs.list_tags, repo.context())
+        return json_response(await pagination.refs_page(request, lister))
 
     async def create_tag(request: Request) -> Response:
         repo = await ctx.repository(request.params["repository"])
