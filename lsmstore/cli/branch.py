@@ -9,7 +9,7 @@ import click
 import lsmstore
 from lsmstore.api import StoreAPI
 from lsmstore.cli.output import timestamp
-from lsmstore.cli.runtime import URI, confirm, out, run
+from lsmstore.cli.runtime import URI, confirm, list_names, out, run
 from lsmstore.uri import LsmURI
 
 
@@ -62,16 +62,7 @@ def list_(uri: LsmURI, prefix: str, after: str | None, amount: int | None) -> No
 
     async def body(store: StoreAPI) -> list[dict[str, Any]]:
         repo = await store.get_repository(uri.repository)
-        names: list[str] = []
-        cursor = after
-        while amount is None or len(names) < amount:
-            page = await repo.list_branches(prefix=prefix, after=cursor, limit=1000)
-            names.extend(page)
-            if len(page) < 1000:
-                break
-            cursor = page[-1]
-        if amount:
-            names = names[:amount]
+        names = await list_names(repo.list_branches, prefix, after, amount)
         rows = []
         for name in names:
             head = await repo.branch(name).head()

@@ -148,3 +148,19 @@ def parse_metadata(pairs: tuple[str, ...]) -> dict[str, str]:
             raise click.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint="--meta")
         meta[key] = value
     return meta
+
+
+async def list_names(
+    lister: Callable[..., Awaitable[list[str]]], prefix: str, after: str | None, amount: int | None
+) -> list[str]:
+    """Every name ``lister(prefix=, after=, limit=)`` gives (branches, tags), page after
+    page, up to ``amount``."""
+    names: list[str] = []
+    cursor = after
+    while amount is None or len(names) < amount:
+        page = await lister(prefix=prefix, after=cursor, limit=1000)
+        names.extend(page)
+        if len(page) < 1000:
+            break
+        cursor = page[-1]
+    return names[:amount] if amount else names

@@ -10,7 +10,7 @@ import lsmstore
 from lsmstore.api import StoreAPI
 from lsmstore.cli.commits import commit_fields
 from lsmstore.cli.output import timestamp
-from lsmstore.cli.runtime import URI, confirm, out, run
+from lsmstore.cli.runtime import URI, confirm, list_names, out, run
 from lsmstore.uri import LsmURI
 
 
@@ -54,15 +54,7 @@ def list_(uri: LsmURI, prefix: str, after: str | None, amount: int | None) -> No
 
     async def body(store: StoreAPI) -> list[dict[str, Any]]:
         repo = await store.get_repository(uri.repository)
-        names: list[str] = []
-        cursor = after
-        while amount is None or len(names) < amount:
-            page = await repo.list_tags(prefix=prefix, after=cursor, limit=1000)
-            names.extend(page)
-            if len(page) < 1000:
-                break
-            cursor = page[-1]
-        names = names[:amount] if amount else names
+        names = await list_names(repo.list_tags, prefix, after, amount)
         rows = []
         for name in names:
             ref = repo.ref(name)
