@@ -40,6 +40,7 @@ from lsmstore.graveler.merge import STRATEGIES
 from lsmstore.objects import ObjectLink, ObjectStats
 from lsmstore.refstore.base import Ref as RefValue
 from lsmstore.refstore.base import Repository as RepositoryInfo
+from lsmstore.refstore.base import Workspace
 from lsmstore.refstore.names import check_ref_name, check_repository_name
 from lsmstore.remote.batcher import Batcher
 from lsmstore.remote.http import HttpTransport, seg
@@ -49,10 +50,6 @@ from lsmstore.versioning.history import LogEntry
 from lsmstore.versioning.merging import MergeResult
 
 PAGE = 1000
-_NO_WORKSPACES = (
-    "workspaces are not served over HTTP yet: use them with a RefStore URL "
-    "(lsmstore --refstore ... / lsmstore.connect('redis://...'))"
-)
 _CHUNK = 4 << 20
 
 
@@ -93,6 +90,24 @@ def _commit(d: Mapping[str, Any]) -> Commit:
         )
     except (KeyError, TypeError, ValueError) as e:
         raise UnavailableError(f"the server answered garbage: not a commit: {d!r:.200}") from e
+
+
+def _workspace(d: Any) -> Workspace:
+    try:
+        return Workspace(
+            str(d["name"]), str(d["branch"]), str(d["base"]), tuple(d["l2"]), tuple(d["l1"]),
+            float(d["created_at"]),
+        )  # fmt: skip
+    except (KeyError, TypeError, ValueError) as e:
+        raise UnavailableError(f"the server answered garbage: not a workspace: {d!r:.200}") from e
+
+
+def _ref_value(d: Any) -> RefValue:
+    """A branch's ref value from the server's ``StagingState``."""
+    try:
+        return RefValue("branch", d["commit_id"], tuple(d["l2"]), tuple(d["l1"]))
+    except (KeyError, TypeError) as e:
+        raise UnavailableError(f"the server answered garbage: {d!r:.200}") from e
 
 
 def _stats(d: Mapping[str, Any]) -> ObjectStats:
@@ -296,6 +311,7 @@ class RemoteRepository:
         self.storage_namespace = info.storage_namespace
         self.default_branch = info.default_branch
         self._base = f"/repositories/{seg(info.name)}"
+        self._workspaces = f"/lsm/repositories/{seg(info.name)}/workspaces"
 
     def __repr__(self) -> str:
         return f"RemoteRepository({self.name!r}, {self.store.url!r})"
@@ -371,14 +387,29 @@ class RemoteRepository:
             )
         ]  # fmt: skip
 
-    async def workspaces(self, *, after: str | None = None, limit: int = 1000) -> list[Any]:
-        raise InvalidInputError(_NO_WORKSPACES)
+    # --- workspaces (docs/client.md, "Workspaces") ------------------------------------
 
-    async def get_workspace(self, name: str) -> Any:
-        raise InvalidInputError(_NO_WORKSPACES)
+    async def workspaces(self, *, after: str | None = None, limit: int = 1000) -> list[Workspace]:
+        validate.check_optional_str(after, "workspaces after")
+        return [
+            _workspace(d)
+            async for d in self.store._pages(
+                self._workspaces, {"after": after}, limit, kind="repository"
+            )
+        ]
+
+    async def get_workspace(self, name: str) -> Workspace:
+        check_ref_name(name, "workspace")
+        r = await self.http.request(
+            "GET", f"{self._workspaces}/{seg(name)}", kind="workspace", what=name
+        )
+        return _workspace(r.json())
 
     async def drop_workspace(self, name: str) -> None:
-        raise InvalidInputError(_NO_WORKSPACES)
+        check_ref_name(name, "workspace")
+        await self.http.request(
+            "DELETE", f"{self._workspaces}/{seg(name)}", ok=(204,), kind="workspace", what=name
+        )
 
     async def resolve_commit(self, expression: str) -> tuple[str, Commit]:
         r = await self.http.request("GET", f"{self._base}/commits/{seg(expression)}", kind="ref")
@@ -755,17 +786,27 @@ class RemoteBranch(_RemoteReads):
 
     async def head(self) -> RefValue:
         r = await self.repository.http.request("GET", self._lsm + "/staging", kind="ref")
-        d = r.json()
-        try:
-            return RefValue("branch", d["commit_id"], tuple(d["l2"]), tuple(d["l1"]))
-        except (KeyError, TypeError) as e:
-            raise UnavailableError(f"the server answered garbage: {d!r:.200}") from e
+        return _ref_value(r.json())
 
-    async def stash(self, name: str) -> Any:
-        raise InvalidInputError(_NO_WORKSPACES)
+    async def stash(self, name: str) -> Workspace:
+        """As the embedded ``stash``; this client's coalesced writes are sent first.  A
+        lost answer (UnavailableError with ``outcome_unknown``) is resolved by reading
+        the workspace back with ``repository.get_workspace(name)``."""
+        check_ref_name(name, "workspace")
+        await self.flush()
+        r = await self.repository.http.request(
+            "POST", self._lsm + "/stash", json_body={"name": name}, ok=(201,),
+            kind="workspace", what=name,
+        )  # fmt: skip
+        return _workspace(r.json())
 
     async def pop(self, name: str) -> RefValue:
-        raise InvalidInputError(_NO_WORKSPACES)
+        check_ref_name(name, "workspace")
+        await self.flush()
+        r = await self.repository.http.request(
+            "POST", self._lsm + "/pop", json_body={"name": name}, kind="workspace", what=name
+        )
+        return _ref_value(r.json())
 
     async def reset(self) -> RefValue:
         await self.flush()

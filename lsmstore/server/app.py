@@ -32,6 +32,7 @@ from lsmstore.server.routes import (
     repositories,
     service,
     tags,
+    workspaces,
 )
 from lsmstore.server.routing import Router
 from lsmstore.service import request_context
@@ -44,7 +45,7 @@ _API = "/api/v1/"
 
 def build_router(ctx: Context, version: str) -> Router:
     router = Router()
-    for module in (config, repositories, branches, commits, refs, tags, objects, lsm):
+    for module in (config, repositories, branches, commits, refs, tags, objects, lsm, workspaces):
         for route in module.routes(ctx):
             router.add(route)
     # The document describes every route, itself and the health routes included.

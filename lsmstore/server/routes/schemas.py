@@ -186,4 +186,16 @@ COMPONENTS: dict[str, dict[str, Any]] = {
     ),
     "BatchResult": obj({"entries": {"type": "integer"}}),
     "StagedSST": obj({"file_id": STR}),
+    "Workspace": obj(
+        {
+            "name": STR,
+            "branch": STR,
+            "base": STR,
+            "l1": {"type": "array", "items": STR},
+            "l2": {"type": "array", "items": STR},
+            "created_at": {"type": "number"},
+        }
+    ),
+    "WorkspaceList": listing("Workspace"),
+    "WorkspaceName": obj({"name": STR}),
 }
