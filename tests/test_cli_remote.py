@@ -75,6 +75,15 @@ def test_commands_through_the_server(lsm_server: ServerProcess, tmp_path: Path) 
     assert cli.json("diff", "lsm://remote-cli/dev") == [{"type": "added", "path": "ws.txt"}]
     assert cli("pop", "lsm://remote-cli/dev", "w").returncode == ExitCode.NOT_FOUND
 
+    # a squash merge with a named committer (the CLI's key is an admin's)
+    cli("commit", "lsm://remote-cli/dev", "-m", "ws", check=True)
+    head = cli.json("show", "lsm://remote-cli/main")["id"]
+    squashed = cli.json("merge", "lsm://remote-cli/dev", "lsm://remote-cli/main", "--squash",
+                        "--committer", "ci", "-m", "squash dev")  # fmt: skip
+    assert squashed["merged"]
+    shown = cli.json("show", "lsm://remote-cli/main")
+    assert (shown["parents"], shown["committer"], shown["message"]) == ([head], "ci", "squash dev")
+
 
 def test_reader_key_is_refused_and_serve_dispatches(
     lsm_server: ServerProcess,  # noqa: F811

@@ -335,3 +335,48 @@ async def test_workspaces(target: Target) -> None:
     with pytest.raises(WorkspaceNotFoundError):
         await repo.drop_workspace("s0")
     assert not await main.exists("x")  # stashed with s0, dropped with it
+
+
+async def test_committer_metadata_and_squash_merge(target: Target) -> None:
+    """What a commit, merge or revert records (committer, message, metadata) is what the
+    caller gave, on every transport; a squash merge has one parent and is not redone."""
+    repo = await target.repo()
+    main = repo.branch("main")
+    await main.put("a", b"1")
+    c = await main.commit("by alice", committer="alice", metadata={"k": "v"})
+    assert (c.committer, c.message, c.metadata) == ("alice", "by alice", {"k": "v"})
+    assert (await repo.ref("main").commit()).committer == "alice"
+    assert (await main.commit("empty", allow_empty=True)).message == "empty"
+
+    dev = await repo.create_branch("dev", source="main")
+    for k in ("b", "c"):
+        await dev.put(k, k.encode())
+        await dev.commit(f"dev {k}")
+    head = (await main.head()).base
+    r = await repo.merge(
+        "dev", into="main", message="squashed", committer="bob", metadata={"pr": "7"},
+        squash=True,
+    )  # fmt: skip
+    assert r.merged and r.commit is not None
+    assert (r.commit.parents, r.commit.committer, r.commit.message, r.commit.metadata) == (
+        (head,), "bob", "squashed", {"pr": "7"},
+    )  # fmt: skip
+    assert await main.get("c") == b"c"
+    messages = [e.message async for e in repo.log("main", first_parent=False)]
+    assert "dev b" not in messages and "dev c" not in messages
+    assert not (await repo.merge("dev", into="main", squash=True)).merged
+
+    rv = await repo.revert(
+        "main", branch="main", message="undo", committer="carol", metadata={"why": "t"}
+    )
+    assert rv.merged and rv.commit is not None
+    assert (rv.commit.committer, rv.commit.message, rv.commit.metadata) == (
+        "carol", "undo", {"why": "t"},
+    )  # fmt: skip
+    assert not await main.exists("c")
+    m = await repo.merge("dev", into="main", committer="dora")  # a plain merge: two parents
+    assert m.commit is not None and m.commit.committer == "dora" and len(m.commit.parents) == 2
+    with pytest.raises(InvalidInputError):
+        await main.commit("x", committer="", allow_empty=True)
+    with pytest.raises(InvalidInputError):
+        await repo.merge("dev", into="main", squash="yes")

@@ -150,3 +150,30 @@ def test_secrets_are_stored_hashed(server: ServerProcess) -> None:
     assert secret.encode() not in blob
     assert base64.b64encode(secret.encode()) not in blob
     assert key_id.encode() in blob
+
+
+def test_only_an_admin_key_names_another_committer(
+    server: ServerProcess, admin: httpx.Client
+) -> None:
+    repo = make_repo(admin)
+    commits = f"/repositories/{repo}/branches/main/commits"
+    writer_id, secret = server.create_key("writer")
+    with httpx.Client(base_url=server.api, auth=(writer_id, secret), timeout=60) as c:
+        plain = c.post(commits, json={"message": "m", "allow_empty": True})
+        assert plain.status_code == 201 and plain.json()["committer"] == writer_id
+        own = c.post(commits, json={"message": "m", "allow_empty": True, "committer": writer_id})
+        assert own.status_code == 201 and own.json()["committer"] == writer_id
+        other = c.post(commits, json={"message": "m", "allow_empty": True, "committer": "eve"})
+        assert other.status_code == 403 and "committer" in other.json()["message"]
+        merge = c.post(f"/repositories/{repo}/refs/main/merge/main", json={"committer": "eve"})
+        assert merge.status_code == 403
+        revert = c.post(f"/repositories/{repo}/branches/main/revert",
+                        json={"ref": "main", "parent_number": 1, "committer": "eve"})  # fmt: skip
+        assert revert.status_code == 403
+    log = admin.get(f"/repositories/{repo}/refs/main/commits").json()["results"]
+    assert [e["committer"] for e in log[:2]] == [writer_id, writer_id]  # nothing by eve
+    svc = admin.post(commits, json={"message": "m", "allow_empty": True, "committer": "svc"})
+    assert svc.status_code == 201 and svc.json()["committer"] == "svc"
+    for bad in ("", "a\nb", 5):
+        r = admin.post(commits, json={"message": "m", "allow_empty": True, "committer": bad})
+        assert r.status_code == 400, (bad, r.text)

@@ -92,6 +92,32 @@ def _commit(d: Mapping[str, Any]) -> Commit:
         raise UnavailableError(f"the server answered garbage: not a commit: {d!r:.200}") from e
 
 
+def _commit_fields(
+    message: str | None,
+    committer: str | None,
+    metadata: Mapping[str, str] | None,
+    strategy: Any,
+) -> dict[str, Any]:
+    """The checked fields of a merge or revert body (only those given): ``message``,
+    ``metadata``, ``committer`` (who a server records: docs/server.md, "Committer"),
+    ``strategy``."""
+    body: dict[str, Any] = {}
+    if validate.check_message(message) is not None:
+        body["message"] = message
+    metadata = validate.check_metadata(metadata)
+    if metadata:
+        body["metadata"] = dict(metadata)
+    if validate.check_committer(committer) is not None:
+        body["committer"] = committer
+    if strategy not in STRATEGIES:
+        raise InvalidInputError(
+            f"unknown merge strategy {strategy!r}: expected None, 'source-wins' or 'dest-wins'"
+        )
+    if strategy:
+        body["strategy"] = strategy
+    return body
+
+
 def _workspace(d: Any) -> Workspace:
     try:
         return Workspace(
@@ -450,22 +476,14 @@ class RemoteRepository:
         message: str | None = None,
         committer: str | None = None,
         metadata: Mapping[str, str] | None = None,
+        squash: bool = False,
     ) -> MergeResult:
         dest = self.branch(into).name
         refexpr.parse(source)
-        message = validate.check_message(message)
-        validate.check_committer(committer)
-        if strategy not in STRATEGIES:
-            raise InvalidInputError(
-                f"unknown merge strategy {strategy!r}: expected None, 'source-wins' or 'dest-wins'"
-            )
-        body: dict[str, Any] = {
-            "message": message or "",
-            "metadata": validate.check_metadata(metadata),
-        }
+        body = _commit_fields(message, committer, metadata, strategy)
+        if validate.check_bool(squash, "merge squash"):
+            body["squash_merge"] = True
         before, _ = await self.resolve_commit(dest)
-        if strategy:
-            body["strategy"] = strategy
         try:
             r = await self.http.request(
                 "POST", f"{self._base}/refs/{seg(source)}/merge/{seg(dest)}",
@@ -492,18 +510,16 @@ class RemoteRepository:
         dest = self.branch(branch).name
         refexpr.parse(commit)
         validate.check_int(parent, "revert parent", min_value=1, max_value=2)
-        validate.check_message(message)
-        validate.check_committer(committer)
-        validate.check_metadata(metadata)
-        if strategy not in STRATEGIES:
-            raise InvalidInputError(
-                f"unknown merge strategy {strategy!r}: expected None, 'source-wins' or 'dest-wins'"
-            )
+        fields = _commit_fields(message, committer, metadata, strategy)
+        body: dict[str, Any] = {"ref": commit, "parent_number": parent}
+        body["commit_overrides"] = {
+            k: fields.pop(k) for k in ("message", "metadata") if k in fields
+        }
+        body.update(fields)
         before, _ = await self.resolve_commit(dest)
         await self.http.request(
             "POST", f"{self._base}/branches/{seg(dest)}/revert",
-            json_body={"ref": commit, "parent_number": parent}, ok=(200, 201, 204),
-            kind="merge",
+            json_body=body, ok=(200, 201, 204), kind="merge",
         )  # fmt: skip
         after, c = await self.resolve_commit(dest)
         return MergeResult(after, c if after != before else None, after != before, commit,
@@ -767,14 +783,16 @@ class RemoteBranch(_RemoteReads):
         allow_empty: bool = False,
     ) -> Commit:
         validate.check_str(message, "commit message", empty_ok=True)
-        validate.check_committer(committer)
         metadata = validate.check_metadata(metadata, "commit metadata")
-        validate.check_bool(allow_empty, "allow_empty")
+        body: dict[str, Any] = {
+            "message": message,
+            "metadata": dict(metadata or {}),
+            "allow_empty": validate.check_bool(allow_empty, "allow_empty"),
+        }
+        if validate.check_committer(committer) is not None:
+            body["committer"] = committer
         r = await self.repository.http.request(
-            "POST", self._b + "/commits",
-            json_body={"message": message, "metadata": dict(metadata or {}),
-                       "allow_empty": allow_empty},
-            ok=(201,), kind="ref",
+            "POST", self._b + "/commits", json_body=body, ok=(201,), kind="ref"
         )  # fmt: skip
         return _commit(r.json())
 
