@@ -5,15 +5,29 @@ open routes answer without credentials, and a key limited to a repository sees n
 from __future__ import annotations
 
 import base64
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 from helpers.server import make_repo
 
-from lsmstore.testing.server_process import ServerProcess
+from lsmstore.testing.server_process import ServerProcess, start_server
 
 OPEN = {"/api/v1/healthcheck", "/healthz", "/readyz", "/api/v1/openapi.json", "/api/v1/auth/login"}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """This module fails hundreds of authentications from one address on purpose:
+    its server does not throttle them (tests/test_server_throttle.py does)."""
+    env = {"LSMSTORE_SERVER_AUTH_MAX_FAILURES_PER_KEY": "0",
+           "LSMSTORE_SERVER_AUTH_MAX_FAILURES_PER_CLIENT": "0"}  # fmt: skip
+    proc = start_server(tmp_path_factory.mktemp("server") / "home", env=env)
+    try:
+        yield proc
+    finally:
+        proc.stop()
 
 
 def _operations(server: ServerProcess) -> list[tuple[str, str, dict[str, Any]]]:

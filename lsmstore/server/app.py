@@ -35,6 +35,7 @@ from lsmstore.server.routes import (
     workspaces,
 )
 from lsmstore.server.routing import Router
+from lsmstore.server.throttle import client_address
 from lsmstore.service import request_context
 
 log = logging.getLogger("lsmstore.server")
@@ -114,12 +115,14 @@ class App:
                         raise ApiError(405, f"method {method} not allowed on {path}")
                     if path.startswith(_API):
                         request.auth = await ctx.auth.authenticate(
-                            request.headers.get("authorization")
+                            request.headers.get("authorization"), client_address(scope)
                         )
                         raise ApiError(501, f"{method} {path} is not implemented")
                     raise ApiError(404, f"no route {method} {path}")
                 if route.permission is not None:
-                    who = await ctx.auth.authenticate(request.headers.get("authorization"))
+                    who = await ctx.auth.authenticate(
+                        request.headers.get("authorization"), client_address(scope)
+                    )
                     repo = params.get("repository")
                     if not who.allows(route.permission, repo):
                         raise forbidden(who, route.permission, repo)

@@ -36,6 +36,7 @@ from lsmstore.server.auth import Authenticator, RecordStore
 from lsmstore.server.context import Context
 from lsmstore.server.instrument import Timed
 from lsmstore.server.metrics import Metrics
+from lsmstore.server.throttle import AuthThrottle
 from lsmstore.storage.base import ObjectStore
 from lsmstore.storage.url import open_object_store
 
@@ -64,7 +65,13 @@ def make_context(config: Config, store: Store | None = None) -> Context:
             ),
         )
     store.add_append_listener(metrics.on_append)
-    auth = Authenticator(cast(RecordStore, store.refstore))
+    throttle = AuthThrottle(
+        window_s=config.server_auth_failure_window_s,
+        max_per_key=config.server_auth_max_failures_per_key,
+        max_per_client=config.server_auth_max_failures_per_client,
+        registry=metrics.registry,
+    )
+    auth = Authenticator(cast(RecordStore, store.refstore), throttle=throttle)
     return Context(store, config, auth, metrics)
 
 
