@@ -1,7 +1,7 @@
-"""Workspaces through the client (Branch.stash / Branch.pop / Repository.workspaces)
-on the embedded store and on Redis, and through the command: staged changes move as
-ids, pop lands on top of another branch's staged writes, races with writers and the
-compactor lose no acknowledged write, and bad names give typed errors and exit codes.
+"""Workspaces on the embedded store and on Redis, and through the command: races with
+writers and the compactor lose no acknowledged write, and the command's exit codes.
+(The calls themselves -- stash, pop, list, drop, their typed errors -- are in the
+contract suite, tests/test_client_api.py, on every transport.)
 (File-level behaviour -- reads of popped files, compaction, GC of dropped workspaces
 -- is tests/test_workspace_files.py.)"""
 
@@ -21,8 +21,6 @@ from compactor.testing import make_config
 from lsmstore.cli.exitcodes import ExitCode
 from lsmstore.errors import (
     NothingToCommitError,
-    WorkspaceExistsError,
-    WorkspaceNotFoundError,
 )
 from tests.helpers.cli import Cli
 
@@ -36,56 +34,6 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         url, home=str(tmp_path / "home"), batch_interval_ms=1, compaction_in_process="off"
     ) as s:
         yield s
-
-
-async def test_stash_and_pop(store: Any, tmp_path: Path) -> None:
-    repo = await store.create_repository("w", storage_namespace=(tmp_path / "ns").as_uri())
-    main = repo.branch("main")
-    await main.put_many([("a", b"base-a"), ("b", b"base-b")])
-    await main.commit("base")
-    await main.put("a", b"wip-a")
-    await main.put("c", b"wip-c")
-    await main.delete("b")
-    before = await main.head()
-
-    w = await main.stash("wip")
-    assert (w.name, w.branch, w.base) == ("wip", "main", before.base)
-    assert (w.l1, w.l2) == (before.l1, before.l2)  # the same ids: no file copied
-    after = await main.head()
-    assert after.base == before.base and not after.l1 and not after.l2
-    assert await main.get("a") == b"base-a" and await main.get("b") == b"base-b"
-    assert not await main.exists("c")
-    assert [x.name for x in await repo.workspaces()] == ["wip"]
-    assert (await repo.get_workspace("wip")).l1 == before.l1
-
-    with pytest.raises(NothingToCommitError):
-        await main.stash("empty")
-    await main.put("x", b"1")
-    with pytest.raises(WorkspaceExistsError):
-        await main.stash("wip")
-    assert await main.exists("x")  # a refused stash changed nothing
-
-    # pop onto another branch with its own staged writes: the workspace is newer
-    dev = await repo.create_branch("dev", source="main")
-    await dev.put("a", b"dev-a")
-    await dev.put("d", b"dev-d")
-    head = await dev.pop("wip")
-    assert len(head.l1) >= 2 + len(before.l1)
-    assert await dev.get("a") == b"wip-a"  # the workspace's write wins
-    assert await dev.get("d") == b"dev-d" and await dev.get("c") == b"wip-c"
-    assert not await dev.exists("b")
-    assert await repo.workspaces() == []
-    with pytest.raises(WorkspaceNotFoundError):
-        await dev.pop("wip")
-    c = await dev.commit("popped work")
-    assert c.message == "popped work"
-    assert await repo.ref("dev").get("c") == b"wip-c"
-
-    await main.stash("later")
-    await repo.drop_workspace("later")
-    assert await repo.workspaces() == []
-    with pytest.raises(WorkspaceNotFoundError):
-        await repo.drop_workspace("later")
 
 
 async def test_stash_races_writers_and_compaction(store: Any, tmp_path: Path) -> None:
