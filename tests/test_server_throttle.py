@@ -13,6 +13,8 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
+import lsmstore
+from lsmstore.errors import PermissionDeniedError, UnavailableError
 from lsmstore.refstore.url import open_refstore
 from lsmstore.server.auth import Authenticator, RecordStore
 from lsmstore.server.errors import ApiError
@@ -163,3 +165,19 @@ def test_the_server_answers_429_with_retry_after(strict_server: ServerProcess) -
     lines = admin.text.splitlines()
     assert 'lsmstore_auth_failures_total{outcome="rejected"} 2.0' in lines
     assert 'lsmstore_auth_failures_total{outcome="throttled"} 2.0' in lines
+
+
+async def test_the_remote_client_reports_a_throttled_key(strict_server: ServerProcess) -> None:
+    key_id, secret = strict_server.create_key("writer")
+    for wrong in ("wrong-secret-1", "wrong-secret-2"):
+        async with lsmstore.connect(
+            strict_server.url, access_key_id=key_id, secret_access_key=wrong
+        ) as store:
+            with pytest.raises(PermissionDeniedError):
+                await store.list_repositories()
+    async with lsmstore.connect(
+        strict_server.url, access_key_id=key_id, secret_access_key=secret
+    ) as store:
+        with pytest.raises(UnavailableError) as e:
+            await store.create_repository("never", storage_namespace="local://never")
+    assert not e.value.outcome_unknown and "too many failed authentications" in str(e.value)

@@ -18,7 +18,8 @@ status   exception
 413      ``EntryTooLargeError``
 416      ``InvalidInputError``
 501      ``InvalidInputError`` (the server does not implement it)
-429/5xx  ``UnavailableError`` (``outcome_unknown`` for writes)
+429      ``UnavailableError`` (too many failed authentications: nothing was done)
+5xx      ``UnavailableError`` (``outcome_unknown`` for writes)
 =======  ==========================================================================
 
 A server that cannot be reached, resets the connection or times out raises
@@ -275,7 +276,9 @@ def error_for(answer: Response, method: str, what: str, kind: str) -> LsmError:
         return EntryTooLargeError(msg)
     if status in (416, 405, 501):
         return InvalidInputError(f"{msg} (HTTP {status})")
-    if status == 429 or status >= 500:
+    if status == 429:  # refused before anything ran (lsmstore.server.throttle)
+        return UnavailableError(f"server refused (429): {msg}")
+    if status >= 500:
         return UnavailableError(
             f"server error {status}: {msg}", outcome_unknown=method not in ("GET", "HEAD")
         )
