@@ -1,9 +1,9 @@
-"""Workspaces on the embedded store and on Redis, and through the command: races with
-writers and the compactor lose no acknowledged write, and the command's exit codes.
-(The calls themselves -- stash, pop, list, drop, their typed errors -- are in the
-contract suite, tests/test_client_api.py, on every transport.)
-(File-level behaviour -- reads of popped files, compaction, GC of dropped workspaces
--- is tests/test_workspace_files.py.)"""
+"""Workspaces on the embedded store, on Redis and through a server, and through the
+command: races with writers and the compactor lose no acknowledged write, and the
+command's exit codes.  (The calls themselves -- stash, pop, list, drop, their typed
+errors -- are in the contract suite, tests/test_client_api.py, on every transport;
+file-level behaviour -- reads of popped files, compaction, GC of dropped workspaces --
+is tests/test_workspace_files.py.)"""
 
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ import lsmstore
 from compactor.job import CompactionJob
 from compactor.testing import make_config
 from lsmstore.cli.exitcodes import ExitCode
-from lsmstore.errors import (
-    NothingToCommitError,
-)
+from lsmstore.errors import NothingToCommitError
+from lsmstore.testing.server_process import ServerProcess
 from tests.helpers.cli import Cli
+from tests.helpers.remote import lsm_server  # noqa: F401 - the fixture
 
 
 @pytest.fixture(params=["embedded", "redis"])
@@ -77,6 +77,49 @@ async def test_stash_races_writers_and_compaction(store: Any, tmp_path: Path) ->
     for key, value in acked.items():
         assert await main.get(key) == value, key
     assert await repo.workspaces() == []
+
+
+async def test_stash_over_http_races_remote_writers(
+    lsm_server: ServerProcess,  # noqa: F811
+) -> None:
+    """Remote writers keep writing while another client stashes and pops the branch
+    through the server (its own compactor running): the server's exclusive branch lock
+    and the RefStore step lose no acknowledged write."""
+    key_id, secret = lsm_server.admin
+    async with (
+        lsmstore.connect(lsm_server.url, access_key_id=key_id, secret_access_key=secret) as writers,
+        lsmstore.connect(lsm_server.url, access_key_id=key_id, secret_access_key=secret) as mover,
+    ):
+        repo = await writers.create_repository("wrace", storage_namespace="local://wrace")
+        main = repo.branch("main")
+        acked: dict[str, bytes] = {}
+        stop = asyncio.Event()
+
+        async def writer(t: int) -> None:
+            i = 0
+            while not stop.is_set():
+                key = f"w{t}/{i:05d}"
+                await main.put(key, key.encode())
+                acked[key] = key.encode()
+                i += 1
+
+        tasks = [asyncio.create_task(writer(t)) for t in range(4)]
+        moving = (await mover.get_repository("wrace")).branch("main")
+        moved = 0
+        while moved < 6:
+            try:
+                await moving.stash(f"s{moved}")
+            except NothingToCommitError:  # no write landed since the last pop yet
+                await asyncio.sleep(0.01)
+                continue
+            await moving.pop(f"s{moved}")
+            moved += 1
+        stop.set()
+        await asyncio.gather(*tasks)
+        assert len(acked) > 0
+        for key, value in acked.items():
+            assert await main.get(key) == value, key
+        assert await repo.workspaces() == []
 
 
 def test_cli_stash_list_show_pop_drop(tmp_path: Path) -> None:
