@@ -25,6 +25,17 @@ from tests.helpers.cli import Cli
 from tests.helpers.remote import lsm_server  # noqa: F401 - the fixture
 
 
+async def write_until(stop: asyncio.Event, branch: Any, t: int, acked: dict[str, bytes]) -> None:
+    """Writer ``t``: puts new keys until ``stop``, recording each acknowledged one."""
+    i = 0
+    while not stop.is_set():
+        key = f"w{t}/{i:05d}"
+        await branch.put(key, key.encode())
+        acked[key] = key.encode()
+        i += 1
+        await asyncio.sleep(0)
+
+
 @pytest.fixture(params=["embedded", "redis"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Any]:
     url = None
@@ -46,15 +57,6 @@ async def test_stash_races_writers_and_compaction(store: Any, tmp_path: Path) ->
     acked: dict[str, bytes] = {"seed": b"s"}
     stop = asyncio.Event()
 
-    async def writer(t: int) -> None:
-        i = 0
-        while not stop.is_set():
-            key = f"w{t}/{i:05d}"
-            await main.put(key, key.encode())
-            acked[key] = key.encode()
-            i += 1
-            await asyncio.sleep(0)
-
     async def compactor() -> None:
         cfg = make_config(compaction_l1_files=1)
         while not stop.is_set():
@@ -62,7 +64,7 @@ async def test_stash_races_writers_and_compaction(store: Any, tmp_path: Path) ->
             await job.run()
             await asyncio.sleep(0.001)
 
-    tasks = [asyncio.create_task(writer(t)) for t in range(4)]
+    tasks = [asyncio.create_task(write_until(stop, main, t, acked)) for t in range(4)]
     tasks.append(asyncio.create_task(compactor()))
     for n in range(8):
         await asyncio.sleep(0.02)
@@ -95,15 +97,7 @@ async def test_stash_over_http_races_remote_writers(
         acked: dict[str, bytes] = {}
         stop = asyncio.Event()
 
-        async def writer(t: int) -> None:
-            i = 0
-            while not stop.is_set():
-                key = f"w{t}/{i:05d}"
-                await main.put(key, key.encode())
-                acked[key] = key.encode()
-                i += 1
-
-        tasks = [asyncio.create_task(writer(t)) for t in range(4)]
+        tasks = [asyncio.create_task(write_until(stop, main, t, acked)) for t in range(4)]
         moving = (await mover.get_repository("wrace")).branch("main")
         moved = 0
         while moved < 6:

@@ -11,8 +11,10 @@ whose answer was lost reads the workspace back (GET) to learn which.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
+from lsmstore.client import Branch
 from lsmstore.refstore.base import Ref, Workspace
 from lsmstore.refstore.names import check_ref_name
 from lsmstore.server import pagination, validate
@@ -24,6 +26,8 @@ from lsmstore.server.routing import Route
 REPO = "/api/v1/lsm/repositories/{repository}"
 ITEM = REPO + "/workspaces/{workspace}"
 BRANCH = REPO + "/branches/{branch}"
+
+T = TypeVar("T")
 
 
 def workspace(w: Workspace) -> dict[str, Any]:
@@ -67,25 +71,22 @@ def routes(ctx: Context) -> list[Route]:
         await repo.drop_workspace(request.params["workspace"])
         return empty(204)
 
-    async def _name(request: Request) -> str:
-        doc = await request.json_object()
-        return check_ref_name(validate.string(doc, "name"), "workspace")
-
-    async def stash(request: Request) -> Response:
+    async def _move(request: Request, move: Callable[[Branch, str], Awaitable[T]]) -> T:
+        """``move(branch, name)`` under the branch's exclusive lock (module docstring)."""
         repo = await ctx.repository(request.params["repository"])
         branch = check_ref_name(request.params["branch"])
-        name = await _name(request)
+        doc = await request.json_object()
+        name = check_ref_name(validate.string(doc, "name"), "workspace")
         async with ctx.locks.exclusive(repo.name, branch):
-            w = await repo.branch(branch).stash(name)
+            return await move(repo.branch(branch), name)
+
+    async def stash(request: Request) -> Response:
+        w = await _move(request, lambda branch, name: branch.stash(name))
         return json_response(workspace(w), 201)
 
     async def pop(request: Request) -> Response:
-        repo = await ctx.repository(request.params["repository"])
-        branch = check_ref_name(request.params["branch"])
-        name = await _name(request)
-        async with ctx.locks.exclusive(repo.name, branch):
-            value = await repo.branch(branch).pop(name)
-        return json_response(staging(branch, value))
+        value = await _move(request, lambda branch, name: branch.pop(name))
+        return json_response(staging(request.params["branch"], value))
 
     body = (("application/json", ref("WorkspaceName")),)
     return [
