@@ -237,14 +237,16 @@ class Authenticator:
         if self.throttle is None or not header:
             return await self._authenticate(header)
         return await self.throttle.guard(
-            _claimed_key_id(header), client, lambda: self._authenticate(header)
+            lambda: _claimed_key_id(header), client, lambda: self._authenticate(header)
         )
 
     async def login(self, key_id: str, secret: str, client: str | None = None) -> Principal:
         """:meth:`check_secret`, throttled like :meth:`authenticate`."""
         if self.throttle is None:
             return await self.check_secret(key_id, secret)
-        return await self.throttle.guard(key_id, client, lambda: self.check_secret(key_id, secret))
+        return await self.throttle.guard(
+            lambda: key_id, client, lambda: self.check_secret(key_id, secret)
+        )
 
     async def _authenticate(self, header: str | None) -> Principal:
         if not header:

@@ -48,6 +48,10 @@ class _Window:
         self.max_tracked = max_tracked
         self._failures: OrderedDict[str, deque[float]] = OrderedDict()
 
+    @property
+    def tracked(self) -> bool:
+        return bool(self._failures)
+
     def wait_s(self, subject: str | None, now: float) -> float:
         """Seconds until ``subject`` may try again (0: now)."""
         if subject is None or self.limit <= 0:
@@ -120,16 +124,27 @@ class AuthThrottle:
         self._keys.failed(key_id, now)
         self._clients.failed(client, now)
 
+    @property
+    def idle(self) -> bool:
+        """No failure is being counted: nothing can be throttled."""
+        return not self._keys.tracked and not self._clients.tracked
+
     async def guard(
-        self, key_id: str | None, client: str | None, attempt: Callable[[], Awaitable[T]]
+        self,
+        key_id: Callable[[], str | None],
+        client: str | None,
+        attempt: Callable[[], Awaitable[T]],
     ) -> T:
-        """Run ``attempt`` (an authentication) unless throttled; count its 401."""
-        self.check(key_id, client)
+        """Run ``attempt`` (an authentication) unless throttled; count its 401.
+        ``key_id`` tells the key id claimed; it is only asked while failures are
+        counted, so requests cost nothing extra on a server nobody attacks."""
+        if not self.idle:
+            self.check(key_id(), client)
         try:
             return await attempt()
         except ApiError as e:
             if e.status == 401:
-                self.failed(key_id, client)
+                self.failed(key_id(), client)
             raise
 
 
