@@ -152,6 +152,7 @@ class RepositoryAPI(Protocol):
         message: str | None = None,
         committer: str | None = None,
         metadata: Mapping[str, str] | None = None,
+        squash: bool = False,
     ) -> MergeResult: ...
     async def revert(
         self,

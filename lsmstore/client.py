@@ -625,13 +625,16 @@ class Repository:
         message: str | None = None,
         committer: str | None = None,
         metadata: Mapping[str, str] | None = None,
+        squash: bool = False,
     ) -> MergeResult:
         """Three-way merge of the commit ``source`` names into branch ``into`` (default:
-        the default branch); a merge commit with parents ``[into's base, source]``.
+        the default branch); a merge commit with parents ``[into's base, source]``, or
+        with ``squash`` the single parent ``[into's base]`` (lakeFS's squash merge).
 
-        The destination's staged writes stay staged on top.  Already merged: nothing
-        is written (``merged`` False).  Conflicts raise MergeConflictError (``keys``)
-        unless ``strategy`` is ``"source-wins"`` or ``"dest-wins"``.
+        The destination's staged writes stay staged on top.  Already merged (with
+        ``squash``: the merge would change nothing): nothing is written (``merged``
+        False).  Conflicts raise MergeConflictError (``keys``) unless ``strategy`` is
+        ``"source-wins"`` or ``"dest-wins"``.
         """
         cfg = self.store.config
         into = self.branch(into).name
@@ -643,6 +646,7 @@ class Repository:
             message=validate.check_message(message),
             committer=validate.check_committer(committer) or DEFAULT_COMMITTER,
             metadata=validate.check_metadata(metadata),
+            squash=validate.check_bool(squash, "merge squash"),
             max_attempts=cfg.commit_max_attempts,
             backoff_s=cfg.commit_backoff_ms / 1000,
             backoff_max_s=cfg.commit_backoff_max_ms / 1000,

@@ -196,6 +196,12 @@ class Config:
     server_keepalive_s: float = 5.0
     #: Longest object path accepted (bytes of UTF-8).
     server_max_path_bytes: int = 1024
+    #: Failed authentications: past this many within ``server_auth_failure_window_s``
+    #: per access key id, or per client address, answer 429 (0: no limit;
+    #: docs/server.md, "Failed authentications").
+    server_auth_failure_window_s: float = 300.0
+    server_auth_max_failures_per_key: int = 100
+    server_auth_max_failures_per_client: int = 30
 
     @property
     def refstore_url(self) -> str:
@@ -350,6 +356,9 @@ _BOUNDS: dict[str, tuple[float, float, bool]] = {
     "server_body_timeout_s": (0, _YEAR_S, True),
     "server_keepalive_s": (0, _YEAR_S, True),
     "server_max_path_bytes": (1, 64 * KiB, False),
+    "server_auth_failure_window_s": (0, _YEAR_S, True),
+    "server_auth_max_failures_per_key": (0, _COUNT, False),
+    "server_auth_max_failures_per_client": (0, _COUNT, False),
     "remote_batch_window_ms": (0, 3_600_000, False),
     "remote_batch_max_entries": (1, _COUNT, False),
     "remote_batch_max_bytes": (1, _BYTES, False),

@@ -61,8 +61,28 @@ def test_commands_through_the_server(lsm_server: ServerProcess, tmp_path: Path) 
     missing = cli("fs", "stat", "lsm://remote-cli/main/nope")
     assert missing.returncode == ExitCode.NOT_FOUND and "Traceback" not in missing.stderr
     assert cli("branch", "show", "lsm://nosuch/main").returncode == ExitCode.NOT_FOUND
-    ws = cli("stash", "save", "lsm://remote-cli/main", "w")
-    assert ws.returncode == ExitCode.USAGE and "not served over HTTP" in ws.stderr
+
+    # workspaces through the server: stash, list, pop onto another branch, typed exits
+    cli("fs", "upload", str(tree / "a.txt"), "lsm://remote-cli/main/ws.txt", check=True)
+    saved = cli.json("stash", "save", "lsm://remote-cli/main", "w")
+    assert saved["name"] == "w" and saved["branch"] == "main" and saved["l1_files"] >= 1
+    assert cli.json("diff", "lsm://remote-cli/main") == []
+    assert [w["name"] for w in cli.json("stash", "list", "lsm://remote-cli")] == ["w"]
+    assert cli("stash", "save", "lsm://remote-cli/main", "w").returncode == (
+        ExitCode.NOTHING_TO_COMMIT
+    )
+    cli("pop", "lsm://remote-cli/dev", "w", check=True)
+    assert cli.json("diff", "lsm://remote-cli/dev") == [{"type": "added", "path": "ws.txt"}]
+    assert cli("pop", "lsm://remote-cli/dev", "w").returncode == ExitCode.NOT_FOUND
+
+    # a squash merge with a named committer (the CLI's key is an admin's)
+    cli("commit", "lsm://remote-cli/dev", "-m", "ws", check=True)
+    head = cli.json("show", "lsm://remote-cli/main")["id"]
+    squashed = cli.json("merge", "lsm://remote-cli/dev", "lsm://remote-cli/main", "--squash",
+                        "--committer", "ci", "-m", "squash dev")  # fmt: skip
+    assert squashed["merged"]
+    shown = cli.json("show", "lsm://remote-cli/main")
+    assert (shown["parents"], shown["committer"], shown["message"]) == ([head], "ci", "squash dev")
 
 
 def test_reader_key_is_refused_and_serve_dispatches(

@@ -18,6 +18,7 @@ from aiobotocore.session import get_session
 import lsmstore
 from lsmstore.errors import (
     InvalidInputError,
+    InvalidNameError,
     MergeConflictError,
     NotFoundError,
     NothingToCommitError,
@@ -26,6 +27,8 @@ from lsmstore.errors import (
     RefExistsError,
     RefNotFoundError,
     RepositoryNotFoundError,
+    WorkspaceExistsError,
+    WorkspaceNotFoundError,
 )
 from lsmstore.objects import ObjectLink
 from tests.helpers.remote import lsm_server  # noqa: F401 - the fixture
@@ -267,3 +270,113 @@ async def test_same_typed_errors(target: Target) -> None:
         await repo.create_branch("x", source="nosuchbranch")
     with pytest.raises(InvalidInputError):
         repo.branch("bad name")
+
+
+async def test_workspaces(target: Target) -> None:
+    """stash / pop / workspaces / drop: staged changes move as file ids, pop lands on
+    top of another branch's staged writes, the same typed errors everywhere."""
+    repo = await target.repo()
+    main = repo.branch("main")
+    await main.put_many([("a", b"base-a"), ("b", b"base-b")])
+    await main.commit("base")
+    await main.put("a", b"wip-a")
+    await main.put("c", b"wip-c")
+    await main.delete("b")
+    before = await main.head()
+
+    w = await main.stash("wip")
+    assert (w.name, w.branch, w.base) == ("wip", "main", before.base)
+    assert w.l1 or w.l2
+    after = await main.head()
+    assert after.base == w.base and not after.l1 and not after.l2
+    assert await main.get("a") == b"base-a" and await main.get("b") == b"base-b"
+    assert not await main.exists("c")
+    assert [x.name for x in await repo.workspaces()] == ["wip"]
+    got = await repo.get_workspace("wip")
+    assert (got.name, got.branch, got.l1, got.l2) == ("wip", "main", w.l1, w.l2)
+
+    with pytest.raises(NothingToCommitError):
+        await main.stash("empty")
+    await main.put("x", b"1")
+    with pytest.raises(WorkspaceExistsError):
+        await main.stash("wip")
+    assert await main.exists("x")  # a refused stash changed nothing
+    for bad in ("bad name", ""):
+        with pytest.raises(InvalidNameError):
+            await main.stash(bad)
+        with pytest.raises(InvalidNameError):
+            await repo.get_workspace(bad)
+
+    dev = await repo.create_branch("dev", source="main")
+    await dev.put("a", b"dev-a")
+    await dev.put("d", b"dev-d")
+    head = await dev.pop("wip")
+    assert head.base == w.base and head.l1
+    assert await dev.get("a") == b"wip-a"  # the workspace's write is newer
+    assert await dev.get("d") == b"dev-d" and await dev.get("c") == b"wip-c"
+    assert not await dev.exists("b")
+    assert await repo.workspaces() == []
+    with pytest.raises(WorkspaceNotFoundError):
+        await dev.pop("wip")
+    with pytest.raises(WorkspaceNotFoundError):
+        await repo.get_workspace("wip")
+    await dev.commit("popped work")
+    assert await repo.ref("dev").get("c") == b"wip-c"
+
+    names = []
+    for n in range(3):
+        await main.put(f"s{n}", b"s")
+        names.append((await main.stash(f"s{n}")).name)
+    assert [x.name for x in await repo.workspaces()] == names
+    assert [x.name for x in await repo.workspaces(after="s0", limit=1)] == ["s1"]
+    for name in names:
+        await repo.drop_workspace(name)
+    assert await repo.workspaces() == []
+    with pytest.raises(WorkspaceNotFoundError):
+        await repo.drop_workspace("s0")
+    assert not await main.exists("x")  # stashed with s0, dropped with it
+
+
+async def test_committer_metadata_and_squash_merge(target: Target) -> None:
+    """What a commit, merge or revert records (committer, message, metadata) is what the
+    caller gave, on every transport; a squash merge has one parent and is not redone."""
+    repo = await target.repo()
+    main = repo.branch("main")
+    await main.put("a", b"1")
+    c = await main.commit("by alice", committer="alice", metadata={"k": "v"})
+    assert (c.committer, c.message, c.metadata) == ("alice", "by alice", {"k": "v"})
+    assert (await repo.ref("main").commit()).committer == "alice"
+    assert (await main.commit("empty", allow_empty=True)).message == "empty"
+
+    dev = await repo.create_branch("dev", source="main")
+    for k in ("b", "c"):
+        await dev.put(k, k.encode())
+        await dev.commit(f"dev {k}")
+    head = (await main.head()).base
+    r = await repo.merge(
+        "dev", into="main", message="squashed", committer="bob", metadata={"pr": "7"},
+        squash=True,
+    )  # fmt: skip
+    assert r.merged and r.commit is not None
+    assert (r.commit.parents, r.commit.committer, r.commit.message, r.commit.metadata) == (
+        (head,), "bob", "squashed", {"pr": "7"},
+    )  # fmt: skip
+    assert await main.get("c") == b"c"
+    messages = [e.message async for e in repo.log("main", first_parent=False)]
+    assert "dev b" not in messages and "dev c" not in messages
+    assert not (await repo.merge("dev", into="main", squash=True)).merged
+
+    rv = await repo.revert(
+        "main", branch="main", message="undo", committer="carol", metadata={"why": "t"}
+    )
+    assert rv.merged and rv.commit is not None
+    assert (rv.commit.committer, rv.commit.message, rv.commit.metadata) == (
+        "carol", "undo", {"why": "t"},
+    )  # fmt: skip
+    assert not await main.exists("c")
+    m = await repo.merge("dev", into="main", committer="dora")  # a plain merge: two parents
+    assert m.commit is not None and m.commit.committer == "dora" and len(m.commit.parents) == 2
+    with pytest.raises(InvalidInputError):
+        await main.commit("x", committer="", allow_empty=True)
+    with pytest.raises(InvalidInputError):
+        await repo.merge("dev", into="main", squash="yes")

@@ -5,15 +5,29 @@ open routes answer without credentials, and a key limited to a repository sees n
 from __future__ import annotations
 
 import base64
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 from helpers.server import make_repo
 
-from lsmstore.testing.server_process import ServerProcess
+from lsmstore.testing.server_process import ServerProcess, start_server
 
 OPEN = {"/api/v1/healthcheck", "/healthz", "/readyz", "/api/v1/openapi.json", "/api/v1/auth/login"}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """This module fails hundreds of authentications from one address on purpose:
+    its server does not throttle them (tests/test_server_throttle.py does)."""
+    env = {"LSMSTORE_SERVER_AUTH_MAX_FAILURES_PER_KEY": "0",
+           "LSMSTORE_SERVER_AUTH_MAX_FAILURES_PER_CLIENT": "0"}  # fmt: skip
+    proc = start_server(tmp_path_factory.mktemp("server") / "home", env=env)
+    try:
+        yield proc
+    finally:
+        proc.stop()
 
 
 def _operations(server: ServerProcess) -> list[tuple[str, str, dict[str, Any]]]:
@@ -150,3 +164,30 @@ def test_secrets_are_stored_hashed(server: ServerProcess) -> None:
     assert secret.encode() not in blob
     assert base64.b64encode(secret.encode()) not in blob
     assert key_id.encode() in blob
+
+
+def test_only_an_admin_key_names_another_committer(
+    server: ServerProcess, admin: httpx.Client
+) -> None:
+    repo = make_repo(admin)
+    commits = f"/repositories/{repo}/branches/main/commits"
+    writer_id, secret = server.create_key("writer")
+    with httpx.Client(base_url=server.api, auth=(writer_id, secret), timeout=60) as c:
+        plain = c.post(commits, json={"message": "m", "allow_empty": True})
+        assert plain.status_code == 201 and plain.json()["committer"] == writer_id
+        own = c.post(commits, json={"message": "m", "allow_empty": True, "committer": writer_id})
+        assert own.status_code == 201 and own.json()["committer"] == writer_id
+        other = c.post(commits, json={"message": "m", "allow_empty": True, "committer": "eve"})
+        assert other.status_code == 403 and "committer" in other.json()["message"]
+        merge = c.post(f"/repositories/{repo}/refs/main/merge/main", json={"committer": "eve"})
+        assert merge.status_code == 403
+        revert = c.post(f"/repositories/{repo}/branches/main/revert",
+                        json={"ref": "main", "parent_number": 1, "committer": "eve"})  # fmt: skip
+        assert revert.status_code == 403
+    log = admin.get(f"/repositories/{repo}/refs/main/commits").json()["results"]
+    assert [e["committer"] for e in log[:2]] == [writer_id, writer_id]  # nothing by eve
+    svc = admin.post(commits, json={"message": "m", "allow_empty": True, "committer": "svc"})
+    assert svc.status_code == 201 and svc.json()["committer"] == "svc"
+    for bad in ("", "a\nb", 5):
+        r = admin.post(commits, json={"message": "m", "allow_empty": True, "committer": bad})
+        assert r.status_code == 400, (bad, r.text)

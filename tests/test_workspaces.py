@@ -1,9 +1,9 @@
-"""Workspaces through the client (Branch.stash / Branch.pop / Repository.workspaces)
-on the embedded store and on Redis, and through the command: staged changes move as
-ids, pop lands on top of another branch's staged writes, races with writers and the
-compactor lose no acknowledged write, and bad names give typed errors and exit codes.
-(File-level behaviour -- reads of popped files, compaction, GC of dropped workspaces
--- is tests/test_workspace_files.py.)"""
+"""Workspaces on the embedded store, on Redis and through a server, and through the
+command: races with writers and the compactor lose no acknowledged write, and the
+command's exit codes.  (The calls themselves -- stash, pop, list, drop, their typed
+errors -- are in the contract suite, tests/test_client_api.py, on every transport;
+file-level behaviour -- reads of popped files, compaction, GC of dropped workspaces --
+is tests/test_workspace_files.py.)"""
 
 from __future__ import annotations
 
@@ -19,12 +19,21 @@ import lsmstore
 from compactor.job import CompactionJob
 from compactor.testing import make_config
 from lsmstore.cli.exitcodes import ExitCode
-from lsmstore.errors import (
-    NothingToCommitError,
-    WorkspaceExistsError,
-    WorkspaceNotFoundError,
-)
+from lsmstore.errors import NothingToCommitError
+from lsmstore.testing.server_process import ServerProcess
 from tests.helpers.cli import Cli
+from tests.helpers.remote import lsm_server  # noqa: F401 - the fixture
+
+
+async def write_until(stop: asyncio.Event, branch: Any, t: int, acked: dict[str, bytes]) -> None:
+    """Writer ``t``: puts new keys until ``stop``, recording each acknowledged one."""
+    i = 0
+    while not stop.is_set():
+        key = f"w{t}/{i:05d}"
+        await branch.put(key, key.encode())
+        acked[key] = key.encode()
+        i += 1
+        await asyncio.sleep(0)
 
 
 @pytest.fixture(params=["embedded", "redis"])
@@ -38,56 +47,6 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         yield s
 
 
-async def test_stash_and_pop(store: Any, tmp_path: Path) -> None:
-    repo = await store.create_repository("w", storage_namespace=(tmp_path / "ns").as_uri())
-    main = repo.branch("main")
-    await main.put_many([("a", b"base-a"), ("b", b"base-b")])
-    await main.commit("base")
-    await main.put("a", b"wip-a")
-    await main.put("c", b"wip-c")
-    await main.delete("b")
-    before = await main.head()
-
-    w = await main.stash("wip")
-    assert (w.name, w.branch, w.base) == ("wip", "main", before.base)
-    assert (w.l1, w.l2) == (before.l1, before.l2)  # the same ids: no file copied
-    after = await main.head()
-    assert after.base == before.base and not after.l1 and not after.l2
-    assert await main.get("a") == b"base-a" and await main.get("b") == b"base-b"
-    assert not await main.exists("c")
-    assert [x.name for x in await repo.workspaces()] == ["wip"]
-    assert (await repo.get_workspace("wip")).l1 == before.l1
-
-    with pytest.raises(NothingToCommitError):
-        await main.stash("empty")
-    await main.put("x", b"1")
-    with pytest.raises(WorkspaceExistsError):
-        await main.stash("wip")
-    assert await main.exists("x")  # a refused stash changed nothing
-
-    # pop onto another branch with its own staged writes: the workspace is newer
-    dev = await repo.create_branch("dev", source="main")
-    await dev.put("a", b"dev-a")
-    await dev.put("d", b"dev-d")
-    head = await dev.pop("wip")
-    assert len(head.l1) >= 2 + len(before.l1)
-    assert await dev.get("a") == b"wip-a"  # the workspace's write wins
-    assert await dev.get("d") == b"dev-d" and await dev.get("c") == b"wip-c"
-    assert not await dev.exists("b")
-    assert await repo.workspaces() == []
-    with pytest.raises(WorkspaceNotFoundError):
-        await dev.pop("wip")
-    c = await dev.commit("popped work")
-    assert c.message == "popped work"
-    assert await repo.ref("dev").get("c") == b"wip-c"
-
-    await main.stash("later")
-    await repo.drop_workspace("later")
-    assert await repo.workspaces() == []
-    with pytest.raises(WorkspaceNotFoundError):
-        await repo.drop_workspace("later")
-
-
 async def test_stash_races_writers_and_compaction(store: Any, tmp_path: Path) -> None:
     """Writers and compaction jobs run while the branch is stashed and popped back
     again and again: every acknowledged write ends up readable, none twice-lost."""
@@ -98,15 +57,6 @@ async def test_stash_races_writers_and_compaction(store: Any, tmp_path: Path) ->
     acked: dict[str, bytes] = {"seed": b"s"}
     stop = asyncio.Event()
 
-    async def writer(t: int) -> None:
-        i = 0
-        while not stop.is_set():
-            key = f"w{t}/{i:05d}"
-            await main.put(key, key.encode())
-            acked[key] = key.encode()
-            i += 1
-            await asyncio.sleep(0)
-
     async def compactor() -> None:
         cfg = make_config(compaction_l1_files=1)
         while not stop.is_set():
@@ -114,7 +64,7 @@ async def test_stash_races_writers_and_compaction(store: Any, tmp_path: Path) ->
             await job.run()
             await asyncio.sleep(0.001)
 
-    tasks = [asyncio.create_task(writer(t)) for t in range(4)]
+    tasks = [asyncio.create_task(write_until(stop, main, t, acked)) for t in range(4)]
     tasks.append(asyncio.create_task(compactor()))
     for n in range(8):
         await asyncio.sleep(0.02)
@@ -129,6 +79,41 @@ async def test_stash_races_writers_and_compaction(store: Any, tmp_path: Path) ->
     for key, value in acked.items():
         assert await main.get(key) == value, key
     assert await repo.workspaces() == []
+
+
+async def test_stash_over_http_races_remote_writers(
+    lsm_server: ServerProcess,  # noqa: F811
+) -> None:
+    """Remote writers keep writing while another client stashes and pops the branch
+    through the server (its own compactor running): the server's exclusive branch lock
+    and the RefStore step lose no acknowledged write."""
+    key_id, secret = lsm_server.admin
+    async with (
+        lsmstore.connect(lsm_server.url, access_key_id=key_id, secret_access_key=secret) as writers,
+        lsmstore.connect(lsm_server.url, access_key_id=key_id, secret_access_key=secret) as mover,
+    ):
+        repo = await writers.create_repository("wrace", storage_namespace="local://wrace")
+        main = repo.branch("main")
+        acked: dict[str, bytes] = {}
+        stop = asyncio.Event()
+
+        tasks = [asyncio.create_task(write_until(stop, main, t, acked)) for t in range(4)]
+        moving = (await mover.get_repository("wrace")).branch("main")
+        moved = 0
+        while moved < 6:
+            try:
+                await moving.stash(f"s{moved}")
+            except NothingToCommitError:  # no write landed since the last pop yet
+                await asyncio.sleep(0.01)
+                continue
+            await moving.pop(f"s{moved}")
+            moved += 1
+        stop.set()
+        await asyncio.gather(*tasks)
+        assert len(acked) > 0
+        for key, value in acked.items():
+            assert await main.get(key) == value, key
+        assert await repo.workspaces() == []
 
 
 def test_cli_stash_list_show_pop_drop(tmp_path: Path) -> None:

@@ -185,12 +185,18 @@ def diff(left: LsmURI, right: LsmURI | None, prefix: str) -> None:
 )
 @click.option("-m", "--message", help="merge commit message")
 @click.option("--meta", multiple=True, metavar="KEY=VALUE", help="metadata (repeatable)")
+@click.option("--committer", help="committer name (default: lsmstore; a server: your key)")
+@click.option(
+    "--squash", is_flag=True, help="one commit whose only parent is the destination's head"
+)
 def merge(
     source: LsmURI,
     destination: LsmURI,
     strategy: str | None,
     message: str | None,
     meta: tuple[str, ...],
+    committer: str | None,
+    squash: bool,
 ) -> None:
     """Merge SOURCE (lsm://REPO/REF) into branch DESTINATION (lsm://REPO/BRANCH)."""
     source.require(ref=True, no_path=True)
@@ -208,6 +214,8 @@ def merge(
                 strategy=strategy,
                 message=message,
                 metadata=metadata or None,
+                committer=committer,
+                squash=squash,
             )
         return {
             "reference": r.commit_id,

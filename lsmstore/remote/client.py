@@ -40,6 +40,7 @@ from lsmstore.graveler.merge import STRATEGIES
 from lsmstore.objects import ObjectLink, ObjectStats
 from lsmstore.refstore.base import Ref as RefValue
 from lsmstore.refstore.base import Repository as RepositoryInfo
+from lsmstore.refstore.base import Workspace
 from lsmstore.refstore.names import check_ref_name, check_repository_name
 from lsmstore.remote.batcher import Batcher
 from lsmstore.remote.http import HttpTransport, seg
@@ -49,10 +50,6 @@ from lsmstore.versioning.history import LogEntry
 from lsmstore.versioning.merging import MergeResult
 
 PAGE = 1000
-_NO_WORKSPACES = (
-    "workspaces are not served over HTTP yet: use them with a RefStore URL "
-    "(lsmstore --refstore ... / lsmstore.connect('redis://...'))"
-)
 _CHUNK = 4 << 20
 
 
@@ -93,6 +90,50 @@ def _commit(d: Mapping[str, Any]) -> Commit:
         )
     except (KeyError, TypeError, ValueError) as e:
         raise UnavailableError(f"the server answered garbage: not a commit: {d!r:.200}") from e
+
+
+def _commit_fields(
+    message: str | None,
+    committer: str | None,
+    metadata: Mapping[str, str] | None,
+    strategy: Any,
+) -> dict[str, Any]:
+    """The checked fields of a merge or revert body (only those given): ``message``,
+    ``metadata``, ``committer`` (who a server records: docs/server.md, "Committer"),
+    ``strategy``."""
+    body: dict[str, Any] = {}
+    if validate.check_message(message) is not None:
+        body["message"] = message
+    metadata = validate.check_metadata(metadata)
+    if metadata:
+        body["metadata"] = dict(metadata)
+    if validate.check_committer(committer) is not None:
+        body["committer"] = committer
+    if strategy not in STRATEGIES:
+        raise InvalidInputError(
+            f"unknown merge strategy {strategy!r}: expected None, 'source-wins' or 'dest-wins'"
+        )
+    if strategy:
+        body["strategy"] = strategy
+    return body
+
+
+def _workspace(d: Any) -> Workspace:
+    try:
+        return Workspace(
+            str(d["name"]), str(d["branch"]), str(d["base"]), tuple(d["l2"]), tuple(d["l1"]),
+            float(d["created_at"]),
+        )  # fmt: skip
+    except (KeyError, TypeError, ValueError) as e:
+        raise UnavailableError(f"the server answered garbage: not a workspace: {d!r:.200}") from e
+
+
+def _ref_value(d: Any) -> RefValue:
+    """A branch's ref value from the server's ``StagingState``."""
+    try:
+        return RefValue("branch", d["commit_id"], tuple(d["l2"]), tuple(d["l1"]))
+    except (KeyError, TypeError) as e:
+        raise UnavailableError(f"the server answered garbage: {d!r:.200}") from e
 
 
 def _stats(d: Mapping[str, Any]) -> ObjectStats:
@@ -296,6 +337,7 @@ class RemoteRepository:
         self.storage_namespace = info.storage_namespace
         self.default_branch = info.default_branch
         self._base = f"/repositories/{seg(info.name)}"
+        self._workspaces = f"/lsm/repositories/{seg(info.name)}/workspaces"
 
     def __repr__(self) -> str:
         return f"RemoteRepository({self.name!r}, {self.store.url!r})"
@@ -371,14 +413,29 @@ class RemoteRepository:
             )
         ]  # fmt: skip
 
-    async def workspaces(self, *, after: str | None = None, limit: int = 1000) -> list[Any]:
-        raise InvalidInputError(_NO_WORKSPACES)
+    # --- workspaces (docs/client.md, "Workspaces") ------------------------------------
 
-    async def get_workspace(self, name: str) -> Any:
-        raise InvalidInputError(_NO_WORKSPACES)
+    async def workspaces(self, *, after: str | None = None, limit: int = 1000) -> list[Workspace]:
+        validate.check_optional_str(after, "workspaces after")
+        return [
+            _workspace(d)
+            async for d in self.store._pages(
+                self._workspaces, {"after": after}, limit, kind="repository"
+            )
+        ]
+
+    async def get_workspace(self, name: str) -> Workspace:
+        check_ref_name(name, "workspace")
+        r = await self.http.request(
+            "GET", f"{self._workspaces}/{seg(name)}", kind="workspace", what=name
+        )
+        return _workspace(r.json())
 
     async def drop_workspace(self, name: str) -> None:
-        raise InvalidInputError(_NO_WORKSPACES)
+        check_ref_name(name, "workspace")
+        await self.http.request(
+            "DELETE", f"{self._workspaces}/{seg(name)}", ok=(204,), kind="workspace", what=name
+        )
 
     async def resolve_commit(self, expression: str) -> tuple[str, Commit]:
         r = await self.http.request("GET", f"{self._base}/commits/{seg(expression)}", kind="ref")
@@ -419,22 +476,14 @@ class RemoteRepository:
         message: str | None = None,
         committer: str | None = None,
         metadata: Mapping[str, str] | None = None,
+        squash: bool = False,
     ) -> MergeResult:
         dest = self.branch(into).name
         refexpr.parse(source)
-        message = validate.check_message(message)
-        validate.check_committer(committer)
-        if strategy not in STRATEGIES:
-            raise InvalidInputError(
-                f"unknown merge strategy {strategy!r}: expected None, 'source-wins' or 'dest-wins'"
-            )
-        body: dict[str, Any] = {
-            "message": message or "",
-            "metadata": validate.check_metadata(metadata),
-        }
+        body = _commit_fields(message, committer, metadata, strategy)
+        if validate.check_bool(squash, "merge squash"):
+            body["squash_merge"] = True
         before, _ = await self.resolve_commit(dest)
-        if strategy:
-            body["strategy"] = strategy
         try:
             r = await self.http.request(
                 "POST", f"{self._base}/refs/{seg(source)}/merge/{seg(dest)}",
@@ -461,18 +510,16 @@ class RemoteRepository:
         dest = self.branch(branch).name
         refexpr.parse(commit)
         validate.check_int(parent, "revert parent", min_value=1, max_value=2)
-        validate.check_message(message)
-        validate.check_committer(committer)
-        validate.check_metadata(metadata)
-        if strategy not in STRATEGIES:
-            raise InvalidInputError(
-                f"unknown merge strategy {strategy!r}: expected None, 'source-wins' or 'dest-wins'"
-            )
+        fields = _commit_fields(message, committer, metadata, strategy)
+        body: dict[str, Any] = {"ref": commit, "parent_number": parent}
+        body["commit_overrides"] = {
+            k: fields.pop(k) for k in ("message", "metadata") if k in fields
+        }
+        body.update(fields)
         before, _ = await self.resolve_commit(dest)
         await self.http.request(
             "POST", f"{self._base}/branches/{seg(dest)}/revert",
-            json_body={"ref": commit, "parent_number": parent}, ok=(200, 201, 204),
-            kind="merge",
+            json_body=body, ok=(200, 201, 204), kind="merge",
         )  # fmt: skip
         after, c = await self.resolve_commit(dest)
         return MergeResult(after, c if after != before else None, after != before, commit,
@@ -736,14 +783,16 @@ class RemoteBranch(_RemoteReads):
         allow_empty: bool = False,
     ) -> Commit:
         validate.check_str(message, "commit message", empty_ok=True)
-        validate.check_committer(committer)
         metadata = validate.check_metadata(metadata, "commit metadata")
-        validate.check_bool(allow_empty, "allow_empty")
+        body: dict[str, Any] = {
+            "message": message,
+            "metadata": dict(metadata or {}),
+            "allow_empty": validate.check_bool(allow_empty, "allow_empty"),
+        }
+        if validate.check_committer(committer) is not None:
+            body["committer"] = committer
         r = await self.repository.http.request(
-            "POST", self._b + "/commits",
-            json_body={"message": message, "metadata": dict(metadata or {}),
-                       "allow_empty": allow_empty},
-            ok=(201,), kind="ref",
+            "POST", self._b + "/commits", json_body=body, ok=(201,), kind="ref"
         )  # fmt: skip
         return _commit(r.json())
 
@@ -755,17 +804,27 @@ class RemoteBranch(_RemoteReads):
 
     async def head(self) -> RefValue:
         r = await self.repository.http.request("GET", self._lsm + "/staging", kind="ref")
-        d = r.json()
-        try:
-            return RefValue("branch", d["commit_id"], tuple(d["l2"]), tuple(d["l1"]))
-        except (KeyError, TypeError) as e:
-            raise UnavailableError(f"the server answered garbage: {d!r:.200}") from e
+        return _ref_value(r.json())
 
-    async def stash(self, name: str) -> Any:
-        raise InvalidInputError(_NO_WORKSPACES)
+    async def stash(self, name: str) -> Workspace:
+        """As the embedded ``stash``; this client's coalesced writes are sent first.  A
+        lost answer (UnavailableError with ``outcome_unknown``) is resolved by reading
+        the workspace back with ``repository.get_workspace(name)``."""
+        check_ref_name(name, "workspace")
+        await self.flush()
+        r = await self.repository.http.request(
+            "POST", self._lsm + "/stash", json_body={"name": name}, ok=(201,),
+            kind="workspace", what=name,
+        )  # fmt: skip
+        return _workspace(r.json())
 
     async def pop(self, name: str) -> RefValue:
-        raise InvalidInputError(_NO_WORKSPACES)
+        check_ref_name(name, "workspace")
+        await self.flush()
+        r = await self.repository.http.request(
+            "POST", self._lsm + "/pop", json_body={"name": name}, kind="workspace", what=name
+        )
+        return _ref_value(r.json())
 
     async def reset(self) -> RefValue:
         await self.flush()

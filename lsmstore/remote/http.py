@@ -7,17 +7,19 @@ not the expected success turned into the client's typed errors:
 =======  ==========================================================================
 status   exception
 =======  ==========================================================================
-400      ``NothingToCommitError`` (nothing to commit), else ``InvalidInputError``
+400      ``NothingToCommitError`` (nothing to commit / stash), else ``InvalidInputError``
 401/403  ``PermissionDeniedError`` (``status`` tells which)
 404      ``ObjectNotFoundError`` for object paths, ``RepositoryNotFoundError``,
-         ``RefNotFoundError``, else ``NotFoundError`` -- from the request and message
-409      ``MergeConflictError`` (merges), ``RefExistsError`` (creations), else
-         ``ConflictError``
+         ``RefNotFoundError``, ``WorkspaceNotFoundError``, else ``NotFoundError`` --
+         from the request and message
+409      ``MergeConflictError`` (merges), ``RefExistsError`` (creations),
+         ``WorkspaceExistsError`` (stash), else ``ConflictError``
 412      ``ObjectExistsError`` (create-only uploads), else ``PreconditionFailedError``
 413      ``EntryTooLargeError``
 416      ``InvalidInputError``
 501      ``InvalidInputError`` (the server does not implement it)
-429/5xx  ``UnavailableError`` (``outcome_unknown`` for writes)
+429      ``UnavailableError`` (too many failed authentications: nothing was done)
+5xx      ``UnavailableError`` (``outcome_unknown`` for writes)
 =======  ==========================================================================
 
 A server that cannot be reached, resets the connection or times out raises
@@ -55,6 +57,8 @@ from lsmstore.errors import (
     RefNotFoundError,
     RepositoryNotFoundError,
     UnavailableError,
+    WorkspaceExistsError,
+    WorkspaceNotFoundError,
 )
 
 API = "/api/v1"
@@ -227,13 +231,17 @@ _REF_MISSING = (
 )
 
 
+#: How the server words "nothing to commit" (commits, merges, reverts, stashes).
+_NOTHING = ("nothing to commit", "no changes", "nothing staged", "no uncommitted changes")
+
+
 def error_for(answer: Response, method: str, what: str, kind: str) -> LsmError:
     """The typed error of an unexpected answer (module docstring)."""
     status = answer.status
     msg = _message(answer) if method != "HEAD" else f"HTTP {status}"
     low = msg.lower()
     if status == 400:
-        if "nothing to commit" in low or "no changes" in low or "nothing staged" in low:
+        if any(m in low for m in _NOTHING):
             return NothingToCommitError(msg)
         return InvalidInputError(msg)
     if status in (401, 403):
@@ -242,6 +250,8 @@ def error_for(answer: Response, method: str, what: str, kind: str) -> LsmError:
     if status == 404:
         if low.startswith("repository not found"):
             return RepositoryNotFoundError(msg)
+        if low.startswith("workspace not found"):
+            return WorkspaceNotFoundError(msg)
         ref_missing = any(m in low for m in _REF_MISSING) or low.startswith("commit ")
         if ref_missing or (kind in ("ref", "merge") and method != "HEAD"):
             return RefNotFoundError(msg)
@@ -253,6 +263,8 @@ def error_for(answer: Response, method: str, what: str, kind: str) -> LsmError:
     if status == 409:
         if kind == "merge" or ("conflict" in low and "merge" in low):
             return MergeConflictError(msg, [])
+        if low.startswith("workspace already exists"):
+            return WorkspaceExistsError(msg)
         if kind == "create" or "exists" in low:
             return RefExistsError(msg)
         return ConflictError(msg)
@@ -264,7 +276,9 @@ def error_for(answer: Response, method: str, what: str, kind: str) -> LsmError:
         return EntryTooLargeError(msg)
     if status in (416, 405, 501):
         return InvalidInputError(f"{msg} (HTTP {status})")
-    if status == 429 or status >= 500:
+    if status == 429:  # refused before anything ran (lsmstore.server.throttle)
+        return UnavailableError(f"server refused (429): {msg}")
+    if status >= 500:
         return UnavailableError(
             f"server error {status}: {msg}", outcome_unknown=method not in ("GET", "HEAD")
         )

@@ -107,7 +107,12 @@ def main(argv: list[str] | None = None) -> int:
             return uvloop.run(_credentials(args, config))
         from lsmstore.server.serve import serve
 
-        return uvloop.run(serve(config, init=args.init))
+        return uvloop.run(
+            serve(
+                config, init=args.init, health_host=args.health_host,
+                health_port=args.health_port, status_file=args.status_file,
+            )
+        )  # fmt: skip
     except LsmError as e:
         log.error("%s", e, extra={"fields": {"event": "failed"}})
         return ExitCode.FAILED

@@ -32,8 +32,10 @@ from lsmstore.server.routes import (
     repositories,
     service,
     tags,
+    workspaces,
 )
 from lsmstore.server.routing import Router
+from lsmstore.server.throttle import client_address
 from lsmstore.service import request_context
 
 log = logging.getLogger("lsmstore.server")
@@ -44,7 +46,7 @@ _API = "/api/v1/"
 
 def build_router(ctx: Context, version: str) -> Router:
     router = Router()
-    for module in (config, repositories, branches, commits, refs, tags, objects, lsm):
+    for module in (config, repositories, branches, commits, refs, tags, objects, lsm, workspaces):
         for route in module.routes(ctx):
             router.add(route)
     # The document describes every route, itself and the health routes included.
@@ -113,12 +115,14 @@ class App:
                         raise ApiError(405, f"method {method} not allowed on {path}")
                     if path.startswith(_API):
                         request.auth = await ctx.auth.authenticate(
-                            request.headers.get("authorization")
+                            request.headers.get("authorization"), client_address(scope)
                         )
                         raise ApiError(501, f"{method} {path} is not implemented")
                     raise ApiError(404, f"no route {method} {path}")
                 if route.permission is not None:
-                    who = await ctx.auth.authenticate(request.headers.get("authorization"))
+                    who = await ctx.auth.authenticate(
+                        request.headers.get("authorization"), client_address(scope)
+                    )
                     repo = params.get("repository")
                     if not who.allows(route.permission, repo):
                         raise forbidden(who, route.permission, repo)

@@ -46,6 +46,7 @@ import orjson
 from lsmstore.errors import InvalidInputError, NotFoundError
 from lsmstore.refstore.names import check_repository_name
 from lsmstore.server.errors import ApiError
+from lsmstore.server.throttle import AuthThrottle
 
 Role = Literal["admin", "writer", "reader"]
 ROLES: tuple[Role, ...] = ("admin", "writer", "reader")
@@ -179,6 +180,7 @@ class Authenticator:
     wall_clock: Callable[[], float] = time.time
     cache_ttl_s: float = 60.0
     cache_entries: int = 10_000
+    throttle: AuthThrottle | None = None
     _cache: OrderedDict[str, _Cached] = field(default_factory=OrderedDict)
     _signing_key: bytes | None = None
 
@@ -229,8 +231,24 @@ class Authenticator:
 
     # --- requests --------------------------------------------------------------------
 
-    async def authenticate(self, header: str | None) -> Principal:
-        """The principal of an ``Authorization`` header, or ApiError(401)."""
+    async def authenticate(self, header: str | None, client: str | None = None) -> Principal:
+        """The principal of an ``Authorization`` header, or ApiError(401); ApiError(429)
+        while its key id or the ``client`` address is throttled (:mod:`.throttle`)."""
+        if self.throttle is None or not header:
+            return await self._authenticate(header)
+        return await self.throttle.guard(
+            lambda: _claimed_key_id(header), client, lambda: self._authenticate(header)
+        )
+
+    async def login(self, key_id: str, secret: str, client: str | None = None) -> Principal:
+        """:meth:`check_secret`, throttled like :meth:`authenticate`."""
+        if self.throttle is None:
+            return await self.check_secret(key_id, secret)
+        return await self.throttle.guard(
+            lambda: key_id, client, lambda: self.check_secret(key_id, secret)
+        )
+
+    async def _authenticate(self, header: str | None) -> Principal:
         if not header:
             raise ApiError(
                 401, "missing credentials", {"WWW-Authenticate": 'Basic realm="lsmstore"'}
@@ -322,6 +340,19 @@ class Authenticator:
         if cred is None:
             raise _unauthorized()
         return cred.principal
+
+
+def _claimed_key_id(header: str) -> str | None:
+    """The access key id Basic credentials name (None for other schemes, or junk)."""
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() != "basic":
+        return None
+    try:
+        decoded = base64.b64decode(value.strip(), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    key_id, sep, _ = decoded.partition(":")
+    return key_id[:128] if sep else None
 
 
 def _b64(data: bytes) -> str:

@@ -65,8 +65,8 @@ def operation(route: Route) -> dict[str, Any]:
             r["headers"] = {h: {"schema": {"type": "string"}} for h in route.response_headers}
         responses[str(status)] = r
     errors = set(route.errors) | set(_COMMON_ERRORS)
-    if route.permission is not None:
-        errors |= {401, 403}
+    if route.permission is not None:  # 429: too many failed authentications
+        errors |= {401, 403, 429}
     for status in sorted(errors):
         if route.method == "HEAD":
             responses[str(status)] = {"description": _DESCRIPTIONS.get(status, "Error")}

@@ -36,6 +36,8 @@ from lsmstore.server.auth import Authenticator, RecordStore
 from lsmstore.server.context import Context
 from lsmstore.server.instrument import Timed
 from lsmstore.server.metrics import Metrics
+from lsmstore.server.probes import ServerProbes
+from lsmstore.server.throttle import AuthThrottle
 from lsmstore.storage.base import ObjectStore
 from lsmstore.storage.url import open_object_store
 
@@ -64,7 +66,13 @@ def make_context(config: Config, store: Store | None = None) -> Context:
             ),
         )
     store.add_append_listener(metrics.on_append)
-    auth = Authenticator(cast(RecordStore, store.refstore))
+    throttle = AuthThrottle(
+        window_s=config.server_auth_failure_window_s,
+        max_per_key=config.server_auth_max_failures_per_key,
+        max_per_client=config.server_auth_max_failures_per_client,
+        registry=metrics.registry,
+    )
+    auth = Authenticator(cast(RecordStore, store.refstore), throttle=throttle)
     return Context(store, config, auth, metrics)
 
 
@@ -87,9 +95,33 @@ def uvicorn_config(app: Any, config: Config) -> uvicorn.Config:
     )
 
 
-async def serve(config: Config, *, init: bool = False) -> int:
-    """Serve until SIGTERM/SIGINT; the exit code (0: drained in time)."""
+async def serve(
+    config: Config,
+    *,
+    init: bool = False,
+    health_host: str = "127.0.0.1",
+    health_port: int | None = None,
+    status_file: str | None = None,
+) -> int:
+    """Serve until SIGTERM/SIGINT; the exit code (0: drained in time).  ``health_port``
+    and ``status_file``: the common service flags (:mod:`lsmstore.server.probes`)."""
     ctx = make_context(config)
+    probes = ServerProbes(
+        ctx, health_host=health_host, health_port=health_port, status_file=status_file
+    )
+    try:
+        await probes.start()
+    except OSError:
+        await probes.aclose()
+        await ctx.store.aclose()
+        raise
+    try:
+        return await _serve(ctx, config, init, probes)
+    finally:
+        await probes.aclose()
+
+
+async def _serve(ctx: Context, config: Config, init: bool, probes: ServerProbes) -> int:
     loop = asyncio.get_running_loop()
     if init:
         from lsmstore.server.credentials import init_admin
@@ -114,6 +146,7 @@ async def serve(config: Config, *, init: bool = False) -> int:
             return
         ctx.draining = True
         ctx.metrics.draining.set(1)
+        probes.draining()
         deadline.append(time.monotonic() + config.server_drain_timeout_s)
         log.info(
             "draining",
@@ -133,12 +166,17 @@ async def serve(config: Config, *, init: bool = False) -> int:
         return 1
     sock = server.servers[0].sockets[0].getsockname()
     scheme = "https" if config.server_tls_cert else "http"
-    log.info(
-        "listening",
-        extra={"fields": {"event": "listening", "url": f"{scheme}://{sock[0]}:{sock[1]}",
-                          "host": sock[0], "port": sock[1],
-                          "refstore": ctx.store.config.refstore_url}},
-    )  # fmt: skip
+    listening = {
+        "event": "listening",
+        "url": f"{scheme}://{sock[0]}:{sock[1]}",
+        "host": sock[0],
+        "port": sock[1],
+        "refstore": ctx.store.config.refstore_url,
+    }
+    if probes.health is not None:
+        listening["health_port"] = probes.health.port
+    await probes.listening()
+    log.info("listening", extra={"fields": listening})
     await task
     code = 0
     remaining = (deadline[0] - time.monotonic()) if deadline else config.server_drain_timeout_s

@@ -29,6 +29,11 @@ When D is an ancestor of S the merged tree is S's tree, and a merge commit is st
 written (as lakeFS does): the destination's own history keeps a record of the merge
 and the staged changes stay where they are.  There is no fast-forward.
 
+A **squash merge** (``squash=True``, lakeFS's ``squash_merge``) builds the same tree
+but commits it with the single parent ``[D]``: the destination's history shows one
+commit and S is not its ancestor.  Merging S again then finds the same changes on
+both sides; a squash merge whose tree equals D's writes nothing (``merged=False``).
+
 If the destination's base moves meanwhile (a commit or another merge), the merge starts
 over from the new base after a bounded, jittered backoff; a conflict on that retry is
 reported like any other.
@@ -172,8 +177,7 @@ def _conflict(e: MergeConflictError, what: str) -> MergeConflictError:
     more = " or more" if len(keys) >= trees.MAX_CONFLICTS else ""
     first = preview(keys[0], 64) if keys else "?"
     return MergeConflictError(
-        f"{what}: {len(keys)}{more} conflicting key{'s' if len(keys) != 1 else ''}, "
-        f"first {first}",
+        f"{what}: {len(keys)}{more} conflicting key{'s' if len(keys) != 1 else ''}, first {first}",
         keys=keys,
     )
 
@@ -191,6 +195,7 @@ async def merge(
     message: str | None = None,
     committer: str = DEFAULT_COMMITTER,
     metadata: Mapping[str, str] | None = None,
+    squash: bool = False,
     clock: Callable[[], float] | None = None,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     rng: Callable[[], float] = random.random,
@@ -211,12 +216,13 @@ async def merge(
         if await is_ancestor(ctx, src, dest):
             return MergeResult(dest, None, False, src, dest, src, attempts=attempt)
         base = await merge_base(ctx, dest, src)
+        dest_tree = await _tree(ctx, dest)
         try:
             result = await merge_trees(
                 ctx.source,
                 ctx.objects,
                 await _tree(ctx, base),
-                await _tree(ctx, dest),
+                dest_tree,
                 await _tree(ctx, src),
                 strategy=strategy,
                 policy=ctx.policy,
@@ -229,14 +235,16 @@ async def merge(
                 f"(commit {dest[:12]})",
             ) from None
         dc, sc = await ctx.commit(dest), await ctx.commit(src)
+        if squash and result.metarange_id == dest_tree:
+            return MergeResult(dest, None, False, src, dest, base, attempts=attempt)
         commit = Commit(
             result.metarange_id,
-            (dest, src),
+            (dest,) if squash else (dest, src),
             committer,
             text,
             int(now()),
             dict(metadata or {}),
-            next_generation((dc, sc)),
+            dc.generation + 1 if squash else next_generation((dc, sc)),
         )
         commit_id = await _commit_onto(ctx, into, dest, commit)
         if commit_id is not None:

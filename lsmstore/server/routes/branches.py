@@ -13,7 +13,7 @@ from lsmstore.server.context import Context
 from lsmstore.server.errors import bad_request
 from lsmstore.server.http import Request, Response, empty, json_response, text_response
 from lsmstore.server.routes import staging
-from lsmstore.server.routes.common import DIFF_PARAMS, committer, diff_page
+from lsmstore.server.routes.common import DIFF_PARAMS, committer, diff_page, merge_strategy
 from lsmstore.server.routes.schemas import BOOL, STR, ref
 from lsmstore.server.routing import Param, Route
 from lsmstore.versioning import changes as _changes
@@ -105,7 +105,16 @@ def routes(ctx: Context) -> list[Route]:
         parent = validate.integer(doc, "parent_number", required=True)
         validate.boolean(doc, "force")
         validate.boolean(doc, "allow_empty")
-        await repo.revert(target, branch=name, parent=max(parent, 1), committer=committer(request))
+        overrides = doc.get("commit_overrides") or {}
+        if not isinstance(overrides, dict):
+            raise bad_request("field 'commit_overrides' must be an object")
+        message = validate.string(overrides, "message", required=False) or None
+        metadata = validate.string_map(overrides, "metadata")
+        strategy = merge_strategy(doc)
+        await repo.revert(
+            target, branch=name, parent=max(parent, 1), strategy=strategy, message=message,
+            committer=committer(request, doc), metadata=metadata,
+        )  # fmt: skip
         return empty(204)
 
     async def commit(request: Request) -> Response:
@@ -117,10 +126,11 @@ def routes(ctx: Context) -> list[Route]:
         allow_empty = validate.boolean(doc, "allow_empty")
         validate.boolean(doc, "force")
         validate.integer(doc, "date")
+        who = committer(request, doc)
         async with ctx.locks.shared(repo.name, name):
             await repo.branch(name).flush()
             c: Commit = await repo.branch(name).commit(
-                message, metadata=metadata, committer=committer(request), allow_empty=allow_empty
+                message, metadata=metadata, committer=who, allow_empty=allow_empty
             )
         return json_response(models.commit(c.id, c), 201)
 

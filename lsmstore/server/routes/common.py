@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
+from lsmstore.errors import InvalidInputError
 from lsmstore.graveler.diff import Change
+from lsmstore.graveler.merge import STRATEGIES, Strategy
 from lsmstore.server import models
 from lsmstore.server.auth import Principal
+from lsmstore.server.errors import ApiError, bad_request
 from lsmstore.server.http import Request
 from lsmstore.server.pagination import PARAMS as PAGE
 from lsmstore.server.routes.schemas import STR
 from lsmstore.server.routing import Param
+from lsmstore.validate import check_committer
 
 REPO = "repository"
 DIFF_PARAMS = (*PAGE, Param("delimiter", STR, description="fold paths into common prefixes"))
@@ -22,9 +26,36 @@ def principal(request: Request) -> Principal:
     return p
 
 
-def committer(request: Request) -> str:
+def committer(request: Request, doc: Mapping[str, Any] | None = None) -> str:
+    """Who a commit, merge or revert is recorded as: the authenticated access key id
+    (as lakeFS records the authenticated user), or the body's ``committer`` (our
+    extension) when the key is an admin's or names itself; another key naming someone
+    else is refused with 403 (docs/server.md, "Committer")."""
     p = request.auth
-    return p.access_key_id if isinstance(p, Principal) else "lsmstore"
+    own = p.access_key_id if isinstance(p, Principal) else "lsmstore"
+    asked = doc.get("committer") if doc is not None else None
+    if asked is None or asked == own:
+        return own
+    if not isinstance(asked, str):
+        raise bad_request("field 'committer' must be a string")
+    try:
+        name = check_committer(asked) or own
+    except InvalidInputError as e:
+        raise bad_request(str(e)) from None
+    if isinstance(p, Principal) and not p.allows("admin"):
+        raise ApiError(
+            403, f"access key {own} may not commit as {asked!r}: only an admin key names "
+            "another committer",
+        )  # fmt: skip
+    return name
+
+
+def merge_strategy(doc: Mapping[str, Any]) -> Strategy | None:
+    """The body's merge ``strategy`` (None, ``source-wins`` or ``dest-wins``), or 400."""
+    strategy = doc.get("strategy") or None
+    if strategy is not None and strategy not in STRATEGIES:
+        raise bad_request(f"unknown merge strategy {strategy!r}")
+    return strategy
 
 
 async def diff_page(

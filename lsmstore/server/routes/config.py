@@ -8,6 +8,7 @@ from lsmstore.server.http import Request, Response, empty, json_response
 from lsmstore.server.routes.common import principal
 from lsmstore.server.routes.schemas import ref
 from lsmstore.server.routing import Route
+from lsmstore.server.throttle import client_address
 
 
 def routes(ctx: Context) -> list[Route]:
@@ -40,7 +41,7 @@ def routes(ctx: Context) -> list[Route]:
         doc = await request.json_object()
         key_id = validate.string(doc, "access_key_id")
         secret = validate.string(doc, "secret_access_key")
-        who = await ctx.auth.check_secret(key_id, secret)
+        who = await ctx.auth.login(key_id, secret, client_address(request.scope))
         token, exp = await ctx.auth.issue_token(who)
         return json_response({"token": token, "token_expiration": exp})
 
@@ -59,5 +60,5 @@ def routes(ctx: Context) -> list[Route]:
               responses={200: user}),
         Route("POST", "/api/v1/auth/login", login, "login", None, "auth",
               body=(("application/json", ref("LoginInformation")),),
-              responses={200: ref("AuthenticationToken")}, errors=(400, 401)),
+              responses={200: ref("AuthenticationToken")}, errors=(400, 401, 429)),
     ]  # fmt: skip

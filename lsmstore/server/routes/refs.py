@@ -7,14 +7,13 @@ from collections.abc import AsyncIterator
 from lsmstore import refexpr
 from lsmstore.errors import NothingToCommitError
 from lsmstore.graveler.diff import Change, diff_trees
-from lsmstore.graveler.merge import STRATEGIES
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID
 from lsmstore.refstore.names import check_ref_name
 from lsmstore.server import pagination, validate
 from lsmstore.server.context import Context
 from lsmstore.server.errors import bad_request
 from lsmstore.server.http import Request, Response, json_response
-from lsmstore.server.routes.common import DIFF_PARAMS, committer, diff_page
+from lsmstore.server.routes.common import DIFF_PARAMS, committer, diff_page, merge_strategy
 from lsmstore.server.routes.schemas import ref
 from lsmstore.server.routing import Param, Route
 from lsmstore.versioning import history
@@ -60,16 +59,13 @@ def routes(ctx: Context) -> list[Route]:
             doc = await _parse(data)
         message = validate.string(doc, "message", required=False) or None
         metadata = validate.string_map(doc, "metadata")
-        strategy = validate.string(doc, "strategy", required=False) or None
+        strategy = merge_strategy(doc)
         allow_empty = validate.boolean(doc, "allow_empty")
         validate.boolean(doc, "force")
-        if validate.boolean(doc, "squash_merge"):
-            raise bad_request("squash_merge is not supported")
-        if strategy is not None and strategy not in STRATEGIES:
-            raise bad_request(f"unknown merge strategy {strategy!r}")
+        squash = validate.boolean(doc, "squash_merge")
         result = await repo.merge(
-            request.params["sourceRef"], into=dest, strategy=strategy,
-            message=message, committer=committer(request), metadata=metadata,
+            request.params["sourceRef"], into=dest, strategy=strategy, message=message,
+            committer=committer(request, doc), metadata=metadata, squash=squash,
         )  # fmt: skip
         if not result.merged and not allow_empty:
             raise NothingToCommitError(f"{repo.name}/{dest}: nothing to merge, no changes")

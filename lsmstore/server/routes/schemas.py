@@ -63,9 +63,11 @@ COMPONENTS: dict[str, dict[str, Any]] = {
         {"metadata": STR_MAP, "generation": INT, "version": {"type": "integer"}},
     ),
     "CommitList": listing("Commit"),
+    # ``committer`` (and RevertCreation's ``strategy``) are our extensions
+    # (docs/server.md, "Committer").
     "CommitCreation": obj(
         {"message": STR},
-        {"metadata": STR_MAP, "date": INT, "allow_empty": BOOL, "force": BOOL},
+        {"metadata": STR_MAP, "date": INT, "allow_empty": BOOL, "force": BOOL, "committer": STR},
     ),
     "ResetCreation": obj(
         {"type": {"type": "string", "enum": ["object", "common_prefix", "reset"]}},
@@ -73,7 +75,13 @@ COMPONENTS: dict[str, dict[str, Any]] = {
     ),
     "RevertCreation": obj(
         {"ref": STR, "parent_number": {"type": "integer"}},
-        {"force": BOOL, "allow_empty": BOOL, "commit_overrides": {"type": "object"}},
+        {
+            "force": BOOL,
+            "allow_empty": BOOL,
+            "commit_overrides": obj({}, {"message": STR, "metadata": STR_MAP}),
+            "committer": STR,
+            "strategy": STR,
+        },
     ),
     "CherryPickCreation": obj({"ref": STR}, {"parent_number": {"type": "integer"}, "force": BOOL}),
     "Merge": obj(
@@ -85,6 +93,7 @@ COMPONENTS: dict[str, dict[str, Any]] = {
             "force": BOOL,
             "allow_empty": BOOL,
             "squash_merge": BOOL,
+            "committer": STR,
         },
     ),
     "MergeResult": obj({"reference": STR}),
@@ -186,4 +195,16 @@ COMPONENTS: dict[str, dict[str, Any]] = {
     ),
     "BatchResult": obj({"entries": {"type": "integer"}}),
     "StagedSST": obj({"file_id": STR}),
+    "Workspace": obj(
+        {
+            "name": STR,
+            "branch": STR,
+            "base": STR,
+            "l1": {"type": "array", "items": STR},
+            "l2": {"type": "array", "items": STR},
+            "created_at": {"type": "number"},
+        }
+    ),
+    "WorkspaceList": listing("Workspace"),
+    "WorkspaceName": obj({"name": STR}),
 }

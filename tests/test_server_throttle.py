@@ -1,0 +1,183 @@
+"""Throttling of failed authentications: the authenticator over a real embedded
+RefStore with an injected clock (windows pass without sleeping), and a real server
+process with small limits (429 in lakeFS's shape with Retry-After, on login too,
+counted in /metrics)."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client import CollectorRegistry
+
+import lsmstore
+from lsmstore.errors import PermissionDeniedError, UnavailableError
+from lsmstore.refstore.url import open_refstore
+from lsmstore.server.auth import Authenticator, RecordStore
+from lsmstore.server.errors import ApiError
+from lsmstore.server.throttle import AuthThrottle
+from lsmstore.testing.server_process import ServerProcess, start_server
+
+WINDOW = 60.0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def basic(key_id: str, secret: str) -> str:
+    return "Basic " + base64.b64encode(f"{key_id}:{secret}".encode()).decode()
+
+
+@pytest.fixture
+async def records(tmp_path: Path) -> AsyncIterator[RecordStore]:
+    store = open_refstore(f"local://{tmp_path / 'refs'}")
+    try:
+        yield store  # type: ignore[misc]
+    finally:
+        await store.aclose()
+
+
+def make_auth(
+    records: RecordStore, clock: Clock, per_key: int = 3, per_client: int = 5
+) -> tuple[Authenticator, AuthThrottle]:
+    throttle = AuthThrottle(
+        window_s=WINDOW, max_per_key=per_key, max_per_client=per_client, clock=clock,
+        registry=CollectorRegistry(),
+    )  # fmt: skip
+    return Authenticator(records, clock=clock, throttle=throttle), throttle
+
+
+async def status(auth: Authenticator, header: str | None, client: str | None) -> int:
+    try:
+        await auth.authenticate(header, client)
+    except ApiError as e:
+        return e.status
+    return 200
+
+
+def count(throttle: AuthThrottle, outcome: str) -> float:
+    return throttle.failures.labels(outcome)._value.get()
+
+
+async def test_a_key_is_throttled_after_its_limit_and_free_after_the_window(
+    records: RecordStore,
+) -> None:
+    clock = Clock()
+    auth, throttle = make_auth(records, clock, per_key=3, per_client=0)
+    p, secret = await auth.create_key("writer")
+    good, bad = basic(p.access_key_id, secret), basic(p.access_key_id, "wrong-secret")
+    for i in range(3):
+        clock.now += 1
+        assert await status(auth, bad, f"10.0.0.{i}") == 401  # spread over addresses
+    with pytest.raises(ApiError) as e:
+        await auth.authenticate(good, "10.0.0.9")  # the right secret too: no oracle
+    assert e.value.status == 429
+    assert e.value.headers["Retry-After"] == str(int(WINDOW) - 2)  # first failure + window
+    assert (count(throttle, "rejected"), count(throttle, "throttled")) == (3, 1)
+    other, other_secret = await auth.create_key("reader")
+    assert await status(auth, basic(other.access_key_id, other_secret), "10.0.0.9") == 200
+
+    clock.now = 1001 + WINDOW  # the first failure leaves the window: one more attempt
+    assert await status(auth, bad, "10.0.0.1") == 401
+    assert await status(auth, good, "10.0.0.1") == 429
+    clock.now = 1003 + WINDOW + 1  # all three of the old ones have left
+    assert await status(auth, good, "10.0.0.1") == 200
+
+
+async def test_an_address_is_throttled_whatever_key_it_names(records: RecordStore) -> None:
+    clock = Clock()
+    auth, throttle = make_auth(records, clock, per_key=0, per_client=4)
+    p, secret = await auth.create_key("admin")
+    junk = [
+        basic("NOSUCHKEY1", "x" * 10),
+        basic(p.access_key_id, "wrong-secret"),
+        "Bearer not.a-token",
+        "Basic !!!",
+    ]
+    for header in junk:
+        assert await status(auth, header, "192.0.2.7") == 401
+    assert await status(auth, basic(p.access_key_id, secret), "192.0.2.7") == 429
+    assert await status(auth, basic(p.access_key_id, secret), "192.0.2.8") == 200
+    for _ in range(10):  # no credentials at all: 401, never counted
+        assert await status(auth, None, "192.0.2.8") == 401
+    assert await status(auth, basic(p.access_key_id, secret), "192.0.2.8") == 200
+    assert count(throttle, "rejected") == 4
+    # login is throttled the same way
+    with pytest.raises(ApiError) as e:
+        await auth.login(p.access_key_id, secret, "192.0.2.7")
+    assert e.value.status == 429
+    clock.now += WINDOW
+    assert (await auth.login(p.access_key_id, secret, "192.0.2.7")).access_key_id == (
+        p.access_key_id
+    )
+
+
+async def test_zero_turns_the_limits_off_and_tracking_is_bounded(records: RecordStore) -> None:
+    clock = Clock()
+    auth, _ = make_auth(records, clock, per_key=0, per_client=0)
+    for _ in range(50):
+        assert await status(auth, basic("AKIANOPE", "wrong-secret"), "198.51.100.1") == 401
+    bounded = AuthThrottle(window_s=WINDOW, max_per_key=1, max_per_client=0, clock=clock,
+                           max_tracked=2, registry=CollectorRegistry())  # fmt: skip
+    for key in ("a", "b", "c"):
+        bounded.failed(key, None)
+    bounded.check("a", None)  # forgotten: the least recently failed of three
+    with pytest.raises(ApiError):
+        bounded.check("c", None)
+
+
+@pytest.fixture(scope="module")
+def strict_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    env = {
+        "LSMSTORE_SERVER_AUTH_MAX_FAILURES_PER_KEY": "2",
+        "LSMSTORE_SERVER_AUTH_MAX_FAILURES_PER_CLIENT": "0",
+        "LSMSTORE_SERVER_AUTH_FAILURE_WINDOW_S": "3600",
+    }
+    proc = start_server(tmp_path_factory.mktemp("throttle") / "home", env=env)
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+def test_the_server_answers_429_with_retry_after(strict_server: ServerProcess) -> None:
+    key_id, secret = strict_server.create_key("reader")
+    api = strict_server.api
+    for _ in range(2):
+        assert httpx.get(api + "/repositories", auth=(key_id, "wrong-secret")).status_code == 401
+    r = httpx.get(api + "/repositories", auth=(key_id, secret))
+    assert r.status_code == 429, r.text
+    assert r.json()["message"].startswith("too many failed authentications")
+    assert 3500 <= int(r.headers["Retry-After"]) <= 3600
+    login = httpx.post(api + "/auth/login",
+                       json={"access_key_id": key_id, "secret_access_key": secret})  # fmt: skip
+    assert login.status_code == 429 and "Retry-After" in login.headers
+    admin = httpx.get(strict_server.url + "/metrics", auth=strict_server.admin)
+    assert admin.status_code == 200  # another key from the same address is not affected
+    lines = admin.text.splitlines()
+    assert 'lsmstore_auth_failures_total{outcome="rejected"} 2.0' in lines
+    assert 'lsmstore_auth_failures_total{outcome="throttled"} 2.0' in lines
+
+
+async def test_the_remote_client_reports_a_throttled_key(strict_server: ServerProcess) -> None:
+    key_id, secret = strict_server.create_key("writer")
+    for wrong in ("wrong-secret-1", "wrong-secret-2"):
+        async with lsmstore.connect(
+            strict_server.url, access_key_id=key_id, secret_access_key=wrong
+        ) as store:
+            with pytest.raises(PermissionDeniedError):
+                await store.list_repositories()
+    async with lsmstore.connect(
+        strict_server.url, access_key_id=key_id, secret_access_key=secret
+    ) as store:
+        with pytest.raises(UnavailableError) as e:
+            await store.create_repository("never", storage_namespace="local://never")
+    assert not e.value.outcome_unknown and "too many failed authentications" in str(e.value)
