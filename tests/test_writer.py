@@ -178,3 +178,44 @@ async def test_cancelled_put_does_not_cancel_its_batch(tmp_path: Path) -> None:
     assert [r.key for r in files[0]] == [b"a", b"b"]  # a cancelled write may still land
     await w.aclose()
     await rs.aclose()
+
+
+async def test_in_flight_depth_follows_the_flush_time(tmp_path: Path) -> None:
+    rs = await embedded_refstore(tmp_path)
+    objects = FaultyStore(MemoryStore())
+    c = cfg(tmp_path, batch_interval_ms=10, batch_max_records=1)
+    w = BranchWriter(rs, objects, REPO, BRANCH, c)
+    assert c.max_inflight_batches == 0 and w.depth() == 4  # no flush seen yet: the floor
+    w._flushed(0.1)  # a 100 ms flush (a slow store): 10 windows of 10 ms, plus one
+    assert w.depth() == 11
+    uploading = 0
+    eleven = asyncio.Event()
+
+    def sst(key: str) -> bool:  # one SST upload per batch in flight
+        nonlocal uploading
+        if not key.endswith(".sst"):
+            return False
+        uploading += 1
+        if uploading == 11:
+            eleven.set()
+        return True
+
+    gate = objects.hold("put", times=None, match=sst)
+    writes = [asyncio.create_task(w.write(rec(f"k{i:02}", b"v"))) for i in range(20)]
+    await asyncio.wait_for(eleven.wait(), 60)  # one-record batches: each full at once
+    for _ in range(200):  # the runner has every chance to start a twelfth
+        await asyncio.sleep(0)
+    assert w._inflight == uploading == 11 and all(not t.done() for t in writes)
+    gate.release()
+    objects.clear()
+    await asyncio.gather(*writes)
+    assert [len(f) for f in await l1_files(rs, objects)] == [1] * 20
+    assert [t.records for t in w.stats.flushes] == [1] * 20
+    w._flushed(1000.0)
+    assert w.depth() == 64  # bounded
+    fixed = BranchWriter(rs, objects, REPO, BRANCH, cfg(tmp_path, max_inflight_batches=2))
+    fixed._flushed(1.0)
+    assert fixed.depth() == 2  # a set value is kept
+    await fixed.aclose()
+    await w.aclose()
+    await rs.aclose()
