@@ -474,8 +474,10 @@ def describe_flushes(traces: list[FlushTrace]) -> str:
     ]
     for phase in ("window", "slot", "admit", "encode", "upload", "turn", "append"):
         ms = [getattr(t, phase) * 1000 for t in traces]
-        parts.append(f"{phase} {pct(ms, 0.5):.1f}/{pct(ms, 0.9):.1f}/{max(ms):.1f}")
-    return ", ".join(parts) + " ms (p50/p90/max)"
+        parts.append(
+            f"{phase} {pct(ms, 0.5):.1f}/{pct(ms, 0.9):.1f}/{max(ms):.1f}/{sum(ms) / len(ms):.1f}"
+        )
+    return ", ".join(parts) + " ms (p50/p90/max/mean)"
 
 
 def chunks(items: list[Any], size: int) -> list[list[Any]]:
