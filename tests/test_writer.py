@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from helpers.staging import BRANCH, REPO, embedded_refstore, l1_files, rec
 
 from lsmstore.config import Config
-from lsmstore.errors import ClosedError, EntryTooLargeError
+from lsmstore.errors import ClosedError, EntryTooLargeError, UnavailableError
+from lsmstore.refstore.base import Ref, Repository
+from lsmstore.refstore.embedded import EmbeddedRefStore
 from lsmstore.staging.writer import BranchWriter
 from lsmstore.storage.memory import MemoryStore
 from lsmstore.testing.faulty_store import FaultyStore
@@ -217,5 +220,82 @@ async def test_in_flight_depth_follows_the_flush_time(tmp_path: Path) -> None:
     fixed._flushed(1.0)
     assert fixed.depth() == 2  # a set value is kept
     await fixed.aclose()
+    await w.aclose()
+    await rs.aclose()
+
+
+class GatedRefStore(EmbeddedRefStore):
+    """Records each append call; holds the first ``append_l1`` until released; fails
+    the next ``append_l1_many`` calls with ``fail_many`` when set."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.calls: list[tuple[str, ...]] = []
+        self.entered = asyncio.Event()
+        self.release = asyncio.Event()
+        self.fail_many: BaseException | None = None
+
+    async def _append_l1(self, repo: str, branch: str, file_id: str) -> Ref:
+        self.calls.append((file_id,))
+        if not self.entered.is_set():
+            self.entered.set()
+            await self.release.wait()
+        return await super()._append_l1(repo, branch, file_id)
+
+    async def _append_l1_many(self, repo: str, branch: str, file_ids: tuple[str, ...]) -> Ref:
+        self.calls.append(file_ids)
+        if self.fail_many is not None:
+            raise self.fail_many
+        return await super()._append_l1_many(repo, branch, file_ids)
+
+
+async def until(cond: Callable[[], bool]) -> None:
+    """Wait (up to a minute) for ``cond`` to hold."""
+    for _ in range(60_000):
+        if cond():
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError("condition not reached in 60 s")
+
+
+@pytest.mark.parametrize("fail", [False, True])
+async def test_batches_ready_behind_a_slow_append_go_in_one_call(
+    tmp_path: Path, fail: bool
+) -> None:
+    rs = GatedRefStore(tmp_path / "refs")
+    await rs.create_repository(Repository(REPO, "mem://x", BRANCH))
+    await rs.create_ref(REPO, BRANCH, Ref("branch", ""))
+    objects = MemoryStore()
+    w = BranchWriter(rs, objects, REPO, BRANCH, cfg(tmp_path, batch_max_records=1))
+    first = asyncio.create_task(w.write(rec("k1", b"1")))
+    await asyncio.wait_for(rs.entered.wait(), 60)  # batch 1's append is held
+    b1 = w._tail
+    assert b1 is not None
+    later = [asyncio.create_task(w.write(rec(f"k{i}", b"%d" % i))) for i in (2, 3)]
+    # batches 2 and 3 upload and queue behind batch 1
+    await until(lambda: b1.next is not None and b1.next.next is not None)
+    b2, b3 = b1.next, b1.next.next  # type: ignore[union-attr]
+    assert b2 is not None and b3 is not None
+    await until(lambda: b2.file_id is not None and b3.file_id is not None)
+    assert not any(t.done() for t in later)
+    if fail:
+        rs.fail_many = UnavailableError("RefStore down")
+    rs.release.set()
+    await first
+    ids = (b2.file_id, b3.file_id)
+    assert rs.calls == [(b1.file_id,), ids]  # batch 2's call took batch 3 along
+    if fail:  # both fail with the call's error; nothing of them is staged
+        for t in later:
+            with pytest.raises(UnavailableError, match="RefStore down"):
+                await t
+        assert [len(f) for f in await l1_files(rs, objects)] == [1]
+        rs.fail_many = None
+        await w.write(rec("k4", b"4"))  # a fresh chain appends again
+        assert [f[0].key for f in await l1_files(rs, objects)] == [b"k1", b"k4"]
+    else:
+        await asyncio.gather(*later)
+        assert [f[0].key for f in await l1_files(rs, objects)] == [b"k1", b"k2", b"k3"]
+        assert [t.group for t in w.stats.flushes] == [1, 2, 2]
+        assert w.stats.batches == 3 and w.stats.l1_length == 3
     await w.aclose()
     await rs.aclose()

@@ -78,6 +78,8 @@ log = logging.getLogger(__name__)
 #: Bounds of the in-flight depth sized by the flush time (``max_inflight_batches=0``).
 AUTO_MIN_INFLIGHT = 4
 AUTO_MAX_INFLIGHT = 64
+#: Batches appended by one RefStore call at most (see BranchWriter._append_group).
+MAX_APPEND_GROUP = 64
 #: Flushes kept in :attr:`WriterStats.flushes`.
 TRACED_FLUSHES = 1024
 
@@ -106,11 +108,13 @@ class FlushTrace:
     ``window``: from when the flusher first saw the batch non-empty until it waited
     for a slot; ``slot``: waiting for an in-flight slot (the batch still fills);
     ``admit``: waiting below the L1 hard limit; ``encode``, ``upload``; ``turn``:
-    waiting for the previous batch's append; ``append``: the RefStore call.
+    waiting for the previous batch's append; ``append``: the RefStore call (0 for a
+    batch an earlier batch's call took along, see ``group``).
     ``depth``: the in-flight limit when the batch was sealed.
     """
 
     records: int = 0
+    group: int = 1  # batches appended by the same RefStore call
     depth: int = 0
     window: float = 0.0
     slot: float = 0.0
@@ -124,12 +128,28 @@ class FlushTrace:
 class _Batch:
     """A memstore and the futures of the writes waiting on it."""
 
-    __slots__ = ("appended", "done", "mem", "seen", "seq", "trace", "waiters")
+    __slots__ = (
+        "appended",
+        "carried",
+        "done",
+        "file_id",
+        "mem",
+        "next",
+        "seen",
+        "seq",
+        "trace",
+        "waiters",
+    )
 
     def __init__(self, seq: int, loop: asyncio.AbstractEventLoop) -> None:
         self.seq = seq
         self.seen = 0.0  # when the flusher first saw it non-empty (perf_counter; 0: not yet)
         self.trace = FlushTrace()
+        self.file_id: str | None = None  # set once its files are uploaded
+        #: The batch sealed next in the same append chain (it appends after this one).
+        self.next: _Batch | None = None
+        #: The outcome of an earlier batch's append that took this one along.
+        self.carried: Ref | BaseException | None = None
         self.mem = Memstore()
         self.waiters: list[asyncio.Future[None]] = []
         # Resolved when this batch's turn to append is over: result None lets the next
@@ -396,6 +416,8 @@ class BranchWriter:
             trace.depth = self.depth()
             self._take(batch)
             prev = self._tail_before(batch)
+            if prev is not None and self._tail is not None:
+                self._tail.next = batch
             self._tail = batch
             self._inflight += 1
             task = loop.create_task(self._flush(batch, prev))
@@ -488,7 +510,7 @@ class BranchWriter:
                 trace.encode = now() - t
                 t = now()
                 sst_size = len(sst)
-                file_id = await self._upload(sst, meta)
+                file_id = batch.file_id = await self._upload(sst, meta)
                 trace.upload = now() - t
                 del sst, meta
             except Exception as e:
@@ -503,18 +525,19 @@ class BranchWriter:
                     error = error or e
             trace.turn = now() - t
             if error is None and file_id is not None:
-                t = now()
-                try:
-                    ref = await self._append(file_id)
-                except Exception as e:
-                    error = poison = e
-                else:
+                outcome = batch.carried
+                if outcome is None:  # ours to append, with the ready batches behind it
+                    t = now()
+                    outcome = await self._append_group(batch)
                     trace.append = now() - t
+                if isinstance(outcome, BaseException):
+                    error = poison = outcome
+                else:
                     self._flushed(now() - t0)
                     self.stats.batches += 1
                     self.stats.records += len(batch.mem)
                     self.stats.sst_bytes += sst_size
-                    self._after_append(ref)
+                    self._after_append(outcome)
         except BaseException as e:  # cancelled: the event loop is going away
             error = poison = ClosedError(f"writer of {self.repo}/{self.branch} was cancelled")
             if not isinstance(e, asyncio.CancelledError):
@@ -538,6 +561,7 @@ class BranchWriter:
         if error is not None:
             self.stats.failed_batches += 1
         batch.trace.records = len(batch.mem)
+        batch.next = None
         self.stats.flushes.append(batch.trace)
         if poison is None:
             batch.appended.set_result(None)
@@ -572,23 +596,51 @@ class BranchWriter:
     def _key(self, file_id: str, suffix: str) -> str:
         return layout.staging_key(self.branch, "L1", file_id, suffix)
 
-    async def _append(self, file_id: str) -> Ref:
-        """``append_l1`` with retries of unavailable backends (it is idempotent)."""
+    async def _append_group(self, lead: _Batch) -> Ref | BaseException:
+        """Append ``lead``'s file and those of the batches queued right behind it whose
+        files are uploaded (at most :data:`MAX_APPEND_GROUP`), in order, in one RefStore
+        call; each of those batches then takes the outcome when its turn comes, without
+        a call of its own.  Under a slow RefStore the queue behind a slow append then
+        drains in one round trip instead of one each."""
+        group = [lead]
+        b = lead.next
+        while b is not None and b.file_id is not None and len(group) < MAX_APPEND_GROUP:
+            group.append(b)
+            b = b.next
+        ids = [g.file_id for g in group if g.file_id is not None]
+        outcome: Ref | BaseException
+        try:
+            outcome = await self._append(ids)
+        except Exception as e:
+            outcome = e
+        for g in group:
+            g.trace.group = len(group)
+            if g is not lead:
+                g.carried = outcome
+        return outcome
+
+    async def _append(self, file_ids: Sequence[str]) -> Ref:
+        """``append_l1`` (``append_l1_many`` for several files) with retries of
+        unavailable backends (both are idempotent)."""
         attempts = self.config.append_attempts
         unknown = False
         delay = 0.02
+        rs, repo, branch = self.refstore, self.repo, self.branch
+        named = ", ".join(file_ids)
         for attempt in range(1, attempts + 1):
             try:
-                return await self.refstore.append_l1(self.repo, self.branch, file_id)
+                if len(file_ids) == 1:
+                    return await rs.append_l1(repo, branch, file_ids[0])
+                return await rs.append_l1_many(repo, branch, file_ids)
             except UnavailableError as e:
                 unknown = unknown or e.outcome_unknown
                 if attempt == attempts:
                     raise UnavailableError(
-                        f"append of L1 file {file_id} to {self.repo}/{self.branch} failed "
+                        f"append of L1 file(s) {named} to {repo}/{branch} failed "
                         f"after {attempts} attempts: {e}",
                         outcome_unknown=unknown,
                     ) from e
-                log.info("append of %s to %s/%s: %s; retrying", file_id, self.repo, self.branch, e)
+                log.info("append of %s to %s/%s: %s; retrying", named, repo, branch, e)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
         raise AssertionError("unreachable")  # pragma: no cover
@@ -616,7 +668,7 @@ class BranchWriter:
         self._check_open()
         await self._admit()  # the same backpressure as batches
         file_id = await self._upload(data, encode_sidecar(sidecar))
-        ref = await self._append(file_id)
+        ref = await self._append([file_id])
         self.stats.staged_ssts += 1
         self._after_append(ref)
         return file_id
