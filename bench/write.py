@@ -470,7 +470,8 @@ def describe_flushes(traces: list[FlushTrace]) -> str:
         return "no flushes traced"
     parts = [
         f"{len(traces)} flushes, records p50 {pct([t.records for t in traces], 0.5):.0f}, "
-        f"depth max {max(t.depth for t in traces)}"
+        f"depth max {max(t.depth for t in traces)}, "
+        f"batches appended in a group of >1 {sum(t.group > 1 for t in traces)}"
     ]
     for phase in ("window", "slot", "admit", "encode", "upload", "turn", "append"):
         ms = [getattr(t, phase) * 1000 for t in traces]
