@@ -263,7 +263,9 @@ async def run(args: argparse.Namespace) -> None:
     print()
     print(
         f"Commit benchmark, {now}, {platform.python_implementation()} {platform.python_version()}, "
-        f"nproc={os.cpu_count()}, load average {load:.1f} at the end; local object store, "
+        f"nproc={os.cpu_count()}, load average {load:.1f} at the end; "
+        f"object store {args.store.partition('?')[0] or 'local'}"
+        f"{f' + {args.latency_ms:g} ms per request' if args.latency_ms else ''}, "
         f"embedded RefStore; range policy {POLICY.min_bytes >> 20}-{POLICY.max_bytes >> 20} MiB, "
         f"raggedness {POLICY.raggedness}"
     )
