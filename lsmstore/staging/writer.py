@@ -17,11 +17,14 @@ docs/write-path.md walks through it; the contract in short:
   :meth:`BranchWriter.depth`) are encoded and uploaded at once, while the next one
   fills; their appends run strictly in batch order, so a write acknowledged before
   another began is ordered before it.
-* An append whose outcome is unknown is retried (``append_l1`` is idempotent), up
-  to ``append_attempts`` in all.  A batch whose append failed makes every batch
-  queued behind it fail with the same error, unappended, so no later batch lands
-  ahead of one whose fate is in doubt.  A failed upload fails only its batch (it
-  was never appended; nothing can be reordered).
+* At its turn a batch is appended together with the batches queued right behind it
+  whose files are uploaded (``append_l1_many``, one atomic call; they share its
+  outcome).
+* An append whose outcome is unknown is retried (``append_l1`` and
+  ``append_l1_many`` are idempotent), up to ``append_attempts`` in all.  A batch
+  whose append failed makes every batch queued behind it fail with the same error,
+  unappended, so no later batch lands ahead of one whose fate is in doubt.  A failed
+  upload fails only its batch (it was never appended; nothing can be reordered).
 * Memory is bounded: the memstore plus in-flight batches hold at most
   ``max_pending_bytes``; a write waits for room (and raises WriteStalledError after
   ``stall_timeout_s``).
