@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import Callable
 from pathlib import Path
 
@@ -297,5 +298,27 @@ async def test_batches_ready_behind_a_slow_append_go_in_one_call(
         assert [f[0].key for f in await l1_files(rs, objects)] == [b"k1", b"k2", b"k3"]
         assert [t.group for t in w.stats.flushes] == [1, 2, 2]
         assert w.stats.batches == 3 and w.stats.l1_length == 3
+    await w.aclose()
+    await rs.aclose()
+
+
+async def test_append_order_holds_when_uploads_finish_out_of_order(tmp_path: Path) -> None:
+    """Uploads finishing in a shuffled order (each delayed by a seeded number of loop
+    turns) still land in L1 in the order the batches were sealed, grouped or not."""
+    rs = await embedded_refstore(tmp_path)
+
+    async def turns(seconds: float) -> None:  # no wall time: a number of loop turns
+        for _ in range(int(seconds * 1000)):
+            await asyncio.sleep(0)
+
+    objects = FaultyStore(MemoryStore(), rng=random.Random(7), sleep=turns)
+    objects.delay("put", 0.0, jitter=0.05)
+    w = BranchWriter(rs, objects, REPO, BRANCH, cfg(tmp_path, batch_max_records=1))
+    writes = [asyncio.create_task(w.write(rec(f"k{i:02}", b"%d" % i))) for i in range(60)]
+    await asyncio.gather(*writes)
+    files = await l1_files(rs, objects)
+    assert [f[0].key for f in files] == [b"k%02d" % i for i in range(60)]
+    assert w.stats.batches == 60 and w.stats.failed_batches == 0
+    assert sum(t.group for t in w.stats.flushes if t.append) == 60  # each in one call
     await w.aclose()
     await rs.aclose()
