@@ -1,7 +1,8 @@
 """Commit cost: seconds and ranges read/written for C changed keys onto a base of N keys.
 
 ``python -m bench commit [--bases 100000,1000000] [--changes 1,1000,100000]
-[--big 500000] [--dir DIR] [--repeat 7] [--profile]``
+[--big 500000] [--dir DIR] [--repeat 7] [--profile] [--store URL] [--latency-ms MS]
+[--cold-gets N]``
 
 Bases are built straight through :class:`RangeWriter` (not the write path) with the
 production range policy, in a local object store under ``--dir`` (kept between runs:
@@ -14,6 +15,15 @@ one commit of that many changes onto the largest base of at most 1M keys.
 One-key commits are repeated ``--repeat`` times (best and median are printed: the
 touched range differs each time, and the machine may be shared).  ``--profile``
 prints the top of a cProfile of each commit.
+
+``--store`` puts the bases and commits on another object store (e.g. SeaweedFS:
+``s3://bench/commit?endpoint_url=http://127.0.0.1:8333&path_style=true``, credentials
+from ``AWS_*``; the RefStore stays embedded under ``--dir``); ``--latency-ms`` adds a
+fixed delay to every object-store request (``FaultyStore.delay``).  ``--cold-gets N``
+reads each base cold before the commits: a fresh file cache, the commit id only; the
+time to the first answer (commit, metarange, range: dependent fetches), then ``N``
+random gets from 100 tasks (each range fetched once, concurrent gets of it share the
+fetch), with the GETs counted.
 """
 
 from __future__ import annotations
@@ -36,16 +46,21 @@ from pathlib import Path
 
 from committer.job import CommitResult, commit_branch
 from lsmstore import layout
-from lsmstore.graveler.commit import Commit, write_commit
+from lsmstore.cache import FileCache
+from lsmstore.graveler.commit import Commit, read_commit, write_commit
 from lsmstore.graveler.metarange import store_metarange
 from lsmstore.graveler.range_encoder import RangeEncoder
 from lsmstore.graveler.ranges import RangePolicy, RangeWriter
 from lsmstore.graveler.record import Record
+from lsmstore.graveler.source import CachedSource
+from lsmstore.graveler.tree import TreeReader
 from lsmstore.refstore.base import Ref, Repository
 from lsmstore.refstore.embedded import EmbeddedRefStore
 from lsmstore.staging.files import SIDECAR_SUFFIX, SST_SUFFIX, encode_staging_file, new_file_id
 from lsmstore.storage.base import ObjectStore, PutMode
 from lsmstore.storage.local import LocalStore
+from lsmstore.storage.url import open_object_store
+from lsmstore.testing.faulty_store import OPS, FaultyStore
 from lsmstore.versioning.context import RepoContext
 
 REPO = "bench"
@@ -146,14 +161,53 @@ async def one_commit(
     return result
 
 
+async def cold_gets(store: FaultyStore, commit_id: str, n: int, gets: int) -> str:
+    """Time to the first answer of a cold read of ``commit_id``, then ``gets`` random
+    gets from 100 tasks; every value is checked."""
+    cache = FileCache(ram_bytes=1 << 30)
+    source = CachedSource(store, cache)
+    before = store.calls["get"]
+    t0 = time.perf_counter()
+    commit = await read_commit(store, commit_id, cache=cache)
+    tree = TreeReader(source, commit.metarange_id)
+    first = await tree.get(key(n // 2))
+    t_first = time.perf_counter() - t0
+    assert first is not None and first.value == value(n // 2, b"base")
+    rng = random.Random(5)
+    picks = [rng.randrange(n) for _ in range(gets)]
+    lat: list[float] = []
+
+    async def one(part: list[int]) -> None:
+        for i in part:
+            t = time.perf_counter()
+            rec = await tree.get(key(i))
+            lat.append((time.perf_counter() - t) * 1000)
+            assert rec is not None and rec.value == value(i, b"base")
+
+    t1 = time.perf_counter()
+    await asyncio.gather(*(one(picks[t::100]) for t in range(100)))
+    secs = time.perf_counter() - t1
+    lat.sort()
+    ranges = len((await tree.metarange()).ranges)
+    return (
+        f"cold read of {n:,} keys ({ranges} ranges): first answer {t_first * 1000:.0f} ms "
+        f"(3 dependent GETs); then {gets:,} random gets from 100 tasks in {secs:.2f} s "
+        f"({gets / secs:,.0f}/s), p50 {lat[len(lat) // 2]:.1f} / p99 "
+        f"{lat[int(len(lat) * 0.99)]:.1f} ms; {store.calls['get'] - before} GETs in all"
+    )
+
+
 async def run(args: argparse.Namespace) -> None:
     root = Path(args.dir)
-    store = LocalStore(root / "data")
+    inner: ObjectStore = open_object_store(args.store) if args.store else LocalStore(root / "data")
+    store = FaultyStore(inner)
+    if args.latency_ms:
+        store.delay(OPS, args.latency_ms / 1000)
     rs = EmbeddedRefStore(root / "refs", synchronous="NORMAL")
     try:
         await rs.get_repository(REPO)
     except KeyError:
-        await rs.create_repository(Repository(REPO, store.url, "main"))
+        await rs.create_repository(Repository(REPO, inner.url, "main"))
     ctx = RepoContext(REPO, rs, store, policy=POLICY)
     procs = [int(x) for x in args.processes.split(",") if x]
     rng = random.Random(args.seed)
@@ -162,7 +216,8 @@ async def run(args: argparse.Namespace) -> None:
     changes = [int(x) for x in args.changes.split(",") if x]
     built: dict[int, tuple[str, int]] = {}
     for n in bases:
-        marker = root / f"base-{n}.txt"
+        where = hashlib.sha256(args.store.encode()).hexdigest()[:8] if args.store else ""
+        marker = root / (f"base-{n}-{where}.txt" if where else f"base-{n}.txt")
         if marker.exists():
             commit_id, nranges = marker.read_text().split()
             built[n] = (commit_id, int(nranges))
@@ -172,6 +227,8 @@ async def run(args: argparse.Namespace) -> None:
             marker.write_text(f"{commit_id} {count}")
             built[n] = (commit_id, count)
             print(f"base of {n:,} keys: built in {secs:.1f} s ({count} ranges)")
+        if args.cold_gets:
+            print(" ", await cold_gets(store, built[n][0], n, args.cold_gets), flush=True)
     plan = [(n, c) for n in bases for c in changes if c <= n]
     if args.big:
         small = [n for n in bases if n <= 1_000_000]
@@ -206,7 +263,9 @@ async def run(args: argparse.Namespace) -> None:
     print()
     print(
         f"Commit benchmark, {now}, {platform.python_implementation()} {platform.python_version()}, "
-        f"nproc={os.cpu_count()}, load average {load:.1f} at the end; local object store, "
+        f"nproc={os.cpu_count()}, load average {load:.1f} at the end; "
+        f"object store {args.store.partition('?')[0] or 'local'}"
+        f"{f' + {args.latency_ms:g} ms per request' if args.latency_ms else ''}, "
         f"embedded RefStore; range policy {POLICY.min_bytes >> 20}-{POLICY.max_bytes >> 20} MiB, "
         f"raggedness {POLICY.raggedness}"
     )
@@ -293,6 +352,9 @@ def main(argv: list[str]) -> int:
         help="range encoder pool sizes to compare (0: threads only)",
     )
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--store", default="", help="object store URL (default: under --dir)")
+    parser.add_argument("--latency-ms", type=float, default=0.0, help="added to every request")
+    parser.add_argument("--cold-gets", type=int, default=0, help="random cold gets per base")
     parser.add_argument("--repeat", type=int, default=7, help="repetitions of one-key commits")
     args = parser.parse_args(argv)
     root = Path(args.dir)

@@ -71,6 +71,7 @@ import uvloop
 import lsmstore
 from lsmstore.client import Branch, Store
 from lsmstore.config import load_config
+from lsmstore.staging.writer import FlushTrace
 from lsmstore.storage.base import ObjectStore
 from lsmstore.storage.url import open_object_store
 from lsmstore.testing.faulty_store import OPS, FaultyStore
@@ -231,6 +232,10 @@ class System:
     async def put_many(self, items: list[tuple[bytes, bytes]]) -> None:
         raise NotImplementedError
 
+    def flushes(self) -> str:
+        """Where the last write measure's flushes spent their time ('' if unknown)."""
+        return ""
+
     async def load_for_reads(self, keys: list[bytes], batch: int) -> str:
         """Store ``keys`` (value ``VALUES[i % len]``) and say where they live."""
         raise NotImplementedError
@@ -343,6 +348,12 @@ class Lsm(System):
         assert self.branch is not None
         await self.branch.put_many(items)
 
+    def flushes(self) -> str:
+        if self.branch is None:
+            return ""
+        stats = self.branch.writer_stats
+        return describe_flushes(list(stats.flushes)) + f"; L1 at the end {stats.l1_length}"
+
     async def load_for_reads(self, keys: list[bytes], batch: int) -> str:
         from compactor.runner import Compactor
 
@@ -451,6 +462,23 @@ class Slate(System):
                 break
             count += len(got)
         return count
+
+
+def describe_flushes(traces: list[FlushTrace]) -> str:
+    """p50 / p90 / max in ms of each phase of the traced flushes (FlushTrace)."""
+    if not traces:
+        return "no flushes traced"
+    parts = [
+        f"{len(traces)} flushes, records p50 {pct([t.records for t in traces], 0.5):.0f}, "
+        f"depth max {max(t.depth for t in traces)}, "
+        f"batches appended in a group of >1 {sum(t.group > 1 for t in traces)}"
+    ]
+    for phase in ("window", "slot", "admit", "encode", "upload", "turn", "append"):
+        ms = [getattr(t, phase) * 1000 for t in traces]
+        parts.append(
+            f"{phase} {pct(ms, 0.5):.1f}/{pct(ms, 0.9):.1f}/{max(ms):.1f}/{sum(ms) / len(ms):.1f}"
+        )
+    return ", ".join(parts) + " ms (p50/p90/max/mean)"
 
 
 def chunks(items: list[Any], size: int) -> list[list[Any]]:
@@ -609,6 +637,7 @@ async def measure(system: System, args: argparse.Namespace, tag: str) -> Result:
                 with Cpu() as cpu:
                     rate, n = await closed_loop(system, f"{tag}p{tasks}", tasks, secs)
             res.probes[f"puts{tasks}"] = probe.summary()
+            res.probes[f"puts{tasks} flushes"] = system.flushes()
             res.puts[tasks] = rate
             res.cpu[f"puts{tasks}"] = cpu.per_op(n)
             print(f"  {system.name}: {tasks} tasks: {rate:,.0f} puts/s ({n:,})", flush=True)
@@ -620,6 +649,7 @@ async def measure(system: System, args: argparse.Namespace, tag: str) -> Result:
                 with Cpu() as cpu:
                     lat, issued, lag = await open_loop(system, f"{tag}l", res.lat_rate, secs)
             res.probes["latency"] = probe.summary()
+            res.probes["latency flushes"] = system.flushes()
             res.timeline = TIMELINES.get(f"{tag}l", [])
             res.cpu["latency"] = cpu.per_op(issued)
             res.lat = (pct(lat, 0.5), pct(lat, 0.99), pct(lat, 0.999))
@@ -638,6 +668,7 @@ async def measure(system: System, args: argparse.Namespace, tag: str) -> Result:
                 achieved = len(lat) / (time.perf_counter() - t0)
                 row = (rate, pct(lat, 0.5), pct(lat, 0.99), pct(lat, 0.999), achieved)
                 res.knee.append(row)
+                res.probes[f"knee {frac:g} flushes"] = system.flushes()
                 print(
                     f"  {system.name}: knee, offered {rate:,.0f}/s ({frac:g} of max): "
                     f"p50 {row[1]:.1f} p99 {row[2]:.1f} p99.9 {row[3]:.1f} ms",
@@ -648,6 +679,7 @@ async def measure(system: System, args: argparse.Namespace, tag: str) -> Result:
                 with Cpu() as cpu:
                     res.batch_rate, n = await batches(system, f"{tag}b", args.batch, secs)
             res.probes["batch"] = probe.summary()
+            res.probes["batch flushes"] = system.flushes()
             res.cpu["batch"] = cpu.per_op(n)
             print(f"  {system.name}: put_many: {res.batch_rate:,.0f} records/s", flush=True)
         if "gets" in want or "list" in want:

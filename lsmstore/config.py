@@ -105,8 +105,10 @@ class Config:
     #: ...or sooner once the memstore holds this many bytes or records.
     batch_max_bytes: int = 8 * MiB
     batch_max_records: int = 100_000
-    #: Batches being encoded, uploaded or appended at once per branch writer.
-    max_inflight_batches: int = 4
+    #: Batches being encoded, uploaded or appended at once per branch writer; 0 sizes
+    #: it by the flush time (enough to seal one batch per window while earlier ones
+    #: upload: 4 on a local disk, more on a slow object store; at most 64).
+    max_inflight_batches: int = 0
     #: Memory bound of one branch writer (memstore + in-flight batches); put awaits room.
     max_pending_bytes: int = 128 * MiB
     #: Key and value bounds, checked before anything is staged.
@@ -315,7 +317,7 @@ _BOUNDS: dict[str, tuple[float, float, bool]] = {
     "batch_interval_ms": (0, 3_600_000, False),
     "batch_max_bytes": (1, _BYTES, False),
     "batch_max_records": (1, _COUNT, False),
-    "max_inflight_batches": (1, 1024, False),
+    "max_inflight_batches": (0, 1024, False),
     "max_pending_bytes": (1, _BYTES, False),
     "max_key_bytes": (1, 64 * KiB, False),
     "max_value_bytes": (0, 1 << 31, False),

@@ -12,6 +12,7 @@ from helpers.staging import BRANCH, REPO, DirectCache, commit_tree, embedded_ref
 
 from lsmstore import layout
 from lsmstore.errors import InvalidInputError
+from lsmstore.graveler.commit import read_commit
 from lsmstore.graveler.record import Record
 from lsmstore.graveler.source import CachedSource
 from lsmstore.refstore.base import Ref, RefStore
@@ -125,6 +126,23 @@ async def test_sidecars_fetched_once_and_in_parallel(tmp_path: Path) -> None:
     await view.lookup(b"k4")
     assert files.sidecars.fetches == 8  # the second read fetched no sidecar
     await rs.aclose()
+
+
+async def test_cold_read_fetches_the_metarange_while_sidecars_load(tmp_path: Path) -> None:
+    """Commit -> metarange is one chain, the sidecars another: the metarange fetch
+    does not wait for the sidecars (time to the first answer of a cold read)."""
+    objects = FaultyStore(MemoryStore())
+    ref = await layered(objects)
+    metarange_key = layout.range_key((await read_commit(objects, ref.base)).metarange_id)
+    sidecars = objects.hold("get", times=None, match=lambda k: k.endswith(".meta"))
+    metarange = objects.hold("get", match=lambda k: k == metarange_key)
+    task = asyncio.create_task(Snapshot.load(ref, files_of(objects), BRANCH))
+    await asyncio.wait_for(metarange.entered.wait(), 60)  # with every sidecar still held
+    assert sidecars.hits == 3 and not task.done()
+    sidecars.release()
+    metarange.release()
+    snap = await task
+    assert snap.metarange is not None and (await snap.lookup(b"k5"))[0] == rec("k5", b"base")
 
 
 async def listing(snap: Snapshot, **kw: object) -> list[str]:

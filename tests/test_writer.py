@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import random
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from helpers.staging import BRANCH, REPO, embedded_refstore, l1_files, rec
 
 from lsmstore.config import Config
-from lsmstore.errors import ClosedError, EntryTooLargeError
+from lsmstore.errors import ClosedError, EntryTooLargeError, UnavailableError
+from lsmstore.refstore.base import Ref, Repository
+from lsmstore.refstore.embedded import EmbeddedRefStore
 from lsmstore.staging.writer import BranchWriter
 from lsmstore.storage.memory import MemoryStore
 from lsmstore.testing.faulty_store import FaultyStore
@@ -176,5 +180,145 @@ async def test_cancelled_put_does_not_cancel_its_batch(tmp_path: Path) -> None:
     await b  # the other write of the batch is still acknowledged
     files = await l1_files(rs, objects)
     assert [r.key for r in files[0]] == [b"a", b"b"]  # a cancelled write may still land
+    await w.aclose()
+    await rs.aclose()
+
+
+async def test_in_flight_depth_follows_the_flush_time(tmp_path: Path) -> None:
+    rs = await embedded_refstore(tmp_path)
+    objects = FaultyStore(MemoryStore())
+    c = cfg(tmp_path, batch_interval_ms=10, batch_max_records=1)
+    w = BranchWriter(rs, objects, REPO, BRANCH, c)
+    assert c.max_inflight_batches == 0 and w.depth() == 4  # no flush seen yet: the floor
+    w._flushed(0.1)  # a 100 ms flush (a slow store): 10 windows of 10 ms, plus one
+    assert w.depth() == 11
+    uploading = 0
+    eleven = asyncio.Event()
+
+    def sst(key: str) -> bool:  # one SST upload per batch in flight
+        nonlocal uploading
+        if not key.endswith(".sst"):
+            return False
+        uploading += 1
+        if uploading == 11:
+            eleven.set()
+        return True
+
+    gate = objects.hold("put", times=None, match=sst)
+    writes = [asyncio.create_task(w.write(rec(f"k{i:02}", b"v"))) for i in range(20)]
+    await asyncio.wait_for(eleven.wait(), 60)  # one-record batches: each full at once
+    for _ in range(200):  # the runner has every chance to start a twelfth
+        await asyncio.sleep(0)
+    assert w._inflight == uploading == 11 and all(not t.done() for t in writes)
+    gate.release()
+    objects.clear()
+    await asyncio.gather(*writes)
+    assert [len(f) for f in await l1_files(rs, objects)] == [1] * 20
+    assert [t.records for t in w.stats.flushes] == [1] * 20
+    w._flushed(1000.0)
+    assert w.depth() == 64  # bounded
+    fixed = BranchWriter(rs, objects, REPO, BRANCH, cfg(tmp_path, max_inflight_batches=2))
+    fixed._flushed(1.0)
+    assert fixed.depth() == 2  # a set value is kept
+    await fixed.aclose()
+    await w.aclose()
+    await rs.aclose()
+
+
+class GatedRefStore(EmbeddedRefStore):
+    """Records each append call; holds the first ``append_l1`` until released; fails
+    the next ``append_l1_many`` calls with ``fail_many`` when set."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.calls: list[tuple[str, ...]] = []
+        self.entered = asyncio.Event()
+        self.release = asyncio.Event()
+        self.fail_many: BaseException | None = None
+
+    async def _append_l1(self, repo: str, branch: str, file_id: str) -> Ref:
+        self.calls.append((file_id,))
+        if not self.entered.is_set():
+            self.entered.set()
+            await self.release.wait()
+        return await super()._append_l1(repo, branch, file_id)
+
+    async def _append_l1_many(self, repo: str, branch: str, file_ids: tuple[str, ...]) -> Ref:
+        self.calls.append(file_ids)
+        if self.fail_many is not None:
+            raise self.fail_many
+        return await super()._append_l1_many(repo, branch, file_ids)
+
+
+async def until(cond: Callable[[], bool]) -> None:
+    """Wait (up to a minute) for ``cond`` to hold."""
+    for _ in range(60_000):
+        if cond():
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError("condition not reached in 60 s")
+
+
+@pytest.mark.parametrize("fail", [False, True])
+async def test_batches_ready_behind_a_slow_append_go_in_one_call(
+    tmp_path: Path, fail: bool
+) -> None:
+    rs = GatedRefStore(tmp_path / "refs")
+    await rs.create_repository(Repository(REPO, "mem://x", BRANCH))
+    await rs.create_ref(REPO, BRANCH, Ref("branch", ""))
+    objects = MemoryStore()
+    w = BranchWriter(rs, objects, REPO, BRANCH, cfg(tmp_path, batch_max_records=1))
+    first = asyncio.create_task(w.write(rec("k1", b"1")))
+    await asyncio.wait_for(rs.entered.wait(), 60)  # batch 1's append is held
+    b1 = w._tail
+    assert b1 is not None
+    later = [asyncio.create_task(w.write(rec(f"k{i}", b"%d" % i))) for i in (2, 3)]
+    # batches 2 and 3 upload and queue behind batch 1
+    await until(lambda: b1.next is not None and b1.next.next is not None)
+    b2, b3 = b1.next, b1.next.next  # type: ignore[union-attr]
+    assert b2 is not None and b3 is not None
+    await until(lambda: b2.file_id is not None and b3.file_id is not None)
+    assert not any(t.done() for t in later)
+    if fail:
+        rs.fail_many = UnavailableError("RefStore down")
+    rs.release.set()
+    await first
+    ids = (b2.file_id, b3.file_id)
+    assert rs.calls == [(b1.file_id,), ids]  # batch 2's call took batch 3 along
+    if fail:  # both fail with the call's error; nothing of them is staged
+        for t in later:
+            with pytest.raises(UnavailableError, match="RefStore down"):
+                await t
+        assert [len(f) for f in await l1_files(rs, objects)] == [1]
+        rs.fail_many = None
+        await w.write(rec("k4", b"4"))  # a fresh chain appends again
+        assert [f[0].key for f in await l1_files(rs, objects)] == [b"k1", b"k4"]
+    else:
+        await asyncio.gather(*later)
+        assert [f[0].key for f in await l1_files(rs, objects)] == [b"k1", b"k2", b"k3"]
+        assert [t.group for t in w.stats.flushes] == [1, 2, 2]
+        assert w.stats.batches == 3 and w.stats.l1_length == 3
+    await w.aclose()
+    await rs.aclose()
+
+
+async def test_append_order_holds_when_uploads_finish_out_of_order(tmp_path: Path) -> None:
+    """Uploads finishing in a shuffled order (each delayed by a seeded number of loop
+    turns) still land in L1 in the order the batches were sealed, grouped or not."""
+    rs = await embedded_refstore(tmp_path)
+
+    async def turns(seconds: float) -> None:  # no wall time: a number of loop turns
+        for _ in range(int(seconds * 1000)):
+            await asyncio.sleep(0)
+
+    objects = FaultyStore(MemoryStore(), rng=random.Random(7), sleep=turns)
+    objects.delay("put", 0.0, jitter=0.05)
+    w = BranchWriter(rs, objects, REPO, BRANCH, cfg(tmp_path, batch_max_records=1))
+    writes = [asyncio.create_task(w.write(rec(f"k{i:02}", b"%d" % i))) for i in range(60)]
+    await asyncio.gather(*writes)
+    files = await l1_files(rs, objects)
+    assert [f[0].key for f in files] == [b"k%02d" % i for i in range(60)]
+    assert w.stats.batches == 60 and w.stats.failed_batches == 0
+    assert sum(t.group for t in w.stats.flushes if t.append) == 60  # each in one call
     await w.aclose()
     await rs.aclose()

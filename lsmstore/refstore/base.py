@@ -16,6 +16,7 @@ swap_compacted     ``l2 = l2_new; l1 = l1[len(l1_prefix):]``               base,
                                                                            starts with prefix
 swap_committed     ``base = new_base; l2 = []; l1 = l1[len(prefix):]``    same as above
 set_base           ``base = new_base`` (l1, l2 kept)                       base == expected_base
+append_l1_many     ``l1 += ids`` as one unit (each skipped as by append_l1) ref is a branch
 append_l1_group    ``l1 += ids`` as one unit; no-op for a known group id   ref is a branch
 stash_workspace    workspace ``name = (l2, l1)``; ``l2 = l1 = []``         value == expected,
                    (two keys, one atomic step)                             workspace absent
@@ -339,6 +340,36 @@ class RefStore(abc.ABC):
         check_commit_id(new_base, "new base commit")
         return await self._set_base(repo, branch, expected_base, new_base)
 
+    async def append_l1_many(self, repo: str, branch: str, file_ids: Sequence[str]) -> Ref:
+        """Append ``file_ids`` to the branch's L1, in order, as one unit: all or none.
+
+        Each id is skipped as by ``append_l1`` (already in L1, or consumed), so the
+        call is idempotent: retry it after an unknown outcome.  No group id is
+        remembered (a writer appending several ready batches at once uses it; a job's
+        commit uses ``append_l1_group``).  More ids than the ref can hold raise
+        EntryTooLargeError and change nothing.
+        """
+        self._check_open()
+        check_repository_name(repo)
+        check_ref_name(branch)
+        ids = self._check_id_list(repo, branch, "append_l1_many", file_ids)
+        return await self._append_l1_many(repo, branch, ids)
+
+    @staticmethod
+    def _check_id_list(repo: str, branch: str, op: str, file_ids: Sequence[str]) -> tuple[str, ...]:
+        if isinstance(file_ids, str):
+            raise InvalidInputError(f"{op} takes a sequence of file ids")
+        ids = tuple(file_ids)
+        for f in ids:
+            check_file_id(f)
+        if len(set(ids)) != len(ids):
+            raise InvalidInputError(f"{repo}/{branch}: {op} repeats a file id")
+        if len(ids) > MAX_FILE_IDS:
+            raise EntryTooLargeError(
+                f"{repo}/{branch}: {len(ids)} ids exceed the limit of {MAX_FILE_IDS}"
+            )
+        return ids
+
     async def append_l1_group(
         self, repo: str, branch: str, group_id: str, file_ids: Sequence[str]
     ) -> Ref:
@@ -354,17 +385,7 @@ class RefStore(abc.ABC):
         check_repository_name(repo)
         check_ref_name(branch)
         check_file_id(group_id)
-        if isinstance(file_ids, str):
-            raise InvalidInputError("append_l1_group takes a sequence of file ids")
-        ids = tuple(file_ids)
-        for f in ids:
-            check_file_id(f)
-        if len(set(ids)) != len(ids):
-            raise InvalidInputError(f"{repo}/{branch}: group {group_id} repeats a file id")
-        if len(ids) > MAX_FILE_IDS:
-            raise EntryTooLargeError(
-                f"{repo}/{branch}: group of {len(ids)} ids exceeds the limit of {MAX_FILE_IDS}"
-            )
+        ids = self._check_id_list(repo, branch, f"group {group_id}", file_ids)
         return await self._append_l1_group(repo, branch, group_id, ids)
 
     # --- workspaces --------------------------------------------------------------
@@ -578,6 +599,9 @@ class RefStore(abc.ABC):
     ) -> Ref: ...
     @abc.abstractmethod
     async def _set_base(self, repo: str, branch: str, expected_base: str, new_base: str) -> Ref: ...
+    @abc.abstractmethod
+    async def _append_l1_many(self, repo: str, branch: str, file_ids: tuple[str, ...]) -> Ref: ...
+
     @abc.abstractmethod
     async def _append_l1_group(
         self, repo: str, branch: str, group_id: str, file_ids: tuple[str, ...]

@@ -1013,6 +1013,16 @@ class DynamoRefStore(RefStore):
                 await self._backoff(min(attempt, 4))
         raise UnavailableError(f"{self.url}: {what} {repo}/{name}: kept losing to other writes")
 
+    async def _append_l1_many(self, repo: str, branch: str, file_ids: tuple[str, ...]) -> Ref:
+        where = f"{repo}/{branch}"
+
+        def rule(
+            cur: Ref, tail: tuple[str, ...], groups: tuple[str, ...]
+        ) -> tuple[Ref, tuple[str, ...], tuple[str, ...]]:
+            return transitions.append_l1_many(where, cur, file_ids, tail), tail, groups
+
+        return await self._retry_idempotent(repo, branch, "append_l1_many", rule)
+
     async def _append_l1_group(
         self, repo: str, branch: str, group_id: str, file_ids: tuple[str, ...]
     ) -> Ref:
@@ -1025,9 +1035,22 @@ class DynamoRefStore(RefStore):
             return new, tail, new_groups
 
         # Idempotent (a known group id is a no-op), so a lost answer may be re-sent.
+        return await self._retry_idempotent(repo, branch, "append_l1_group", rule)
+
+    async def _retry_idempotent(
+        self,
+        repo: str,
+        branch: str,
+        op: str,
+        rule: Callable[
+            [Ref, tuple[str, ...], tuple[str, ...]],
+            tuple[Ref, tuple[str, ...], tuple[str, ...]],
+        ],
+    ) -> Ref:
+        """``_rewrite`` re-sent after an unknown outcome (for idempotent rules)."""
         for attempt in range(self._max_attempts):
             try:
-                return await self._rewrite(repo, branch, "append_l1_group", rule)
+                return await self._rewrite(repo, branch, op, rule)
             except UnavailableError as e:
                 if not e.outcome_unknown or attempt + 1 == self._max_attempts:
                     raise

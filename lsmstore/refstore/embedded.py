@@ -598,6 +598,14 @@ class EmbeddedRefStore(RefStore):
             lambda cur, tail: (transitions.set_base(where, cur, expected_base, new_base), tail),
         )
 
+    async def _append_l1_many(self, repo: str, branch: str, file_ids: tuple[str, ...]) -> Ref:
+        where = f"{repo}/{branch}"
+        return await self._mutate(
+            repo,
+            branch,
+            lambda cur, tail: (transitions.append_l1_many(where, cur, file_ids, tail), tail),
+        )
+
     async def _append_l1_group(
         self, repo: str, branch: str, group_id: str, file_ids: tuple[str, ...]
     ) -> Ref:

@@ -144,14 +144,15 @@ redis.call('HSET', KEYS[1], 'l1', v[4])
 return reply('ok', v)
 """
 
-# KEYS: ref hash, repository hash.  ARGV: group id, ids (comma-joined), max ids, max
-# groups.  A known group id: no-op; ids in L1 or consumed are skipped.
+# KEYS: ref hash, repository hash.  ARGV: group id ('' for none: append_l1_many), ids
+# (comma-joined), max ids, max groups.  A known group id: no-op; ids in L1 or consumed
+# are skipped.
 _APPEND_GROUP = """
 local v = load(KEYS[1])
 if not v then return missing(KEYS[2]) end
 if v[1] ~= 'branch' then return reply('rejected', v) end
 local groups = redis.call('HGET', KEYS[1], 'groups') or ''
-if has(groups, ARGV[1]) then return reply('ok', v) end
+if ARGV[1] ~= '' and has(groups, ARGV[1]) then return reply('ok', v) end
 local consumed = redis.call('HGET', KEYS[1], 'consumed') or ''
 local add = {}
 for id in string.gmatch(ARGV[2], '[^,]+') do
@@ -161,6 +162,10 @@ if count(v[3]) + count(v[4]) + #add > tonumber(ARGV[3]) then return reply('rejec
 if #add > 0 then
   local joined = table.concat(add, ',')
   if v[4] == '' then v[4] = joined else v[4] = v[4] .. ',' .. joined end
+end
+if ARGV[1] == '' then
+  if #add > 0 then redis.call('HSET', KEYS[1], 'l1', v[4]) end
+  return reply('ok', v)
 end
 if groups == '' then groups = ARGV[1] else groups = groups .. ',' .. ARGV[1] end
 local n = count(groups)
@@ -810,6 +815,19 @@ class RedisRefStore(RefStore):
             self._set_base_script,
             [expected_base, new_base],
             lambda cur: transitions.set_base(where, cur, expected_base, new_base),
+        )
+
+    async def _append_l1_many(self, repo: str, branch: str, file_ids: tuple[str, ...]) -> Ref:
+        where = f"{repo}/{branch}"
+        return await self._mutate(
+            repo,
+            branch,
+            "append_l1_many",
+            self._append_group_script,
+            ["", encode_ids(file_ids), MAX_FILE_IDS, MAX_GROUP_IDS],
+            # The script rejects a tag or ids too many for the ref.
+            lambda cur: transitions.append_l1_many(where, cur, file_ids),
+            idempotent=True,
         )
 
     async def _append_l1_group(

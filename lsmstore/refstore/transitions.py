@@ -80,6 +80,18 @@ def append_l1(where: str, cur: Ref, file_id: str, consumed: Sequence[str] = ()) 
     return check_size(where, Ref("branch", cur.base, cur.l2, (*cur.l1, file_id)))
 
 
+def append_l1_many(
+    where: str, cur: Ref, file_ids: Sequence[str], consumed: Sequence[str] = ()
+) -> Ref:
+    """``l1 += file_ids``, in order, skipping those in L1 or in ``consumed``."""
+    _branch(where, cur, "append to L1")
+    present = set(cur.l1) | set(consumed)
+    new = tuple(f for f in file_ids if f not in present)
+    if not new:
+        return cur
+    return check_size(where, Ref("branch", cur.base, cur.l2, (*cur.l1, *new)))
+
+
 def append_group(
     where: str,
     cur: Ref,
@@ -93,10 +105,7 @@ def append_group(
     _branch(where, cur, "append to L1")
     if group_id in groups:
         return cur, tuple(groups)
-    present = set(cur.l1) | set(consumed)
-    new = tuple(f for f in file_ids if f not in present)
-    ref = check_size(where, Ref("branch", cur.base, cur.l2, (*cur.l1, *new)))
-    return ref, (*groups, group_id)[-MAX_GROUP_IDS:]
+    return append_l1_many(where, cur, file_ids, consumed), (*groups, group_id)[-MAX_GROUP_IDS:]
 
 
 def stash(

@@ -91,8 +91,7 @@ def _local(url: str, parts: SplitResult, options: dict[str, Any]) -> RefStore:
         raise InvalidURLError(f"local RefStore URL {url!r}: path is not UTF-8 ({e})") from None
     if not path.startswith("/") or any(seg == ".." for seg in path.split("/")) or has_control(path):
         raise InvalidURLError(
-            f"local RefStore URL {url!r} needs an absolute path without '..' "
-            "or control characters"
+            f"local RefStore URL {url!r} needs an absolute path without '..' or control characters"
         )
     params = _query(url, query, {"synchronous"})
     kwargs: dict[str, Any] = {}

@@ -266,13 +266,20 @@ class Snapshot:
 
     @classmethod
     async def load(cls, ref: Ref, files: Files, branch: str) -> Snapshot:
-        l1, l2, tree = await asyncio.gather(
+        """Fetch what a read of ``ref`` needs, independent pieces in parallel: the
+        sidecars of L1 and L2, and the base commit followed by its metarange (which
+        does not wait for the sidecars)."""
+
+        async def base() -> tuple[TreeReader | None, Metarange | None]:
+            tree = await files.tree(ref.base)
+            return tree, (await tree.metarange() if tree is not None else None)
+
+        l1, l2, (tree, metarange) = await asyncio.gather(
             files.staging_files(branch, "L1", ref.l1[::-1]),
             files.staging_files(branch, "L2", ref.l2),
-            files.tree(ref.base),
+            base(),
         )
         l2.sort(key=lambda f: f.sidecar.first_key)
-        metarange = await tree.metarange() if tree is not None else None
         return cls(ref, files, l1, l2, tree, metarange)
 
     # --- point reads ------------------------------------------------------------------

@@ -13,15 +13,18 @@ docs/write-path.md walks through it; the contract in short:
   ``batch_max_bytes``/``batch_max_records`` (a write finding the memstore that full
   starts the next batch); so a writer makes at most one L1 file per window under a
   steady load of small writes, and ack latency is the rest of the window plus the
-  flush.  Up to ``max_inflight_batches``
-  are encoded and uploaded at once, while the next one fills; their appends run
-  strictly in batch order, so a write acknowledged before another began is ordered
-  before it.
-* An append whose outcome is unknown is retried (``append_l1`` is idempotent), up
-  to ``append_attempts`` in all.  A batch whose append failed makes every batch
-  queued behind it fail with the same error, unappended, so no later batch lands
-  ahead of one whose fate is in doubt.  A failed upload fails only its batch (it
-  was never appended; nothing can be reordered).
+  flush.  Up to ``max_inflight_batches`` (by default sized by the flush time, see
+  :meth:`BranchWriter.depth`) are encoded and uploaded at once, while the next one
+  fills; their appends run strictly in batch order, so a write acknowledged before
+  another began is ordered before it.
+* At its turn a batch is appended together with the batches queued right behind it
+  whose files are uploaded (``append_l1_many``, one atomic call; they share its
+  outcome).
+* An append whose outcome is unknown is retried (``append_l1`` and
+  ``append_l1_many`` are idempotent), up to ``append_attempts`` in all.  A batch
+  whose append failed makes every batch queued behind it fail with the same error,
+  unappended, so no later batch lands ahead of one whose fate is in doubt.  A failed
+  upload fails only its batch (it was never appended; nothing can be reordered).
 * Memory is bounded: the memstore plus in-flight batches hold at most
   ``max_pending_bytes``; a write waits for room (and raises WriteStalledError after
   ``stall_timeout_s``).
@@ -43,10 +46,11 @@ import asyncio
 import collections
 import contextlib
 import logging
+import math
 import secrets
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from lsmstore import layout
 from lsmstore.config import Config
@@ -74,6 +78,14 @@ from lsmstore.storage.base import ObjectStore, PutMode
 
 log = logging.getLogger(__name__)
 
+#: Bounds of the in-flight depth sized by the flush time (``max_inflight_batches=0``).
+AUTO_MIN_INFLIGHT = 4
+AUTO_MAX_INFLIGHT = 64
+#: Batches appended by one RefStore call at most (see BranchWriter._append_group).
+MAX_APPEND_GROUP = 64
+#: Flushes kept in :attr:`WriterStats.flushes`.
+TRACED_FLUSHES = 1024
+
 
 @dataclass(slots=True)
 class WriterStats:
@@ -86,15 +98,61 @@ class WriterStats:
     staged_ssts: int = 0
     stalls: int = 0
     l1_length: int = 0  # the branch's L1 length in the ref of the last append
+    #: The last :data:`TRACED_FLUSHES` batches appended or failed (newest last).
+    flushes: collections.deque[FlushTrace] = field(
+        default_factory=lambda: collections.deque(maxlen=TRACED_FLUSHES)
+    )
+
+
+@dataclass(slots=True)
+class FlushTrace:
+    """Where one batch's time went, in seconds (``python -m bench write`` prints them).
+
+    ``window``: from when the flusher first saw the batch non-empty until it waited
+    for a slot; ``slot``: waiting for an in-flight slot (the batch still fills);
+    ``admit``: waiting below the L1 hard limit; ``encode``, ``upload``; ``turn``:
+    waiting for the previous batch's append; ``append``: the RefStore call (0 for a
+    batch an earlier batch's call took along, see ``group``).
+    ``depth``: the in-flight limit when the batch was sealed.
+    """
+
+    records: int = 0
+    group: int = 1  # batches appended by the same RefStore call
+    depth: int = 0
+    window: float = 0.0
+    slot: float = 0.0
+    admit: float = 0.0
+    encode: float = 0.0
+    upload: float = 0.0
+    turn: float = 0.0
+    append: float = 0.0
 
 
 class _Batch:
     """A memstore and the futures of the writes waiting on it."""
 
-    __slots__ = ("appended", "done", "mem", "seq", "waiters")
+    __slots__ = (
+        "appended",
+        "carried",
+        "done",
+        "file_id",
+        "mem",
+        "next",
+        "seen",
+        "seq",
+        "trace",
+        "waiters",
+    )
 
     def __init__(self, seq: int, loop: asyncio.AbstractEventLoop) -> None:
         self.seq = seq
+        self.seen = 0.0  # when the flusher first saw it non-empty (perf_counter; 0: not yet)
+        self.trace = FlushTrace()
+        self.file_id: str | None = None  # set once its files are uploaded
+        #: The batch sealed next in the same append chain (it appends after this one).
+        self.next: _Batch | None = None
+        #: The outcome of an earlier batch's append that took this one along.
+        self.carried: Ref | BaseException | None = None
         self.mem = Memstore()
         self.waiters: list[asyncio.Future[None]] = []
         # Resolved when this batch's turn to append is over: result None lets the next
@@ -150,6 +208,8 @@ class BranchWriter:
         #: Batches closed because they were full, not yet taken by the flusher (in order).
         self._full: collections.deque[_Batch] = collections.deque()
         self._inflight = 0
+        self._slot_free = asyncio.Event()
+        self._flush_s = 0.0  # recent flush time, seal to appended (see depth())
         self._pending_bytes = 0  # memstore + in-flight batches
         self._room: collections.deque[tuple[int, asyncio.Future[None]]] = collections.deque()
         self._granted = 0  # writes let in by _grant_room that have not staged yet
@@ -289,8 +349,34 @@ class BranchWriter:
         ms = cfg.batch_interval_ms + (cfg.l1_slowdown_ms * excess if excess > 0 else 0.0)
         return ms / 1000.0
 
+    def depth(self) -> int:
+        """Batches in flight at most: ``max_inflight_batches`` when set; else enough
+        that one batch can be sealed per window while earlier ones are flushed (the
+        recent flush time over the window, plus one), between
+        :data:`AUTO_MIN_INFLIGHT` and :data:`AUTO_MAX_INFLIGHT`.  On a store with 20 ms
+        PUTs a fixed 4 held batches back for a slot, and they grew meanwhile: the
+        window stretched to the flush time over 4.  Memory stays bounded by
+        ``max_pending_bytes`` whatever the depth."""
+        fixed = self.config.max_inflight_batches
+        if fixed:
+            return fixed
+        need = math.ceil(self._flush_s / max(self._window(), 0.001)) + 1
+        return min(AUTO_MAX_INFLIGHT, max(AUTO_MIN_INFLIGHT, need))
+
+    def _flushed(self, seconds: float) -> None:
+        """Track the flush time (seal to appended) that :meth:`depth` sizes for: it
+        follows a rise at once and decays slowly, so the depth covers the slow end."""
+        if seconds > self._flush_s:
+            self._flush_s = seconds
+        else:
+            self._flush_s += (seconds - self._flush_s) * 0.1
+
+    async def _wait_slot(self) -> None:
+        while self._inflight >= self.depth():
+            self._slot_free.clear()
+            await self._slot_free.wait()
+
     async def _run(self) -> None:
-        slots = asyncio.Semaphore(self.config.max_inflight_batches)
         loop = self._loop
         while True:
             if self._full:  # closed because full: flush at once, in order
@@ -303,6 +389,8 @@ class BranchWriter:
                     self._wake.clear()
                     await self._wake.wait()
                     continue
+                if not batch.seen:
+                    batch.seen = time.perf_counter()
                 # Wait out the batching window unless the batch is full or a flush is due.
                 while not (self._flush_now or self._closing or self._full or self._is_full(batch)):
                     remaining = self._last_seal + self._window() - loop.time()
@@ -314,19 +402,28 @@ class BranchWriter:
                     timer.cancel()
                 if self._full and self._full[0] is not batch:
                     continue  # the current batch is not the oldest any more
-            await slots.acquire()
+            trace = batch.trace
+            t_slot = time.perf_counter()  # (uvloop's loop.time() counts whole ms)
+            if batch.seen:
+                trace.window = t_slot - batch.seen
+            await self._wait_slot()
+            t_admit = time.perf_counter()
+            trace.slot = t_admit - t_slot
             try:
                 await self._admit()
             except WriteStalledError as e:
-                slots.release()
                 self._take(batch)
                 self._finish(batch, e, poison=None)
                 continue
+            trace.admit = time.perf_counter() - t_admit
+            trace.depth = self.depth()
             self._take(batch)
             prev = self._tail_before(batch)
+            if prev is not None and self._tail is not None:
+                self._tail.next = batch
             self._tail = batch
             self._inflight += 1
-            task = loop.create_task(self._flush(batch, prev, slots))
+            task = loop.create_task(self._flush(batch, prev))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
         if self._tasks:
@@ -399,48 +496,58 @@ class BranchWriter:
             if len(ref.l1) + self._inflight < cfg.l1_hard_limit:
                 return
 
-    async def _flush(
-        self, batch: _Batch, prev: asyncio.Future[None] | None, slots: asyncio.Semaphore
-    ) -> None:
+    async def _flush(self, batch: _Batch, prev: asyncio.Future[None] | None) -> None:
         """Encode and upload ``batch``; at its turn, append it; then resolve its writes."""
         error: BaseException | None = None  # what the batch's writes get
         poison: BaseException | None = None  # what batches queued behind it get
         file_id: str | None = None
         sst_size = 0
+        now = time.perf_counter
+        trace = batch.trace
+        t0 = t = now()
         try:
             try:
                 sst, meta = await self._encoder.encode(
                     batch.mem.records(), self.config.bloom_error_rate
                 )
+                trace.encode = now() - t
+                t = now()
                 sst_size = len(sst)
-                file_id = await self._upload(sst, meta)
+                file_id = batch.file_id = await self._upload(sst, meta)
+                trace.upload = now() - t
                 del sst, meta
             except Exception as e:
                 error = e
             # Our turn comes when the previous batch's append is over.
+            t = now()
             if prev is not None:
                 try:
                     await asyncio.shield(prev)
                 except Exception as e:
                     poison = e
                     error = error or e
+            trace.turn = now() - t
             if error is None and file_id is not None:
-                try:
-                    ref = await self._append(file_id)
-                except Exception as e:
-                    error = poison = e
+                outcome = batch.carried
+                if outcome is None:  # ours to append, with the ready batches behind it
+                    t = now()
+                    outcome = await self._append_group(batch)
+                    trace.append = now() - t
+                if isinstance(outcome, BaseException):
+                    error = poison = outcome
                 else:
+                    self._flushed(now() - t0)
                     self.stats.batches += 1
                     self.stats.records += len(batch.mem)
                     self.stats.sst_bytes += sst_size
-                    self._after_append(ref)
+                    self._after_append(outcome)
         except BaseException as e:  # cancelled: the event loop is going away
             error = poison = ClosedError(f"writer of {self.repo}/{self.branch} was cancelled")
             if not isinstance(e, asyncio.CancelledError):
                 raise
         finally:
             self._inflight -= 1
-            slots.release()
+            self._slot_free.set()
             self._finish(batch, error, poison=poison)
         if error is not None:
             log.warning(
@@ -456,6 +563,9 @@ class BranchWriter:
     ) -> None:
         if error is not None:
             self.stats.failed_batches += 1
+        batch.trace.records = len(batch.mem)
+        batch.next = None
+        self.stats.flushes.append(batch.trace)
         if poison is None:
             batch.appended.set_result(None)
         else:
@@ -489,23 +599,51 @@ class BranchWriter:
     def _key(self, file_id: str, suffix: str) -> str:
         return layout.staging_key(self.branch, "L1", file_id, suffix)
 
-    async def _append(self, file_id: str) -> Ref:
-        """``append_l1`` with retries of unavailable backends (it is idempotent)."""
+    async def _append_group(self, lead: _Batch) -> Ref | BaseException:
+        """Append ``lead``'s file and those of the batches queued right behind it whose
+        files are uploaded (at most :data:`MAX_APPEND_GROUP`), in order, in one RefStore
+        call; each of those batches then takes the outcome when its turn comes, without
+        a call of its own.  Under a slow RefStore the queue behind a slow append then
+        drains in one round trip instead of one each."""
+        group = [lead]
+        b = lead.next
+        while b is not None and b.file_id is not None and len(group) < MAX_APPEND_GROUP:
+            group.append(b)
+            b = b.next
+        ids = [g.file_id for g in group if g.file_id is not None]
+        outcome: Ref | BaseException
+        try:
+            outcome = await self._append(ids)
+        except Exception as e:
+            outcome = e
+        for g in group:
+            g.trace.group = len(group)
+            if g is not lead:
+                g.carried = outcome
+        return outcome
+
+    async def _append(self, file_ids: Sequence[str]) -> Ref:
+        """``append_l1`` (``append_l1_many`` for several files) with retries of
+        unavailable backends (both are idempotent)."""
         attempts = self.config.append_attempts
         unknown = False
         delay = 0.02
+        rs, repo, branch = self.refstore, self.repo, self.branch
+        named = ", ".join(file_ids)
         for attempt in range(1, attempts + 1):
             try:
-                return await self.refstore.append_l1(self.repo, self.branch, file_id)
+                if len(file_ids) == 1:
+                    return await rs.append_l1(repo, branch, file_ids[0])
+                return await rs.append_l1_many(repo, branch, file_ids)
             except UnavailableError as e:
                 unknown = unknown or e.outcome_unknown
                 if attempt == attempts:
                     raise UnavailableError(
-                        f"append of L1 file {file_id} to {self.repo}/{self.branch} failed "
+                        f"append of L1 file(s) {named} to {repo}/{branch} failed "
                         f"after {attempts} attempts: {e}",
                         outcome_unknown=unknown,
                     ) from e
-                log.info("append of %s to %s/%s: %s; retrying", file_id, self.repo, self.branch, e)
+                log.info("append of %s to %s/%s: %s; retrying", named, repo, branch, e)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
         raise AssertionError("unreachable")  # pragma: no cover
@@ -533,7 +671,7 @@ class BranchWriter:
         self._check_open()
         await self._admit()  # the same backpressure as batches
         file_id = await self._upload(data, encode_sidecar(sidecar))
-        ref = await self._append(file_id)
+        ref = await self._append([file_id])
         self.stats.staged_ssts += 1
         self._after_append(ref)
         return file_id

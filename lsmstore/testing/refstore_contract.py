@@ -786,6 +786,62 @@ class RefStoreContract:
                 await call()
         await refstore.aclose()  # closing twice is fine
 
+    # --- several ids at once ----------------------------------------------------------------
+
+    @pytest.mark.parametrize("op", ["compacted", "committed"])
+    async def test_append_l1_many_in_order_skipping_staged_and_consumed(
+        self, refstore: RefStore, op: str
+    ) -> None:
+        await self.branch(refstore, "main", base="c1", l2=("g1",), l1=("f0",))
+        r = await refstore.append_l1_many(REPO, "main", ("a1", "a2", "a3"))
+        assert r == branch("c1", ("g1",), ("f0", "a1", "a2", "a3"))
+        assert await refstore.get_ref(REPO, "main") == r
+        # A re-sent call changes nothing; a later one skips what is staged already.
+        assert await refstore.append_l1_many(REPO, "main", ("a1", "a2", "a3")) == r
+        r2 = await refstore.append_l1_many(REPO, "main", ("a3", "b1"))
+        assert r2.l1 == ("f0", "a1", "a2", "a3", "b1")
+        # Consumed ids are never staged again (a retry after an unknown outcome).
+        await self.consume(refstore, op, "main", r2.l1)
+        newer = await refstore.append_l1(REPO, "main", "f9")
+        assert await refstore.append_l1_many(REPO, "main", ("a1", "b1")) == newer
+        assert (await refstore.append_l1_many(REPO, "main", ("b1", "c1"))).l1 == ("f9", "c1")
+        assert await refstore.append_l1_many(REPO, "main", ()) == await refstore.get_ref(
+            REPO, "main"
+        )
+
+    async def test_append_l1_many_remembers_no_group(self, refstore: RefStore) -> None:
+        """A job's group id stays known however many writer appends follow it."""
+        await self.branch(refstore, "main")
+        await refstore.append_l1_group(REPO, "main", "job1", ())
+        for i in range(MAX_GROUP_IDS + 1):
+            await refstore.append_l1_many(REPO, "main", (f"w{i}",))
+        before = await refstore.get_ref(REPO, "main")
+        assert len(before.l1) == MAX_GROUP_IDS + 1
+        # job1 is still known: its (re-sent) commit stages nothing
+        assert await refstore.append_l1_group(REPO, "main", "job1", ("z1",)) == before
+
+    async def test_append_l1_many_all_or_none(self, refstore: RefStore) -> None:
+        start = await self.branch(refstore, "main", l1=ids("f", MAX_FILE_IDS - 2))
+        with pytest.raises(EntryTooLargeError):
+            await refstore.append_l1_many(REPO, "main", ids("a", 3))
+        assert await refstore.get_ref(REPO, "main") == start
+        with pytest.raises(EntryTooLargeError):
+            await refstore.append_l1_many(REPO, "main", ids("x", MAX_FILE_IDS + 1))
+        await refstore.create_ref(REPO, "v1", Ref("tag", "c0"))
+        with pytest.raises(ConflictError):
+            await refstore.append_l1_many(REPO, "v1", ("a9",))
+        with pytest.raises(InvalidInputError):
+            await refstore.append_l1_many(REPO, "main", ("b1", "b1"))
+        with pytest.raises(InvalidNameError):
+            await refstore.append_l1_many(REPO, "main", ("b1", "x.L1.bWFpbg"))
+        with pytest.raises(InvalidInputError):
+            await refstore.append_l1_many(REPO, "main", "b1")
+        with pytest.raises(RefNotFoundError):
+            await refstore.append_l1_many(REPO, "nope", ("b1",))
+        with pytest.raises(RepositoryNotFoundError):
+            await refstore.append_l1_many("nope", "main", ("b1",))
+        assert await refstore.get_ref(REPO, "main") == start
+
     # --- group append ----------------------------------------------------------------------
 
     async def test_append_l1_group_order_and_idempotence(self, refstore: RefStore) -> None:
