@@ -186,4 +186,7 @@ COMPONENTS: dict[str, dict[str, Any]] = {
     ),
     "BatchResult": obj({"entries": {"type": "integer"}}),
     "StagedSST": obj({"file_id": STR}),
+    "KvStat": obj({"key": STR, "size_bytes": INT, "identity": STR, "staged": BOOL}),
+    "KvEntry": obj({"key": STR, "size_bytes": INT, "identity": STR, "common_prefix": BOOL}),
+    "KvEntryList": listing("KvEntry"),
 }
