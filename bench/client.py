@@ -37,9 +37,9 @@ import lsmstore
 VALUE = b"v" * 100
 
 
-def tree_cpu(pid: int) -> float:
-    """CPU seconds (user + system) of process ``pid`` and its descendants, from /proc
-    (0.0 where there is none)."""
+def tree_cpu(pid: int, *, own: bool = False) -> float:
+    """CPU seconds (user + system) of process ``pid`` and its descendants (``own``: of
+    ``pid`` alone), from /proc (0.0 where there is none)."""
     tick = os.sysconf("SC_CLK_TCK")
     total, todo = 0.0, [pid]
     while todo:
@@ -47,11 +47,36 @@ def tree_cpu(pid: int) -> float:
         try:
             fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
             total += (int(fields[11]) + int(fields[12])) / tick
+            if own:
+                break
             for task in Path(f"/proc/{p}/task").iterdir():
                 todo += [int(c) for c in (task / "children").read_text().split()]
         except (OSError, IndexError, ValueError):
             continue
     return total
+
+
+class _Cpu:
+    """CPU seconds consumed between :meth:`start` and :meth:`stop`, per call: this
+    process (with its children when there is no server), the server's process tree,
+    and the server process alone (its workers -- staging encoder, compaction merge
+    worker -- are the difference)."""
+
+    def __init__(self, server: int | None) -> None:
+        self.server = server
+
+    def _read(self) -> tuple[float, float, float]:
+        s = self.server
+        if not s:
+            return tree_cpu(os.getpid()), 0.0, 0.0
+        return time.process_time(), tree_cpu(s), tree_cpu(s, own=True)
+
+    def start(self) -> None:
+        self._t0 = self._read()
+
+    def stop(self, calls: int) -> None:
+        t1 = self._read()
+        LAST_CPU_US[:] = [(b - a) / max(calls, 1) * 1e6 for a, b in zip(self._t0, t1, strict=True)]
 
 
 async def _rate_puts(
@@ -75,25 +100,24 @@ async def _rate_puts(
             i += 1
             done += 1
 
-    me = os.getpid()
+    cpu = _Cpu(server)
     t0 = time.perf_counter()
-    c0 = time.process_time() if server else tree_cpu(me)
-    s0 = tree_cpu(server) if server else 0.0
+    cpu.start()
     await asyncio.gather(*(worker(t) for t in range(tasks)))
-    c1 = time.process_time() if server else tree_cpu(me)
-    s1 = tree_cpu(server) if server else 0.0
-    LAST_CPU_US[:] = [(c1 - c0) / max(done, 1) * 1e6, (s1 - s0) / max(done, 1) * 1e6]
+    cpu.stop(done)
     return done / (time.perf_counter() - t0)
 
 
-#: CPU per call in the last put phase (microseconds): this process, the server.
-LAST_CPU_US = [0.0, 0.0]
+#: CPU per call in the last phase (microseconds): this process, the server's process
+#: tree, the server process alone.
+LAST_CPU_US = [0.0, 0.0, 0.0]
 
 
 def _cpu(what: str, server: int | None) -> str:
     out = f"; client CPU {LAST_CPU_US[0]:.1f} µs/{what}"
     if server:
-        out += f", server CPU {LAST_CPU_US[1]:.1f} µs/{what}"
+        out += (f", server CPU {LAST_CPU_US[1]:.1f} µs/{what} "
+                f"(of which the server process {LAST_CPU_US[2]:.1f})")  # fmt: skip
     return out
 
 
@@ -111,14 +135,11 @@ async def _rate_put_many(
             j += 1
             done += batch
 
-    me = os.getpid()
+    cpu = _Cpu(server)
     t0 = time.perf_counter()
-    c0 = time.process_time() if server else tree_cpu(me)
-    s0 = tree_cpu(server) if server else 0.0
+    cpu.start()
     await asyncio.gather(*(worker(t) for t in range(4)))
-    c1 = time.process_time() if server else tree_cpu(me)
-    s1 = tree_cpu(server) if server else 0.0
-    LAST_CPU_US[:] = [(c1 - c0) / max(done, 1) * 1e6, (s1 - s0) / max(done, 1) * 1e6]
+    cpu.stop(done)
     return done / (time.perf_counter() - t0)
 
 
