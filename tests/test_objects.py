@@ -552,6 +552,16 @@ async def test_raw_values_are_inline_objects(env: Env) -> None:
     assert not await main.exists("raw")
 
 
+def test_spark_object_rows_show_raw_values_as_inline_objects() -> None:
+    from lsmstore.graveler.record import Record
+    from lsmstore.objects.addresses import Namespace
+    from lsmstore.spark.rows import object_row
+
+    ns = Namespace("file:///ns", "file:///ns", ())
+    row = object_row(Record(b"raw", b"ident", b"\xff value"), ns)
+    assert row == ("raw", "", 7, b"ident".hex(), 0, "application/octet-stream", {})
+
+
 # --- entries compare the way lakeFS compares them -----------------------------------------
 
 

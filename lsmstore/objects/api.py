@@ -55,7 +55,7 @@ from lsmstore.objects.entry import (
     parse_entry,
 )
 from lsmstore.objects.garbage import record_candidates
-from lsmstore.objects.model import ObjectLink, ObjectStats
+from lsmstore.objects.model import ObjectLink, ObjectStats, inline_stats
 from lsmstore.objects.reader import InlineReader, ObjectReader
 from lsmstore.objects.rules import (
     MAX_PATH_BYTES,
@@ -101,13 +101,6 @@ _namespaces: weakref.WeakKeyDictionary[Repository, Namespace] = weakref.WeakKeyD
 _path_locks: weakref.WeakValueDictionary[tuple[int, str, str, bytes], asyncio.Lock] = (
     weakref.WeakValueDictionary()
 )
-
-
-def inline_stats(path: str, value: bytes, identity: bytes) -> ObjectStats:
-    """How a raw value (a record that is not an object entry, e.g. written with ``put``)
-    appears as an object: an *inline object* whose contents are the value, checksum the
-    record's identity in hex, no physical address, mtime 0 (docs/objects.md)."""
-    return ObjectStats(path, "object", "", identity.hex(), len(value), 0, DEFAULT_CONTENT_TYPE, {})
 
 
 def _stats_of(path: str, data: bytes, identity: bytes, ns: Namespace) -> ObjectStats:
