@@ -153,12 +153,7 @@ async def apply(branch: Branch, entries: list[Any], json_body: bool) -> int:
             elif op == "put":
                 if not 3 <= len(entry) <= 5:
                     raise bad_request("put is [put, path, data, content_type?, metadata?]")
-                data = entry[2]
-                if json_body and isinstance(data, str):
-                    try:
-                        data = base64.b64decode(data, validate=True)
-                    except binascii.Error:
-                        raise bad_request("put data must be base64 in JSON") from None
+                data = _b64(entry[2], "put data") if json_body else entry[2]
                 if not isinstance(data, bytes):
                     raise bad_request("put data must be bytes (base64 in JSON)")
                 ctype = check_content_type(_opt(entry, 3))
