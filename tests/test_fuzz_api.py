@@ -67,8 +67,13 @@ def test_fuzz(target: str, remote: bool, tmp_path: Path) -> None:
         env["FUZZ_SCALE"] = str(float(os.environ.get("FUZZ_SCALE", "1")) * REMOTE_SHARE)
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "tests.helpers.fuzz_api", *(["--remote"] if remote else []),
-             target],
+            [
+                sys.executable,
+                "-m",
+                "tests.helpers.fuzz_api",
+                *(["--remote"] if remote else []),
+                target,
+            ],
             cwd=ROOT,
             env=env,
             preexec_fn=_limit_memory,
