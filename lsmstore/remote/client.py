@@ -566,9 +566,9 @@ class _RemoteReads:
             "delimiter": key_param(d) if d else None,
             "encoding": "base64",
         }
-        async for d in self.repository.store._pages(self._kv_path() + "/ls", params, limit,
-                                                    kind="ref"):  # fmt: skip
-            yield _entry(d)
+        pages = self.repository.store._pages(self._kv_path() + "/ls", params, limit, kind="ref")
+        async for item in pages:
+            yield _entry(item)
 
     async def stat_object(self, path: str) -> ObjectStats:
         r = await self.repository.http.request(
