@@ -371,3 +371,30 @@ async def test_raw_values_and_objects_mix(target: Target) -> None:
     assert not await main.exists("raw")
     with pytest.raises(ObjectNotFoundError):
         await main.stat_object("raw")
+
+
+async def test_raw_values_cross_between_embedded_and_server(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An embedded client sharing the server's RefStore and namespace, and a remote
+    client: each reads the raw values the other wrote, byte for byte."""
+    server = request.getfixturevalue("lsm_server")
+    monkeypatch.setenv("LSMSTORE_HOME", str(server.home))  # local:// namespaces too
+    key_id, secret = server.admin
+    name = f"x{uuid.uuid4().hex[:10]}"
+    async with (
+        lsmstore.connect(server.url, access_key_id=key_id, secret_access_key=secret) as remote,
+        lsmstore.connect(home=str(server.home), batch_interval_ms=1) as embedded,
+    ):
+        await remote.create_repository(name, storage_namespace=f"local://{name}")
+        near = (await embedded.get_repository(name)).branch()
+        far = (await remote.get_repository(name)).branch()
+        await near.put(b"\xfe embedded", b"from embedded", identity=b"id-e")
+        await far.put(b"\xfe remote", b"from remote")
+        assert await far.lookup(b"\xfe embedded") == await near.lookup(b"\xfe embedded")
+        assert await near.lookup(b"\xfe remote") == (
+            b"from remote", Stat(b"\xfe remote", 11, _sha(b"from remote"), True),
+        )  # fmt: skip
+        assert [e async for e in far.list()] == [e async for e in near.list()]
+        await far.delete(b"\xfe embedded")
+        assert not await near.exists(b"\xfe embedded")
