@@ -10,7 +10,9 @@ library, in the same run; and the CLI's uploads.
    the same machine's two cores serve both), whose puts travel as coalesced ``kv``
    entries of the batch endpoint.  Beside each rate, CPU per call: of this process
    (``client``; embedded: with its encoder worker) and of the server's process tree
-   (``server``), which survive a loaded machine better than the rates;
+   (``server``), which survive a loaded machine better than the rates; and, as the
+   peer in the same run, remote puts sent as ``put`` entries (each value uploaded as an
+   object: what the remote ``put`` did before ``kv`` entries);
 2. ``lsmstore fs upload -r`` of 1,000 small files (1 KiB) in files/s, and of one 1 GiB
    file in MB/s, embedded and through the server.
 
@@ -143,6 +145,17 @@ async def _rate_put_many(
     return done / (time.perf_counter() - t0)
 
 
+class _ObjectPuts:
+    """Remote puts as ``put`` batch entries: each value becomes an object (a data object
+    plus its entry), as the remote client's ``put`` sent them before ``kv`` entries."""
+
+    def __init__(self, batcher: Any) -> None:
+        self._batcher = batcher
+
+    async def put(self, key: str, value: bytes) -> None:
+        await self._batcher.submit([["put", key, value]], [key.encode()], len(key) + len(value))
+
+
 async def _phase(
     label: str, store: Any, ns: str, tasks: list[int], seconds: float, server: int | None = None
 ) -> None:
@@ -162,6 +175,13 @@ async def _phase(
     b = await repo.create_branch("many", source=repo.default_branch)
     rate = await _rate_put_many(b, seconds, server=server)
     print(f"{label:9} put_many       4 tasks  {rate:>10,.0f} records/s{_cpu('record', server)}")
+    if server:
+        b = await repo.create_branch("objects", source=repo.default_branch)
+        n = max(tasks)
+        rate = await _rate_puts(_ObjectPuts(store.batcher(repo.name, b.name)), n, seconds,
+                                server=server)  # fmt: skip
+        print(f"{label:9} put as objects {n:5} tasks  {rate:>10,.0f} acknowledged puts/s"
+              f"{_cpu('put', server)}")  # fmt: skip
     b = await repo.create_branch("del", source=repo.default_branch)
     rate = await _rate_puts(b, max(tasks), seconds, op="delete", server=server)
     print(f"{label:9} delete     {max(tasks):5} tasks  {rate:>10,.0f} acknowledged deletes/s"
