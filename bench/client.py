@@ -3,12 +3,16 @@ library, in the same run; and the CLI's uploads.
 
 ``python -m bench client [--seconds S] [--skip-gib] [--tasks 1,100,1000]``
 
-1. acknowledged ``put`` calls per second from 1, 100 and 1,000 tasks (100-byte values,
-   unique keys), and ``put_many`` records per second (batches of 1,000 from 4 tasks):
-   the embedded store in this process, then the remote client against ``lsmstore
-   serve`` on loopback (a separate process; the same machine's two cores serve both);
-   and ``link_many``-free ``delete`` calls, which the server stages without writing
-   object data (what the coalescer alone reaches);
+1. acknowledged raw ``put`` calls per second from 1, 100 and 1,000 tasks (100-byte
+   values, unique keys), ``put_many`` records per second (batches of 1,000 from 4
+   tasks) and ``delete`` calls from the most tasks: the embedded store in this process,
+   then the remote client against ``lsmstore serve`` on loopback (a separate process;
+   the same machine's two cores serve both), whose puts travel as coalesced ``kv``
+   entries of the batch endpoint.  Beside each rate, CPU per call: of this process
+   (``client``; embedded: with its encoder worker) and of the server's process tree
+   (``server``), which survive a loaded machine better than the rates; and, as the
+   peer in the same run, remote puts sent as ``put`` entries (each value uploaded as an
+   object: what the remote ``put`` did before ``kv`` entries);
 2. ``lsmstore fs upload -r`` of 1,000 small files (1 KiB) in files/s, and of one 1 GiB
    file in MB/s, embedded and through the server.
 
@@ -35,8 +39,54 @@ import lsmstore
 VALUE = b"v" * 100
 
 
-async def _rate_puts(branch: Any, tasks: int, seconds: float, op: str = "put") -> float:
-    """Acknowledged calls/s of ``tasks`` tasks, each calling in a loop until time."""
+def tree_cpu(pid: int, *, own: bool = False) -> float:
+    """CPU seconds (user + system) of process ``pid`` and its descendants (``own``: of
+    ``pid`` alone), from /proc (0.0 where there is none)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total, todo = 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+            if own:
+                break
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
+
+
+class _Cpu:
+    """CPU seconds consumed between :meth:`start` and :meth:`stop`, per call: this
+    process (with its children when there is no server), the server's process tree,
+    and the server process alone (its workers -- staging encoder, compaction merge
+    worker -- are the difference)."""
+
+    def __init__(self, server: int | None) -> None:
+        self.server = server
+
+    def _read(self) -> tuple[float, float, float]:
+        s = self.server
+        if not s:
+            return tree_cpu(os.getpid()), 0.0, 0.0
+        return time.process_time(), tree_cpu(s), tree_cpu(s, own=True)
+
+    def start(self) -> None:
+        self._t0 = self._read()
+
+    def stop(self, calls: int) -> None:
+        t1 = self._read()
+        LAST_CPU_US[:] = [(b - a) / max(calls, 1) * 1e6 for a, b in zip(self._t0, t1, strict=True)]
+
+
+async def _rate_puts(
+    branch: Any, tasks: int, seconds: float, op: str = "put", server: int | None = None
+) -> float:
+    """Acknowledged calls/s of ``tasks`` tasks, each calling in a loop until time;
+    :data:`LAST_CPU_US` gets CPU per call of this process (with its children when there
+    is no ``server``) and of the ``server`` process tree."""
     done = 0
     stop = time.perf_counter() + seconds
 
@@ -52,18 +102,30 @@ async def _rate_puts(branch: Any, tasks: int, seconds: float, op: str = "put") -
             i += 1
             done += 1
 
+    cpu = _Cpu(server)
     t0 = time.perf_counter()
-    c0 = time.process_time()
+    cpu.start()
     await asyncio.gather(*(worker(t) for t in range(tasks)))
-    LAST_CPU_US[0] = (time.process_time() - c0) / max(done, 1) * 1e6
+    cpu.stop(done)
     return done / (time.perf_counter() - t0)
 
 
-#: CPU time of this process per call in the last put phase (microseconds).
-LAST_CPU_US = [0.0]
+#: CPU per call in the last phase (microseconds): this process, the server's process
+#: tree, the server process alone.
+LAST_CPU_US = [0.0, 0.0, 0.0]
 
 
-async def _rate_put_many(branch: Any, seconds: float, batch: int = 1000) -> float:
+def _cpu(what: str, server: int | None) -> str:
+    out = f"; client CPU {LAST_CPU_US[0]:.1f} µs/{what}"
+    if server:
+        out += (f", server CPU {LAST_CPU_US[1]:.1f} µs/{what} "
+                f"(of which the server process {LAST_CPU_US[2]:.1f})")  # fmt: skip
+    return out
+
+
+async def _rate_put_many(
+    branch: Any, seconds: float, batch: int = 1000, server: int | None = None
+) -> float:
     done = 0
     stop = time.perf_counter() + seconds
 
@@ -75,31 +137,55 @@ async def _rate_put_many(branch: Any, seconds: float, batch: int = 1000) -> floa
             j += 1
             done += batch
 
+    cpu = _Cpu(server)
     t0 = time.perf_counter()
+    cpu.start()
     await asyncio.gather(*(worker(t) for t in range(4)))
+    cpu.stop(done)
     return done / (time.perf_counter() - t0)
 
 
-async def _phase(label: str, store: Any, ns: str, tasks: list[int], seconds: float) -> None:
+class _ObjectPuts:
+    """Remote puts as ``put`` batch entries: each value becomes an object (a data object
+    plus its entry), as the remote client's ``put`` sent them before ``kv`` entries."""
+
+    def __init__(self, batcher: Any) -> None:
+        self._batcher = batcher
+
+    async def put(self, key: str, value: bytes) -> None:
+        await self._batcher.submit([["put", key, value]], [key.encode()], len(key) + len(value))
+
+
+async def _phase(
+    label: str, store: Any, ns: str, tasks: list[int], seconds: float, server: int | None = None
+) -> None:
+    """The put, put_many and delete rates of ``store``; ``server``: the pid of the
+    server it talks to (its CPU is reported too)."""
     repo = await store.create_repository(f"bench-{label}", storage_namespace=ns)
     for n in tasks:
         b = await repo.create_branch(f"p{n}", source=repo.default_branch)
-        rate = await _rate_puts(b, n, seconds)
+        rate = await _rate_puts(b, n, seconds, server=server)
         extra = ""
         batcher = getattr(store, "batcher", None)
         if batcher is not None:
             bt = batcher(repo.name, b.name)
             extra = f" ({bt.entries / max(bt.requests, 1):,.0f} entries per request)"
-        cpu = f"; client CPU {LAST_CPU_US[0]:.0f} µs/put"
-        print(f"{label:9} put        {n:5} tasks  {rate:>10,.0f} acknowledged puts/s{extra}{cpu}")
+        print(f"{label:9} put        {n:5} tasks  {rate:>10,.0f} acknowledged puts/s{extra}"
+              f"{_cpu('put', server)}")  # fmt: skip
     b = await repo.create_branch("many", source=repo.default_branch)
-    print(f"{label:9} put_many       4 tasks  {await _rate_put_many(b, seconds):>10,.0f} records/s")
+    rate = await _rate_put_many(b, seconds, server=server)
+    print(f"{label:9} put_many       4 tasks  {rate:>10,.0f} records/s{_cpu('record', server)}")
+    if server:
+        b = await repo.create_branch("objects", source=repo.default_branch)
+        n = max(tasks)
+        rate = await _rate_puts(_ObjectPuts(store.batcher(repo.name, b.name)), n, seconds,
+                                server=server)  # fmt: skip
+        print(f"{label:9} put as objects {n:5} tasks  {rate:>10,.0f} acknowledged puts/s"
+              f"{_cpu('put', server)}")  # fmt: skip
     b = await repo.create_branch("del", source=repo.default_branch)
-    rate = await _rate_puts(b, max(tasks), seconds, op="delete")
-    print(
-        f"{label:9} delete     {max(tasks):5} tasks  {rate:>10,.0f} acknowledged deletes/s; "
-        f"client CPU {LAST_CPU_US[0]:.0f} µs/delete"
-    )
+    rate = await _rate_puts(b, max(tasks), seconds, op="delete", server=server)
+    print(f"{label:9} delete     {max(tasks):5} tasks  {rate:>10,.0f} acknowledged deletes/s"
+          f"{_cpu('delete', server)}")  # fmt: skip
 
 
 def _cli(env: dict[str, str], *args: str) -> float:
@@ -147,7 +233,8 @@ async def _run(args: argparse.Namespace, root: Path) -> None:
         async with lsmstore.connect(
             server.url, access_key_id=key, secret_access_key=secret
         ) as remote:
-            await _phase("remote", remote, "local://bench", tasks, args.seconds)
+            await _phase("remote", remote, "local://bench", tasks, args.seconds,
+                         server.proc.pid)  # fmt: skip
         base = {k: v for k, v in os.environ.items() if not k.startswith("LSMSTORE_")}
         _uploads("embedded", {**base, "LSMSTORE_HOME": str(root / "cli")}, root, args.skip_gib)
         remote_env = {**base, "LSMSTORE_HOME": str(root / "cli-remote"),
@@ -165,7 +252,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--skip-gib", action="store_true", help="skip the 1 GiB upload")
     args = p.parse_args(argv)
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    print(f"client benchmark, nproc {os.cpu_count()}, {stamp}")
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"client benchmark, nproc {os.cpu_count()}, load average {load}, {stamp}")
     with tempfile.TemporaryDirectory(prefix="lsm-bench-client-") as tmp:
         import uvloop
 

@@ -13,7 +13,8 @@ processes on the same machine:
   request (``POST .../objects?path=<unique>``), ``wrk`` with ``--connections``
   keep-alive connections (a Lua script makes every path unique);
 * **records/s through the batch endpoint**: ``--batch`` ``link`` entries per request
-  (JSON: wrk cannot send NUL bytes), 8 connections;
+  (JSON: wrk cannot send NUL bytes), 8 connections; then ``--batch`` ``kv`` entries
+  (raw 100-byte values, what the remote client's ``put`` sends) the same way;
 * **stat/s** (``GET .../objects/stat``) and **listing pages/s** (``GET .../objects/ls``,
   100 entries a page) with ``--connections`` connections;
 * **latency at half load**: an open-loop client (aiohttp, 2 processes) issues uploads
@@ -285,17 +286,21 @@ def main(argv: list[str]) -> int:
         # JSON, not msgpack: wrk's Lua hands the body to C as a string and would cut a
         # msgpack body at its first NUL byte (the same positional shape either way).
         body = tmp / "batch.json"
-        entries = [["link", f"b/{i:08d}", up["physical_address"], up["size_bytes"],
-                    up["checksum"]] for i in range(args.batch)]  # fmt: skip
-        body.write_bytes(json.dumps(entries).encode())
         blua = tmp / "batch.lua"
         blua.write_text(BODY_LUA.format(body=body))
-        b = _wrk(f"{server.url}/api/v1/lsm/repositories/{REPO}/branches/main/batch", 8,
-                 args.seconds, hdr, str(blua))  # fmt: skip
-        rows.append((f"records/s through the batch endpoint ({args.batch} links/request)",
-                     f"{b['rps'] * args.batch:,.0f}",
-                     f"{b['rps']:,.0f} requests/s, p50 {b['p50']:.1f} ms, non-2xx "
-                     f"{b['non2xx']:.0f}"))  # fmt: skip
+        value = base64.b64encode(b"v" * 100).decode()
+        for what, entries in (
+            ("links", [["link", f"b/{i:08d}", up["physical_address"], up["size_bytes"],
+                        up["checksum"]] for i in range(args.batch)]),
+            ("kv puts", [["kv", f"kv/{i:08d}", value] for i in range(args.batch)]),
+        ):  # fmt: skip
+            body.write_bytes(json.dumps(entries).encode())
+            b = _wrk(f"{server.url}/api/v1/lsm/repositories/{REPO}/branches/main/batch", 8,
+                     args.seconds, hdr, str(blua))  # fmt: skip
+            rows.append((f"records/s through the batch endpoint ({args.batch} {what}/request)",
+                         f"{b['rps'] * args.batch:,.0f}",
+                         f"{b['rps']:,.0f} requests/s, p50 {b['p50']:.1f} ms, non-2xx "
+                         f"{b['non2xx']:.0f}"))  # fmt: skip
         half = max(100.0, w["rps"] / 2)
         ol = open_loop(server, half, args.seconds)
         rows.append((f"upload latency at half load ({half:,.0f}/s, open loop)",

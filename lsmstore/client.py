@@ -68,7 +68,7 @@ from lsmstore.refstore.base import Repository as RepositoryInfo
 from lsmstore.refstore.names import check_ref_name, check_repository_name
 from lsmstore.refstore.url import open_refstore
 from lsmstore.staging.encoder import Encoder
-from lsmstore.staging.keys import check_key, make_record
+from lsmstore.staging.keys import check_key, encode_opt, make_record
 from lsmstore.staging.reader import (
     BranchView,
     Entry,
@@ -681,20 +681,6 @@ class Repository:
         )
 
 
-def _encode_opt(value: str | bytes | None, what: str) -> bytes | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        try:
-            return value.encode("utf-8")
-        except UnicodeEncodeError as e:
-            shown = validate.preview(value)
-            raise InvalidInputError(f"list {what} {shown} is not valid Unicode") from e
-    if isinstance(value, bytes):
-        return value
-    raise InvalidInputError(f"list {what} must be str or bytes, not {type(value).__name__}")
-
-
 class _Reads(ObjectReads):
     """Reads shared by Branch and Ref: ``get``, ``exists``, ``stat``, ``list``, and the
     object reads ``stat_object``, ``open``, ``list_objects``.
@@ -716,6 +702,15 @@ class _Reads(ObjectReads):
     def _where(self) -> str:
         raise NotImplementedError
 
+    async def lookup(self, key: str | bytes) -> tuple[bytes, Stat]:
+        """The value of ``key`` and its :class:`Stat`, from one lookup; NotFoundError
+        (a KeyError) when absent or deleted."""
+        k = check_key(key, self._max_key)
+        rec, staged = await self._snapshot_lookup(k)
+        if rec is None or rec.value is None:
+            raise NotFoundError(f"key {validate.preview(k)} not found in {self._where()}")
+        return rec.value, Stat(k, len(rec.value), rec.identity, staged)
+
     async def get(self, key: str | bytes) -> bytes:
         """The value of ``key``; NotFoundError (a KeyError) when absent or deleted."""
         k = check_key(key, self._max_key)
@@ -730,11 +725,7 @@ class _Reads(ObjectReads):
 
     async def stat(self, key: str | bytes) -> Stat:
         """Size, identity and whether the newest record is staged; NotFoundError if absent."""
-        k = check_key(key, self._max_key)
-        rec, staged = await self._snapshot_lookup(k)
-        if rec is None or rec.value is None:
-            raise NotFoundError(f"key {validate.preview(k)} not found in {self._where()}")
-        return Stat(k, len(rec.value), rec.identity, staged)
+        return (await self.lookup(key))[1]
 
     def list(
         self,
@@ -747,11 +738,9 @@ class _Reads(ObjectReads):
         """Entries in key order: keys starting with ``prefix``, strictly after ``after``,
         at most ``limit``; with ``delimiter`` (e.g. ``"/"``) keys that hold it after the
         prefix fold into one ``Entry(common_prefix=True)`` each, like ``ls``."""
-        p = _encode_opt(prefix, "prefix") or b""
+        p = encode_opt(prefix, "prefix") or b""
         validate.check_optional_int(limit, "list limit", min_value=0)
-        return self._list(
-            p, _encode_opt(after, "after"), limit, _encode_opt(delimiter, "delimiter")
-        )
+        return self._list(p, encode_opt(after, "after"), limit, encode_opt(delimiter, "delimiter"))
 
 
 class Branch(_Reads, ObjectWrites):

@@ -429,7 +429,8 @@ async def test_remote_client_checks_arguments_like_the_embedded_one(
             with pytest.raises(lsmstore.InvalidInputError):
                 await call()
         for gen in (
-            lambda: main.list(delimiter=b"\x80"),
+            lambda: main.list(delimiter=""),
+            lambda: main.list(prefix="lone\udcff"),
             lambda: main.list(after=5),
             lambda: repo.log(""),
             lambda: repo.log(limit=[]),

@@ -5,6 +5,7 @@ results, same typed errors (lsmstore.api)."""
 
 from __future__ import annotations
 
+import hashlib
 import random
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -17,7 +18,9 @@ from aiobotocore.session import get_session
 
 import lsmstore
 from lsmstore.errors import (
+    EntryTooLargeError,
     InvalidInputError,
+    InvalidKeyError,
     InvalidNameError,
     MergeConflictError,
     NotFoundError,
@@ -31,6 +34,7 @@ from lsmstore.errors import (
     WorkspaceNotFoundError,
 )
 from lsmstore.objects import ObjectLink
+from lsmstore.staging.reader import Entry, Stat
 from tests.helpers.remote import lsm_server  # noqa: F401 - the fixture
 
 TRANSPORTS = ["embedded", "redis_s3", "server"]
@@ -380,3 +384,130 @@ async def test_committer_metadata_and_squash_merge(target: Target) -> None:
         await main.commit("x", committer="", allow_empty=True)
     with pytest.raises(InvalidInputError):
         await repo.merge("dev", into="main", squash="yes")
+
+
+def _sha(value: bytes) -> bytes:
+    return hashlib.sha256(value).digest()
+
+
+async def test_raw_values(target: Target) -> None:
+    """put/get/stat/list/delete of raw values: bytes keys, given identities, the
+    default identity (SHA-256 of the value), staged until committed."""
+    repo = await target.repo()
+    main = repo.branch()
+    await main.put("a/1", b"one")
+    await main.put(b"\xff\x00bin", b"binary", identity=b"my-id")
+    await main.put_many([("a/2", b"two"), (b"a/3", b"three", b"id3"), ("empty", b"")])
+    assert await main.stat("a/1") == Stat(b"a/1", 3, _sha(b"one"), True)
+    assert await main.stat(b"\xff\x00bin") == Stat(b"\xff\x00bin", 6, b"my-id", True)
+    assert await main.lookup("a/3") == (b"three", Stat(b"a/3", 5, b"id3", True))
+    assert await main.get("empty") == b"" and await main.exists("empty")
+    assert [e async for e in main.list()] == [
+        Entry(b"a/1", 3, _sha(b"one")), Entry(b"a/2", 3, _sha(b"two")), Entry(b"a/3", 5, b"id3"),
+        Entry(b"empty", 0, _sha(b"")), Entry(b"\xff\x00bin", 6, b"my-id"),
+    ]  # fmt: skip
+    assert [e.key async for e in main.list(prefix=b"a/", after="a/1", limit=1)] == [b"a/2"]
+    assert [(e.key, e.common_prefix) async for e in main.list(delimiter="/")] == [
+        (b"a/", True), (b"empty", False), (b"\xff\x00bin", False),
+    ]  # fmt: skip
+    assert [e.key async for e in main.list(after="a/")] == [
+        b"a/1", b"a/2", b"a/3", b"empty", b"\xff\x00bin",
+    ]  # fmt: skip
+    await main.delete(b"\xff\x00bin")
+    await main.delete_many(["a/2", "never-there"])
+    assert not await main.exists(b"\xff\x00bin") and not await main.exists("a/2")
+    with pytest.raises(NotFoundError):
+        await main.get("a/2")
+    with pytest.raises(NotFoundError):
+        await main.stat(b"\xff\x00bin")
+    await main.commit("raw")
+    assert await main.stat("a/1") == Stat(b"a/1", 3, _sha(b"one"), False)
+    assert [e.key async for e in repo.ref("main").list()] == [b"a/1", b"a/3", b"empty"]
+    assert await repo.ref("main").get("a/3") == b"three"
+
+
+async def test_raw_errors(target: Target) -> None:
+    """Bad keys, values and identities fail the caller with the embedded error types,
+    and one bad item of put_many stages none."""
+    repo = await target.repo()
+    main = repo.branch()
+    for bad_key in ("", b"", "x" * 1025, 7, None, "lone\udcff"):
+        for call in (
+            lambda k: main.put(k, b"v"), main.get, main.stat, main.exists, main.delete,
+            lambda k: main.put_many([("ok", b"v"), (k, b"v")]),
+            lambda k: main.delete_many(["ok", k]),
+        ):  # fmt: skip
+            with pytest.raises(InvalidKeyError):
+                await call(bad_key)
+    with pytest.raises(EntryTooLargeError):
+        await main.put("big", b"\0" * (16 * 2**20 + 1))
+    for bad_value in ("text", 7, None):
+        with pytest.raises(InvalidInputError):
+            await main.put("k", bad_value)  # type: ignore[arg-type]
+    for bad_identity in (b"", b"i" * 256, "text"):
+        with pytest.raises(InvalidInputError):
+            await main.put("k", b"v", identity=bad_identity)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError):
+        await main.put_many([("ok", b"v", b"")])
+    with pytest.raises(InvalidInputError):
+        _ = [e async for e in main.list(limit=-1)]
+    head = await main.head()
+    assert not head.l1 and not head.l2 and not await main.exists("ok")
+    assert [e async for e in main.list()] == []
+    with pytest.raises(RefNotFoundError):
+        await repo.ref("nosuchbranch").exists("k")
+    with pytest.raises(RefNotFoundError):
+        _ = [e async for e in repo.ref("nosuchbranch").list()]
+
+
+async def test_raw_values_and_objects_mix(target: Target) -> None:
+    """An object's record read raw is its entry; a raw value read as an object is an
+    inline object (contents = the value, checksum = hex identity, no address)."""
+    repo = await target.repo()
+    main = repo.branch()
+    await main.put("raw", b"\xff raw")
+    await main.upload("obj", b"object data")
+    value, st = await main.lookup("obj")
+    assert st.size == len(value) > 0 and await main.get("obj") == value
+    inline = await main.stat_object("raw")
+    assert (inline.size, inline.checksum, inline.physical_address, inline.mtime) == (
+        5, _sha(b"\xff raw").hex(), "", 0,
+    )  # fmt: skip
+    async with await main.open("raw") as reader:
+        assert await reader.read() == b"\xff raw" and await reader.read(1, 2) == b" r"
+    assert [s.path async for s in main.list_objects()] == ["obj", "raw"]
+    assert [e.key async for e in main.list()] == [b"obj", b"raw"]
+    await main.put("obj", b"now raw")  # a raw overwrite of an object
+    assert (await main.stat_object("obj")).physical_address == ""
+    assert await main.get("obj") == b"now raw"
+    await main.delete_object("raw")
+    assert not await main.exists("raw")
+    with pytest.raises(ObjectNotFoundError):
+        await main.stat_object("raw")
+
+
+async def test_raw_values_cross_between_embedded_and_server(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An embedded client sharing the server's RefStore and namespace, and a remote
+    client: each reads the raw values the other wrote, byte for byte."""
+    server = request.getfixturevalue("lsm_server")
+    monkeypatch.setenv("LSMSTORE_HOME", str(server.home))  # local:// namespaces too
+    key_id, secret = server.admin
+    name = f"x{uuid.uuid4().hex[:10]}"
+    async with (
+        lsmstore.connect(server.url, access_key_id=key_id, secret_access_key=secret) as remote,
+        lsmstore.connect(home=str(server.home), batch_interval_ms=1) as embedded,
+    ):
+        await remote.create_repository(name, storage_namespace=f"local://{name}")
+        near = (await embedded.get_repository(name)).branch()
+        far = (await remote.get_repository(name)).branch()
+        await near.put(b"\xfe embedded", b"from embedded", identity=b"id-e")
+        await far.put(b"\xfe remote", b"from remote")
+        assert await far.lookup(b"\xfe embedded") == await near.lookup(b"\xfe embedded")
+        assert await near.lookup(b"\xfe remote") == (
+            b"from remote", Stat(b"\xfe remote", 11, _sha(b"from remote"), True),
+        )  # fmt: skip
+        assert [e async for e in far.list()] == [e async for e in near.list()]
+        await far.delete(b"\xfe embedded")
+        assert not await near.exists(b"\xfe embedded")

@@ -44,8 +44,8 @@ TARGETS = [
     "stage_sst",
 ]
 #: Families also run through the remote client against a real server process (the
-#: same API over HTTP).  Staged SSTs are not: their raw records are no object entries.
-REMOTE_TARGETS = ["put_get", "put_many", "reads", "refs", "commits"]
+#: same API over HTTP, raw records read raw as embedded).
+REMOTE_TARGETS = ["put_get", "put_many", "reads", "refs", "commits", "stage_sst"]
 REMOTE_SHARE = 0.1
 
 
@@ -67,8 +67,13 @@ def test_fuzz(target: str, remote: bool, tmp_path: Path) -> None:
         env["FUZZ_SCALE"] = str(float(os.environ.get("FUZZ_SCALE", "1")) * REMOTE_SHARE)
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "tests.helpers.fuzz_api", *(["--remote"] if remote else []),
-             target],
+            [
+                sys.executable,
+                "-m",
+                "tests.helpers.fuzz_api",
+                *(["--remote"] if remote else []),
+                target,
+            ],
             cwd=ROOT,
             env=env,
             preexec_fn=_limit_memory,

@@ -9,6 +9,7 @@ that diff and merge compare the way lakeFS does."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import io
 import json
@@ -520,13 +521,45 @@ async def test_path_at_the_bound(env: Env) -> None:
                 await call(bad)
 
 
-async def test_raw_values_are_not_objects(env: Env) -> None:
+async def test_raw_values_are_inline_objects(env: Env) -> None:
+    """A raw value read as an object: contents = the value, checksum = hex identity, no
+    physical address; raw keys no object path can name are left out of object listings
+    (the raw listing shows them)."""
     main = (await env.repo()).branch()
-    await main.put("raw", b"\xff\xff not an entry")
-    with pytest.raises(errors.CorruptFileError):
-        await main.stat_object("raw")
-    with pytest.raises(errors.CorruptFileError):
-        _ = [s async for s in main.list_objects()]
+    value = b"\xff\xff not an entry"
+    await main.put("raw", value)
+    await main.put(b"\xffnot-utf8", b"x")
+    await main.upload("obj", b"data")
+    st = await main.stat_object("raw")
+    assert (st.path, st.size, st.checksum, st.physical_address, st.mtime) == (
+        "raw", len(value), hashlib.sha256(value).hexdigest(), "", 0,
+    )  # fmt: skip
+    assert st.content_type == "application/octet-stream" and st.metadata == {}
+    async with await main.open("raw") as reader:
+        assert reader.size == len(value)
+        assert await reader.read(2, 5) == value[2:7]
+        assert b"".join([c async for c in reader]) == value
+        assert [c async for c in reader.iter_chunks(1, 3, chunk_size=2)] == [value[1:3], value[3:4]]
+    assert [s.path async for s in main.list_objects()] == ["obj", "raw"]
+    assert [s.path async for s in main.list_objects(amount=1, after="obj")] == ["raw"]
+    assert [e.key async for e in main.list()] == [b"obj", b"raw", b"\xffnot-utf8"]
+    copy = await main.copy_object("raw", "copy")
+    assert copy == dataclasses.replace(st, path="copy")
+    assert await main.get("copy") == value
+    await main.put("raw", b"y", identity=b"given")
+    assert (await main.stat_object("raw")).checksum == b"given".hex()
+    await main.delete_object("raw")
+    assert not await main.exists("raw")
+
+
+def test_spark_object_rows_show_raw_values_as_inline_objects() -> None:
+    from lsmstore.graveler.record import Record
+    from lsmstore.objects.addresses import Namespace
+    from lsmstore.spark.rows import object_row
+
+    ns = Namespace("file:///ns", "file:///ns", ())
+    row = object_row(Record(b"raw", b"ident", b"\xff value"), ns)
+    assert row == ("raw", "", 7, b"ident".hex(), 0, "application/octet-stream", {})
 
 
 # --- entries compare the way lakeFS compares them -----------------------------------------

@@ -138,3 +138,121 @@ def test_batch_records_replaced_staged_data_as_garbage_candidates(
     replaced = {o["path"]: o["address"] for r in records for o in r["objects"]}
     assert set(replaced) == {"a", "b"}
     assert first.endswith(replaced["a"])
+
+
+# --- raw key/value: kv entries and the reads under /lsm/.../kv ------------------------------
+
+
+def _kv(admin: httpx.Client, repo: str, what: str, ref: str = "main",
+        **params: object) -> httpx.Response:  # fmt: skip
+    return admin.get(f"/lsm/repositories/{repo}/refs/{ref}/kv{what}", params=params)
+
+
+def _b64(key: bytes) -> str:
+    return base64.urlsafe_b64encode(key).decode().rstrip("=")
+
+
+def test_kv_entries_are_raw_records_read_back_raw(admin: httpx.Client) -> None:
+    import hashlib
+
+    repo = make_repo(admin)
+    entries: list[object] = [["kv", f"k/{i:02d}", f"value {i}".encode()] for i in range(20)]
+    entries += [["kv", b"\xffbin", b"binary key", b"my-identity"], ["kv", "gone", b"x"],
+                ["kvdelete", "gone"]]  # fmt: skip
+    assert _batch(admin, repo, entries).json() == {"entries": 23}
+    got = _kv(admin, repo, "", key="k/07")
+    assert got.status_code == 200 and got.content == b"value 7"
+    assert got.headers["etag"] == f'"{hashlib.sha256(b"value 7").hexdigest()}"'
+    assert got.headers["x-lsm-staged"] == "true"
+    st = _kv(admin, repo, "/stat", key=_b64(b"\xffbin"), encoding="base64").json()
+    assert st == {"key": _b64(b"\xffbin"), "size_bytes": 10,
+                  "identity": b"my-identity".hex(), "staged": True}  # fmt: skip
+    assert _kv(admin, repo, "", key="gone").status_code == 404
+    assert "not found" in _kv(admin, repo, "/stat", key="nope").json()["message"]
+    assert _kv(admin, repo, "", key="k/01", ref="nobranch").status_code == 404
+    page = _kv(admin, repo, "/ls", prefix="k/", after="k/03", amount=2).json()
+    assert [e["key"] for e in page["results"]] == ["k/04", "k/05"]
+    assert page["pagination"] == {"has_more": True, "next_offset": "k/05", "results": 2,
+                                  "max_per_page": 1000}  # fmt: skip
+    tops = _kv(admin, repo, "/ls", delimiter=_b64(b"/"), encoding="base64").json()["results"]
+    assert [(base64.urlsafe_b64decode(e["key"] + "=="), e["common_prefix"]) for e in tops] == [
+        (b"k/", True), (b"\xffbin", False),
+    ]  # fmt: skip
+    # text mode cannot show a key that is not UTF-8: a clear 400, never a lossy key
+    assert _kv(admin, repo, "/ls").status_code == 400
+    assert _kv(admin, repo, "", key="!!", encoding="base64").status_code == 400
+    assert _kv(admin, repo, "", key="k", encoding="hex").status_code == 400
+    # JSON bodies: keys text, values and identities base64
+    j = _batch(admin, repo, [["kv", "j", base64.b64encode(b"json").decode(),
+                              base64.b64encode(b"id").decode()]], fmt="json")  # fmt: skip
+    assert j.status_code == 200, j.text
+    assert _kv(admin, repo, "/stat", key="j").json()["identity"] == b"id".hex()
+
+
+def test_a_bad_kv_entry_stages_nothing(admin: httpx.Client) -> None:
+    repo = make_repo(admin)
+    for bad in (
+        [["kv", "ok", b"x"], ["kv", "", b"empty key"]],
+        [["kv", "ok", b"x"], ["kv", b"k" * 1025, b"long key"]],
+        [["kv", "ok", b"x"], ["kv", "k", "text, not bytes"]],
+        [["kv", "ok", b"x"], ["kv", "k", b"v", b""]],
+        [["kv", "ok", b"x"], ["kv", "k", b"v", b"i" * 256]],
+        [["kv", "ok", b"x"], ["kv", "k"]],
+        [["kv", "ok", b"x"], ["kvdelete", 7]],
+    ):
+        r = _batch(admin, repo, bad)
+        assert r.status_code == 400, (bad, r.text)
+        assert r.json()["message"].startswith("entry 1")
+    big = _batch(admin, repo, [["kv", "ok", b"x"], ["kv", "big", b"\0" * (16 * 2**20 + 1)]])
+    assert big.status_code == 413 and big.json()["message"].startswith("entry 1")
+    bad_json = _batch(admin, repo, [["kv", "k", "not base64!"]], fmt="json")
+    assert bad_json.status_code == 400
+    assert _kv(admin, repo, "/ls").json()["results"] == []
+
+
+def test_raw_values_are_inline_objects_on_the_lakefs_routes(admin: httpx.Client) -> None:
+    """A branch holding raw records (kv entries, a staged SST of raw records) lists,
+    stats and reads through the lakeFS object routes: never a 500."""
+    import hashlib
+
+    from lsmstore.graveler.record import Record
+    from lsmstore.graveler.sst_writer import write_sst
+
+    repo = make_repo(admin)
+    assert _batch(admin, repo, [["kv", "raw/a", b"\xff\xfe raw"], ["kv", b"\xff", b"x"],
+                                ["put", "obj", b"object data"]]).status_code == 200  # fmt: skip
+    sst = write_sst([Record(b"raw/s", hashlib.sha256(b"from sst").digest(), b"from sst")])
+    r = admin.post(f"/lsm/repositories/{repo}/branches/main/sst", content=sst,
+                   headers={"content-type": "application/octet-stream"})  # fmt: skip
+    assert r.status_code == 201, r.text
+    listed = admin.get(f"/repositories/{repo}/refs/main/objects/ls").json()["results"]
+    assert [o["path"] for o in listed] == ["obj", "raw/a", "raw/s"]
+    raw = listed[1]
+    assert (raw["size_bytes"], raw["checksum"], raw["physical_address"]) == (
+        6, hashlib.sha256(b"\xff\xfe raw").hexdigest(), "",
+    )  # fmt: skip
+    assert _get(admin, repo, "raw/s").content == b"from sst"
+    ranged = admin.get(f"/repositories/{repo}/refs/main/objects", params={"path": "raw/a"},
+                       headers={"Range": "bytes=2-"})  # fmt: skip
+    assert ranged.status_code == 206 and ranged.content == b" raw"
+    stat = admin.get(f"/repositories/{repo}/refs/main/objects/stat", params={"path": "raw/a"})
+    assert stat.status_code == 200 and stat.json()["size_bytes"] == 6
+    # and the other way round: an object's record read raw is its entry
+    entry = _kv(admin, repo, "/stat", key="obj").json()
+    assert entry["size_bytes"] == len(_kv(admin, repo, "", key="obj").content) > 0
+
+
+def test_a_reader_reads_raw_values_but_cannot_write_them(server: object) -> None:
+    srv = server  # a ServerProcess
+    key = srv.create_key("reader")  # type: ignore[attr-defined]
+    with httpx.Client(base_url=srv.api, auth=srv.admin, timeout=60) as admin:  # type: ignore[attr-defined]
+        repo = make_repo(admin)
+        assert _batch(admin, repo, [["kv", "k", b"v"]]).status_code == 200
+    with httpx.Client(base_url=srv.api, auth=key, timeout=60) as reader:  # type: ignore[attr-defined]
+        assert _kv(reader, repo, "", key="k").content == b"v"
+        assert _kv(reader, repo, "/stat", key="k").status_code == 200
+        assert len(_kv(reader, repo, "/ls").json()["results"]) == 1
+        assert _batch(reader, repo, [["kv", "k", b"w"]]).status_code == 403
+        assert _kv(reader, repo, "", key="k").content == b"v"
+    with httpx.Client(base_url=srv.api, timeout=60) as anonymous:  # type: ignore[attr-defined]
+        assert _kv(anonymous, repo, "", key="k").status_code == 401

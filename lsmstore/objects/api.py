@@ -27,10 +27,11 @@ import contextlib
 import re
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from lsmstore import layout, validate
 from lsmstore.errors import (
+    CorruptFileError,
     InvalidInputError,
     LsmError,
     ObjectExistsError,
@@ -54,8 +55,8 @@ from lsmstore.objects.entry import (
     parse_entry,
 )
 from lsmstore.objects.garbage import record_candidates
-from lsmstore.objects.model import ObjectLink, ObjectStats
-from lsmstore.objects.reader import ObjectReader
+from lsmstore.objects.model import ObjectLink, ObjectStats, inline_stats
+from lsmstore.objects.reader import InlineReader, ObjectReader
 from lsmstore.objects.rules import (
     MAX_PATH_BYTES,
     MAX_SIZE,
@@ -102,9 +103,12 @@ _path_locks: weakref.WeakValueDictionary[tuple[int, str, str, bytes], asyncio.Lo
 )
 
 
-def _stats_of(path: str, data: bytes, ns: Namespace) -> ObjectStats:
-    """ObjectStats straight from an entry's bytes (the hot path of stat and list)."""
-    msg = parse_entry(data, path)
+def _stats_of(path: str, data: bytes, identity: bytes, ns: Namespace) -> ObjectStats:
+    """ObjectStats straight from a record's value (the hot path of stat and list)."""
+    try:
+        msg = parse_entry(data, path)
+    except CorruptFileError:
+        return inline_stats(path, data, identity)
     address = msg.address
     atype = msg.address_type
     if atype == 1 or (atype == 0 and "://" not in address):
@@ -162,27 +166,35 @@ class ObjectReads:
     def _where(self) -> str:
         raise NotImplementedError
 
-    async def _entry(self, path: str) -> tuple[ObjectEntry, bool]:
-        """The path's entry and whether it is staged; ObjectNotFoundError if absent."""
-        key = check_path(path, self.repository.store.config.max_key_bytes)
-        rec, staged = await self._snapshot_lookup(key)
-        if rec is None or rec.value is None:
-            raise ObjectNotFoundError(path, f"object {path!r} not found in {self._where()}")
-        return decode_entry(rec.value, path), staged
-
-    async def stat_object(self, path: str) -> ObjectStats:
-        """The object at ``path``: ObjectNotFoundError when absent or deleted,
-        InvalidNameError for a bad path, CorruptFileError when the value there is not
-        an object entry (e.g. written with ``put``)."""
+    async def _found(self, path: str) -> tuple[ObjectEntry | None, Record]:
+        """The path's entry (None for a raw value: an inline object) and its record;
+        ObjectNotFoundError if absent."""
         key = check_path(path, self.repository.store.config.max_key_bytes)
         rec, _ = await self._snapshot_lookup(key)
         if rec is None or rec.value is None:
             raise ObjectNotFoundError(path, f"object {path!r} not found in {self._where()}")
-        return _stats_of(path, rec.value, namespace(self.repository))
+        try:
+            return decode_entry(rec.value, path), rec
+        except CorruptFileError:
+            return None, rec
+
+    async def stat_object(self, path: str) -> ObjectStats:
+        """The object at ``path``: ObjectNotFoundError when absent or deleted,
+        InvalidNameError for a bad path.  A raw value (written with ``put``) is an
+        inline object (:func:`inline_stats`)."""
+        key = check_path(path, self.repository.store.config.max_key_bytes)
+        rec, _ = await self._snapshot_lookup(key)
+        if rec is None or rec.value is None:
+            raise ObjectNotFoundError(path, f"object {path!r} not found in {self._where()}")
+        return _stats_of(path, rec.value, rec.identity, namespace(self.repository))
 
     async def open(self, path: str) -> ObjectReader:
-        """A reader of the object's data as of now (see :class:`ObjectReader`)."""
-        entry, _ = await self._entry(path)
+        """A reader of the object's data as of now (see :class:`ObjectReader`); of a raw
+        value, its bytes."""
+        entry, rec = await self._found(path)
+        if entry is None:
+            value = cast(bytes, rec.value)
+            return InlineReader(value, inline_stats(path, value, rec.identity))
         repo = self.repository
         ns = namespace(repo)
         loc = ns.locate(entry, path)
@@ -199,7 +211,10 @@ class ObjectReads:
         """Objects whose path starts with ``prefix``, in path (UTF-8 byte) order,
         strictly after ``after``, at most ``amount``.  With a ``delimiter`` (e.g. "/"),
         paths holding it past the prefix fold into one ``path_type="common_prefix"``
-        entry each (counted against ``amount``), as lakeFS lists them."""
+        entry each (counted against ``amount``), as lakeFS lists them.  Raw values are
+        inline objects; raw keys that cannot be object paths (not UTF-8, or over
+        1,024 bytes) are left out: no object call could name them (``list`` shows
+        them)."""
         p = _opt_text(prefix, "prefix") or b""
         d = _opt_text(delimiter, "delimiter") or None
         a = _opt_text(after, "after")
@@ -208,13 +223,26 @@ class ObjectReads:
         ):
             raise InvalidInputError(f"list_objects amount must be an int >= 0, not {amount!r}")
         ns = namespace(self.repository)
-        async for e in self._list(p, a, amount, d):
-            path = e.key.decode("utf-8", "surrogateescape")
+        if amount == 0:
+            return
+        left = amount
+        async for e in self._list(p, a, None, d):  # ``amount`` counts what is yielded
+            key = e.key
+            try:
+                path = key.decode("utf-8")
+            except UnicodeDecodeError:
+                continue
             if e.common_prefix:
                 yield ObjectStats(path, "common_prefix")
+            elif len(key) > MAX_PATH_BYTES:
+                continue
             else:
                 assert e.value is not None
-                yield _stats_of(path, e.value, ns)
+                yield _stats_of(path, e.value, e.identity, ns)
+            if left is not None:
+                left -= 1
+                if not left:
+                    return
 
 
 class ObjectWrites(ObjectReads):
@@ -525,7 +553,12 @@ class ObjectWrites(ObjectReads):
         check_path(src_path, max_key)
         key = check_path(dst_path, max_key)
         source: ObjectReads = repo.ref(src_ref) if src_ref is not None else self
-        src, _ = await source._entry(src_path)
+        src, rec = await source._found(src_path)
+        if src is None:  # an inline object: its copy is the same record
+            _, old = await self._previous(key)
+            await self._w().write(_new_tuple(Record, (key, rec.identity, rec.value)))
+            await self._replaced([(key, old, None)], "overwritten")
+            return inline_stats(dst_path, cast(bytes, rec.value), rec.identity)
         secs, nanos = self._now()
         entry = ObjectEntry(
             src.address,

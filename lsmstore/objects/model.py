@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from lsmstore.objects.entry import DEFAULT_CONTENT_TYPE
+
 PathType = Literal["object", "common_prefix"]
 
 
@@ -22,6 +24,13 @@ class ObjectStats:
     mtime: int = 0  # seconds since the epoch
     content_type: str = ""
     metadata: dict[str, str] = field(default_factory=dict)
+
+
+def inline_stats(path: str, value: bytes, identity: bytes) -> ObjectStats:
+    """How a raw value (a record that is not an object entry, e.g. written with ``put``)
+    appears as an object: an *inline object* whose contents are the value, checksum the
+    record's identity in hex, no physical address, mtime 0 (docs/objects.md)."""
+    return ObjectStats(path, "object", "", identity.hex(), len(value), 0, DEFAULT_CONTENT_TYPE, {})
 
 
 @dataclass(slots=True)

@@ -93,3 +93,26 @@ class ObjectReader:
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+
+class InlineReader(ObjectReader):
+    """A reader of an inline object (a raw value read as an object): its bytes are the
+    record's value, already in memory."""
+
+    def __init__(self, value: bytes, stats: ObjectStats) -> None:
+        super().__init__(None, "", stats)  # type: ignore[arg-type]  # no store behind it
+        self._value = value
+
+    def __repr__(self) -> str:
+        return f"InlineReader({self.path!r}, size={self.size})"
+
+    async def read(self, offset: int = 0, length: int | None = None) -> bytes:
+        start, end = self._span(offset, length)
+        return self._value[start:end]
+
+    async def iter_chunks(
+        self, offset: int = 0, length: int | None = None, *, chunk_size: int = STREAM_CHUNK
+    ) -> AsyncIterator[bytes]:
+        start, end = self._span(offset, length)
+        for pos in range(start, end, chunk_size):
+            yield self._value[pos : min(end, pos + chunk_size)]

@@ -29,7 +29,7 @@ class _Group:
     __slots__ = ("entries", "future", "keys", "nbytes")
 
     def __init__(
-        self, entries: list[Any], keys: list[str], nbytes: int, future: asyncio.Future[None]
+        self, entries: list[Any], keys: list[bytes], nbytes: int, future: asyncio.Future[None]
     ) -> None:
         self.entries = entries
         self.keys = keys
@@ -58,14 +58,14 @@ class Batcher:
         self._pending_entries = 0
         self._pending_bytes = 0
         self._timer: asyncio.TimerHandle | None = None
-        self._inflight: dict[asyncio.Task[None], frozenset[str]] = {}
+        self._inflight: dict[asyncio.Task[None], frozenset[bytes]] = {}
         self._idle = asyncio.Event()
         self._idle.set()
         #: Counters: requests sent, entries sent.
         self.requests = 0
         self.entries = 0
 
-    async def submit(self, entries: list[Any], keys: list[str], nbytes: int) -> None:
+    async def submit(self, entries: list[Any], keys: list[bytes], nbytes: int) -> None:
         """Queue ``entries`` (touching ``keys``) as one group; returns once the batch
         holding them is acknowledged."""
         loop = asyncio.get_running_loop()
@@ -88,7 +88,7 @@ class Batcher:
             self._timer.cancel()
             self._timer = None
         while self._pending and len(self._inflight) < self.max_inflight:
-            busy: set[str] = set()
+            busy: set[bytes] = set()
             for keys in self._inflight.values():
                 busy |= keys
             batch: list[_Group] = []

@@ -3,25 +3,26 @@
 (:mod:`lsmstore.api`), each one or a few requests to the server's lakeFS API and its
 ``/api/v1/lsm`` extensions (docs/server.md).
 
-Keys are object paths on the server: ``put(key, value)`` stages an object holding
-``value`` (through the batch endpoint, coalesced: :mod:`lsmstore.remote.batcher`),
-``get(key)`` reads its contents, ``delete`` stages a deletion, ``list`` lists objects.
-What the embedded store knows and a server does not say: ``Stat.identity`` is the
-object's checksum, ``Stat.staged`` is False, a ``Change`` carries no records, and
-``Commit``/``MergeResult`` fields are those the API returns.
+Raw keys and values are the embedded ones: ``put``/``put_many``/``delete``/
+``delete_many`` travel as ``kv``/``kvdelete`` entries of the batch endpoint (coalesced:
+:mod:`lsmstore.remote.batcher`), which stages exactly the records the embedded calls
+stage; ``get``/``exists``/``stat``/``list``/``lookup`` use the server's raw reads
+(``/api/v1/lsm/.../kv``, keys base64url so any bytes travel).  Objects use the lakeFS
+routes.  What the embedded store knows and a server does not say: a ``Change`` carries
+no records, and ``Commit``/``MergeResult`` fields are those the API returns.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
-import importlib
-import json
 import os
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, cast
+
+import msgpack
 
 from lsmstore import refexpr, validate
 from lsmstore.config import Config
@@ -31,7 +32,7 @@ from lsmstore.errors import (
     InvalidKeyError,
     NotFoundError,
     NothingToCommitError,
-    ObjectNotFoundError,
+    RefNotFoundError,
     UnavailableError,
 )
 from lsmstore.graveler.commit import Commit
@@ -44,13 +45,18 @@ from lsmstore.refstore.base import Workspace
 from lsmstore.refstore.names import check_ref_name, check_repository_name
 from lsmstore.remote.batcher import Batcher
 from lsmstore.remote.http import HttpTransport, seg
-from lsmstore.staging.keys import check_identity, check_key, check_value
+from lsmstore.staging.keys import check_key, encode_opt, make_record
 from lsmstore.staging.reader import Entry, Stat
 from lsmstore.versioning.history import LogEntry
 from lsmstore.versioning.merging import MergeResult
 
 PAGE = 1000
 _CHUNK = 4 << 20
+#: What a batch entry costs beyond its key and value (op name, framing), for the
+#: coalescer's byte bound.
+_ENTRY_BYTES = 8
+#: The raw reads' header telling whether a value is staged (lsmstore.server.routes.kv).
+_STAGED = "X-Lsm-Staged"
 
 
 def _path(key: str | bytes, max_bytes: int) -> str:
@@ -61,20 +67,6 @@ def _path(key: str | bytes, max_bytes: int) -> str:
         raise InvalidKeyError(
             f"key {validate.preview(k)}: the server takes UTF-8 paths only"
         ) from e
-
-
-def _text(value: object, what: str) -> str | None:
-    """A listing argument as the server takes it: None, or UTF-8 text."""
-    if value is None or isinstance(value, str):
-        return validate.check_optional_str(value, f"list {what}", empty_ok=True)
-    if isinstance(value, bytes | bytearray | memoryview):
-        try:
-            return bytes(value).decode("utf-8")
-        except UnicodeDecodeError:
-            raise InvalidInputError(
-                f"list {what} {validate.preview(value)}: the server takes UTF-8 paths only"
-            ) from None
-    raise InvalidInputError(f"list {what} must be str or bytes, not {type(value).__name__}")
 
 
 def _commit(d: Mapping[str, Any]) -> Commit:
@@ -154,22 +146,46 @@ def _stats(d: Mapping[str, Any]) -> ObjectStats:
         raise UnavailableError(f"the server answered garbage: not ObjectStats: {d!r:.200}") from e
 
 
-try:  # msgpack carries put data as bytes; JSON needs base64 (docs/server.md)
-    _msgpack: Any = importlib.import_module("msgpack")
-except ImportError:  # pragma: no cover - a dependency of the server
-    _msgpack = None
+_packb = msgpack.Packer(use_bin_type=True).pack
+_MSGPACK = {"Content-Type": "application/msgpack"}
 
 
-def encode_batch(entries: list[Any]) -> tuple[bytes, str]:
-    """A batch body (docs/server.md "Batch write"): msgpack when available, else JSON
-    with ``put`` data in base64."""
-    if _msgpack is not None:
-        return _msgpack.packb(entries, use_bin_type=True), "application/msgpack"
-    text = [
-        [e[0], e[1], base64.b64encode(e[2]).decode(), *e[3:]] if e[0] == "put" else e
-        for e in entries
-    ]
-    return json.dumps(text).encode(), "application/json"
+def encode_batch(entries: list[Any]) -> bytes:
+    """A batch body (docs/server.md "Batch write"): msgpack, keys and values as bytes."""
+    body: bytes = _packb(entries)
+    return body
+
+
+def key_param(key: bytes) -> str:
+    """A key as the raw reads take it with ``encoding=base64`` (base64url, unpadded)."""
+    return base64.urlsafe_b64encode(key).decode("ascii").rstrip("=")
+
+
+def _key_of(text: object) -> bytes:
+    if not isinstance(text, str):
+        raise UnavailableError(f"the server answered garbage: not a key: {text!r:.200}")
+    try:
+        return base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_", validate=True)
+    except ValueError as e:
+        raise UnavailableError(f"the server answered garbage: not a key: {text!r:.200}") from e
+
+
+def _stat(d: Any) -> Stat:
+    try:
+        return Stat(_key_of(d["key"]), int(d["size_bytes"]), bytes.fromhex(d["identity"]),
+                    bool(d["staged"]))  # fmt: skip
+    except (KeyError, TypeError, ValueError) as e:
+        raise UnavailableError(f"the server answered garbage: not a stat: {d!r:.200}") from e
+
+
+def _entry(d: Any) -> Entry:
+    try:
+        key = _key_of(d["key"])
+        if d["common_prefix"]:
+            return Entry(key, common_prefix=True)
+        return Entry(key, int(d["size_bytes"]), bytes.fromhex(d["identity"]))
+    except (KeyError, TypeError, ValueError) as e:
+        raise UnavailableError(f"the server answered garbage: not an entry: {d!r:.200}") from e
 
 
 class RemoteStore:
@@ -289,9 +305,8 @@ class RemoteStore:
             path = f"/lsm/repositories/{seg(repo)}/branches/{seg(branch)}/batch"
 
             async def send(entries: list[Any]) -> None:
-                body, content_type = encode_batch(entries)
                 await self.http.request(
-                    "POST", path, data=body, headers={"Content-Type": content_type},
+                    "POST", path, data=encode_batch(entries), headers=_MSGPACK,
                     ok=(200, 201, 204), kind="ref",
                 )  # fmt: skip
 
@@ -537,33 +552,46 @@ class _RemoteReads:
     def _max_key(self) -> int:
         return self.repository.store.config.max_key_bytes
 
-    async def get(self, key: str | bytes) -> bytes:
-        path = _path(key, self._max_key)
+    def _kv_path(self) -> str:
+        r = self.repository
+        return f"/lsm/repositories/{seg(r.name)}/refs/{seg(self._ref)}/kv"
+
+    async def lookup(self, key: str | bytes) -> tuple[bytes, Stat]:
+        """The value of ``key`` and its :class:`Stat`, from one request; NotFoundError
+        (a KeyError) when absent or deleted."""
+        k = check_key(key, self._max_key)
+        r = await self.repository.http.request(
+            "GET", self._kv_path(), params={"key": key_param(k), "encoding": "base64"},
+            what=validate.preview(k),
+        )  # fmt: skip
         try:
-            r = await self.repository.http.request(
-                "GET", self._obj_path(), params={"path": path}, kind="object", what=path
-            )
-        except ObjectNotFoundError as e:
-            raise NotFoundError(f"key {key!r} not found in {self._where()}") from e
-        return r.body
+            identity = bytes.fromhex(r.headers["ETag"].strip('"'))
+            staged = r.headers[_STAGED] == "true"
+        except (KeyError, ValueError) as e:
+            raise UnavailableError(
+                f"the server answered garbage: headers {r.headers!r:.200}"
+            ) from e
+        return r.body, Stat(k, len(r.body), identity, staged)
+
+    async def get(self, key: str | bytes) -> bytes:
+        return (await self.lookup(key))[0]
 
     async def exists(self, key: str | bytes) -> bool:
-        path = _path(key, self._max_key)
         try:
-            await self.repository.http.request(
-                "HEAD", self._obj_path(), params={"path": path}, kind="object", what=path
-            )
-        except ObjectNotFoundError:
+            await self.stat(key)
+        except RefNotFoundError:
+            raise
+        except NotFoundError:
             return False
         return True
 
     async def stat(self, key: str | bytes) -> Stat:
-        path = _path(key, self._max_key)
-        try:
-            s = await self.stat_object(path)
-        except ObjectNotFoundError as e:
-            raise NotFoundError(f"key {key!r} not found in {self._where()}") from e
-        return Stat(path.encode(), s.size, s.checksum.encode(), False)
+        k = check_key(key, self._max_key)
+        r = await self.repository.http.request(
+            "GET", self._kv_path() + "/stat", params={"key": key_param(k), "encoding": "base64"},
+            what=validate.preview(k),
+        )  # fmt: skip
+        return _stat(r.json())
 
     async def list(
         self,
@@ -573,15 +601,21 @@ class _RemoteReads:
         limit: int | None = None,
         delimiter: str | bytes | None = None,
     ) -> AsyncIterator[Entry]:
+        p = encode_opt(prefix, "prefix") or b""
+        a = encode_opt(after, "after")
+        d = encode_opt(delimiter, "delimiter")
         validate.check_optional_int(limit, "list limit", min_value=0)
-        async for s in self.list_objects(
-            prefix=_text(prefix, "prefix") or "", delimiter=_text(delimiter, "delimiter") or "",
-            after=_text(after, "after"), amount=limit,
-        ):  # fmt: skip
-            if s.path_type == "common_prefix":
-                yield Entry(s.path.encode(), common_prefix=True)
-            else:
-                yield Entry(s.path.encode(), s.size, s.checksum.encode())
+        if d is not None and not d:
+            raise InvalidInputError("list delimiter must be non-empty")
+        params = {
+            "prefix": key_param(p) if p else None,
+            "after": key_param(a) if a else None,
+            "delimiter": key_param(d) if d else None,
+            "encoding": "base64",
+        }
+        pages = self.repository.store._pages(self._kv_path() + "/ls", params, limit, kind="ref")
+        async for item in pages:
+            yield _entry(item)
 
     async def stat_object(self, path: str) -> ObjectStats:
         r = await self.repository.http.request(
@@ -650,41 +684,47 @@ class RemoteBranch(_RemoteReads):
 
     # --- coalesced writes --------------------------------------------------------------
 
-    def _put_entry(
-        self, key: str | bytes, value: bytes, identity: object = None
-    ) -> tuple[list[Any], str, int]:
-        """Checked like an embedded put; the server derives the identity itself (a given
-        one is checked, then not sent)."""
-        path = _path(key, self._max_key)
-        k = path.encode()
-        v = check_value(k, value, self.repository.store.config.max_value_bytes)
-        if identity is not None:
-            check_identity(k, identity)
-        return ["put", path, v], path, len(v) + len(path)
+    @staticmethod
+    def _kv(
+        key: object, value: object, identity: object, max_key: int, max_value: int
+    ) -> tuple[list[Any], bytes, int]:
+        """The ``kv`` entry of a put, checked as the embedded put checks it (the identity
+        is sent only when given: the server's encoder derives the default, as the
+        embedded writer's does); its key and size."""
+        rec = make_record(key, value, identity, max_key, max_value, defer_identity=True)
+        k, v = rec.key, cast(bytes, rec.value)
+        entry = ["kv", k, v] if identity is None else ["kv", k, v, rec.identity]
+        return entry, k, len(k) + len(v) + _ENTRY_BYTES
 
     async def put(self, key: str | bytes, value: bytes, *, identity: bytes | None = None) -> None:
-        entry, path, n = self._put_entry(key, value, identity)
-        await self._batcher().submit([entry], [path], n)
+        cfg = self.repository.store.config
+        entry, k, n = self._kv(key, value, identity, cfg.max_key_bytes, cfg.max_value_bytes)
+        await self._batcher().submit([entry], [k], n)
 
     async def put_many(self, items: Any) -> None:
-        entries, paths, n = [], [], 0
+        cfg = self.repository.store.config
+        max_key, max_value = cfg.max_key_bytes, cfg.max_value_bytes
+        entries: list[Any] = []
+        keys: list[bytes] = []
+        n = 0
         for key, value, identity in validate.put_items(items):
-            entry, path, size = self._put_entry(key, value, identity)
+            entry, k, size = self._kv(key, value, identity, max_key, max_value)
             entries.append(entry)
-            paths.append(path)
+            keys.append(k)
             n += size
         if entries:
-            await self._batcher().submit(entries, paths, n)
+            await self._batcher().submit(entries, keys, n)
 
     async def delete(self, key: str | bytes) -> None:
-        path = _path(key, self._max_key)
-        await self._batcher().submit([["delete", path]], [path], len(path))
+        k = check_key(key, self._max_key)
+        await self._batcher().submit([["kvdelete", k]], [k], len(k) + _ENTRY_BYTES)
 
     async def delete_many(self, keys: Iterable[str | bytes]) -> None:
-        paths = [_path(k, self._max_key) for k in validate.check_items(keys, "delete_many keys")]
-        if paths:
+        max_key = self._max_key
+        ks = [check_key(k, max_key) for k in validate.check_items(keys, "delete_many keys")]
+        if ks:
             await self._batcher().submit(
-                [["delete", p] for p in paths], paths, sum(map(len, paths))
+                [["kvdelete", k] for k in ks], ks, sum(map(len, ks)) + _ENTRY_BYTES * len(ks)
             )
 
     async def link(
@@ -719,7 +759,7 @@ class RemoteBranch(_RemoteReads):
                 ["link", p, link.physical_address, link.size, link.checksum, link.content_type,
                  dict(link.metadata) if link.metadata else None, link.mtime]
             )  # fmt: skip
-            paths.append(p)
+            paths.append(p.encode())
         if entries:
             await self._batcher().submit(entries, paths, sum(len(p) + 100 for p in paths))
 

@@ -1,20 +1,29 @@
-"""The batch write endpoint (docs/server.md, "Batch write"): many link / put / delete
-entries, one acknowledgement for the lot.
+"""The batch write endpoint (docs/server.md, "Batch write"): many kv / link / put /
+delete entries, one acknowledgement for the lot.
 
 Body: a top-level array of positional entries, as msgpack (``application/msgpack``,
-bytes as bytes) or JSON (``application/json``, ``put`` data base64)::
+bytes as bytes) or JSON (``application/json``: ``put`` data, ``kv`` values and
+identities base64, ``kv`` keys text)::
 
+    ["kv", key, value, identity?]        a raw record (the client's ``put``)
+    ["kvdelete", key]                    a raw tombstone (the client's ``delete``)
     ["link", path, physical_address, size, checksum, content_type?, metadata?, mtime?]
     ["put", path, data, content_type?, metadata?]
     ["delete", path]
 
-Every entry is checked before anything happens (400 names the first bad one, nothing is
-written).  Then the data of the ``put`` entries is written to fresh ``data/<id>``
-objects (concurrently), and every entry's record goes to the branch's writer as *one*
-write: they land in one L1 file, become visible together, and the request is answered
-once that file is durable and appended.  A failure after data was written deletes the
-data (definite failure) or records it as a garbage candidate (unknown outcome), as a
-single upload does.
+``kv`` entries are checked and built exactly as the embedded ``Branch.put`` builds its
+records (:func:`lsmstore.staging.keys.make_record`: same key/value bounds, identity
+SHA-256 of the value unless given); the value is stored inline, no data object is
+written and nothing is looked up, so a raw overwrite of a staged object's entry leaves
+that object's data to the GC job's orphan scan (as ``link_many`` does).
+
+Every entry is checked before anything happens (400 names the first bad one, 413 a
+value over ``max_value_bytes``; nothing is written).  Then the data of the ``put``
+entries is written to fresh ``data/<id>`` objects (concurrently), and every entry's
+record goes to the branch's writer as *one* write: they land in one L1 file, become
+visible together, and the request is answered once that file is durable and appended.
+A failure after data was written deletes the data (definite failure) or records it as
+a garbage candidate (unknown outcome), as a single upload does.
 """
 
 from __future__ import annotations
@@ -32,7 +41,7 @@ import orjson
 
 from lsmstore import layout
 from lsmstore.client import Branch
-from lsmstore.errors import LsmError, ObjectNotFoundError, UnavailableError
+from lsmstore.errors import EntryTooLargeError, LsmError, ObjectNotFoundError, UnavailableError
 from lsmstore.graveler.record import Record
 from lsmstore.objects import AddressType, ObjectEntry, ObjectLink
 from lsmstore.objects.api import namespace
@@ -41,11 +50,12 @@ from lsmstore.objects.garbage import record_candidates
 from lsmstore.objects.rules import check_content_type, check_metadata, check_path
 from lsmstore.refstore.names import check_ref_name
 from lsmstore.server.context import Context
-from lsmstore.server.errors import bad_request
+from lsmstore.server.errors import ApiError, bad_request
 from lsmstore.server.http import Request, Response, json_response
 from lsmstore.server.routes.schemas import ref
 from lsmstore.server.routing import Route
 from lsmstore.staging.files import new_file_id
+from lsmstore.staging.keys import check_key, make_record
 from lsmstore.storage.base import PutMode
 
 MSGPACK = "application/msgpack"
@@ -82,21 +92,53 @@ class _Put:
         )  # fmt: skip
 
 
+def _b64(value: object, what: str) -> object:
+    """A JSON body's base64 text as bytes (anything else is left for the checks)."""
+    if isinstance(value, str):
+        try:
+            return base64.b64decode(value, validate=True)
+        except binascii.Error:
+            raise bad_request(f"{what} must be base64 in JSON") from None
+    return value
+
+
 async def apply(branch: Branch, entries: list[Any], json_body: bool) -> int:
     """Check and stage ``entries`` as one write; the number of entries."""
     repo = branch.repository
-    max_key = repo.store.config.max_key_bytes
+    cfg = repo.store.config
+    max_key, max_value = cfg.max_key_bytes, cfg.max_value_bytes
     ns = namespace(repo)
     now = branch._now()
     records: list[Record | None] = []
+    add = records.append
     puts: list[tuple[int, _Put]] = []
-    news: list[str | None] = []
+    news: dict[int, str | None] = {}  # object entries: index -> data address they stage
     for n, entry in enumerate(entries):
         try:
-            if not isinstance(entry, list) or len(entry) < 2 or not isinstance(entry[0], str):
+            if type(entry) is not list or len(entry) < 2 or type(entry[0]) is not str:
                 raise bad_request("an entry is an array [op, path, ...]")
-            op, path = entry[0], entry[1]
+            op = entry[0]
+            if op == "kv":  # the hot path: one make_record, as the embedded put
+                if len(entry) == 3:
+                    key, value, ident = entry[1], entry[2], None
+                elif len(entry) == 4:
+                    key, value, ident = entry[1], entry[2], entry[3]
+                else:
+                    raise bad_request("kv is [kv, key, value, identity?]")
+                if json_body:
+                    value = _b64(value, "kv value")
+                    if ident is not None:
+                        ident = _b64(ident, "kv identity")
+                add(make_record(key, value, ident, max_key, max_value, defer_identity=True))
+                continue
+            if op == "kvdelete":
+                if len(entry) != 2:
+                    raise bad_request("kvdelete is [kvdelete, key]")
+                add(Record(check_key(entry[1], max_key), b"", None))
+                continue
+            path = entry[1]
             key = check_path(path, max_key)
+            news[len(records)] = None
             if op == "link":
                 if not 5 <= len(entry) <= 8:
                     raise bad_request("link is [link, path, address, size, checksum, "
@@ -105,30 +147,27 @@ async def apply(branch: Branch, entries: list[Any], json_body: bool) -> int:
                                   _opt(entry, 6), _opt(entry, 7))  # fmt: skip
                 e = branch._link_entry(ns, link, now)
                 records.append(branch._record(key, e))
-                news.append(e.address if e.address_type is AddressType.RELATIVE else None)
+                news[len(records) - 1] = (
+                    e.address if e.address_type is AddressType.RELATIVE else None
+                )
             elif op == "put":
                 if not 3 <= len(entry) <= 5:
                     raise bad_request("put is [put, path, data, content_type?, metadata?]")
-                data = entry[2]
-                if json_body and isinstance(data, str):
-                    try:
-                        data = base64.b64decode(data, validate=True)
-                    except binascii.Error:
-                        raise bad_request("put data must be base64 in JSON") from None
+                data = _b64(entry[2], "put data") if json_body else entry[2]
                 if not isinstance(data, bytes):
                     raise bad_request("put data must be bytes (base64 in JSON)")
                 ctype = check_content_type(_opt(entry, 3))
                 md = check_metadata(_opt(entry, 4))
                 puts.append((len(records), _Put(path, key, data, ctype, md)))
                 records.append(None)
-                news.append(None)
             elif op == "delete":
                 if len(entry) != 2:
                     raise bad_request("delete is [delete, path]")
                 records.append(Record(key, b"", None))
-                news.append(None)
             else:
-                raise bad_request(f"unknown op {op!r} (link, put, delete)")
+                raise bad_request(f"unknown op {op!r} (kv, kvdelete, link, put, delete)")
+        except EntryTooLargeError as e:
+            raise ApiError(413, f"entry {n}: {e}") from None
         except LsmError as e:
             raise bad_request(f"entry {n}: {e}") from None
         except Exception as e:
@@ -151,8 +190,9 @@ async def apply(branch: Branch, entries: list[Any], json_body: bool) -> int:
 
     try:
         await asyncio.gather(*(write_data(i, p) for i, p in puts))
-        final = [r for r in records if r is not None]
-        olds = await _previous_data(branch, [r.key for r in final])
+        final = [r for r in records if r is not None]  # every put has its record now
+        looked = list(news)
+        olds = await _previous_data(branch, [final[i].key for i in looked]) if looked else []
         await branch._w().write_many(final)
     except BaseException as e:
         unknown = not isinstance(e, LsmError) or (
@@ -171,10 +211,11 @@ async def apply(branch: Branch, entries: list[Any], json_body: bool) -> int:
                     except Exception:
                         pass
         raise
-    await branch._replaced(
-        [(r.key, old, new) for r, old, new in zip(final, olds, news, strict=True)],
-        "overwritten",
-    )
+    if looked:
+        await branch._replaced(
+            [(final[i].key, old, news[i]) for i, old in zip(looked, olds, strict=True)],
+            "overwritten",
+        )
     return len(final)
 
 

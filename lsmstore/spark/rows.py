@@ -18,7 +18,7 @@ import datetime
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-from lsmstore.errors import InvalidInputError
+from lsmstore.errors import CorruptFileError, InvalidInputError
 from lsmstore.graveler.record import Record, default_identity
 from lsmstore.objects.addresses import (
     ALLOWED_EXTERNAL_PREFIXES_KEY,
@@ -31,6 +31,7 @@ from lsmstore.objects.entry import (
     decode_entry,
     encode_value,
 )
+from lsmstore.objects.model import inline_stats
 from lsmstore.objects.rules import (
     check_checksum,
     check_content_type,
@@ -77,7 +78,11 @@ def namespace_of(store_url: str, storage_namespace: str, metadata: Mapping[str, 
 def object_row(rec: Record, ns: Namespace) -> tuple[Any, ...]:
     assert rec.value is not None
     path = rec.key.decode("utf-8", "surrogateescape")
-    e = decode_entry(rec.value, path)
+    try:
+        e = decode_entry(rec.value, path)
+    except CorruptFileError:  # a raw value: an inline object (docs/objects.md)
+        s = inline_stats(path, rec.value, rec.identity)
+        return (path, s.physical_address, s.size, s.checksum, s.mtime, s.content_type, {})
     return (
         path,
         ns.full_address(e),

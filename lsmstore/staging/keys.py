@@ -45,6 +45,22 @@ def check_key(key: str | bytes, max_key_bytes: int) -> bytes:
     return b
 
 
+def encode_opt(value: str | bytes | None, what: str) -> bytes | None:
+    """An optional listing argument (``prefix``, ``after``, ``delimiter``) as bytes:
+    UTF-8 for ``str``; InvalidInputError naming ``what`` for anything else."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            return value.encode("utf-8")
+        except UnicodeEncodeError as e:
+            shown = preview(value)
+            raise InvalidInputError(f"list {what} {shown} is not valid Unicode") from e
+    if isinstance(value, bytes):
+        return value
+    raise InvalidInputError(f"list {what} must be str or bytes, not {type(value).__name__}")
+
+
 def check_value(key: bytes, value: object, max_value_bytes: int) -> bytes:
     """``value`` as bytes within the bound, else InvalidInputError/EntryTooLargeError."""
     if isinstance(value, bytes):

@@ -1,5 +1,6 @@
 """lsmstore's extensions under ``/api/v1/lsm`` (docs/server.md): batch writes, staging
-a prepared SST, reset, and a branch's staging state."""
+a prepared SST, reset, a branch's staging state, and raw key/value reads
+(:mod:`lsmstore.server.routes.kv`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from lsmstore.refstore.names import check_ref_name
 from lsmstore.server import batch
 from lsmstore.server.context import Context
 from lsmstore.server.http import Request, Response, empty, json_response
-from lsmstore.server.routes import staging
+from lsmstore.server.routes import kv, staging
 from lsmstore.server.routes.schemas import ref
 from lsmstore.server.routing import Route
 from lsmstore.versioning.refs import get_branch
@@ -65,4 +66,5 @@ def routes(ctx: Context) -> list[Route]:
               body=(("application/octet-stream", _OCTETS),),
               responses={201: ref("StagedSST")}, errors=(404,)),
         *batch.routes(ctx, BASE + "/batch"),
+        *kv.routes(ctx),
     ]  # fmt: skip

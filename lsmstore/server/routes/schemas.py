@@ -207,4 +207,7 @@ COMPONENTS: dict[str, dict[str, Any]] = {
     ),
     "WorkspaceList": listing("Workspace"),
     "WorkspaceName": obj({"name": STR}),
+    "KvStat": obj({"key": STR, "size_bytes": INT, "identity": STR, "staged": BOOL}),
+    "KvEntry": obj({"key": STR, "size_bytes": INT, "identity": STR, "common_prefix": BOOL}),
+    "KvEntryList": listing("KvEntry"),
 }
