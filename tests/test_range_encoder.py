@@ -4,6 +4,7 @@ or merge gets the same range and metarange IDs however its ranges are encoded.""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 import subprocess
 import sys
@@ -84,9 +85,14 @@ async def test_same_ids_in_a_pool_as_in_threads(tmp_path: Path, pool: RangeEncod
             )
         )
     threads, pooled = results
-    assert pool.ranges_in_pool > 20  # the pool did the work
+    # the pool did the work: the change set was split by range across the workers
+    assert pool.conversations >= 2
     assert pooled.metarange_id == threads.metarange_id != base.metarange_id
-    assert pooled == threads  # counts too
+    # counts too (a split walk may fetch a base range twice: ranges_read may differ)
+    assert pooled.chunks >= 2
+    assert dataclasses.replace(pooled, ranges_read=0, chunks=0, resyncs=0) == dataclasses.replace(
+        threads, ranges_read=0
+    )
     meta = await src.metarange(pooled.metarange_id)
     # and the tree holds what a from-scratch build holds
     model = {r.key: r for r in (rec(i) for i in range(0, space, 2))}

@@ -33,7 +33,7 @@ import queue
 import subprocess
 import sys
 import threading
-from collections.abc import Container, Sequence
+from collections.abc import Callable, Container, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -46,6 +46,7 @@ from lsmstore.workerpipe import (
     child_main,
     read_exactly,
     read_frame,
+    read_message,
     write_message,
 )
 
@@ -99,6 +100,7 @@ class _Worker:
         )
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self._in, self._out = self.proc.stdin, self.proc.stdout
+        self.stdin, self.stdout = self._in, self._out
         if read_exactly(self._out, FRAME.size) != READY:
             self.kill()
             raise OSError("range encoder worker did not start")
@@ -141,6 +143,7 @@ class RangeEncoder:
         self.processes = max(0, processes)
         self.ranges_in_pool = 0
         self.ranges_in_thread = 0
+        self.conversations = 0  # answered by a worker through converse()
         self.restarts = 0
         self._idle: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
         self._workers: list[_Worker] = []
@@ -217,16 +220,55 @@ class RangeEncoder:
             answer = worker.call(request)
         except (OSError, ValueError, EOFError, pickle.PickleError) as e:
             log.warning("range encoder worker lost (%s); starting another", e)
-            worker.kill()
-            with self._lock:
-                if worker in self._workers:
-                    self._workers.remove(worker)
-            self.start()
+            self._lose(worker)
             return None
         self._idle.put(worker)
         if answer[0] != "ok":
             return None
         return answer[1], answer[2]
+
+    def converse(
+        self,
+        request: tuple[Any, ...],
+        on_message: Callable[[tuple[Any, ...]], tuple[Any, ...] | None],
+    ) -> tuple[Any, ...] | None:
+        """Send ``request`` to an idle worker (blocking) and pass each message it writes
+        before its answer to ``on_message``, writing back what that returns (None:
+        nothing).  The answer ``("ok", ...)``/``("error", text)``, or None when no worker
+        answered (none idle in time, or it died); a worker whose conversation broke off
+        (``on_message`` raised) is killed and replaced."""
+        if not self.processes or self._closed:
+            return None
+        self.start()
+        try:
+            worker = self._idle.get(timeout=START_TIMEOUT)
+        except queue.Empty:
+            return None
+        try:
+            write_message(worker.stdin, request)
+            while True:
+                msg = read_message(worker.stdout)
+                if msg is None:
+                    raise OSError("range encoder worker exited")
+                if msg[0] in ("ok", "error"):
+                    break
+                reply = on_message(msg)
+                if reply is not None:
+                    write_message(worker.stdin, reply)
+        except Exception as e:
+            log.warning("range encoder worker lost (%s); starting another", e)
+            self._lose(worker)
+            return None
+        self._idle.put(worker)
+        self.conversations += 1
+        return msg
+
+    def _lose(self, worker: _Worker) -> None:
+        worker.kill()
+        with self._lock:
+            if worker in self._workers:
+                self._workers.remove(worker)
+        self.start()
 
     def close(self) -> None:
         """Stop the workers (a range being encoded finishes first)."""
@@ -255,9 +297,19 @@ def shared_range_encoder() -> RangeEncoder:
 
 
 def serve(inp: BinaryIO, out: BinaryIO) -> None:
-    """Answer requests ``(keys, identities, values, skip)`` with ``("ok", id, sst)`` or
-    ``("error", text)`` until ``inp`` closes."""
-    answer_requests(inp, out, lambda request: encode_range(*request))
+    """Answer requests ``(keys, identities, values, skip)`` with ``("ok", id, sst)``, and
+    ``("apply", ...)`` chunks of a split commit
+    (:func:`lsmstore.graveler.apply_parallel.serve_chunk`, which talks to the parent
+    on the same pipes before it answers), or ``("error", text)``, until ``inp`` closes."""
+
+    def handle(request: tuple[Any, ...]) -> tuple[Any, ...]:
+        if request[0] == "apply":
+            from lsmstore.graveler.apply_parallel import serve_chunk
+
+            return serve_chunk(request, inp, out)
+        return encode_range(*request)
+
+    answer_requests(inp, out, handle)
 
 
 def main() -> None:

@@ -168,6 +168,16 @@ class RangeWriter:
     def last_key(self) -> bytes | None:
         return self._last_key
 
+    @property
+    def ranges_cut(self) -> int:
+        """Ranges appended so far (cut, or passed whole)."""
+        return len(self._ranges)
+
+    @property
+    def pending(self) -> list[Record]:
+        """The records that wait for a cut (after the last cut, in key order)."""
+        return list(self._records)
+
     def push(self, record: Record, hash_boundary: bool | None = None) -> bool:
         """Append one record; True when the policy cut a range after it (then await
         :meth:`flush`).
@@ -216,15 +226,32 @@ class RangeWriter:
         self._ranges.append(info)
         self.ranges_reused += 1
 
+    def add_stored(self, info: RangeInfo, written: bool) -> None:
+        """Append a range cut, named and stored elsewhere (only while :attr:`empty`):
+        ``written`` when that upload wrote it (counted as written, else as reused)."""
+        if self._records:
+            raise InvalidInputError(
+                f"range {info.id} cannot be appended whole: records wait for a cut"
+            )
+        self._check_order(info.min_key)
+        self._last_key = info.max_key
+        self._ranges.append(info)
+        if written:
+            self.ranges_written += 1
+            self.records_written += info.count
+        else:
+            self.ranges_reused += 1
+
     def _check_order(self, key: bytes) -> None:
         if self._last_key is not None and key <= self._last_key:
             raise InvalidInputError(
                 f"records must have strictly increasing keys: {key!r} follows {self._last_key!r}"
             )
 
-    async def finish(self) -> list[RangeInfo]:
-        """Cut the last range, wait for every upload, and return all ranges in key order."""
-        if self._records:
+    async def finish(self, *, cut_last: bool = True) -> list[RangeInfo]:
+        """Cut the last range, wait for every upload, and return all ranges in key order.
+        With ``cut_last`` False the records after the last cut stay :attr:`pending`."""
+        if self._records and cut_last:
             self._cut()
         await self.flush()
         if self._pending:
