@@ -172,15 +172,15 @@ class Walk:
             last_key = info.max_key
             adopted = False
             for record in base.take_below(None if change is None else change.key):
-                base_size += (
-                    len(record.key) + len(record.identity) + len(record.value or b"") + overhead
-                )
+                key, identity, value = record  # never a tombstone: the cursor checks
+                size = len(key) + len(identity) + len(value) + overhead  # type: ignore[arg-type]
+                base_size += size
                 hint = (
                     False
-                    if trusted and min_bytes <= base_size < max_bytes and record.key != last_key
+                    if trusted and min_bytes <= base_size < max_bytes and key != last_key
                     else None
                 )
-                if push(record, hint):
+                if push(record, hint, size):
                     await writer.flush()
                     if on_cut is not None:
                         self.change = change

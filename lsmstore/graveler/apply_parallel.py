@@ -52,7 +52,7 @@ from typing import Any, BinaryIO, Self
 from lsmstore import layout
 from lsmstore.errors import ObjectExistsError, ObjectNotFoundError, UnavailableError
 from lsmstore.graveler.apply import Walk
-from lsmstore.graveler.range_encoder import RangeEncoder, encode_range
+from lsmstore.graveler.range_encoder import RangeEncoder, encode_records
 from lsmstore.graveler.ranges import RangeInfo, RangePolicy, RangeWriter
 from lsmstore.graveler.record import Record
 from lsmstore.graveler.source import DirectSource
@@ -375,10 +375,7 @@ class _InlineEncoder(RangeEncoder):
     async def encode(
         self, records: Sequence[Record], skip: Any, *, in_pool: bool = True
     ) -> tuple[str, bytes | None]:
-        keys = [r[0] for r in records]
-        identities = [r[1] for r in records]
-        values: list[bytes] = [r[2] for r in records]  # type: ignore[misc]  # no tombstones
-        return encode_range(keys, identities, values, skip)
+        return encode_records(records, skip)
 
 
 async def _apply_chunk(request: tuple[Any, ...], inp: BinaryIO, out: BinaryIO) -> tuple[Any, ...]:

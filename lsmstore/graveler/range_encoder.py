@@ -33,7 +33,8 @@ import queue
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Container, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -57,17 +58,33 @@ _sha256 = hashlib.sha256
 MAX_STARTS = 3
 #: Seconds a range waits for an idle worker before it is encoded in a thread instead.
 START_TIMEOUT = 60.0
+_key_and_identity: Callable[[Record], tuple[bytes, bytes]] = itemgetter(0, 1)
 #: The directory lsmstore is imported from (the workers import it from there too).
 _ROOT = str(Path(__file__).resolve().parents[2])
 
 
 def range_id(keys: Sequence[bytes], identities: Sequence[bytes]) -> str:
     """The fileID of records given as columns (see :mod:`lsmstore.graveler.ids`)."""
+    return _fold_ids(zip(keys, identities, strict=True))
+
+
+def _fold_ids(pairs: Iterable[tuple[bytes, bytes]]) -> str:
     h = _sha256()
     update = h.update
-    for key, ident in zip(keys, identities, strict=True):
+    for key, ident in pairs:
         update(_sha256(_sha256(key).digest() + _sha256(ident).digest()).digest())
     return h.hexdigest()
+
+
+def encode_records(
+    records: Sequence[Record], skip: Container[str] = frozenset()
+) -> tuple[str, bytes | None]:
+    """:func:`encode_range` of records as they are (no columns to ship: a thread, or
+    the worker that cut them)."""
+    rid = _fold_ids(map(_key_and_identity, records))
+    if rid in skip:
+        return rid, None
+    return rid, write_committed_sst(records, RANGE)
 
 
 def encode_range(
@@ -78,11 +95,7 @@ def encode_range(
 ) -> tuple[str, bytes | None]:
     """``(id, sst)`` of a range's records (key order, no tombstones); ``sst`` is None
     when the id is in ``skip`` (already stored)."""
-    rid = range_id(keys, identities)
-    if rid in skip:
-        return rid, None
-    records = list(map(Record, keys, identities, values))
-    return rid, write_committed_sst(records, RANGE)
+    return encode_records(list(map(Record, keys, identities, values)), skip)
 
 
 class _Worker:
@@ -167,6 +180,11 @@ class RangeEncoder:
                 target=self._start_one, name="range-encoder-start", daemon=True
             ).start()
 
+    def worker_pids(self) -> list[int]:
+        """Process IDs of the workers up and running."""
+        with self._lock:
+            return [w.proc.pid for w in self._workers]
+
     @property
     def started(self) -> int:
         """Workers up and running."""
@@ -193,10 +211,10 @@ class RangeEncoder:
     ) -> tuple[str, bytes | None]:
         """:func:`encode_range` of ``records``: in a worker process when ``in_pool``
         and the workers have started (waiting for a busy one), else in a thread."""
-        keys = [r[0] for r in records]
-        identities = [r[1] for r in records]
-        values: list[bytes] = [r[2] for r in records]  # type: ignore[misc]  # no tombstones
         if in_pool and self.processes and not self._closed:
+            keys = [r[0] for r in records]
+            identities = [r[1] for r in records]
+            values: list[bytes] = [r[2] for r in records]  # type: ignore[misc]  # no tombstones
             self.start()
             if self._workers:  # started: wait for an idle one
                 # sent along (pickled); a Container that is not a set is checked after
@@ -207,7 +225,7 @@ class RangeEncoder:
                     rid, sst = answer
                     return (rid, None) if rid in skip else (rid, sst)
         self.ranges_in_thread += 1
-        return await asyncio.to_thread(encode_range, keys, identities, values, skip)
+        return await asyncio.to_thread(encode_records, records, skip)
 
     def _call(self, request: tuple[Any, ...]) -> tuple[str, bytes | None] | None:
         """Run one request on an idle worker (blocking); None: no answer (the caller

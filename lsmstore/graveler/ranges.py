@@ -178,15 +178,17 @@ class RangeWriter:
         """The records that wait for a cut (after the last cut, in key order)."""
         return list(self._records)
 
-    def push(self, record: Record, hash_boundary: bool | None = None) -> bool:
+    def push(
+        self, record: Record, hash_boundary: bool | None = None, size: int | None = None
+    ) -> bool:
         """Append one record; True when the policy cut a range after it (then await
         :meth:`flush`).
 
         ``hash_boundary`` may pass ``policy.is_hash_boundary(record.key)`` when the
         caller already knows it (it saves hashing the key); None: computed if needed.
+        ``size`` may pass :func:`record_size` of the record when the caller has it.
         """
-        key = record.key
-        value = record.value
+        key, identity, value = record
         if value is None:
             raise InvalidInputError(f"tombstone for key {key!r} cannot go into a committed range")
         last = self._last_key
@@ -198,9 +200,9 @@ class RangeWriter:
             raise InvalidInputError("committed keys must be non-empty")
         self._last_key = key
         self._records.append(record)
-        size = self._size = (
-            self._size + len(key) + len(record.identity) + len(value) + RECORD_OVERHEAD
-        )
+        if size is None:
+            size = len(key) + len(identity) + len(value) + RECORD_OVERHEAD
+        size = self._size = self._size + size
         policy = self._policy
         if size >= policy.max_bytes or (
             size >= policy.min_bytes
