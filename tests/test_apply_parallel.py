@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -22,6 +21,7 @@ from lsmstore.graveler.record import Record, tombstone
 from lsmstore.graveler.source import DirectSource
 from lsmstore.graveler.tree import TreeReader
 from lsmstore.storage.memory import MemoryStore
+from tests.helpers.range_pool import running_pool
 
 #: ~130-byte records: ranges of 16-60 records, cut by hash or by size in about equal parts
 #: (a cut by size rarely falls where the base cut: chunk boundaries need resyncs).
@@ -35,17 +35,7 @@ def rec(i: int, salt: bytes = b"") -> Record:
 
 @pytest.fixture(scope="module")
 def pool() -> Iterator[RangeEncoder]:
-    enc = RangeEncoder(2, pool_min_bytes=0)
-    enc.start()
-    try:
-        for _ in range(1200):  # the workers start in the background (60 s at most)
-            if enc.started == 2:
-                break
-            time.sleep(0.05)
-        assert enc.started == 2
-        yield enc
-    finally:
-        enc.close()
+    yield from running_pool(2)
 
 
 def without_split(result: ApplyResult) -> ApplyResult:

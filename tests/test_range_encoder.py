@@ -8,7 +8,6 @@ import dataclasses
 import random
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from lsmstore.graveler.source import DirectSource
 from lsmstore.graveler.sst_reader import SSTReader
 from lsmstore.graveler.tree import TreeReader
 from lsmstore.storage.local import LocalStore
+from tests.helpers.range_pool import running_pool
 
 #: Ranges of 32-128 KiB (a few hundred records each): many ranges, all sent to the pool.
 POLICY = RangePolicy(min_bytes=32 << 10, max_bytes=128 << 10, raggedness=300)
@@ -45,17 +45,7 @@ def changes(rng: random.Random, n: int, space: int) -> Iterator[Record]:
 
 @pytest.fixture(scope="module")
 def pool() -> Iterator[RangeEncoder]:
-    enc = RangeEncoder(2, pool_min_bytes=0)
-    enc.start()
-    try:
-        for _ in range(1200):  # the workers start in the background (60 s at most)
-            if enc.started == 2:
-                break
-            time.sleep(0.05)
-        assert enc.started == 2
-        yield enc
-    finally:
-        enc.close()
+    yield from running_pool(2)
 
 
 def test_encode_range_names_records_like_file_id() -> None:
