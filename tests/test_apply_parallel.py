@@ -3,8 +3,11 @@ same range and metarange IDs and counts, whatever the chunks and their boundarie
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import os
 import random
+import signal
 from collections.abc import Iterator
 
 import pytest
@@ -180,3 +183,25 @@ async def test_hypothesis_change_sets(
         else:
             changes[key + b"+"] = Record(key + b"+", b"n", b"new" * 20)
     await both_ways(pool, [rec(i) for i in range(n)], [changes[k] for k in sorted(changes)])
+
+
+async def test_a_worker_killed_costs_its_chunk_a_walk_in_the_parent() -> None:
+    base = [rec(i) for i in range(3000)]
+    changes = random_changes(random.Random(13), 3000, 800)
+    workers = running_pool(2)
+    enc = next(workers)
+    try:
+        victim = enc.worker_pids()[0]
+        os.kill(victim, signal.SIGKILL)
+        _, split = await both_ways(enc, base, changes)
+        assert split.chunks < 4  # the dead worker's chunk was walked by the parent
+        assert victim not in enc.worker_pids()
+        # and a new worker took its place: the next split uses both again
+        for _ in range(1200):
+            if enc.started == 2:
+                break
+            await asyncio.sleep(0.05)
+        _, again = await both_ways(enc, base, changes)
+        assert again.chunks == 4
+    finally:
+        workers.close()

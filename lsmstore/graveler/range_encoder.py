@@ -258,6 +258,9 @@ class RangeEncoder:
         if not self.processes or self._closed:
             return None
         self.start()
+        with self._lock:
+            if not self._workers and not self._starting:
+                return None  # none running, none starting (starts failed or used up)
         try:
             worker = self._idle.get(timeout=START_TIMEOUT)
         except queue.Empty:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Generator
 
 from lsmstore.graveler.range_encoder import RangeEncoder
 
 
-def running_pool(processes: int = 2) -> Iterator[RangeEncoder]:
+def running_pool(processes: int = 2) -> Generator[RangeEncoder, None, None]:
     """Yield a :class:`RangeEncoder` with ``processes`` workers started (every range in
     the pool: ``pool_min_bytes`` 0); closed afterwards.  For a module-scoped fixture."""
     enc = RangeEncoder(processes, pool_min_bytes=0)
