@@ -279,25 +279,35 @@ def plot(out: Path, rows: list[Row], load: float) -> None:
         for r in rows
     ]
     (out / "commit.json").write_text(json.dumps(doc, indent=1))
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for base in sorted({r.base for r in rows}):
+    fig, (ax, cpu_ax) = plt.subplots(1, 2, figsize=(11, 4.5))
+    for b, base in enumerate(sorted({r.base for r in rows})):
         for p in sorted({r.processes for r in rows}):
-            pts = sorted(
-                (r.changes, min(r.seconds)) for r in rows if r.base == base and r.processes == p
+            mine = sorted(
+                (r for r in rows if r.base == base and r.processes == p), key=lambda r: r.changes
             )
-            if pts:
-                ax.plot(
-                    [x for x, _ in pts],
-                    [y for _, y in pts],
-                    marker="o",
-                    linestyle=("-", "--", ":", "-.")[p % 4],
-                    label=f"base {base:,} keys, {p} worker processes",
-                )
+            if not mine:
+                continue
+            style = {
+                "marker": "o",
+                "color": f"C{b}",
+                "linestyle": ("-", "--", ":", "-.")[p % 4],
+                "label": f"base {base:,} keys, {p} worker processes",
+            }
+            xs = [r.changes for r in mine]
+            ax.plot(xs, [min(r.seconds) for r in mine], **style)
+            cpu_ax.plot(xs, [(r.parent_cpu + r.worker_cpu) / len(r.seconds) for r in mine], **style)
     ax.set(xscale="log", yscale="log", xlabel="changed keys", ylabel="commit seconds (best)")
+    cpu_ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="changed keys",
+        ylabel="CPU seconds per commit (committing process + workers)",
+    )
     now = datetime.now(UTC).strftime("%Y-%m-%d")
     ax.set_title(
         f"Commit time vs changed keys ({now}, nproc={os.cpu_count()}, load {load:.1f})", fontsize=8
     )
+    cpu_ax.set_title("CPU per commit (survives a loaded machine)", fontsize=8)
     ax.legend(fontsize=6)
     fig.tight_layout()
     fig.savefig(out / "commit_vs_changes.png", dpi=110)
