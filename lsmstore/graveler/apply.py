@@ -14,6 +14,10 @@ every record had been written one by one.  Until then base records are copied on
 one.  So when the base was built by this module with the same policy, the result is
 the same tree -- the same metarange ID -- as building the new content from scratch, and
 the cost is O(changes + entries of touched ranges + number of ranges).
+
+With an encoder that has worker processes, a change set touching many ranges is split
+by base range across them and the chunks' results are adopted where they agree with
+this walk (:mod:`lsmstore.graveler.apply_parallel`): the same tree, on every core.
 """
 
 from __future__ import annotations

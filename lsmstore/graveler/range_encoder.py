@@ -19,6 +19,11 @@ when its stdin closes (:meth:`RangeEncoder.close`, or this process dying).  A wr
 sends its first range, and ranges under ``pool_min_bytes`` (256 KiB), to a thread, so a
 commit that rewrites one range never waits for a worker; a worker that dies costs its
 range a thread and is replaced (at most ``MAX_STARTS`` starts per worker).
+
+The same workers also apply whole chunks of a big commit
+(:mod:`lsmstore.graveler.apply_parallel`): :meth:`RangeEncoder.converse` sends a
+request and serves the worker's requests for base ranges and its finished ranges
+(to upload) until it answers.
 """
 
 from __future__ import annotations
