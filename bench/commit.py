@@ -1,8 +1,8 @@
 """Commit cost: seconds and ranges read/written for C changed keys onto a base of N keys.
 
 ``python -m bench commit [--bases 100000,1000000] [--changes 1,1000,100000]
-[--big 500000] [--dir DIR] [--repeat 7] [--profile] [--store URL] [--latency-ms MS]
-[--cold-gets N]``
+[--big 500000] [--dir DIR] [--repeat 7] [--processes 0,1,2] [--profile] [--out DIR]
+[--store URL] [--latency-ms MS] [--cold-gets N]``
 
 Bases are built straight through :class:`RangeWriter` (not the write path) with the
 production range policy, in a local object store under ``--dir`` (kept between runs:
@@ -13,8 +13,12 @@ files, merging them, applying them to the base (only touched ranges are read and
 rewritten), writing the metarange and commit, and the RefStore swap.  ``--big`` adds
 one commit of that many changes onto the largest base of at most 1M keys.
 One-key commits are repeated ``--repeat`` times (best and median are printed: the
-touched range differs each time, and the machine may be shared).  ``--profile``
-prints the top of a cProfile of each commit.
+touched range differs each time, and the machine may be shared).  ``--processes``
+lists the worker process counts to compare (0: threads only; with workers, a change
+set touching 4 ranges or more is split by range across them); parent and worker CPU
+seconds are reported beside the wall time.  ``--profile`` prints the top of a cProfile
+of each commit (the committing process only).  ``--out DIR`` writes ``commit.json``
+and ``commit_vs_changes.png``.
 
 ``--store`` puts the bases and commits on another object store (e.g. SeaweedFS:
 ``s3://bench/commit?endpoint_url=http://127.0.0.1:8333&path_style=true``, credentials
@@ -139,6 +143,7 @@ class Row:
     base_ranges: int
     processes: int = 0  # range encoder pool size (0: threads)
     parent_cpu: float = 0.0  # CPU seconds of this process over the repetitions
+    worker_cpu: float = 0.0  # CPU seconds of the encoder's worker processes, likewise
 
 
 async def one_commit(
@@ -235,7 +240,7 @@ async def run(args: argparse.Namespace) -> None:
         if small:
             plan.append((max(small), args.big))
     for n, c in plan:
-        base, nranges = built[n]
+        base, base_ranges = built[n]
         for p in procs:
             encoder = ctx.range_encoder = RangeEncoder(p)
             if p:  # started before the clock runs (a long-lived process has it running)
@@ -243,18 +248,21 @@ async def run(args: argparse.Namespace) -> None:
                 while encoder.started < p:  # noqa: ASYNC110  # threads start them
                     await asyncio.sleep(0.05)
             results = []
+            wcpu0 = workers_cpu(encoder)
             cpu0 = time.process_time()
             for _ in range(args.repeat if c == 1 else 1):
                 results.append(await one_commit(ctx, base, n, c, args.profile, rng))
                 print(
                     f"  {c:,} changes onto {n:,}, {p} processes: "
-                    f"{results[-1].duration_s:.3f} s (load {os.getloadavg()[0]:.1f})",
+                    f"{results[-1].duration_s:.3f} s, {results[-1].chunks} chunks in workers "
+                    f"({results[-1].resyncs} after a resync) (load {os.getloadavg()[0]:.1f})",
                     flush=True,
                 )
             cpu = time.process_time() - cpu0
+            wcpu = workers_cpu(encoder) - wcpu0
             encoder.close()
             best = min(results, key=lambda r: r.duration_s)
-            rows.append(Row(n, c, [r.duration_s for r in results], best, nranges, p, cpu))
+            rows.append(Row(n, c, [r.duration_s for r in results], best, base_ranges, p, cpu, wcpu))
     await rs.aclose()
     await store.aclose()
 
@@ -271,16 +279,18 @@ async def run(args: argparse.Namespace) -> None:
     )
     print()
     print(
-        "| base keys | base ranges | changed keys | range encoder processes | commit s (best) | "
-        "median of | parent CPU s | ranges read | written | reused |"
+        "| base keys | base ranges | changed keys | worker processes | commit s (best) | "
+        "median of | parent CPU s | worker CPU s | chunks in workers | ranges read | written "
+        "| reused |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         res = r.result
         median = statistics.median(r.seconds)
         print(
             f"| {r.base:,} | {r.base_ranges} | {r.changes:,} | {r.processes} | "
             f"{res.duration_s:.3f} | {median:.3f} ({len(r.seconds)}) | {r.parent_cpu:.1f} | "
+            f"{r.worker_cpu:.1f} | {res.chunks} ({res.resyncs} resynced) | "
             f"{res.ranges_read} | {res.ranges_written} | "
             f"{res.ranges_reused} |"
         )
@@ -288,9 +298,22 @@ async def run(args: argparse.Namespace) -> None:
         plot(Path(args.out), rows, load)
 
 
+def workers_cpu(encoder: RangeEncoder) -> float:
+    """CPU seconds (user + system) the encoder's live worker processes have used."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in encoder.worker_pids():
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return total
+
+
 def plot(out: Path, rows: list[Row], load: float) -> None:
-    """``commit.json`` and ``commit_time.png``: commit seconds against changed keys, one
-    line per base size and range-encoder pool size."""
+    """``commit.json`` and ``commit_vs_changes.png``: commit seconds against changed keys,
+    one line per base size (and worker process count)."""
     import json
 
     import matplotlib
@@ -306,33 +329,47 @@ def plot(out: Path, rows: list[Row], load: float) -> None:
             "processes": r.processes,
             "seconds": r.seconds,
             "parent_cpu_s": r.parent_cpu,
+            "worker_cpu_s": r.worker_cpu,
+            "chunks": r.result.chunks,
+            "resyncs": r.result.resyncs,
             "ranges_read": r.result.ranges_read,
             "ranges_written": r.result.ranges_written,
         }
         for r in rows
     ]
     (out / "commit.json").write_text(json.dumps(doc, indent=1))
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for base in sorted({r.base for r in rows}):
+    fig, (ax, cpu_ax) = plt.subplots(1, 2, figsize=(11, 4.5))
+    for b, base in enumerate(sorted({r.base for r in rows})):
         for p in sorted({r.processes for r in rows}):
-            pts = sorted(
-                (r.changes, min(r.seconds)) for r in rows if r.base == base and r.processes == p
+            mine = sorted(
+                (r for r in rows if r.base == base and r.processes == p), key=lambda r: r.changes
             )
-            if pts:
-                ax.plot(
-                    [x for x, _ in pts],
-                    [y for _, y in pts],
-                    marker="o",
-                    label=f"base {base:,} keys, {p} encoder processes",
-                )
+            if not mine:
+                continue
+            style = {
+                "marker": "o",
+                "color": f"C{b}",
+                "linestyle": ("-", "--", ":", "-.")[p % 4],
+                "label": f"base {base:,} keys, {p} worker processes",
+            }
+            xs = [r.changes for r in mine]
+            ax.plot(xs, [min(r.seconds) for r in mine], **style)
+            cpu_ax.plot(xs, [(r.parent_cpu + r.worker_cpu) / len(r.seconds) for r in mine], **style)
     ax.set(xscale="log", yscale="log", xlabel="changed keys", ylabel="commit seconds (best)")
+    cpu_ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="changed keys",
+        ylabel="CPU seconds per commit (committing process + workers)",
+    )
     now = datetime.now(UTC).strftime("%Y-%m-%d")
     ax.set_title(
         f"Commit time vs changed keys ({now}, nproc={os.cpu_count()}, load {load:.1f})", fontsize=8
     )
+    cpu_ax.set_title("CPU per commit (survives a loaded machine)", fontsize=8)
     ax.legend(fontsize=6)
     fig.tight_layout()
-    fig.savefig(out / "commit_time.png", dpi=110)
+    fig.savefig(out / "commit_vs_changes.png", dpi=110)
     plt.close(fig)
     print(f"results and plot in {out}")
 
@@ -349,7 +386,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--processes",
         default="0,1,2",
-        help="range encoder pool sizes to compare (0: threads only)",
+        help="worker process counts to compare (0: threads only, no split)",
     )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--store", default="", help="object store URL (default: under --dir)")

@@ -99,6 +99,8 @@ class CommitResult:
     duration_s: float
     retired: tuple[StagedFile, ...] = field(default=(), repr=False)  # files the swap removed
     garbage_record: str | None = None  # key of the garbage record naming them
+    chunks: int = 0  # last attempt: chunks of ranges applied by worker processes
+    resyncs: int = 0  # of which adopted after a re-synchronisation
 
     def to_log(self) -> dict[str, Any]:
         """The fields of the worker's JSON log line (beside repository and branch)."""
@@ -112,6 +114,7 @@ class CommitResult:
             "ranges_written": self.ranges_written,
             "ranges_reused": self.ranges_reused,
             "attempts": self.attempts,
+            "chunks": self.chunks,
             "duration_s": round(self.duration_s, 6),
         }
 
@@ -299,6 +302,8 @@ async def commit_branch(
                 # What our swap removed from the ref (compaction retires what it replaced).
                 retired=tuple(retired),
                 garbage_record=record,
+                chunks=applied.chunks,
+                resyncs=applied.resyncs,
             )
         if attempt >= max_attempts:
             raise ConflictError(

@@ -14,12 +14,17 @@ every record had been written one by one.  Until then base records are copied on
 one.  So when the base was built by this module with the same policy, the result is
 the same tree -- the same metarange ID -- as building the new content from scratch, and
 the cost is O(changes + entries of touched ranges + number of ranges).
+
+With an encoder that has worker processes, a change set touching many ranges is split
+by base range across them and the chunks' results are adopted where they agree with
+this walk (:mod:`lsmstore.graveler.apply_parallel`): the same tree, on every core.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 
 from lsmstore.errors import InvalidInputError
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID, store_metarange
@@ -41,6 +46,8 @@ class ApplyResult:
     added: int = 0  # keys the changes inserted
     removed: int = 0  # keys the changes deleted
     changed: int = 0  # keys whose identity the changes replaced
+    chunks: int = 0  # chunks applied by worker processes and adopted (apply_parallel)
+    resyncs: int = 0  # of which adopted after a re-synchronisation
 
 
 async def _sorted_changes(
@@ -69,6 +76,152 @@ def _unsorted(key: bytes, prev: bytes | None) -> InvalidInputError:
     )
 
 
+@dataclass(slots=True)
+class _Counts:
+    added: int = 0
+    removed: int = 0
+    changed: int = 0
+
+    def totals(self) -> tuple[int, int, int]:
+        return self.added, self.removed, self.changed
+
+
+class Walk:
+    """The merge of a base cursor and a change stream into a :class:`RangeWriter`.
+
+    ``on_cut`` (optional) is called each time the output is cut (a range ends, the
+    writer is empty) and at each base range's header; when it returns True it has moved
+    :attr:`base` and :attr:`change` (a speculative result was adopted:
+    :mod:`lsmstore.graveler.apply_parallel`) and the walk goes on from there.
+    ``tree_last``: the index in ``base`` of the tree's last range (-1 when the cursor
+    holds a chunk that does not end the tree).
+    """
+
+    __slots__ = ("base", "change", "counts", "on_cut", "policy", "stream", "tree_last", "writer")
+
+    def __init__(
+        self,
+        base: TreeCursor,
+        tree_last: int,
+        stream: AsyncIterator[Record],
+        writer: RangeWriter,
+        policy: RangePolicy,
+        on_cut: Callable[[], Awaitable[bool]] | None = None,
+    ) -> None:
+        self.base = base
+        self.tree_last = tree_last
+        self.stream = stream
+        self.change: Record | None = None
+        self.writer = writer
+        self.policy = policy
+        self.counts = _Counts()
+        self.on_cut = on_cut
+
+    async def run(self) -> None:
+        base, writer, policy, counts = self.base, self.writer, self.policy, self.counts
+        stream, on_cut = self.stream, self.on_cut
+        closed = policy.is_closed
+        min_bytes, max_bytes = policy.min_bytes, policy.max_bytes
+        base_size = 0
+        trusted = False
+        push = writer.push
+        overhead = RECORD_OVERHEAD
+        change = self.change
+        info = None
+        while True:
+            pos = base.pos
+            if change is not None and (pos is None or change.key < pos):
+                # The key is not in the base (every base key below pos is behind us).
+                cut = False
+                if change.value is not None:
+                    counts.added += 1
+                    cut = push(change)
+                change = await anext(stream, None)
+                if cut:
+                    await writer.flush()
+                    if on_cut is not None:
+                        self.change = change
+                        if await on_cut():
+                            change = self.change
+                continue
+            if pos is None:
+                break
+            record = base.record
+            if record is None:  # at a base range's header
+                if on_cut is not None:
+                    self.change = change
+                    if await on_cut():
+                        change = self.change
+                        continue
+                info = base.range
+                if writer.empty and (
+                    change is None or (change.key > info.max_key and closed(info))
+                ):
+                    await writer.add_range(info)
+                    base.skip_range()
+                    if on_cut is not None:
+                        self.change = change
+                        if await on_cut():
+                            change = self.change
+                else:
+                    await base.enter()
+                    base_size = 0
+                    # Trust the base's cuts only where they look like this policy's.
+                    trusted = closed(info) or base.i == self.tree_last
+                continue
+            assert info is not None
+            # Inside a trusted base range, a key past min_bytes (and below max_bytes) that
+            # is not the range's last is no hash boundary: the base would have cut there.
+            # Records below the next change are copied in one tight loop.
+            last_key = info.max_key
+            adopted = False
+            for record in base.take_below(None if change is None else change.key):
+                key, identity, value = record  # never a tombstone: the cursor checks
+                size = len(key) + len(identity) + len(value) + overhead  # type: ignore[arg-type]
+                base_size += size
+                hint = (
+                    False
+                    if trusted and min_bytes <= base_size < max_bytes and key != last_key
+                    else None
+                )
+                if push(record, hint, size):
+                    await writer.flush()
+                    if on_cut is not None:
+                        self.change = change
+                        if await on_cut():
+                            change = self.change
+                            adopted = True
+                            break
+            if adopted:
+                continue
+            record = base.record
+            if change is None or record is None or change.key != record.key:
+                continue  # the change is past this range, or in a gap: the loop's top
+            base_size += record_size(record)
+            hint = (
+                False
+                if trusted and min_bytes <= base_size < max_bytes and record.key != last_key
+                else None
+            )
+            cut = False
+            if change.value is None:
+                counts.removed += 1
+            elif change.identity == record.identity:
+                cut = push(record, hint)
+            else:
+                counts.changed += 1
+                cut = push(change, hint)
+            change = await anext(stream, None)
+            base.next()
+            if cut:
+                await writer.flush()
+                if on_cut is not None:
+                    self.change = change
+                    if await on_cut():
+                        change = self.change
+        self.change = change
+
+
 async def apply_changes(
     source: RangeSource,
     store: ObjectStore,
@@ -87,103 +240,59 @@ async def apply_changes(
     are uploaded in create mode; nothing is written when the result equals the base.
     ``known_ranges`` are IDs of ranges known to be stored already (e.g. written by an
     earlier attempt of the same commit): an output range with such an ID is neither
-    encoded nor uploaded.  ``encoder`` names and encodes the new ranges (a process pool
-    spreads a big rewrite over every core; default: threads); the result is the same.
+    encoded nor uploaded.  ``encoder`` names and encodes the new ranges; with worker
+    processes, a change set that touches many ranges is also split by range across
+    them (:mod:`lsmstore.graveler.apply_parallel`).  The result is the same either way.
     Raises :class:`InvalidInputError` for unsorted changes (ranges uploaded until then
     are unreferenced), and whatever the source and store raise.
     """
     base_mr = await source.metarange(base_metarange_id)
-    base = TreeCursor(source, base_mr.ranges)
-    closed = policy.is_closed
-    min_bytes, max_bytes = policy.min_bytes, policy.max_bytes
-    base_size = 0
-    trusted = False
-    added = removed = changed = 0
+    existing = {r.id for r in base_mr.ranges}.union(known_ranges)
     stream = _sorted_changes(changes)
-    change = await anext(stream, None)
+    plan = None
+    if encoder is not None and encoder.processes and len(base_mr.ranges) >= 2:
+        from lsmstore.graveler.apply_parallel import plan_parallel
+
+        stream, plan = await plan_parallel(stream, base_mr.ranges, policy, encoder, store, existing)
     writer = RangeWriter(
         store,
         policy,
         max_in_flight=max_in_flight,
-        existing={r.id for r in base_mr.ranges}.union(known_ranges),
-        encoder=encoder,
+        existing=existing,
+        encoder=encoder if plan is None else RangeEncoder(0),
     )
-    push = writer.push
-    overhead = RECORD_OVERHEAD
+    base = TreeCursor(source, base_mr.ranges)
+    walk = Walk(base, len(base_mr.ranges) - 1, stream, writer, policy)
+    walk.change = await anext(stream, None)
+    ranges_read = chunks = resyncs = 0
     async with writer:
-        while True:
-            pos = base.pos
-            if change is not None and (pos is None or change.key < pos):
-                # The key is not in the base (every base key below pos is behind us).
-                if change.value is not None:
-                    await writer.add(change)
-                    added += 1
-                change = await anext(stream, None)
-                continue
-            if pos is None:
-                break
-            record = base.record
-            if record is None:  # at a base range's header
-                info = base.range
-                if writer.empty and (
-                    change is None or (change.key > info.max_key and closed(info))
-                ):
-                    await writer.add_range(info)
-                    base.skip_range()
-                else:
-                    await base.enter()
-                    base_size = 0
-                    # Trust the base's cuts only where they look like this policy's.
-                    trusted = closed(info) or base.i == len(base_mr.ranges) - 1
-                continue
-            # Inside a trusted base range, a key past min_bytes (and below max_bytes) that
-            # is not the range's last is no hash boundary: the base would have cut there.
-            # Records below the next change are copied in one tight loop.
-            last_key = info.max_key
-            for record in base.take_below(None if change is None else change.key):
-                base_size += (
-                    len(record.key) + len(record.identity) + len(record.value or b"") + overhead
-                )
-                hint = (
-                    False
-                    if trusted and min_bytes <= base_size < max_bytes and record.key != last_key
-                    else None
-                )
-                if push(record, hint):
-                    await writer.flush()
-            record = base.record
-            if change is None or record is None or change.key != record.key:
-                continue  # the change is past this range, or in a gap: the loop's top
-            base_size += record_size(record)
-            hint = (
-                False
-                if trusted and min_bytes <= base_size < max_bytes and record.key != last_key
-                else None
-            )
-            if change.value is None:
-                removed += 1
-            elif change.identity == record.identity:
-                await writer.add(record, hint)
-            else:
-                await writer.add(change, hint)
-                changed += 1
-            change = await anext(stream, None)
-            base.next()
+        if plan is not None:
+            async with plan:
+                walk.on_cut = partial(plan.on_cut, walk)
+                await plan.start(walk)
+                await walk.run()
+                ranges_read = plan.ranges_read
+                chunks, resyncs = plan.adopted + plan.resynced, plan.resynced
+        else:
+            await walk.run()
         ranges = await writer.finish()
 
     if [r.id for r in ranges] == [r.id for r in base_mr.ranges]:
         metarange_id = base_mr.id
     else:
         metarange_id = await store_metarange(store, ranges)
+    counts = walk.counts
     return ApplyResult(
         metarange_id,
-        ranges_read=base.ranges_read,
+        ranges_read=base.ranges_read + ranges_read,
         ranges_written=writer.ranges_written,
         ranges_reused=writer.ranges_reused,
         records_written=writer.records_written,
-        added=added,
-        removed=removed,
-        changed=changed,
+        added=counts.added,
+        removed=counts.removed,
+        changed=counts.changed,
+        chunks=chunks,
+        resyncs=resyncs,
     )
 
 

@@ -19,6 +19,11 @@ when its stdin closes (:meth:`RangeEncoder.close`, or this process dying).  A wr
 sends its first range, and ranges under ``pool_min_bytes`` (256 KiB), to a thread, so a
 commit that rewrites one range never waits for a worker; a worker that dies costs its
 range a thread and is replaced (at most ``MAX_STARTS`` starts per worker).
+
+The same workers also apply whole chunks of a big commit
+(:mod:`lsmstore.graveler.apply_parallel`): :meth:`RangeEncoder.converse` sends a
+request and serves the worker's requests for base ranges and its finished ranges
+(to upload) until it answers.
 """
 
 from __future__ import annotations
@@ -33,7 +38,8 @@ import queue
 import subprocess
 import sys
 import threading
-from collections.abc import Container, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -46,6 +52,7 @@ from lsmstore.workerpipe import (
     child_main,
     read_exactly,
     read_frame,
+    read_message,
     write_message,
 )
 
@@ -56,17 +63,33 @@ _sha256 = hashlib.sha256
 MAX_STARTS = 3
 #: Seconds a range waits for an idle worker before it is encoded in a thread instead.
 START_TIMEOUT = 60.0
+_key_and_identity: Callable[[Record], tuple[bytes, bytes]] = itemgetter(0, 1)
 #: The directory lsmstore is imported from (the workers import it from there too).
 _ROOT = str(Path(__file__).resolve().parents[2])
 
 
 def range_id(keys: Sequence[bytes], identities: Sequence[bytes]) -> str:
     """The fileID of records given as columns (see :mod:`lsmstore.graveler.ids`)."""
+    return _fold_ids(zip(keys, identities, strict=True))
+
+
+def _fold_ids(pairs: Iterable[tuple[bytes, bytes]]) -> str:
     h = _sha256()
     update = h.update
-    for key, ident in zip(keys, identities, strict=True):
+    for key, ident in pairs:
         update(_sha256(_sha256(key).digest() + _sha256(ident).digest()).digest())
     return h.hexdigest()
+
+
+def encode_records(
+    records: Sequence[Record], skip: Container[str] = frozenset()
+) -> tuple[str, bytes | None]:
+    """:func:`encode_range` of records as they are (no columns to ship: a thread, or
+    the worker that cut them)."""
+    rid = _fold_ids(map(_key_and_identity, records))
+    if rid in skip:
+        return rid, None
+    return rid, write_committed_sst(records, RANGE)
 
 
 def encode_range(
@@ -77,11 +100,7 @@ def encode_range(
 ) -> tuple[str, bytes | None]:
     """``(id, sst)`` of a range's records (key order, no tombstones); ``sst`` is None
     when the id is in ``skip`` (already stored)."""
-    rid = range_id(keys, identities)
-    if rid in skip:
-        return rid, None
-    records = list(map(Record, keys, identities, values))
-    return rid, write_committed_sst(records, RANGE)
+    return encode_records(list(map(Record, keys, identities, values)), skip)
 
 
 class _Worker:
@@ -99,6 +118,7 @@ class _Worker:
         )
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self._in, self._out = self.proc.stdin, self.proc.stdout
+        self.stdin, self.stdout = self._in, self._out
         if read_exactly(self._out, FRAME.size) != READY:
             self.kill()
             raise OSError("range encoder worker did not start")
@@ -141,6 +161,7 @@ class RangeEncoder:
         self.processes = max(0, processes)
         self.ranges_in_pool = 0
         self.ranges_in_thread = 0
+        self.conversations = 0  # answered by a worker through converse()
         self.restarts = 0
         self._idle: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
         self._workers: list[_Worker] = []
@@ -163,6 +184,11 @@ class RangeEncoder:
             threading.Thread(
                 target=self._start_one, name="range-encoder-start", daemon=True
             ).start()
+
+    def worker_pids(self) -> list[int]:
+        """Process IDs of the workers up and running."""
+        with self._lock:
+            return [w.proc.pid for w in self._workers]
 
     @property
     def started(self) -> int:
@@ -190,10 +216,10 @@ class RangeEncoder:
     ) -> tuple[str, bytes | None]:
         """:func:`encode_range` of ``records``: in a worker process when ``in_pool``
         and the workers have started (waiting for a busy one), else in a thread."""
-        keys = [r[0] for r in records]
-        identities = [r[1] for r in records]
-        values: list[bytes] = [r[2] for r in records]  # type: ignore[misc]  # no tombstones
         if in_pool and self.processes and not self._closed:
+            keys = [r[0] for r in records]
+            identities = [r[1] for r in records]
+            values: list[bytes] = [r[2] for r in records]  # type: ignore[misc]  # no tombstones
             self.start()
             if self._workers:  # started: wait for an idle one
                 # sent along (pickled); a Container that is not a set is checked after
@@ -204,7 +230,7 @@ class RangeEncoder:
                     rid, sst = answer
                     return (rid, None) if rid in skip else (rid, sst)
         self.ranges_in_thread += 1
-        return await asyncio.to_thread(encode_range, keys, identities, values, skip)
+        return await asyncio.to_thread(encode_records, records, skip)
 
     def _call(self, request: tuple[Any, ...]) -> tuple[str, bytes | None] | None:
         """Run one request on an idle worker (blocking); None: no answer (the caller
@@ -217,16 +243,58 @@ class RangeEncoder:
             answer = worker.call(request)
         except (OSError, ValueError, EOFError, pickle.PickleError) as e:
             log.warning("range encoder worker lost (%s); starting another", e)
-            worker.kill()
-            with self._lock:
-                if worker in self._workers:
-                    self._workers.remove(worker)
-            self.start()
+            self._lose(worker)
             return None
         self._idle.put(worker)
         if answer[0] != "ok":
             return None
         return answer[1], answer[2]
+
+    def converse(
+        self,
+        request: tuple[Any, ...],
+        on_message: Callable[[tuple[Any, ...]], tuple[Any, ...] | None],
+    ) -> tuple[Any, ...] | None:
+        """Send ``request`` to an idle worker (blocking) and pass each message it writes
+        before its answer to ``on_message``, writing back what that returns (None:
+        nothing).  The answer ``("ok", ...)``/``("error", text)``, or None when no worker
+        answered (none idle in time, or it died); a worker whose conversation broke off
+        (``on_message`` raised) is killed and replaced."""
+        if not self.processes or self._closed:
+            return None
+        self.start()
+        with self._lock:
+            if not self._workers and not self._starting:
+                return None  # none running, none starting (starts failed or used up)
+        try:
+            worker = self._idle.get(timeout=START_TIMEOUT)
+        except queue.Empty:
+            return None
+        try:
+            write_message(worker.stdin, request)
+            while True:
+                msg = read_message(worker.stdout)
+                if msg is None:
+                    raise OSError("range encoder worker exited")
+                if msg[0] in ("ok", "error"):
+                    break
+                reply = on_message(msg)
+                if reply is not None:
+                    write_message(worker.stdin, reply)
+        except Exception as e:
+            log.warning("range encoder worker lost (%s); starting another", e)
+            self._lose(worker)
+            return None
+        self._idle.put(worker)
+        self.conversations += 1
+        return msg
+
+    def _lose(self, worker: _Worker) -> None:
+        worker.kill()
+        with self._lock:
+            if worker in self._workers:
+                self._workers.remove(worker)
+        self.start()
 
     def close(self) -> None:
         """Stop the workers (a range being encoded finishes first)."""
@@ -255,9 +323,19 @@ def shared_range_encoder() -> RangeEncoder:
 
 
 def serve(inp: BinaryIO, out: BinaryIO) -> None:
-    """Answer requests ``(keys, identities, values, skip)`` with ``("ok", id, sst)`` or
-    ``("error", text)`` until ``inp`` closes."""
-    answer_requests(inp, out, lambda request: encode_range(*request))
+    """Answer requests ``(keys, identities, values, skip)`` with ``("ok", id, sst)``, and
+    ``("apply", ...)`` chunks of a split commit
+    (:func:`lsmstore.graveler.apply_parallel.serve_chunk`, which talks to the parent
+    on the same pipes before it answers), or ``("error", text)``, until ``inp`` closes."""
+
+    def handle(request: tuple[Any, ...]) -> tuple[Any, ...]:
+        if request[0] == "apply":
+            from lsmstore.graveler.apply_parallel import serve_chunk
+
+            return serve_chunk(request, inp, out)
+        return encode_range(*request)
+
+    answer_requests(inp, out, handle)
 
 
 def main() -> None:

@@ -168,15 +168,27 @@ class RangeWriter:
     def last_key(self) -> bytes | None:
         return self._last_key
 
-    def push(self, record: Record, hash_boundary: bool | None = None) -> bool:
+    @property
+    def ranges_cut(self) -> int:
+        """Ranges appended so far (cut, or passed whole)."""
+        return len(self._ranges)
+
+    @property
+    def pending(self) -> list[Record]:
+        """The records that wait for a cut (after the last cut, in key order)."""
+        return list(self._records)
+
+    def push(
+        self, record: Record, hash_boundary: bool | None = None, size: int | None = None
+    ) -> bool:
         """Append one record; True when the policy cut a range after it (then await
         :meth:`flush`).
 
         ``hash_boundary`` may pass ``policy.is_hash_boundary(record.key)`` when the
         caller already knows it (it saves hashing the key); None: computed if needed.
+        ``size`` may pass :func:`record_size` of the record when the caller has it.
         """
-        key = record.key
-        value = record.value
+        key, identity, value = record
         if value is None:
             raise InvalidInputError(f"tombstone for key {key!r} cannot go into a committed range")
         last = self._last_key
@@ -188,9 +200,9 @@ class RangeWriter:
             raise InvalidInputError("committed keys must be non-empty")
         self._last_key = key
         self._records.append(record)
-        size = self._size = (
-            self._size + len(key) + len(record.identity) + len(value) + RECORD_OVERHEAD
-        )
+        if size is None:
+            size = len(key) + len(identity) + len(value) + RECORD_OVERHEAD
+        size = self._size = self._size + size
         policy = self._policy
         if size >= policy.max_bytes or (
             size >= policy.min_bytes
@@ -216,15 +228,32 @@ class RangeWriter:
         self._ranges.append(info)
         self.ranges_reused += 1
 
+    def add_stored(self, info: RangeInfo, written: bool) -> None:
+        """Append a range cut, named and stored elsewhere (only while :attr:`empty`):
+        ``written`` when that upload wrote it (counted as written, else as reused)."""
+        if self._records:
+            raise InvalidInputError(
+                f"range {info.id} cannot be appended whole: records wait for a cut"
+            )
+        self._check_order(info.min_key)
+        self._last_key = info.max_key
+        self._ranges.append(info)
+        if written:
+            self.ranges_written += 1
+            self.records_written += info.count
+        else:
+            self.ranges_reused += 1
+
     def _check_order(self, key: bytes) -> None:
         if self._last_key is not None and key <= self._last_key:
             raise InvalidInputError(
                 f"records must have strictly increasing keys: {key!r} follows {self._last_key!r}"
             )
 
-    async def finish(self) -> list[RangeInfo]:
-        """Cut the last range, wait for every upload, and return all ranges in key order."""
-        if self._records:
+    async def finish(self, *, cut_last: bool = True) -> list[RangeInfo]:
+        """Cut the last range, wait for every upload, and return all ranges in key order.
+        With ``cut_last`` False the records after the last cut stay :attr:`pending`."""
+        if self._records and cut_last:
             self._cut()
         await self.flush()
         if self._pending:

@@ -1,0 +1,207 @@
+"""A change set split by range across worker processes gives the sequential tree: the
+same range and metarange IDs and counts, whatever the chunks and their boundaries."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import random
+import signal
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lsmstore import layout
+from lsmstore.errors import ObjectNotFoundError
+from lsmstore.graveler.apply import ApplyResult, apply_changes, write_tree
+from lsmstore.graveler.apply_parallel import plan_chunks
+from lsmstore.graveler.range_encoder import RangeEncoder
+from lsmstore.graveler.ranges import RangeInfo, RangePolicy
+from lsmstore.graveler.record import Record, tombstone
+from lsmstore.graveler.source import DirectSource
+from lsmstore.graveler.tree import TreeReader
+from lsmstore.storage.memory import MemoryStore
+from tests.helpers.range_pool import running_pool
+
+#: ~130-byte records: ranges of 16-60 records, cut by hash or by size in about equal parts
+#: (a cut by size rarely falls where the base cut: chunk boundaries need resyncs).
+POLICY = RangePolicy(min_bytes=2 << 10, max_bytes=8 << 10, raggedness=40)
+
+
+def rec(i: int, salt: bytes = b"") -> Record:
+    v = b"v%d" % i + salt + bytes(90 + i % 7)
+    return Record(b"k%07d" % i, b"i" + v[:12] + salt, v)
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[RangeEncoder]:
+    yield from running_pool(2)
+
+
+def without_split(result: ApplyResult) -> ApplyResult:
+    """The result less what depends on the split (a resync may read a range twice)."""
+    return dataclasses.replace(result, ranges_read=0, chunks=0, resyncs=0)
+
+
+async def both_ways(
+    pool: RangeEncoder, base: list[Record], changes: list[Record]
+) -> tuple[ApplyResult, ApplyResult]:
+    """(sequential, split) results of ``changes`` onto a tree of ``base``; checks that
+    they name the same tree, which holds what a from-scratch build holds."""
+    store = MemoryStore()
+    src = DirectSource(store)
+    base_id = await write_tree(store, base, POLICY)
+    seq = await apply_changes(src, store, base_id, changes, POLICY)
+    split = await apply_changes(src, store, base_id, changes, POLICY, encoder=pool)
+    assert split.metarange_id == seq.metarange_id
+    assert without_split(split) == without_split(seq)
+    model = {r.key: r for r in base}
+    for c in changes:
+        if c.value is None:
+            model.pop(c.key, None)
+        else:
+            model[c.key] = c
+    expected = [model[k] for k in sorted(model)]
+    assert [r async for r in TreeReader(src, split.metarange_id)] == expected
+    assert split.metarange_id == await write_tree(MemoryStore(), expected, POLICY)
+    return seq, split
+
+
+def random_changes(rng: random.Random, n: int, count: int) -> list[Record]:
+    out: dict[bytes, Record] = {}
+    for i in rng.sample(range(n + n // 10 + 1), min(count, n)):
+        kind = rng.random()
+        if kind < 0.2:
+            out[rec(i).key] = tombstone(rec(i).key)
+        elif kind < 0.3:
+            r = rec(i, b"ins")
+            out[r.key + b"+"] = Record(r.key + b"+", r.identity, r.value)
+        else:
+            r = rec(i, b"upd" * rng.randint(0, 3))  # the size changes: cuts move
+            out[r.key] = r
+    return [out[k] for k in sorted(out)]
+
+
+async def test_random_change_sets_across_seeds(pool: RangeEncoder) -> None:
+    chunks = resyncs = 0
+    for seed in range(16):
+        rng = random.Random(seed)
+        n = rng.choice([300, 1500, 4000])
+        base = [rec(i) for i in range(n)]
+        changes = random_changes(rng, n, rng.choice([20, 200, n // 3]))
+        _, split = await both_ways(pool, base, changes)
+        chunks += split.chunks
+        resyncs += split.resyncs
+    assert chunks > 16  # the workers' results were used ...
+    assert resyncs > 0  # ... also after re-synchronising at a chunk boundary
+
+
+async def test_boundary_keys_deleted_and_changed(pool: RangeEncoder) -> None:
+    base = [rec(i) for i in range(3000)]
+    store = MemoryStore()
+    base_id = await write_tree(store, base, POLICY)
+    infos = (await DirectSource(store).metarange(base_id)).ranges
+    for variant in range(4):
+        changes: dict[bytes, Record] = {}
+        for info in infos[::2]:
+            for key in (info.min_key, info.max_key):
+                if variant == 0:
+                    changes[key] = tombstone(key)
+                elif variant == 1:
+                    changes[key] = Record(key, b"x", b"y" * 200)  # the range overflows
+                elif variant == 2:
+                    changes[key + b"\x00"] = Record(key + b"\x00", b"n", b"new")
+                else:
+                    changes[key] = Record(key, b"same-size", bytes(len(key)))
+        await both_ways(pool, base, [changes[k] for k in sorted(changes)])
+
+
+async def test_edges_of_the_tree(pool: RangeEncoder) -> None:
+    base = [rec(i) for i in range(10, 2000)]
+    before = [Record(b"a%03d" % i, b"i", b"v" * 50) for i in range(200)]
+    after = [Record(b"z%03d" % i, b"i", b"v" * 50) for i in range(200)]
+    spread = random_changes(random.Random(3), 2000, 300)
+    await both_ways(pool, base, before + spread)
+    await both_ways(pool, base, spread + after)
+    await both_ways(pool, base, before + after)  # two touched ranges: not split
+    await both_ways(pool, base, [tombstone(r.key) for r in base])  # everything deleted
+    # chunks without a change between touched ones: a few clustered edits
+    clustered = [rec(i, b"c") for i in (20, 21, 900, 901, 1700, 1990, 1995)]
+    await both_ways(pool, base, clustered)
+    # tiny bases: two or three ranges
+    small = [rec(i) for i in range(80)]
+    await both_ways(pool, small, random_changes(random.Random(5), 80, 40))
+
+
+async def test_a_missing_base_range_raises_as_sequentially(pool: RangeEncoder) -> None:
+    store = MemoryStore()
+    src = DirectSource(store)
+    base_id = await write_tree(store, [rec(i) for i in range(3000)], POLICY)
+    infos = (await src.metarange(base_id)).ranges
+    await store.delete(layout.range_key(infos[len(infos) // 2].id))
+    changes = random_changes(random.Random(9), 3000, 600)
+    for encoder in (None, pool):
+        with pytest.raises(ObjectNotFoundError):
+            await apply_changes(src, store, base_id, changes, POLICY, encoder=encoder)
+    # the workers are fine afterwards
+    assert (await both_ways(pool, [rec(i) for i in range(500)], changes[:50]))[1].chunks
+
+
+def test_plan_chunks_shares_touched_ranges() -> None:
+    ranges = [RangeInfo(str(i), b"k%03d0" % i, b"k%03d9" % i, 10, 100) for i in range(20)]
+    # fewer than MIN_TOUCHED touched ranges: no split
+    assert plan_chunks(ranges, [b"k0005", b"k0195"], 4) == []
+    keys = [b"a"] + [b"k%03d5" % i for i in range(0, 20, 2)]  # before the tree: range 0
+    assert plan_chunks(ranges, keys, 1) == []
+    starts = plan_chunks(ranges, keys, 4)
+    assert starts[0] == 0 and len(starts) == 4 and starts == sorted(set(starts))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    n=st.integers(0, 2500),
+    ops=st.lists(
+        st.tuples(st.integers(0, 3000), st.sampled_from(["delete", "update", "grow", "insert"])),
+        max_size=300,
+    ),
+)
+async def test_hypothesis_change_sets(
+    pool: RangeEncoder, n: int, ops: list[tuple[int, str]]
+) -> None:
+    changes: dict[bytes, Record] = {}
+    for i, op in ops:
+        key = rec(i).key
+        if op == "delete":
+            changes[key] = tombstone(key)
+        elif op == "update":
+            changes[key] = rec(i, b"u")
+        elif op == "grow":
+            changes[key] = rec(i, b"g" * 300)
+        else:
+            changes[key + b"+"] = Record(key + b"+", b"n", b"new" * 20)
+    await both_ways(pool, [rec(i) for i in range(n)], [changes[k] for k in sorted(changes)])
+
+
+async def test_a_worker_killed_costs_its_chunk_a_walk_in_the_parent() -> None:
+    base = [rec(i) for i in range(3000)]
+    changes = random_changes(random.Random(13), 3000, 800)
+    workers = running_pool(2)
+    enc = next(workers)
+    try:
+        victim = enc.worker_pids()[0]
+        os.kill(victim, signal.SIGKILL)
+        _, split = await both_ways(enc, base, changes)
+        assert split.chunks < 4  # the dead worker's chunk was walked by the parent
+        assert victim not in enc.worker_pids()
+        # and a new worker took its place: the next split uses both again
+        for _ in range(1200):
+            if enc.started == 2:
+                break
+            await asyncio.sleep(0.05)
+        _, again = await both_ways(enc, base, changes)
+        assert again.chunks == 4
+    finally:
+        workers.close()
