@@ -5,6 +5,7 @@ plus the worked example the docs pin."""
 from __future__ import annotations
 
 import hashlib
+import pickle
 import struct
 
 import pytest
@@ -12,8 +13,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lsmstore.errors import CorruptFileError
+from lsmstore.graveler.record import Record
+from lsmstore.graveler.sst_reader import SSTReader
 from lsmstore.graveler.value import decode_value
 from lsmstore.graveler.value import encode_value as graveler_value
+from lsmstore.objects.addresses import MAX_ADDRESS_BYTES
 from lsmstore.objects.entry import (
     DEFAULT_CONTENT_TYPE,
     AddressType,
@@ -24,6 +28,11 @@ from lsmstore.objects.entry import (
     encode_value,
     entry_identity,
 )
+from lsmstore.objects.linking import MAX_ENTRY_WITHOUT_METADATA
+from lsmstore.objects.rules import MAX_FIELD_BYTES
+from lsmstore.staging import pending
+from lsmstore.staging.encoder import encode_records
+from lsmstore.staging.pending import Pending
 
 ETAG = "5eb63bbbe01eeed093cb22bb8f5acdc3"  # MD5 of b"hello world"
 EXAMPLE = ObjectEntry(
@@ -233,3 +242,59 @@ def test_batch_encoder_matches_the_library(
     e = ObjectEntry(address, address_type, size, etag, mtime, nanos, content_type, {})
     got = BatchEncoder(mtime, nanos, int(address_type), content_type).encode(address, size, etag)
     assert got == encode_value(e)
+
+
+@given(
+    entries=st.lists(
+        st.tuples(
+            _text,
+            st.integers(0, 2**63 - 1),
+            _text,
+            st.sampled_from(["", "text/csv", DEFAULT_CONTENT_TYPE]),
+            st.sampled_from([0, 1700000000]),
+            st.sampled_from([0, 5]),
+            st.sampled_from(list(AddressType)),
+        ),
+        min_size=1,
+        max_size=20,
+    )
+)
+def test_pending_entries_are_made_as_the_library_encodes(
+    entries: list[tuple[str, int, str, str, int, int, AddressType]],
+) -> None:
+    """The worker's path: pending records (their maker pickled, as it travels to the
+    encoder's worker process) are made into exactly encode_value's identity and bytes,
+    and the L1 file encoded from them holds those records."""
+    makers: dict[tuple[int, int, int, str], BatchEncoder] = {}
+    records: list[Pending] = []
+    expected: list[Record] = []
+    for i, (address, size, etag, ct, mtime, nanos, atype) in enumerate(entries):
+        shared = (mtime, nanos, int(atype), ct)
+        maker = makers.setdefault(shared, BatchEncoder(*shared))
+        key = f"k{i:03d}".encode()
+        records.append(Pending(key, maker, address, size, etag))
+        e = ObjectEntry(address, atype, size, etag, mtime, nanos, ct, {})
+        expected.append(Record(key, *encode_value(e)))
+    cols = pickle.loads(pickle.dumps(pending.split(list(records))[1]))
+    assert cols is not None
+    keys, identities, values = pending.make(cols)
+    assert list(zip(keys, identities, values, strict=True)) == expected
+    sst, _ = encode_records(records, 0.01, pending=True)
+    assert list(SSTReader(sst, "t.sst")) == expected
+
+
+def test_largest_entry_without_metadata_fits_the_bound() -> None:
+    """Pending records skip the value bound check: it holds for every such entry."""
+    e = ObjectEntry(
+        "s3://" + "a" * (MAX_ADDRESS_BYTES - 5),
+        AddressType.FULL,
+        2**63 - 1,
+        "é" * (MAX_FIELD_BYTES // 2),
+        253402300799,
+        999_999_999,
+        "c" * MAX_FIELD_BYTES,
+        {},
+    )
+    assert len(e.address.encode()) == MAX_ADDRESS_BYTES
+    assert len(e.etag.encode()) == len(e.content_type.encode()) == MAX_FIELD_BYTES
+    assert len(encode_entry(e)) <= MAX_ENTRY_WITHOUT_METADATA

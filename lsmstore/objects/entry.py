@@ -146,11 +146,17 @@ class BatchEncoder:
     a message per entry: the shared fields are encoded once, per entry only address,
     size and ETag.  Produces exactly the library's bytes (protobuf wire format, fields in
     number order, proto3 defaults omitted); ``tests/test_object_entry.py`` checks it
-    against the library.  Sizes must be non-negative (they are checked first)."""
+    against the library.  Sizes must be non-negative (they are checked first).
 
-    __slots__ = ("_id_tail", "_tail", "_ts")
+    It is the :class:`~lsmstore.staging.pending.EntryMaker` of pending records (the
+    writer's encoder makes their values, in its worker process): it pickles as its four
+    arguments.  The Spark data source and any other bulk writer of entries can use it
+    the same way -- one per group of entries sharing those four fields."""
+
+    __slots__ = ("_args", "_id_tail", "_tail", "_ts")
 
     def __init__(self, mtime: int, nanos: int, address_type: int, content_type: str) -> None:
+        self._args = (mtime, nanos, int(address_type), content_type)
         ts = (b"\x08" + _uvarint(mtime) if mtime else b"") + (
             b"\x10" + _uvarint(nanos) if nanos else b""
         )
@@ -160,6 +166,9 @@ class BatchEncoder:
             b"\x3a" + _uvarint(len(ct)) + ct if ct else b""
         )
         self._id_tail = _EMPTY_MAP + (_string(content_type) if content_type else b"")
+
+    def __reduce__(self) -> tuple[type[BatchEncoder], tuple[int, int, int, str]]:
+        return BatchEncoder, self._args
 
     def encode(self, address: str, size: int, etag: str) -> tuple[bytes, bytes]:
         """``(identity, data)`` of the entry."""

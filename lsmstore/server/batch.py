@@ -35,7 +35,6 @@ from lsmstore.client import Branch
 from lsmstore.errors import LsmError, ObjectNotFoundError, UnavailableError
 from lsmstore.graveler.record import Record
 from lsmstore.objects import AddressType, ObjectEntry, ObjectLink
-from lsmstore.objects.api import namespace
 from lsmstore.objects.entry import decode_entry
 from lsmstore.objects.garbage import record_candidates
 from lsmstore.objects.rules import check_content_type, check_metadata, check_path
@@ -46,6 +45,7 @@ from lsmstore.server.http import Request, Response, json_response
 from lsmstore.server.routes.schemas import ref
 from lsmstore.server.routing import Route
 from lsmstore.staging.files import new_file_id
+from lsmstore.staging.pending import Staged
 from lsmstore.storage.base import PutMode
 
 MSGPACK = "application/msgpack"
@@ -86,9 +86,9 @@ async def apply(branch: Branch, entries: list[Any], json_body: bool) -> int:
     """Check and stage ``entries`` as one write; the number of entries."""
     repo = branch.repository
     max_key = repo.store.config.max_key_bytes
-    ns = namespace(repo)
     now = branch._now()
-    records: list[Record | None] = []
+    stager = branch._link_stager(now)
+    records: list[Staged | None] = []
     puts: list[tuple[int, _Put]] = []
     news: list[str | None] = []
     for n, entry in enumerate(entries):
@@ -103,9 +103,9 @@ async def apply(branch: Branch, entries: list[Any], json_body: bool) -> int:
                                       "content_type?, metadata?, mtime?]")  # fmt: skip
                 link = ObjectLink(path, entry[2], entry[3], entry[4], _opt(entry, 5),
                                   _opt(entry, 6), _opt(entry, 7))  # fmt: skip
-                e = branch._link_entry(ns, link, now)
-                records.append(branch._record(key, e))
-                news.append(e.address if e.address_type is AddressType.RELATIVE else None)
+                rec, new = stager.stage(key, link)
+                records.append(rec)
+                news.append(new)
             elif op == "put":
                 if not 3 <= len(entry) <= 5:
                     raise bad_request("put is [put, path, data, content_type?, metadata?]")
@@ -153,7 +153,7 @@ async def apply(branch: Branch, entries: list[Any], json_body: bool) -> int:
         await asyncio.gather(*(write_data(i, p) for i, p in puts))
         final = [r for r in records if r is not None]
         olds = await _previous_data(branch, [r.key for r in final])
-        await branch._w().write_many(final)
+        await branch._w().write_staged(final)
     except BaseException as e:
         unknown = not isinstance(e, LsmError) or (
             isinstance(e, UnavailableError) and e.outcome_unknown
