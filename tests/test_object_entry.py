@@ -29,6 +29,7 @@ from lsmstore.objects.entry import (
     entry_identity,
 )
 from lsmstore.objects.linking import MAX_ENTRY_WITHOUT_METADATA
+from lsmstore.objects.proto.catalog_pb2 import Entry as EntryMessage
 from lsmstore.objects.rules import MAX_FIELD_BYTES
 from lsmstore.staging import pending
 from lsmstore.staging.encoder import encode_records
@@ -90,6 +91,27 @@ def hand_entry(e: ObjectEntry) -> bytes:
     out += field(6, 0, varint(int(e.address_type))) if e.address_type else b""
     out += proto_string(7, e.content_type)
     return out
+
+
+def library_entry(e: ObjectEntry) -> bytes:
+    """The protobuf library's deterministic serialisation of ``e``."""
+    msg = EntryMessage(
+        address=e.address,
+        size=e.size,
+        e_tag=e.etag,
+        metadata=dict(e.metadata),
+        address_type=int(e.address_type),  # type: ignore[arg-type]
+        content_type=e.content_type,
+    )
+    msg.last_modified.seconds = e.mtime
+    msg.last_modified.nanos = e.mtime_nanos
+    return msg.SerializeToString(deterministic=True)
+
+
+def prefix_keys(metadata: dict[str, str]) -> bool:
+    """Whether a metadata key is a proper prefix of another (the library orders those
+    apart from key order: "00" before "0")."""
+    return any(a != b and b.startswith(a) for a in metadata for b in metadata)
 
 
 def i64(v: int) -> bytes:  # ident.MarshalInt64: type 2, length byte 8, big-endian
@@ -193,6 +215,16 @@ def test_any_entry_matches_the_rules(
     assert data == hand_entry(e)
     assert identity == hand_identity(e)
     assert decode_entry(data, "p") == e
+    assert EntryMessage.FromString(data) == EntryMessage.FromString(library_entry(e))
+    if not prefix_keys(metadata):
+        assert data == library_entry(e)
+
+
+def test_metadata_keys_that_are_prefixes_come_in_key_order() -> None:
+    """The written rule (key order), not the protobuf library's order for such keys."""
+    e = ObjectEntry("data/a", AddressType.RELATIVE, 1, "e", 1, 0, "", {"00": "b", "0": "a"})
+    assert encode_entry(e) == hand_entry(e)
+    assert encode_entry(e).index(b"\x0a\x010") < encode_entry(e).index(b"\x0a\x0200")
 
 
 @pytest.mark.parametrize(
@@ -241,7 +273,7 @@ def test_batch_encoder_matches_the_library(
     """link_many's faster encoder gives the protobuf library's bytes and the identity."""
     e = ObjectEntry(address, address_type, size, etag, mtime, nanos, content_type, {})
     got = BatchEncoder(mtime, nanos, int(address_type), content_type).encode(address, size, etag)
-    assert got == encode_value(e)
+    assert got == encode_value(e) == (hand_identity(e), library_entry(e))
 
 
 @given(
