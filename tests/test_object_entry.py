@@ -330,3 +330,12 @@ def test_largest_entry_without_metadata_fits_the_bound() -> None:
     assert len(e.address.encode()) == MAX_ADDRESS_BYTES
     assert len(e.etag.encode()) == len(e.content_type.encode()) == MAX_FIELD_BYTES
     assert len(encode_entry(e)) <= MAX_ENTRY_WITHOUT_METADATA
+
+
+@pytest.mark.parametrize("length", [1, 127, 128, 300, 16383, 16384, 20000])
+@pytest.mark.parametrize(
+    "size", [1, 127, 128, 16383, 16384, 2**21 - 1, 2**21, 2**28 - 1, 2**28, 2**63 - 1]
+)
+def test_field_lengths_and_sizes_at_varint_boundaries(length: int, size: int) -> None:
+    e = ObjectEntry("a" * length, AddressType.FULL, size, "e" * length, 1, 0, "t", {})
+    assert encode_value(e) == (hand_identity(e), library_entry(e))

@@ -142,6 +142,24 @@ def _uvarint(n: int) -> bytes:
 
 
 _BYTE = [bytes((i,)) for i in range(0x80)]
+#: Field key and length of an address (field 1) or ETag (field 4) of under 128 bytes.
+_ADDRESS_HEAD = [b"\x0a" + b for b in _BYTE]
+_ETAG_HEAD = [b"\x22" + b for b in _BYTE]
+
+
+def _size_field(n: int) -> bytes:
+    """Field 3 (size > 0): key and varint, unrolled for sizes under 256 MiB."""
+    if n < 0x80:
+        return b"\x18" + _BYTE[n]
+    if n < 0x4000:
+        return bytes((0x18, (n & 0x7F) | 0x80, n >> 7))
+    if n < 0x200000:
+        return bytes((0x18, (n & 0x7F) | 0x80, (n >> 7 & 0x7F) | 0x80, n >> 14))
+    if n < 0x10000000:
+        return bytes(
+            (0x18, (n & 0x7F) | 0x80, (n >> 7 & 0x7F) | 0x80, (n >> 14 & 0x7F) | 0x80, n >> 21)
+        )
+    return b"\x18" + _uvarint(n)
 
 
 class BatchEncoder:
@@ -187,17 +205,17 @@ class BatchEncoder:
 
     def encode(self, address: str, size: int, etag: str) -> tuple[bytes, bytes]:
         """``(identity, data)`` of the entry."""
-        a = address.encode("utf-8")
-        t = etag.encode("utf-8")
+        a = address.encode()
+        t = etag.encode()
         la = len(a)
         lt = len(t)
         data = b"".join(
             (
-                (b"\x0a" + (_BYTE[la] if la < 0x80 else _uvarint(la))) if la else b"",
+                _ADDRESS_HEAD[la] if 0 < la < 0x80 else (b"\x0a" + _uvarint(la) if la else b""),
                 a,
                 self._ts,
-                (b"\x18" + _uvarint(size)) if size else b"",
-                (b"\x22" + (_BYTE[lt] if lt < 0x80 else _uvarint(lt))) if lt else b"",
+                _size_field(size) if size else b"",
+                _ETAG_HEAD[lt] if 0 < lt < 0x80 else (b"\x22" + _uvarint(lt) if lt else b""),
                 t,
                 self._tail,
             )

@@ -63,11 +63,13 @@ def split(records: list[Staged]) -> tuple[list[Record], PendingColumns | None]:
 def make(columns: PendingColumns) -> tuple[list[bytes], list[bytes], list[bytes]]:
     """Keys, identities and values of pending records given as columns."""
     keys, makers, addresses, sizes, checksums = columns
-    identities: list[bytes] = []
-    values: list[bytes] = []
-    add_identity, add_value = identities.append, values.append
-    for maker, address, size, checksum in zip(makers, addresses, sizes, checksums, strict=True):
-        identity, value = maker.encode(address, size, checksum)
-        add_identity(identity)
-        add_value(value)
-    return list(keys), identities, values
+    first = makers[0]
+    if all(m is first for m in makers):  # the common case: one maker for the lot
+        made = list(map(first.encode, addresses, sizes, checksums))
+    else:
+        made = [
+            m.encode(a, n, c)
+            for m, a, n, c in zip(makers, addresses, sizes, checksums, strict=True)
+        ]
+    identities, values = zip(*made, strict=True)
+    return list(keys), list(identities), list(values)
