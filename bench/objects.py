@@ -2,7 +2,7 @@
 
 ``python -m bench objects [--only uploads|links|stats] [--stores local,s3] [--small 10000]
 [--small-bytes 4096] [--large 20] [--large-bytes 64MiB] [--tasks 64] [--links 50000]
-[--batch 10000] [--rounds 3] [--stats 20000] [--seconds 2] [--dir DIR]``
+[--batch 10000] [--rounds 3] [--callers 1] [--stats 20000] [--seconds 2] [--dir DIR]``
 
 Everything goes through the public API (``lsmstore.connect`` -> ``Branch``), on the
 embedded RefStore (``batch_interval_ms`` 10, compaction in process):
@@ -17,7 +17,8 @@ embedded RefStore (``batch_interval_ms`` 10, compaction in process):
   tracemalloc's peak of Python allocations during one upload (moto runs in its own
   process, so none of its memory counts), beside the part size;
 * **link_many beside put_many**: ``--rounds`` alternating rounds, each of
-  ``--links`` records in ``--batch``-record calls: ``put_many`` of 150-byte values
+  ``--links`` records in ``--batch``-record calls (made one after another, or by
+  ``--callers`` concurrent tasks): ``put_many`` of 150-byte values
   (default identities) to one prefix, ``link_many`` of links without metadata to
   another, on one branch; records/s (median of the rounds), the event-loop thread's
   CPU per record and the staging encoder's worker process's CPU per record (Linux:
@@ -159,10 +160,10 @@ def worker_cpu(store: lsmstore.Store) -> float:
 
 
 async def links_vs_puts(
-    repo: lsmstore.Repository, n: int, batch: int, rounds: int
+    repo: lsmstore.Repository, n: int, batch: int, rounds: int, callers: int = 1
 ) -> dict[str, tuple[float, float, float]]:
     """name -> (median records/s, event-loop CPU us per record, encoder worker CPU us
-    per record)."""
+    per record); ``callers`` tasks make the calls concurrently (1: one after another)."""
     branch = repo.branch()
     base = repo.objects.url.rstrip("/")
     value = os.urandom(150)
@@ -170,27 +171,37 @@ async def links_vs_puts(
     rates: dict[str, list[float]] = {"put_many": [], "link_many": []}
     cpu: dict[str, list[float]] = {"put_many": [], "link_many": []}
     wcpu: dict[str, list[float]] = {"put_many": [], "link_many": []}
+
+    async def caller(name: str, r: int, starts: Iterator[int]) -> None:
+        for b in starts:
+            if name == "put_many":
+                await branch.put_many(
+                    [(f"puts/{r}/{i:08d}", value) for i in range(b, min(n, b + batch))]
+                )
+            else:
+                await branch.link_many(
+                    [
+                        ObjectLink(
+                            f"links/{r}/{i:08d}",
+                            f"{base}/data/part-{r}-{i:08d}",
+                            4096,
+                            "d41d8cd98f00b204e9800998ecf8427e",
+                        )
+                        for i in range(b, min(n, b + batch))
+                    ]
+                )
+
+    for i in range(100):  # until the encoder's worker process is up: rounds measure it
+        if store.encoder.batches_in_process:
+            break
+        await branch.put_many([(f"warm/{i}/{j:04d}", value) for j in range(1000)])
+        await asyncio.sleep(0.05)
     for r in range(rounds):
         for name in ("put_many", "link_many"):
             w0 = worker_cpu(store)
             t_cpu, t0 = time.thread_time(), time.perf_counter()
-            for b in range(0, n, batch):
-                if name == "put_many":
-                    await branch.put_many(
-                        [(f"puts/{r}/{i:08d}", value) for i in range(b, min(n, b + batch))]
-                    )
-                else:
-                    await branch.link_many(
-                        [
-                            ObjectLink(
-                                f"links/{r}/{i:08d}",
-                                f"{base}/data/part-{r}-{i:08d}",
-                                4096,
-                                "d41d8cd98f00b204e9800998ecf8427e",
-                            )
-                            for i in range(b, min(n, b + batch))
-                        ]
-                    )
+            starts = iter(range(0, n, batch))
+            await asyncio.gather(*(caller(name, r, starts) for _ in range(callers)))
             rates[name].append(n / (time.perf_counter() - t0))
             cpu[name].append((time.thread_time() - t_cpu) / n * 1e6)
             wcpu[name].append((worker_cpu(store) - w0) / n * 1e6)
@@ -268,10 +279,10 @@ async def amain(args: argparse.Namespace) -> None:
                 "bench-links", storage_namespace=(work / "ns-links").as_uri()
             )
             if args.links:
-                res = await links_vs_puts(repo, args.links, args.batch, args.rounds)
+                res = await links_vs_puts(repo, args.links, args.batch, args.rounds, args.callers)
                 for name, (rate, cpu, wcpu) in res.items():
                     rows.append((f"{name}: {args.links} records in calls of {args.batch}, "
-                                 f"median of {args.rounds} rounds",
+                                 f"{args.callers} caller(s), median of {args.rounds} rounds",
                                  f"{rate:,.0f} records/s, {cpu:.2f} us loop CPU/rec, "
                                  f"{wcpu:.2f} us encoder worker CPU/rec"))  # fmt: skip
                 ratio = res["link_many"][0] / res["put_many"][0]
@@ -303,6 +314,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--links", type=int, default=50_000)
     p.add_argument("--batch", type=int, default=10_000)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--callers", type=int, default=1)
     p.add_argument("--stats", type=int, default=20_000)
     p.add_argument("--seconds", type=float, default=2.0)
     p.add_argument("--dir", default="")
