@@ -102,6 +102,14 @@ def md5(data: bytes) -> str:
     return hashlib.md5(data).hexdigest()
 
 
+def small_values(env: Env, tmp_path: Path, max_value_bytes: int) -> Any:
+    """A second store on the same RefStore whose values are bounded to ``max_value_bytes``."""
+    return lsmstore.connect(
+        env.store.config.refstore_url, home=str(tmp_path / "h2"),
+        max_value_bytes=max_value_bytes, max_pending_bytes=1 << 20,
+    )  # fmt: skip
+
+
 # --- upload and read -------------------------------------------------------------------
 
 
@@ -408,11 +416,7 @@ async def test_link_many_under_a_small_value_bound(env: Env, tmp_path: Path) -> 
     on the caller's side and refuses an entry over the bound before staging any."""
     repo = await env.repo()
     base = repo.objects.url.rstrip("/")
-    small = lsmstore.connect(
-        env.store.config.refstore_url, home=str(tmp_path / "h2"), max_value_bytes=512,
-        max_pending_bytes=1 << 20,
-    )  # fmt: skip
-    async with small:
+    async with small_values(env, tmp_path, 512) as small:
         branch = (await small.get_repository(repo.name)).branch()
         ok = ObjectLink("ok", f"{base}/data/ok", 1, "e")
         with pytest.raises(errors.InvalidInputError, match="max_value_bytes"):
@@ -514,11 +518,7 @@ async def test_failed_staging_deletes_the_new_data(env: Env, tmp_path: Path) -> 
     # an entry over the store's value bound fails before it is staged: the data it
     # pointed at is deleted at once
     big_metadata = {f"k{i}": "v" * 60 for i in range(1000)}
-    small = lsmstore.connect(
-        env.store.config.refstore_url, home=str(tmp_path / "h2"), max_value_bytes=4096,
-        max_pending_bytes=1 << 20,
-    )  # fmt: skip
-    async with small:
+    async with small_values(env, tmp_path, 4096) as small:
         branch = (await small.get_repository(repo.name)).branch()
         with pytest.raises(errors.InvalidInputError):
             await branch.upload("big-entry", b"data", metadata=big_metadata)
