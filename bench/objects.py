@@ -1,8 +1,9 @@
 """The object layer: uploads, link_many beside put_many, warm stat_object, memory.
 
-``python -m bench objects [--only uploads|links|stats] [--stores local,s3] [--small 10000]
-[--small-bytes 4096] [--large 20] [--large-bytes 64MiB] [--tasks 64] [--links 50000]
-[--batch 10000] [--rounds 3] [--callers 1] [--stats 20000] [--seconds 2] [--dir DIR]``
+``python -m bench objects [--only uploads|links|prep|stats] [--stores local,s3]
+[--small 10000] [--small-bytes 4096] [--large 20] [--large-bytes 64MiB] [--tasks 64]
+[--links 50000] [--batch 10000] [--rounds 3] [--callers 1] [--prep 10000]
+[--stats 20000] [--seconds 2] [--dir DIR]``
 
 Everything goes through the public API (``lsmstore.connect`` -> ``Branch``), on the
 embedded RefStore (``batch_interval_ms`` 10, compaction in process):
@@ -23,11 +24,15 @@ embedded RefStore (``batch_interval_ms`` 10, compaction in process):
   another, on one branch; records/s (median of the rounds), the event-loop thread's
   CPU per record and the staging encoder's worker process's CPU per record (Linux:
   ``/proc``; the work moved off the loop, to show it did not vanish);
+* **preparation**: the event loop's CPU per record of one call of ``--prep`` records
+  with the branch's writer replaced by a no-op -- ``link_many``, ``put_many`` and the
+  server's batch endpoint (``apply()`` of ``link`` entries): the caller's side alone,
+  robust to a loaded machine;
 * **stat_object, warm**: ``--stats`` objects linked and committed half, staged half;
   random ``stat_object`` calls from 100 tasks for ``--seconds``, beside raw ``get`` of
   the same keys in the same run (every key read once first).
 
-``--only`` runs one of the three parts (``links``: just ``put_many`` beside
+``--only`` runs one of the four parts (``links``: just ``put_many`` beside
 ``link_many``).
 
 Stores: ``local`` is a ``file://`` namespace in ``--dir`` (default a temp dir);
@@ -40,6 +45,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
+import gc
 import os
 import random
 import shutil
@@ -50,7 +57,7 @@ import tempfile
 import time
 import tracemalloc
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -211,6 +218,50 @@ async def links_vs_puts(
     }
 
 
+async def preparation(repo: lsmstore.Repository, n: int, rounds: int) -> dict[str, float]:
+    """name -> event-loop CPU us per record of a call's own work, the branch's writer
+    replaced by a no-op (nothing is staged; min of ``rounds`` rounds, a full collection
+    before each): ``link_many``, ``put_many`` and the server's batch endpoint
+    (``apply()`` of ``link`` entries, its look-ups of replaced data included)."""
+    from lsmstore.server.batch import apply
+
+    branch = repo.branch()
+    base = repo.objects.url.rstrip("/")
+    value = os.urandom(150)
+    writer = branch._w()
+
+    async def nothing(records: Any) -> None:
+        pass
+
+    for name in ("write_many", "write_staged"):
+        setattr(writer, name, nothing)
+    best: dict[str, float] = {}
+    etag = "d41d8cd98f00b204e9800998ecf8427e"
+    try:
+        for r in range(rounds):
+            links = [ObjectLink(f"p/{r}/{i:08d}", f"{base}/data/p{r}-{i:08d}", 4096, etag)
+                     for i in range(n)]  # fmt: skip
+            puts = [(f"p/{r}/{i:08d}", value) for i in range(n)]
+            entries = [["link", f"b/{r}/{i:08d}", f"{base}/data/b{r}-{i:08d}", 4096, etag]
+                       for i in range(n)]  # fmt: skip
+            calls: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
+                ("link_many", functools.partial(branch.link_many, links)),
+                ("put_many", functools.partial(branch.put_many, puts)),
+                ("batch endpoint, link entries", functools.partial(apply, branch, entries, False)),
+            ]
+            for name, call in calls:
+                gc.collect()
+                t = time.thread_time()
+                await call()
+                cpu = (time.thread_time() - t) / n * 1e6
+                best[name] = min(best.get(name, cpu), cpu)
+    finally:
+        for name in ("write_many", "write_staged"):
+            with contextlib.suppress(AttributeError):
+                delattr(writer, name)
+    return best
+
+
 async def stats_vs_gets(repo: lsmstore.Repository, n: int, seconds: float) -> dict[str, float]:
     branch = repo.branch()
     base = repo.objects.url.rstrip("/")
@@ -287,6 +338,14 @@ async def amain(args: argparse.Namespace) -> None:
                                  f"{wcpu:.2f} us encoder worker CPU/rec"))  # fmt: skip
                 ratio = res["link_many"][0] / res["put_many"][0]
                 rows.append(("link_many / put_many", f"{ratio:.2f}"))
+            if args.prep:
+                prep_repo = await store.create_repository(
+                    "bench-prep", storage_namespace=(work / "ns-prep").as_uri()
+                )
+                for name, cpu in (await preparation(prep_repo, args.prep, 7)).items():
+                    rows.append((f"{name}: the call's own loop CPU, writer stubbed, "
+                                 f"{args.prep} records, min of 7",
+                                 f"{cpu:.2f} us/rec"))  # fmt: skip
             if args.stats:
                 res2 = await stats_vs_gets(repo, args.stats, args.seconds)
                 for name, rate in res2.items():
@@ -304,7 +363,7 @@ async def amain(args: argparse.Namespace) -> None:
 
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m bench objects")
-    p.add_argument("--only", choices=("uploads", "links", "stats"), default=None)
+    p.add_argument("--only", choices=("uploads", "links", "prep", "stats"), default=None)
     p.add_argument("--stores", default="local,s3")
     p.add_argument("--small", type=int, default=10_000)
     p.add_argument("--small-bytes", type=lambda v: parse_size(v), default=4096)
@@ -315,6 +374,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--batch", type=int, default=10_000)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--callers", type=int, default=1)
+    p.add_argument("--prep", type=int, default=10_000)
     p.add_argument("--stats", type=int, default=20_000)
     p.add_argument("--seconds", type=float, default=2.0)
     p.add_argument("--dir", default="")
@@ -324,6 +384,8 @@ def main(argv: list[str]) -> int:
             args.stores, args.small, args.large = "", 0, 0
         if args.only != "links":
             args.links = 0
+        if args.only != "prep":
+            args.prep = 0
         if args.only != "stats":
             args.stats = 0
     uvloop.run(amain(args))
