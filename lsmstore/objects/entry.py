@@ -6,9 +6,10 @@ The value of an object's graveler record is ``(identity, data)`` where (lakeFS
 * ``data`` is the ``catalog.Entry`` message (``proto/catalog.proto``) in protobuf's
   wire format -- fields in number order, proto3 defaults left out, metadata map entries
   in key (UTF-8 byte) order, each with its key and value (Go's ``proto.Marshal`` leaves
-  map order unspecified; every order decodes the same).  It is encoded here rather than
-  by the protobuf library, whose deterministic order puts a key after the keys it is a
-  prefix of (``"00"`` before ``"0"``);
+  map order unspecified; every order decodes the same).  The protobuf library's
+  deterministic serialisation writes exactly that, except that it puts a key after
+  the keys it is a prefix of (``"00"`` before ``"0"``): such entries, and batches
+  (:class:`BatchEncoder`), are encoded here;
 * ``identity`` is SHA-256 over lakeFS's typed identity encoding (``pkg/ident``) of
   ``Int64(size) String(e_tag) StringMap(metadata) [String(content_type)]``, the content
   type only when non-empty.  Address and modification time are not part of it: diff and
@@ -113,7 +114,31 @@ _EMPTY_MAP = _T_STRING_MAP + _T_INT64 + _pack_q(0)
 
 def encode_entry(entry: ObjectEntry) -> bytes:
     """The ``catalog.Entry`` bytes of ``entry`` (see the module docstring)."""
-    return encode_value(entry)[1]
+    md = entry.metadata
+    if md and _prefix_keys(md):
+        enc = BatchEncoder(entry.mtime, entry.mtime_nanos, entry.address_type, entry.content_type)
+        return enc.encode_with_metadata(entry.address, entry.size, entry.etag, md)[1]
+    msg = EntryMessage()
+    msg.address = entry.address
+    ts = msg.last_modified
+    ts.seconds = entry.mtime
+    ts.nanos = entry.mtime_nanos
+    msg.size = entry.size
+    msg.e_tag = entry.etag
+    if md:
+        msg.metadata.update(md)
+    msg.address_type = int(entry.address_type)  # type: ignore[assignment]
+    msg.content_type = entry.content_type
+    return msg.SerializeToString(deterministic=True)
+
+
+def _prefix_keys(metadata: Mapping[str, str]) -> bool:
+    """Whether a key is a proper prefix of another (then it is a prefix of the key that
+    follows it in sorted order): the library would not write key order."""
+    if len(metadata) < 2:
+        return False
+    keys = sorted(metadata)
+    return any(map(str.startswith, keys[1:], keys))
 
 
 def _metadata_field(metadata: Mapping[str, str]) -> bytes:
@@ -133,6 +158,20 @@ def _uvarint(n: int) -> bytes:
         return _BYTE[n]
     if n < 0x4000:
         return bytes(((n & 0x7F) | 0x80, n >> 7))
+    if n < 0x200000:
+        return bytes(((n & 0x7F) | 0x80, (n >> 7 & 0x7F) | 0x80, n >> 14))
+    if n < 0x10000000:
+        return bytes(((n & 0x7F) | 0x80, (n >> 7 & 0x7F) | 0x80, (n >> 14 & 0x7F) | 0x80, n >> 21))
+    if n < 0x800000000:  # every mtime in seconds until the year 3058, every nanos
+        return bytes(
+            (
+                (n & 0x7F) | 0x80,
+                (n >> 7 & 0x7F) | 0x80,
+                (n >> 14 & 0x7F) | 0x80,
+                (n >> 21 & 0x7F) | 0x80,
+                n >> 28,
+            )
+        )
     out = bytearray()
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)
@@ -148,18 +187,8 @@ _ETAG_HEAD = [b"\x22" + b for b in _BYTE]
 
 
 def _size_field(n: int) -> bytes:
-    """Field 3 (size > 0): key and varint, unrolled for sizes under 256 MiB."""
-    if n < 0x80:
-        return b"\x18" + _BYTE[n]
-    if n < 0x4000:
-        return bytes((0x18, (n & 0x7F) | 0x80, n >> 7))
-    if n < 0x200000:
-        return bytes((0x18, (n & 0x7F) | 0x80, (n >> 7 & 0x7F) | 0x80, n >> 14))
-    if n < 0x10000000:
-        return bytes(
-            (0x18, (n & 0x7F) | 0x80, (n >> 7 & 0x7F) | 0x80, (n >> 14 & 0x7F) | 0x80, n >> 21)
-        )
-    return b"\x18" + _uvarint(n)
+    """Field 3 (size > 0): key and varint."""
+    return b"\x18" + (_BYTE[n] if n < 0x80 else _uvarint(n))
 
 
 class BatchEncoder:
@@ -230,10 +259,10 @@ _ID_HEAD = struct.Struct(">Hq3sq").pack
 
 def encode_value(entry: ObjectEntry) -> tuple[bytes, bytes]:
     """``(identity, data)`` of the graveler value of ``entry``."""
-    enc = BatchEncoder(entry.mtime, entry.mtime_nanos, entry.address_type, entry.content_type)
-    if not entry.metadata:
-        return enc.encode(entry.address, entry.size, entry.etag)
-    return enc.encode_with_metadata(entry.address, entry.size, entry.etag, entry.metadata)
+    return (
+        entry_identity(entry.size, entry.etag, entry.metadata, entry.content_type),
+        encode_entry(entry),
+    )
 
 
 def parse_entry(data: bytes, name: str) -> EntryMessage:
