@@ -218,6 +218,8 @@ def test_any_entry_matches_the_rules(
     assert EntryMessage.FromString(data) == EntryMessage.FromString(library_entry(e))
     if not prefix_keys(metadata):
         assert data == library_entry(e)
+    enc = BatchEncoder(mtime, nanos, int(address_type), content_type)
+    assert enc.encode_with_metadata("data/a", size, etag, metadata) == (identity, data)
 
 
 def test_metadata_keys_that_are_prefixes_come_in_key_order() -> None:
