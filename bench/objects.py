@@ -1,8 +1,9 @@
 """The object layer: uploads, link_many beside put_many, warm stat_object, memory.
 
-``python -m bench objects [--stores local,s3] [--small 10000] [--small-bytes 4096]
-[--large 20] [--large-bytes 64MiB] [--tasks 64] [--links 50000] [--batch 10000]
-[--rounds 3] [--stats 20000] [--seconds 2] [--dir DIR]``
+``python -m bench objects [--only uploads|links|prep|stats] [--stores local,s3]
+[--small 10000] [--small-bytes 4096] [--large 20] [--large-bytes 64MiB] [--tasks 64]
+[--links 50000] [--batch 10000] [--rounds 3] [--callers 1] [--prep 10000]
+[--stats 20000] [--seconds 2] [--dir DIR]``
 
 Everything goes through the public API (``lsmstore.connect`` -> ``Branch``), on the
 embedded RefStore (``batch_interval_ms`` 10, compaction in process):
@@ -17,13 +18,22 @@ embedded RefStore (``batch_interval_ms`` 10, compaction in process):
   tracemalloc's peak of Python allocations during one upload (moto runs in its own
   process, so none of its memory counts), beside the part size;
 * **link_many beside put_many**: ``--rounds`` alternating rounds, each of
-  ``--links`` records in ``--batch``-record calls: ``put_many`` of 150-byte values
+  ``--links`` records in ``--batch``-record calls (made one after another, or by
+  ``--callers`` concurrent tasks): ``put_many`` of 150-byte values
   (default identities) to one prefix, ``link_many`` of links without metadata to
-  another, on one branch; records/s (median of the rounds) and the event-loop
-  thread's CPU per record;
+  another, on one branch; records/s (median of the rounds), the event-loop thread's
+  CPU per record and the staging encoder's worker process's CPU per record (Linux:
+  ``/proc``; the work moved off the loop, to show it did not vanish);
+* **preparation**: the event loop's CPU per record of one call of ``--prep`` records
+  with the branch's writer replaced by a no-op -- ``link_many``, ``put_many`` and the
+  server's batch endpoint (``apply()`` of ``link`` entries): the caller's side alone,
+  robust to a loaded machine;
 * **stat_object, warm**: ``--stats`` objects linked and committed half, staged half;
   random ``stat_object`` calls from 100 tasks for ``--seconds``, beside raw ``get`` of
   the same keys in the same run (every key read once first).
+
+``--only`` runs one of the four parts (``links``: just ``put_many`` beside
+``link_many``).
 
 Stores: ``local`` is a ``file://`` namespace in ``--dir`` (default a temp dir);
 ``s3`` is moto's S3 server started as its own process on 127.0.0.1.  Prints a Markdown
@@ -35,6 +45,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
+import gc
 import os
 import random
 import shutil
@@ -45,7 +57,7 @@ import tempfile
 import time
 import tracemalloc
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +66,7 @@ import uvloop
 import lsmstore
 from lsmstore.config import parse_size
 from lsmstore.objects import ObjectLink
-from lsmstore.testing.servers import MOTO_ENV, _wait_port, free_port
+from lsmstore.testing.servers import MOTO_ENV, free_port, wait_listening
 
 STAT_TASKS = 100
 PART_SIZE = 8 << 20
@@ -72,7 +84,7 @@ def moto_process() -> Iterator[str]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        _wait_port(port, 30)
+        wait_listening(port, proc)
         yield f"http://127.0.0.1:{port}"
     finally:
         proc.terminate()
@@ -140,38 +152,114 @@ async def upload_large(
     return n * size / elapsed / 1e6, peak
 
 
+def worker_cpu(store: lsmstore.Store) -> float:
+    """CPU seconds of the store's staging encoder worker process so far (0 without one,
+    or off Linux)."""
+    proc = store.encoder._proc
+    if proc is None:
+        return 0.0
+    try:
+        with open(f"/proc/{proc.pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def links_vs_puts(
-    repo: lsmstore.Repository, n: int, batch: int, rounds: int
-) -> dict[str, tuple[float, float]]:
-    """name -> (median records/s, event-loop CPU us per record)."""
+    repo: lsmstore.Repository, n: int, batch: int, rounds: int, callers: int = 1
+) -> dict[str, tuple[float, float, float]]:
+    """name -> (median records/s, event-loop CPU us per record, encoder worker CPU us
+    per record); ``callers`` tasks make the calls concurrently (1: one after another)."""
     branch = repo.branch()
     base = repo.objects.url.rstrip("/")
     value = os.urandom(150)
+    store = repo.store
     rates: dict[str, list[float]] = {"put_many": [], "link_many": []}
     cpu: dict[str, list[float]] = {"put_many": [], "link_many": []}
+    wcpu: dict[str, list[float]] = {"put_many": [], "link_many": []}
+
+    async def caller(name: str, r: int, starts: Iterator[int]) -> None:
+        for b in starts:
+            if name == "put_many":
+                await branch.put_many(
+                    [(f"puts/{r}/{i:08d}", value) for i in range(b, min(n, b + batch))]
+                )
+            else:
+                await branch.link_many(
+                    [
+                        ObjectLink(
+                            f"links/{r}/{i:08d}",
+                            f"{base}/data/part-{r}-{i:08d}",
+                            4096,
+                            "d41d8cd98f00b204e9800998ecf8427e",
+                        )
+                        for i in range(b, min(n, b + batch))
+                    ]
+                )
+
+    for i in range(100):  # until the encoder's worker process is up: rounds measure it
+        if store.encoder.batches_in_process:
+            break
+        await branch.put_many([(f"warm/{i}/{j:04d}", value) for j in range(1000)])
+        await asyncio.sleep(0.05)
     for r in range(rounds):
         for name in ("put_many", "link_many"):
+            w0 = worker_cpu(store)
             t_cpu, t0 = time.thread_time(), time.perf_counter()
-            for b in range(0, n, batch):
-                if name == "put_many":
-                    await branch.put_many(
-                        [(f"puts/{r}/{i:08d}", value) for i in range(b, min(n, b + batch))]
-                    )
-                else:
-                    await branch.link_many(
-                        [
-                            ObjectLink(
-                                f"links/{r}/{i:08d}",
-                                f"{base}/data/part-{r}-{i:08d}",
-                                4096,
-                                "d41d8cd98f00b204e9800998ecf8427e",
-                            )
-                            for i in range(b, min(n, b + batch))
-                        ]
-                    )
+            starts = iter(range(0, n, batch))
+            await asyncio.gather(*(caller(name, r, starts) for _ in range(callers)))
             rates[name].append(n / (time.perf_counter() - t0))
             cpu[name].append((time.thread_time() - t_cpu) / n * 1e6)
-    return {k: (statistics.median(rates[k]), statistics.median(cpu[k])) for k in rates}
+            wcpu[name].append((worker_cpu(store) - w0) / n * 1e6)
+    return {
+        k: (statistics.median(rates[k]), statistics.median(cpu[k]), statistics.median(wcpu[k]))
+        for k in rates
+    }
+
+
+async def preparation(repo: lsmstore.Repository, n: int, rounds: int) -> dict[str, float]:
+    """name -> event-loop CPU us per record of a call's own work, the branch's writer
+    replaced by a no-op (nothing is staged; min of ``rounds`` rounds, a full collection
+    before each): ``link_many``, ``put_many`` and the server's batch endpoint
+    (``apply()`` of ``link`` entries, its look-ups of replaced data included)."""
+    from lsmstore.server.batch import apply
+
+    branch = repo.branch()
+    base = repo.objects.url.rstrip("/")
+    value = os.urandom(150)
+    writer = branch._w()
+
+    async def nothing(records: Any) -> None:
+        pass
+
+    for name in ("write_many", "write_staged"):
+        setattr(writer, name, nothing)
+    best: dict[str, float] = {}
+    etag = "d41d8cd98f00b204e9800998ecf8427e"
+    try:
+        for r in range(rounds):
+            links = [ObjectLink(f"p/{r}/{i:08d}", f"{base}/data/p{r}-{i:08d}", 4096, etag)
+                     for i in range(n)]  # fmt: skip
+            puts = [(f"p/{r}/{i:08d}", value) for i in range(n)]
+            entries = [["link", f"b/{r}/{i:08d}", f"{base}/data/b{r}-{i:08d}", 4096, etag]
+                       for i in range(n)]  # fmt: skip
+            calls: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
+                ("link_many", functools.partial(branch.link_many, links)),
+                ("put_many", functools.partial(branch.put_many, puts)),
+                ("batch endpoint, link entries", functools.partial(apply, branch, entries, False)),
+            ]
+            for name, call in calls:
+                gc.collect()
+                t = time.thread_time()
+                await call()
+                cpu = (time.thread_time() - t) / n * 1e6
+                best[name] = min(best.get(name, cpu), cpu)
+    finally:
+        for name in ("write_many", "write_staged"):
+            with contextlib.suppress(AttributeError):
+                delattr(writer, name)
+    return best
 
 
 async def stats_vs_gets(repo: lsmstore.Repository, n: int, seconds: float) -> dict[str, float]:
@@ -217,7 +305,7 @@ async def amain(args: argparse.Namespace) -> None:
     stack = contextlib.ExitStack()
     try:
         async with lsmstore.connect(home=str(work / "home"), batch_interval_ms=10) as store:
-            for kind in args.stores.split(","):
+            for kind in filter(None, args.stores.split(",")):
                 if kind == "local":
                     ns = (work / "ns-local").as_uri()
                 else:
@@ -242,13 +330,22 @@ async def amain(args: argparse.Namespace) -> None:
                 "bench-links", storage_namespace=(work / "ns-links").as_uri()
             )
             if args.links:
-                res = await links_vs_puts(repo, args.links, args.batch, args.rounds)
-                for name, (rate, cpu) in res.items():
+                res = await links_vs_puts(repo, args.links, args.batch, args.rounds, args.callers)
+                for name, (rate, cpu, wcpu) in res.items():
                     rows.append((f"{name}: {args.links} records in calls of {args.batch}, "
-                                 f"median of {args.rounds} rounds",
-                                 f"{rate:,.0f} records/s, {cpu:.1f} us loop CPU/rec"))  # fmt: skip
+                                 f"{args.callers} caller(s), median of {args.rounds} rounds",
+                                 f"{rate:,.0f} records/s, {cpu:.2f} us loop CPU/rec, "
+                                 f"{wcpu:.2f} us encoder worker CPU/rec"))  # fmt: skip
                 ratio = res["link_many"][0] / res["put_many"][0]
                 rows.append(("link_many / put_many", f"{ratio:.2f}"))
+            if args.prep:
+                prep_repo = await store.create_repository(
+                    "bench-prep", storage_namespace=(work / "ns-prep").as_uri()
+                )
+                for name, cpu in (await preparation(prep_repo, args.prep, 7)).items():
+                    rows.append((f"{name}: the call's own loop CPU, writer stubbed, "
+                                 f"{args.prep} records, min of 7",
+                                 f"{cpu:.2f} us/rec"))  # fmt: skip
             if args.stats:
                 res2 = await stats_vs_gets(repo, args.stats, args.seconds)
                 for name, rate in res2.items():
@@ -266,6 +363,7 @@ async def amain(args: argparse.Namespace) -> None:
 
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m bench objects")
+    p.add_argument("--only", choices=("uploads", "links", "prep", "stats"), default=None)
     p.add_argument("--stores", default="local,s3")
     p.add_argument("--small", type=int, default=10_000)
     p.add_argument("--small-bytes", type=lambda v: parse_size(v), default=4096)
@@ -275,9 +373,20 @@ def main(argv: list[str]) -> int:
     p.add_argument("--links", type=int, default=50_000)
     p.add_argument("--batch", type=int, default=10_000)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--callers", type=int, default=1)
+    p.add_argument("--prep", type=int, default=10_000)
     p.add_argument("--stats", type=int, default=20_000)
     p.add_argument("--seconds", type=float, default=2.0)
     p.add_argument("--dir", default="")
     args: Any = p.parse_args(argv)
+    if args.only is not None:  # the other parts run nothing
+        if args.only != "uploads":
+            args.stores, args.small, args.large = "", 0, 0
+        if args.only != "links":
+            args.links = 0
+        if args.only != "prep":
+            args.prep = 0
+        if args.only != "stats":
+            args.stats = 0
     uvloop.run(amain(args))
     return 0

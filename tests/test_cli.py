@@ -206,11 +206,23 @@ def test_completion_version_and_services(cli: Cli, tmp_path: Path) -> None:
                                      "COMP_WORDS": "lsmstore br", "COMP_CWORD": "1"})  # fmt: skip
     assert "branch" in words().stdout
     cli("repo", "create", "lsm://compl", check=True)
-    uris = cli.__class__(cli.home, {"_LSMSTORE_COMPLETE": "bash_complete",
-                                    "COMP_WORDS": "lsmstore fs ls lsm://co", "COMP_CWORD": "3"})
+    uris = cli.__class__(
+        cli.home,
+        {
+            "_LSMSTORE_COMPLETE": "bash_complete",
+            "COMP_WORDS": "lsmstore fs ls lsm://co",
+            "COMP_CWORD": "3",
+        },
+    )
     assert uris().stdout.split() == ["plain,lsm://compl/"]
-    refs = cli.__class__(cli.home, {"_LSMSTORE_COMPLETE": "bash_complete", "COMP_CWORD": "3",
-                                    "COMP_WORDS": "lsmstore fs ls lsm://compl/m"})
+    refs = cli.__class__(
+        cli.home,
+        {
+            "_LSMSTORE_COMPLETE": "bash_complete",
+            "COMP_CWORD": "3",
+            "COMP_WORDS": "lsmstore fs ls lsm://compl/m",
+        },
+    )
     assert refs().stdout.split() == ["plain,lsm://compl/main/"]  # fmt: skip
     assert cli("--version", check=True).stdout.startswith("lsmstore, version ")
 

@@ -13,8 +13,18 @@ import uvloop
 from lsmstore.errors import InvalidInputError
 from lsmstore.graveler.record import Record, default_identity, tombstone
 from lsmstore.graveler.sst_reader import SSTReader
+from lsmstore.objects.entry import (
+    DEFAULT_CONTENT_TYPE,
+    AddressType,
+    BatchEncoder,
+    ObjectEntry,
+    encode_value,
+)
 from lsmstore.staging import files
 from lsmstore.staging.encoder import Encoder
+from lsmstore.staging.keys import make_record
+from lsmstore.staging.memstore import Memstore, record_bytes, staged_bytes
+from lsmstore.staging.pending import Pending, Staged
 
 
 def _records(n: int, seed: int = 1) -> list[Record]:
@@ -143,6 +153,49 @@ async def test_deferred_identities_become_sha256_of_the_value(use_process: bool)
         await enc.aclose()
     expected = [Record(r.key, default_identity(r.value), r.value) for r in puts]
     assert got == sorted([*expected, given, tombstone(b"gone")])
+
+
+@pytest.mark.parametrize("use_process", [True, False])
+async def test_pending_records_are_made_beside_the_others(use_process: bool) -> None:
+    """Pending records (link_many's) are made while the file is encoded -- in the
+    worker, or in the thread -- into the entry encode_value gives, beside made records,
+    deferred identities and tombstones in one file."""
+    maker = BatchEncoder(1700000000, 5, int(AddressType.RELATIVE), DEFAULT_CONTENT_TYPE)
+    links = [Pending(b"l%04d" % i, maker, f"data/x{i}", i, f"etag{i}") for i in range(300)]
+    other = BatchEncoder(1600000000, 0, int(AddressType.FULL), "text/csv")
+    links.append(Pending(b"full", other, "s3://b/elsewhere", 7, "e"))
+    put = make_record(b"p", b"value", None, 1024, 1024, defer_identity=True)
+    records: list[Staged] = [*links, put, tombstone(b"gone")]
+    enc = Encoder(use_process=use_process, min_records=10)
+    try:
+        if use_process:
+            await _worker_ready(enc, _records(100, seed=5))
+        before = enc.batches_in_process
+        got = _contents(*await enc.encode(records, 0.01, pending=True))[0]
+        assert enc.batches_in_process == before + use_process
+    finally:
+        await enc.aclose()
+    expected = [
+        Record(b"l%04d" % i, *encode_value(ObjectEntry(f"data/x{i}", AddressType.RELATIVE, i,
+               f"etag{i}", 1700000000, 5)))
+        for i in range(300)
+    ]  # fmt: skip
+    full = ObjectEntry("s3://b/elsewhere", AddressType.FULL, 7, "e", 1600000000, 0, "text/csv")
+    expected.append(Record(b"full", *encode_value(full)))
+    expected += [Record(b"p", default_identity(b"value"), b"value"), tombstone(b"gone")]
+    assert got == sorted(expected)
+
+
+def test_a_memstore_charges_pending_records_and_their_replacements() -> None:
+    maker = BatchEncoder(1, 0, 1, "")
+    mem = Memstore()
+    rec = Record(b"k", b"i", b"v" * 10)
+    link = Pending(b"k", maker, "data/a", 1, "etag")
+    assert mem.add_many([rec]) == record_bytes(rec)
+    assert mem.add_staged([link]) == staged_bytes(link) - record_bytes(rec)
+    assert mem.add_many([rec]) == record_bytes(rec) - staged_bytes(link)  # after a pending one
+    assert mem.nbytes == record_bytes(rec) and mem.records() == [rec]
+    assert staged_bytes(link) >= len(b"k") + len(maker.encode("data/a", 1, "etag")[1])
 
 
 def test_closing_on_the_standard_event_loop_leaves_no_unknown_child(

@@ -5,6 +5,7 @@ plus the worked example the docs pin."""
 from __future__ import annotations
 
 import hashlib
+import pickle
 import struct
 
 import pytest
@@ -12,8 +13,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lsmstore.errors import CorruptFileError
+from lsmstore.graveler.record import Record
+from lsmstore.graveler.sst_reader import SSTReader
 from lsmstore.graveler.value import decode_value
 from lsmstore.graveler.value import encode_value as graveler_value
+from lsmstore.objects.addresses import MAX_ADDRESS_BYTES
 from lsmstore.objects.entry import (
     DEFAULT_CONTENT_TYPE,
     AddressType,
@@ -24,6 +28,12 @@ from lsmstore.objects.entry import (
     encode_value,
     entry_identity,
 )
+from lsmstore.objects.linking import MAX_ENTRY_WITHOUT_METADATA
+from lsmstore.objects.proto.catalog_pb2 import Entry as EntryMessage
+from lsmstore.objects.rules import MAX_FIELD_BYTES
+from lsmstore.staging import pending
+from lsmstore.staging.encoder import encode_records
+from lsmstore.staging.pending import Pending
 
 ETAG = "5eb63bbbe01eeed093cb22bb8f5acdc3"  # MD5 of b"hello world"
 EXAMPLE = ObjectEntry(
@@ -81,6 +91,27 @@ def hand_entry(e: ObjectEntry) -> bytes:
     out += field(6, 0, varint(int(e.address_type))) if e.address_type else b""
     out += proto_string(7, e.content_type)
     return out
+
+
+def library_entry(e: ObjectEntry) -> bytes:
+    """The protobuf library's deterministic serialisation of ``e``."""
+    msg = EntryMessage(
+        address=e.address,
+        size=e.size,
+        e_tag=e.etag,
+        metadata=dict(e.metadata),
+        address_type=int(e.address_type),  # type: ignore[arg-type]
+        content_type=e.content_type,
+    )
+    msg.last_modified.seconds = e.mtime
+    msg.last_modified.nanos = e.mtime_nanos
+    return msg.SerializeToString(deterministic=True)
+
+
+def prefix_keys(metadata: dict[str, str]) -> bool:
+    """Whether a metadata key is a proper prefix of another (the library orders those
+    apart from key order: "00" before "0")."""
+    return any(a != b and b.startswith(a) for a in metadata for b in metadata)
 
 
 def i64(v: int) -> bytes:  # ident.MarshalInt64: type 2, length byte 8, big-endian
@@ -184,6 +215,18 @@ def test_any_entry_matches_the_rules(
     assert data == hand_entry(e)
     assert identity == hand_identity(e)
     assert decode_entry(data, "p") == e
+    assert EntryMessage.FromString(data) == EntryMessage.FromString(library_entry(e))
+    if not prefix_keys(metadata):
+        assert data == library_entry(e)
+    enc = BatchEncoder(mtime, nanos, int(address_type), content_type)
+    assert enc.encode_with_metadata("data/a", size, etag, metadata) == (identity, data)
+
+
+def test_metadata_keys_that_are_prefixes_come_in_key_order() -> None:
+    """The written rule (key order), not the protobuf library's order for such keys."""
+    e = ObjectEntry("data/a", AddressType.RELATIVE, 1, "e", 1, 0, "", {"00": "b", "0": "a"})
+    assert encode_entry(e) == hand_entry(e)
+    assert encode_entry(e).index(b"\x0a\x010") < encode_entry(e).index(b"\x0a\x0200")
 
 
 @pytest.mark.parametrize(
@@ -232,4 +275,69 @@ def test_batch_encoder_matches_the_library(
     """link_many's faster encoder gives the protobuf library's bytes and the identity."""
     e = ObjectEntry(address, address_type, size, etag, mtime, nanos, content_type, {})
     got = BatchEncoder(mtime, nanos, int(address_type), content_type).encode(address, size, etag)
-    assert got == encode_value(e)
+    assert got == encode_value(e) == (hand_identity(e), library_entry(e))
+
+
+@given(
+    entries=st.lists(
+        st.tuples(
+            _text,
+            st.integers(0, 2**63 - 1),
+            _text,
+            st.sampled_from(["", "text/csv", DEFAULT_CONTENT_TYPE]),
+            st.sampled_from([0, 1700000000]),
+            st.sampled_from([0, 5]),
+            st.sampled_from(list(AddressType)),
+        ),
+        min_size=1,
+        max_size=20,
+    )
+)
+def test_pending_entries_are_made_as_the_library_encodes(
+    entries: list[tuple[str, int, str, str, int, int, AddressType]],
+) -> None:
+    """The worker's path: pending records (their maker pickled, as it travels to the
+    encoder's worker process) are made into exactly encode_value's identity and bytes,
+    and the L1 file encoded from them holds those records."""
+    makers: dict[tuple[int, int, int, str], BatchEncoder] = {}
+    records: list[Pending] = []
+    expected: list[Record] = []
+    for i, (address, size, etag, ct, mtime, nanos, atype) in enumerate(entries):
+        shared = (mtime, nanos, int(atype), ct)
+        maker = makers.setdefault(shared, BatchEncoder(*shared))
+        key = f"k{i:03d}".encode()
+        records.append(Pending(key, maker, address, size, etag))
+        e = ObjectEntry(address, atype, size, etag, mtime, nanos, ct, {})
+        expected.append(Record(key, *encode_value(e)))
+    cols = pickle.loads(pickle.dumps(pending.split(list(records))[1]))
+    assert cols is not None
+    keys, identities, values = pending.make(cols)
+    assert list(zip(keys, identities, values, strict=True)) == expected
+    sst, _ = encode_records(records, 0.01, pending=True)
+    assert list(SSTReader(sst, "t.sst")) == expected
+
+
+def test_largest_entry_without_metadata_fits_the_bound() -> None:
+    """Pending records skip the value bound check: it holds for every such entry."""
+    e = ObjectEntry(
+        "s3://" + "a" * (MAX_ADDRESS_BYTES - 5),
+        AddressType.FULL,
+        2**63 - 1,
+        "é" * (MAX_FIELD_BYTES // 2),
+        253402300799,
+        999_999_999,
+        "c" * MAX_FIELD_BYTES,
+        {},
+    )
+    assert len(e.address.encode()) == MAX_ADDRESS_BYTES
+    assert len(e.etag.encode()) == len(e.content_type.encode()) == MAX_FIELD_BYTES
+    assert len(encode_entry(e)) <= MAX_ENTRY_WITHOUT_METADATA
+
+
+@pytest.mark.parametrize("length", [1, 127, 128, 300, 16383, 16384, 20000])
+@pytest.mark.parametrize(
+    "size", [1, 127, 128, 16383, 16384, 2**21 - 1, 2**21, 2**28 - 1, 2**28, 2**63 - 1]
+)
+def test_field_lengths_and_sizes_at_varint_boundaries(length: int, size: int) -> None:
+    e = ObjectEntry("a" * length, AddressType.FULL, size, "e" * length, 1, 0, "t", {})
+    assert encode_value(e) == (hand_identity(e), library_entry(e))

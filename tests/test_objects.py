@@ -17,6 +17,7 @@ import os
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiobotocore.session import get_session
@@ -24,6 +25,7 @@ from aiobotocore.session import get_session
 import lsmstore
 from lsmstore import errors
 from lsmstore.objects import ALLOWED_EXTERNAL_PREFIXES_KEY, ObjectLink, ObjectStats
+from lsmstore.objects.entry import decode_entry, encode_value
 from lsmstore.objects.garbage import candidates_prefix, decode_candidates
 from lsmstore.storage.s3 import MIN_PART_SIZE
 from lsmstore.storage.url import open_object_store
@@ -99,6 +101,14 @@ async def chunks(parts: list[bytes]) -> AsyncIterator[bytes]:
 
 def md5(data: bytes) -> str:
     return hashlib.md5(data).hexdigest()
+
+
+def small_values(env: Env, tmp_path: Path, max_value_bytes: int) -> Any:
+    """A second store on the same RefStore whose values are bounded to ``max_value_bytes``."""
+    return lsmstore.connect(
+        env.store.config.refstore_url, home=str(tmp_path / "h2"),
+        max_value_bytes=max_value_bytes, max_pending_bytes=1 << 20,
+    )  # fmt: skip
 
 
 # --- upload and read -------------------------------------------------------------------
@@ -353,6 +363,71 @@ async def test_link_many_entries_equal_single_links(env: Env) -> None:
         assert (await main.stat(f"many/{i}")).identity == (await main.stat(f"one/{i}")).identity
 
 
+async def test_link_many_entries_are_made_off_the_loop_and_read_exactly(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """link_many stages pending records whose entries the encoder makes while it
+    encodes the L1 file.  A read while that file is being encoded finds none of them
+    (nothing is visible before the acknowledgement); a read after link_many returns
+    finds exactly the bytes and identity encode_value gives."""
+    repo = await env.repo()
+    main = repo.branch()
+    base = repo.objects.url.rstrip("/")
+    encoder = env.store.encoder
+    encoding, release = asyncio.Event(), asyncio.Event()
+    real = encoder.encode
+
+    async def held(records: Any, error_rate: float, *, pending: bool = False) -> Any:
+        encoding.set()
+        await release.wait()
+        return await real(records, error_rate, pending=pending)
+
+    monkeypatch.setattr(encoder, "encode", held)
+    links = [ObjectLink(f"held/{i:03d}", f"{base}/data/h{i}", i, f"etag{i}") for i in range(200)]
+    links.append(ObjectLink("held/csv", f"{base}/data/csv", 3, "e", content_type="text/csv"))
+    links.append(ObjectLink("held/md", f"{base}/data/md", 4, "e", metadata={"a": "1"}))
+    links.append(ObjectLink("held/old", f"{base}/data/old", 5, '"q"', mtime=1_600_000_000))
+    since = int(env.store.clock())
+    task = asyncio.create_task(main.link_many(links))
+    await asyncio.wait_for(encoding.wait(), 60)
+    with pytest.raises(errors.ObjectNotFoundError):
+        await main.stat_object("held/000")
+    assert [s async for s in main.list_objects("held/")] == []
+    assert not task.done()
+    release.set()
+    await asyncio.wait_for(task, 60)
+    monkeypatch.undo()
+    listed = [s async for s in main.list_objects("held/")]
+    assert [s.path for s in listed] == sorted(link.path for link in links)
+    for link in links:
+        value = await main.get(link.path)
+        entry = decode_entry(value, link.path)
+        assert (await main.stat(link.path)).identity == encode_value(entry)[0]
+        assert encode_value(entry)[1] == value  # canonical bytes
+        assert (entry.address, entry.size) == (link.physical_address[len(base) + 1 :], link.size)
+        assert entry.etag == link.checksum.strip('"')
+        assert entry.content_type == (link.content_type or "application/octet-stream")
+        assert dict(entry.metadata) == dict(link.metadata or {})
+        assert entry.mtime == link.mtime if link.mtime is not None else entry.mtime >= since
+    assert (await main.stat_object("held/md")).metadata == {"a": "1"}
+
+
+async def test_link_many_under_a_small_value_bound(env: Env, tmp_path: Path) -> None:
+    """Where max_value_bytes is below the largest possible entry, link_many encodes
+    on the caller's side and refuses an entry over the bound before staging any."""
+    repo = await env.repo()
+    base = repo.objects.url.rstrip("/")
+    async with small_values(env, tmp_path, 512) as small:
+        branch = (await small.get_repository(repo.name)).branch()
+        ok = ObjectLink("ok", f"{base}/data/ok", 1, "e")
+        with pytest.raises(errors.InvalidInputError, match="max_value_bytes"):
+            await branch.link_many([ok, ObjectLink("big", f"{base}/data/" + "a" * 600, 1, "e")])
+        with pytest.raises(errors.ObjectNotFoundError):
+            await branch.stat_object("ok")
+        await branch.link_many([ok])
+        assert (await branch.stat_object("ok")).size == 1
+
+
 # --- if_absent, delete, copy -------------------------------------------------------------
 
 
@@ -444,11 +519,7 @@ async def test_failed_staging_deletes_the_new_data(env: Env, tmp_path: Path) -> 
     # an entry over the store's value bound fails before it is staged: the data it
     # pointed at is deleted at once
     big_metadata = {f"k{i}": "v" * 60 for i in range(1000)}
-    small = lsmstore.connect(
-        env.store.config.refstore_url, home=str(tmp_path / "h2"), max_value_bytes=4096,
-        max_pending_bytes=1 << 20,
-    )  # fmt: skip
-    async with small:
+    async with small_values(env, tmp_path, 4096) as small:
         branch = (await small.get_repository(repo.name)).branch()
         with pytest.raises(errors.InvalidInputError):
             await branch.upload("big-entry", b"data", metadata=big_metadata)

@@ -41,31 +41,26 @@ from lsmstore.errors import (
 from lsmstore.graveler.record import Record
 from lsmstore.objects.addresses import (
     ALLOWED_EXTERNAL_PREFIXES_KEY,
-    PLAIN_KEY,
     Namespace,
     parse_allowed_prefixes,
 )
 from lsmstore.objects.entry import (
     DEFAULT_CONTENT_TYPE,
     AddressType,
-    BatchEncoder,
     ObjectEntry,
     decode_entry,
     encode_value,
     parse_entry,
 )
 from lsmstore.objects.garbage import record_candidates
+from lsmstore.objects.linking import LinkStager, link_entry, made_record
 from lsmstore.objects.model import ObjectLink, ObjectStats, inline_stats
 from lsmstore.objects.reader import InlineReader, ObjectReader
 from lsmstore.objects.rules import (
     MAX_PATH_BYTES,
-    MAX_SIZE,
-    check_checksum,
     check_content_type,
     check_metadata,
-    check_mtime,
     check_path,
-    check_size,
 )
 from lsmstore.objects.source import Source
 from lsmstore.staging.files import new_file_id
@@ -263,14 +258,7 @@ class ObjectWrites(ObjectReads):
         return lock
 
     def _record(self, key: bytes, entry: ObjectEntry) -> Record:
-        identity, data = encode_value(entry)
-        cfg = self.repository.store.config
-        if len(data) > cfg.max_value_bytes:
-            raise InvalidInputError(
-                f"entry of {key[:64]!r} is {len(data)} bytes, over max_value_bytes"
-            )
-        rec: Record = _new_tuple(Record, (key, identity, data))
-        return rec
+        return made_record(key, *encode_value(entry), self.repository.store.config.max_value_bytes)
 
     async def _previous(self, key: bytes) -> tuple[bool, str | None]:
         """Whether ``key`` holds an object now, and the relative data address of its
@@ -385,16 +373,7 @@ class ObjectWrites(ObjectReads):
             raise
 
     def _link_entry(self, ns: Namespace, link: ObjectLink, now: tuple[int, int]) -> ObjectEntry:
-        address, atype = ns.for_link(link.physical_address)
-        size = check_size(link.size)
-        etag = check_checksum(link.checksum)
-        ct = check_content_type(link.content_type)
-        md = check_metadata(link.metadata)
-        if link.mtime is None:
-            secs, nanos = now
-        else:
-            secs, nanos = check_mtime(link.mtime), 0
-        return ObjectEntry(address, atype, size, etag, secs, nanos, ct, md)
+        return link_entry(ns, link, now)
 
     async def link(
         self,
@@ -454,71 +433,14 @@ class ObjectWrites(ObjectReads):
         none.  A path given twice keeps its last link.  Unlike the single-path writes,
         it looks nothing up, so it records no garbage candidates: data it replaced is
         found by the GC job's scan for unreferenced ``data/`` objects."""
-        repo = self.repository
-        ns = namespace(repo)
-        max_key = repo.store.config.max_key_bytes
-        now = self._now()
-        max_value = repo.store.config.max_value_bytes
-        max_path = min(max_key, MAX_PATH_BYTES)
-        records: list[Record] = []
-        add = records.append
-        encoders: dict[tuple[int, int, AddressType, str], BatchEncoder] = {}
-        # the common case -- ASCII path, an address under <namespace>/data/, a plain
-        # checksum, no content type, mtime or metadata -- takes a fast path with the
-        # same outcome as the full checks, which every other link goes through
-        data_base = ns.base + layout.DATA
-        cut = len(ns.base)
-        plain_at = len(data_base)
-        plain_key = PLAIN_KEY.fullmatch
-        plain_etag = _PLAIN_ETAG.fullmatch
-        common = BatchEncoder(now[0], now[1], AddressType.RELATIVE, DEFAULT_CONTENT_TYPE)
-        for link in validate.check_items(links, "link_many links"):
-            if type(link) is not ObjectLink:
-                raise InvalidInputError(f"link_many takes ObjectLinks, not {type(link).__name__}")
-            path = link.path
-            if type(path) is str and path.isascii() and 0 < len(path) <= max_path:
-                key = path.encode()
-            else:
-                key = check_path(path, max_key)
-            addr = link.physical_address
-            size = link.size
-            etag = link.checksum
-            if (
-                link.metadata is None
-                and link.content_type is None
-                and link.mtime is None
-                and type(addr) is str
-                and addr.startswith(data_base)
-                and plain_key(addr, plain_at)
-                and _LSM not in addr
-                and type(size) is int
-                and 0 <= size <= MAX_SIZE
-                and type(etag) is str
-                and plain_etag(etag)
-            ):
-                identity, data = common.encode(addr[cut:], size, etag)
-            elif link.metadata:
-                add(self._record(key, self._link_entry(ns, link, now)))
-                continue
-            else:
-                address, atype = ns.for_link(addr)
-                size = check_size(size)
-                etag = check_checksum(etag)
-                ct = link.content_type
-                ct = DEFAULT_CONTENT_TYPE if ct is None else check_content_type(ct)
-                secs, nanos = now if link.mtime is None else (check_mtime(link.mtime), 0)
-                shared = (secs, nanos, atype, ct)
-                enc = encoders.get(shared)
-                if enc is None:
-                    enc = encoders[shared] = BatchEncoder(secs, nanos, int(atype), ct)
-                identity, data = enc.encode(address, size, etag)
-            if len(data) > max_value:
-                raise InvalidInputError(
-                    f"entry of {key[:64]!r} is {len(data)} bytes, over max_value_bytes"
-                )
-            add(_new_tuple(Record, (key, identity, data)))
+        records = self._link_stager(self._now()).stage_all(links)
         if records:
-            await self._w().write_many(records)
+            await self._w().write_staged(records)
+
+    def _link_stager(self, now: tuple[int, int]) -> LinkStager:
+        """A :class:`LinkStager` of this branch's repository for one call."""
+        repo = self.repository
+        return LinkStager(namespace(repo), repo.store.config, now)
 
     async def delete_object(self, path: str) -> None:
         """Delete the object at ``path``; ObjectNotFoundError when there is none."""

@@ -44,7 +44,6 @@ from lsmstore.client import Branch
 from lsmstore.errors import EntryTooLargeError, LsmError, ObjectNotFoundError, UnavailableError
 from lsmstore.graveler.record import Record
 from lsmstore.objects import AddressType, ObjectEntry, ObjectLink
-from lsmstore.objects.api import namespace
 from lsmstore.objects.entry import decode_entry
 from lsmstore.objects.garbage import record_candidates
 from lsmstore.objects.rules import check_content_type, check_metadata, check_path
@@ -56,6 +55,7 @@ from lsmstore.server.routes.schemas import ref
 from lsmstore.server.routing import Route
 from lsmstore.staging.files import new_file_id
 from lsmstore.staging.keys import check_key, make_record
+from lsmstore.staging.pending import Staged
 from lsmstore.storage.base import PutMode
 
 MSGPACK = "application/msgpack"
@@ -107,9 +107,9 @@ async def apply(branch: Branch, entries: list[Any], json_body: bool) -> int:
     repo = branch.repository
     cfg = repo.store.config
     max_key, max_value = cfg.max_key_bytes, cfg.max_value_bytes
-    ns = namespace(repo)
     now = branch._now()
-    records: list[Record | None] = []
+    stager = branch._link_stager(now)
+    records: list[Staged | None] = []
     add = records.append
     puts: list[tuple[int, _Put]] = []
     news: dict[int, str | None] = {}  # object entries: index -> data address they stage
@@ -145,11 +145,9 @@ async def apply(branch: Branch, entries: list[Any], json_body: bool) -> int:
                                       "content_type?, metadata?, mtime?]")  # fmt: skip
                 link = ObjectLink(path, entry[2], entry[3], entry[4], _opt(entry, 5),
                                   _opt(entry, 6), _opt(entry, 7))  # fmt: skip
-                e = branch._link_entry(ns, link, now)
-                records.append(branch._record(key, e))
-                news[len(records) - 1] = (
-                    e.address if e.address_type is AddressType.RELATIVE else None
-                )
+                rec, new = stager.stage(key, link)
+                add(rec)
+                news[len(records) - 1] = new
             elif op == "put":
                 if not 3 <= len(entry) <= 5:
                     raise bad_request("put is [put, path, data, content_type?, metadata?]")
@@ -193,7 +191,7 @@ async def apply(branch: Branch, entries: list[Any], json_body: bool) -> int:
         final = [r for r in records if r is not None]  # every put has its record now
         looked = list(news)
         olds = await _previous_data(branch, [final[i].key for i in looked]) if looked else []
-        await branch._w().write_many(final)
+        await branch._w().write_staged(final)
     except BaseException as e:
         unknown = not isinstance(e, LsmError) or (
             isinstance(e, UnavailableError) and e.outcome_unknown

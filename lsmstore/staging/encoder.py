@@ -14,10 +14,15 @@ write fails because of the worker.  It is restarted on a later batch (at most
 ``MAX_RESTARTS`` times).  It exits when its stdin closes: on :meth:`Encoder.aclose`, or
 when this process dies (even by ``kill -9``).
 
+Pending records (:mod:`lsmstore.staging.pending`) are made there too: their identities
+and values are computed beside the default identities, as part of encoding the file.
+
 Protocol (pipes, in order): each request is ``u64 length`` + ``pickle((keys,
-identities, values, error_rate))`` -- plain lists, cheap to pickle, in memstore order
-(the worker sorts); each answer is ``u64 length`` + ``pickle(("ok", sst, sidecar))`` or
-``pickle(("error", text))``.  The worker writes one ``u64 0`` when it is ready.
+identities, values, pending, error_rate))`` -- plain lists, cheap to pickle, in memstore
+order (the worker sorts); ``pending`` is None or the pending records as columns
+(:data:`~lsmstore.staging.pending.PendingColumns`); each answer is ``u64 length`` +
+``pickle(("ok", sst, sidecar))`` or ``pickle(("error", text))``.  The worker writes
+one ``u64 0`` when it is ready.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from typing import BinaryIO
 
 from lsmstore.graveler.record import Record
 from lsmstore.staging.files import encode_staging_file
+from lsmstore.staging.pending import PendingColumns, Staged, make, split
 from lsmstore.workerpipe import FRAME, answer_requests, child_main
 
 log = logging.getLogger(__name__)
@@ -53,25 +59,40 @@ START_TIMEOUT = 30.0
 #: The directory lsmstore is imported from (the worker imports it from there too).
 _ROOT = str(Path(__file__).resolve().parents[2])
 
-Columns = tuple[list[bytes], list[bytes], list[bytes | None]]
+Columns = tuple[list[bytes], list[bytes], list[bytes | None], PendingColumns | None]
 
 
-def columns(records: Sequence[Record]) -> Columns:
-    """Keys, identities and values of ``records`` as three lists (what is sent)."""
+def columns(records: Sequence[Staged], pending: bool = False) -> Columns:
+    """Keys, identities and values of ``records`` as three lists, and the pending ones
+    as columns (what is sent); ``pending``: some records may be pending."""
+    pend = None
+    if pending:
+        records, pend = split(list(records))
     keys = [r[0] for r in records]
     identities = [r[1] for r in records]
     values = [r[2] for r in records]
-    return keys, identities, values
+    return keys, identities, values, pend  # type: ignore[return-value]  # made records
 
 
 def encode_columns(
-    keys: list[bytes], identities: list[bytes], values: list[bytes | None], error_rate: float
+    keys: list[bytes],
+    identities: list[bytes],
+    values: list[bytes | None],
+    pending: PendingColumns | None,
+    error_rate: float,
 ) -> tuple[bytes, bytes]:
-    """``(sst, sidecar)`` of the records given as columns with unique keys in any order.
+    """``(sst, sidecar)`` of the records given as columns, plus the ``pending`` ones,
+    with unique keys in any order.
 
     A put whose identity is empty (:data:`~lsmstore.staging.keys.DEFERRED_IDENTITY`)
-    gets the default, SHA-256 of its value.
+    gets the default, SHA-256 of its value; a pending record the identity and value
+    its maker makes.
     """
+    if pending is not None:
+        pkeys, pidentities, pvalues = make(pending)
+        keys = keys + pkeys
+        identities = identities + pidentities
+        values = [*values, *pvalues]
     order = sorted(range(len(keys)), key=keys.__getitem__)
     sha256 = hashlib.sha256
     records: list[Record] = []
@@ -86,9 +107,11 @@ def encode_columns(
     return sst, meta
 
 
-def encode_records(records: Sequence[Record], error_rate: float) -> tuple[bytes, bytes]:
+def encode_records(
+    records: Sequence[Staged], error_rate: float, pending: bool = False
+) -> tuple[bytes, bytes]:
     """:func:`encode_columns` of records with unique keys in any order."""
-    return encode_columns(*columns(records), error_rate)
+    return encode_columns(*columns(records, pending), error_rate)
 
 
 class _Unavailable(Exception):
@@ -121,10 +144,13 @@ class Encoder:
         self._pending: collections.deque[asyncio.Future[tuple[bytes, bytes]]] = collections.deque()
         self._closed = False
 
-    async def encode(self, records: Sequence[Record], error_rate: float) -> tuple[bytes, bytes]:
-        """``(sst, sidecar)`` of ``records`` (unique keys, any order; not empty)."""
+    async def encode(
+        self, records: Sequence[Staged], error_rate: float, *, pending: bool = False
+    ) -> tuple[bytes, bytes]:
+        """``(sst, sidecar)`` of ``records`` (unique keys, any order; not empty);
+        ``pending``: some may be pending records, made here."""
         if self.use_process and not self._closed and len(records) >= self.min_records:
-            cols = columns(records)
+            cols = columns(records, pending)
             try:
                 out = await self._in_process(cols, error_rate)
             except _Unavailable:
@@ -135,7 +161,7 @@ class Encoder:
             self.batches_in_thread += 1
             return await asyncio.to_thread(encode_columns, *cols, error_rate)
         self.batches_in_thread += 1
-        return await asyncio.to_thread(encode_records, records, error_rate)
+        return await asyncio.to_thread(encode_records, records, error_rate, pending)
 
     # --- the worker ---------------------------------------------------------------------
 
@@ -275,7 +301,7 @@ def _kill(proc: asyncio.subprocess.Process) -> None:
 
 
 def serve(inp: BinaryIO, out: BinaryIO) -> None:
-    """Answer requests ``(keys, identities, values, error_rate)`` with
+    """Answer requests ``(keys, identities, values, pending, error_rate)`` with
     ``("ok", sst, sidecar)`` or ``("error", text)`` until ``inp`` closes."""
     answer_requests(inp, out, lambda request: encode_columns(*request))
 

@@ -51,6 +51,7 @@ import secrets
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from lsmstore import layout
 from lsmstore.config import Config
@@ -73,7 +74,8 @@ from lsmstore.staging.files import (
     new_file_id,
     sidecar_of_prepared_sst,
 )
-from lsmstore.staging.memstore import Memstore, record_bytes
+from lsmstore.staging.memstore import Memstore, record_bytes, staged_bytes
+from lsmstore.staging.pending import Staged
 from lsmstore.storage.base import ObjectStore, PutMode
 
 log = logging.getLogger(__name__)
@@ -243,10 +245,21 @@ class BranchWriter:
         A key given twice keeps its last record.  The lot must fit the writer's
         memory bound (``max_pending_bytes``): EntryTooLargeError otherwise.
         """
+        await self._write_many(records, record_bytes, pending=False)
+
+    async def write_staged(self, records: Sequence[Staged]) -> None:
+        """:meth:`write_many` of records of which some may be pending
+        (:mod:`lsmstore.staging.pending`): their values are made while the batch is
+        encoded, off the event loop."""
+        await self._write_many(records, staged_bytes, pending=True)
+
+    async def _write_many(
+        self, records: Sequence[Staged], charge: Callable[[Any], int], *, pending: bool
+    ) -> None:
         self._check_open()
         if not records:
             return
-        size = sum(map(record_bytes, records))
+        size = sum(map(charge, records))
         if size > self.config.max_pending_bytes:
             raise EntryTooLargeError(
                 f"put_many of {len(records)} records ({size} bytes) exceeds the writer's "
@@ -255,9 +268,11 @@ class BranchWriter:
             )
         if self._room or self._pending_bytes + size > self.config.max_pending_bytes:
             await self._wait_room(size)
-        await self._stage(records, size)
+        await self._stage(records, size, pending)
 
-    def _stage(self, records: Sequence[Record], size: int) -> asyncio.Future[None]:
+    def _stage(
+        self, records: Sequence[Staged], size: int, pending: bool = False
+    ) -> asyncio.Future[None]:
         """Insert into the current memstore (no await in between: one batch).  A full
         memstore is closed first, so these records start the next batch (the flusher
         takes closed batches in order)."""
@@ -272,7 +287,12 @@ class BranchWriter:
             mem = batch.mem
         if not mem.map:
             self._wake.set()
-        self._pending_bytes += mem.add(records[0]) if len(records) == 1 else mem.add_many(records)
+        if pending:
+            self._pending_bytes += mem.add_staged(records)
+        else:  # made records only
+            self._pending_bytes += (
+                mem.add(records[0]) if len(records) == 1 else mem.add_many(records)  # type: ignore[arg-type]
+            )
         fut: asyncio.Future[None] = self._loop.create_future()
         batch.waiters.append(fut)
         if mem.nbytes >= max_bytes or len(mem.map) >= max_records:
@@ -507,8 +527,9 @@ class BranchWriter:
         t0 = t = now()
         try:
             try:
+                mem = batch.mem
                 sst, meta = await self._encoder.encode(
-                    batch.mem.records(), self.config.bloom_error_rate
+                    mem.records(), self.config.bloom_error_rate, pending=mem.has_pending
                 )
                 trace.encode = now() - t
                 t = now()

@@ -1,0 +1,193 @@
+"""Many links into staged records: the checks on the caller's side, the encoding off it.
+
+:class:`LinkStager` turns the links of one call (``Branch.link_many``, the server's
+batch endpoint) into records for the branch's writer.  Every link is checked here, on
+the caller's side, before anything is staged -- path, address (inside the namespace or
+under an allowed prefix), size, checksum, content type, mtime, metadata, the value
+bound -- so one bad link fails its call and stages nothing.  What is left is pure
+encoding: lakeFS's identity (SHA-256 over the typed encoding) and the ``catalog.Entry``
+bytes.  A link without metadata is staged as a *pending* record
+(:mod:`lsmstore.staging.pending`): its address, size and checksum plus a
+:class:`~lsmstore.objects.entry.BatchEncoder` shared by the links with the same mtime,
+address type and content type; the writer's encoder makes identity and value while it
+encodes the L1 file, in its worker process.  Entries come out byte for byte what
+:func:`~lsmstore.objects.entry.encode_value` makes (``tests/test_object_entry.py``).
+Links with metadata are encoded here (they are rare, and their metadata would have to
+travel too).
+
+The common link -- an ASCII path, an address under ``<namespace>/data/`` of plain
+characters, a plain checksum, no content type, mtime or metadata -- takes a fast path
+whose outcome equals the full checks', which every other link goes through.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from lsmstore import layout, validate
+from lsmstore.config import Config
+from lsmstore.errors import InvalidInputError
+from lsmstore.graveler.record import Record
+from lsmstore.objects.addresses import MAX_ADDRESS_BYTES, PLAIN_KEY, Namespace
+from lsmstore.objects.entry import (
+    DEFAULT_CONTENT_TYPE,
+    AddressType,
+    BatchEncoder,
+    ObjectEntry,
+    encode_value,
+)
+from lsmstore.objects.model import ObjectLink
+from lsmstore.objects.rules import (
+    MAX_FIELD_BYTES,
+    MAX_PATH_BYTES,
+    MAX_SIZE,
+    check_checksum,
+    check_content_type,
+    check_metadata,
+    check_mtime,
+    check_path,
+    check_size,
+)
+from lsmstore.staging.pending import Pending, Staged
+
+#: An upper bound of the ``catalog.Entry`` bytes of an entry without metadata: its
+#: address, checksum and content type at their limits plus every other field and the
+#: framing (36 bytes at most; ``tests/test_object_entry.py`` builds the largest).
+MAX_ENTRY_WITHOUT_METADATA = MAX_ADDRESS_BYTES + 2 * MAX_FIELD_BYTES + 64
+
+_new_tuple = tuple.__new__
+_LSM = f"/{layout.PREFIX}/"
+#: Checksums that need no stripping or checking: MD5 hex, S3 multipart ETags, ...
+_plain_etag = re.compile(r"[0-9A-Za-z_.:+/=-]{1,1024}").fullmatch
+_plain_key = PLAIN_KEY.fullmatch
+
+
+def link_entry(ns: Namespace, link: ObjectLink, now: tuple[int, int]) -> ObjectEntry:
+    """The checked entry of ``link`` (InvalidInputError naming the rule it breaks);
+    ``now`` is the ``(seconds, nanos)`` of a link without mtime."""
+    address, atype = ns.for_link(link.physical_address)
+    size = check_size(link.size)
+    etag = check_checksum(link.checksum)
+    ct = check_content_type(link.content_type)
+    md = check_metadata(link.metadata)
+    if link.mtime is None:
+        secs, nanos = now
+    else:
+        secs, nanos = check_mtime(link.mtime), 0
+    return ObjectEntry(address, atype, size, etag, secs, nanos, ct, md)
+
+
+def made_record(key: bytes, identity: bytes, data: bytes, max_value: int) -> Record:
+    """The record of an encoded entry; InvalidInputError when over ``max_value``."""
+    if len(data) > max_value:
+        raise InvalidInputError(f"entry of {key[:64]!r} is {len(data)} bytes, over max_value_bytes")
+    rec: Record = _new_tuple(Record, (key, identity, data))
+    return rec
+
+
+class LinkStager:
+    """Checks links and makes their staged records, for one call (see the module
+    docstring); ``now`` is the ``(seconds, nanos)`` of links without mtime."""
+
+    def __init__(self, ns: Namespace, config: Config, now: tuple[int, int]) -> None:
+        self._ns = ns
+        self._now = now
+        self._max_key = config.max_key_bytes
+        self._max_value = config.max_value_bytes
+        #: Pending records only where every entry without metadata fits the bound.
+        self._defer = config.max_value_bytes >= MAX_ENTRY_WITHOUT_METADATA
+        self._makers: dict[tuple[int, int, AddressType, str], BatchEncoder] = {}
+        self._common = self._maker(now[0], now[1], AddressType.RELATIVE, DEFAULT_CONTENT_TYPE)
+        data_base = ns.base + layout.DATA
+        # ASCII namespaces only: then an address of plain characters has as many bytes
+        # as characters, and its length is its UTF-8 size
+        self._data_base = data_base if data_base.isascii() else None
+        self._cut = len(ns.base)
+        self._plain_at = len(data_base)
+
+    def _maker(self, secs: int, nanos: int, atype: AddressType, ct: str) -> BatchEncoder:
+        shared = (secs, nanos, atype, ct)
+        maker = self._makers.get(shared)
+        if maker is None:
+            maker = self._makers[shared] = BatchEncoder(secs, nanos, int(atype), ct)
+        return maker
+
+    def _record(
+        self, key: bytes, maker: BatchEncoder, address: str, size: int, etag: str
+    ) -> Staged:
+        if self._defer:
+            rec: Pending = _new_tuple(Pending, (key, maker, address, size, etag))
+            return rec
+        return made_record(key, *maker.encode(address, size, etag), self._max_value)
+
+    def _plain(self, link: ObjectLink) -> str | None:
+        """The relative address of a common link (see the module docstring), else
+        None: its outcome is the full checks' for such a link."""
+        addr = link.physical_address
+        size = link.size
+        etag = link.checksum
+        data_base = self._data_base
+        if (
+            data_base is not None
+            and link.metadata is None
+            and link.content_type is None
+            and link.mtime is None
+            and type(addr) is str
+            and addr.startswith(data_base)
+            and len(addr) <= MAX_ADDRESS_BYTES
+            and _plain_key(addr, self._plain_at)
+            and _LSM not in addr
+            and type(size) is int
+            and 0 <= size <= MAX_SIZE
+            and type(etag) is str
+            and _plain_etag(etag)
+        ):
+            return addr[self._cut :]
+        return None
+
+    def stage(self, key: bytes, link: ObjectLink) -> tuple[Staged, str | None]:
+        """The record of ``link`` at ``key`` (a checked path), and the relative data
+        address it points to (None for a full URI: data that is not ours)."""
+        relative = self._plain(link)
+        if relative is not None:
+            return self._record(key, self._common, relative, link.size, link.checksum), relative
+        if link.metadata is not None and check_metadata(link.metadata):
+            entry = link_entry(self._ns, link, self._now)
+            rec = made_record(key, *encode_value(entry), self._max_value)
+            return rec, entry.address if entry.address_type is AddressType.RELATIVE else None
+        address, atype = self._ns.for_link(link.physical_address)
+        size = check_size(link.size)
+        etag = check_checksum(link.checksum)
+        ct = link.content_type
+        ct = DEFAULT_CONTENT_TYPE if ct is None else check_content_type(ct)
+        secs, nanos = self._now if link.mtime is None else (check_mtime(link.mtime), 0)
+        maker = self._maker(secs, nanos, atype, ct)
+        rec2 = self._record(key, maker, address, size, etag)
+        return rec2, address if atype is AddressType.RELATIVE else None
+
+    def stage_all(self, links: Iterable[Any]) -> list[Staged]:
+        """The records of ``links`` (``Branch.link_many``'s argument)."""
+        max_key = self._max_key
+        max_path = min(max_key, MAX_PATH_BYTES)
+        records: list[Staged] = []
+        add = records.append
+        common = self._common
+        defer = self._defer
+        plain = self._plain
+        stage = self.stage
+        for link in validate.check_items(links, "link_many links"):
+            if type(link) is not ObjectLink:
+                raise InvalidInputError(f"link_many takes ObjectLinks, not {type(link).__name__}")
+            path = link.path
+            if type(path) is str and path.isascii() and 0 < len(path) <= max_path:
+                key = path.encode()
+            else:
+                key = check_path(path, max_key)
+            relative = plain(link)
+            if relative is not None and defer:
+                add(_new_tuple(Pending, (key, common, relative, link.size, link.checksum)))
+            else:
+                add(stage(key, link)[0])
+        return records
