@@ -1,0 +1,87 @@
+"""The server's HTTP plumbing below the routes: the router's remembered matches and the
+transport that sends each response in one write (lsmstore.server.protocol)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from lsmstore.server.http import Request, Response
+from lsmstore.server.protocol import FLUSH_BYTES, CoalescingTransport
+from lsmstore.server.routing import Route, Router
+
+
+async def _handler(request: Request) -> Response:
+    return Response()
+
+
+def test_router_remembers_matches_and_hands_out_own_params() -> None:
+    router = Router()
+    router.add(Route("GET", "/api/v1/repositories/{repository}", _handler, "getRepo", "read"))
+    router.add(Route("GET", "/api/v1/repositories/{repository}/x", _handler, "getX", "read"))
+    route, params, known = router.match("GET", "/api/v1/repositories/r1")
+    assert route is not None and route.operation_id == "getRepo" and known
+    params["repository"] = "changed by a handler"
+    again, params2, _ = router.match("GET", "/api/v1/repositories/r1")
+    assert again is route and params2 == {"repository": "r1"}
+    assert router.match("POST", "/api/v1/repositories/r1")[0] is None  # 405: known path
+    assert router.match("POST", "/api/v1/repositories/r1")[2]
+    assert router.match("GET", "/nope") == (None, {}, False)
+    assert router.match("HEAD", "/api/v1/repositories/r2")[0] is route  # HEAD -> GET
+    long = "/api/v1/repositories/" + "a" * Router.CACHE_PATH_CHARS
+    assert router.match("GET", long)[1] == {"repository": "a" * Router.CACHE_PATH_CHARS}
+    assert ("GET", long) not in router._cache
+    router.add(Route("POST", "/api/v1/repositories/{repository}", _handler, "mk", "admin"))
+    assert router.match("POST", "/api/v1/repositories/r1")[0] is not None  # cache cleared
+
+
+class _Recorder:
+    """Stands in for the socket transport: records what reaches it."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        assert not self.closed
+        self.writes.append(data)
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+    def get_extra_info(self, name: str) -> str:
+        return f"info {name}"
+
+
+async def _turn() -> None:
+    await asyncio.sleep(0)
+
+
+async def test_writes_of_one_loop_turn_leave_together() -> None:
+    inner = _Recorder()
+    t: Any = CoalescingTransport(inner, asyncio.get_running_loop())  # type: ignore[arg-type]
+    t.write(b"HTTP/1.1 200 OK\r\n\r\n")
+    t.write(b"{}")
+    assert inner.writes == []
+    await _turn()
+    assert inner.writes == [b"HTTP/1.1 200 OK\r\n\r\n{}"]
+    t.write(b"x" * FLUSH_BYTES)  # past the bound: at once
+    assert inner.writes[-1] == b"x" * FLUSH_BYTES
+    await _turn()
+    assert len(inner.writes) == 2
+    t.write(b"last")
+    t.close()  # pending bytes go out before the close
+    assert inner.writes[-1] == b"last" and inner.closed
+    assert t.get_extra_info("peername") == "info peername"  # the rest passes through
+
+
+async def test_pending_writes_to_a_lost_connection_are_dropped() -> None:
+    inner = _Recorder()
+    t: Any = CoalescingTransport(inner, asyncio.get_running_loop())  # type: ignore[arg-type]
+    t.write(b"answer")
+    inner.closed = True  # the peer went away before the next turn
+    await _turn()
+    assert inner.writes == []
