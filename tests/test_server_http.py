@@ -4,7 +4,10 @@ transport that sends each response in one write (lsmstore.server.protocol)."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from lsmstore.server.http import Request, Response
 from lsmstore.server.protocol import FLUSH_BYTES, CoalescingTransport
@@ -85,3 +88,41 @@ async def test_pending_writes_to_a_lost_connection_are_dropped() -> None:
     inner.closed = True  # the peer went away before the next turn
     await _turn()
     assert inner.writes == []
+
+
+async def test_repository_misses_share_one_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Requests missing the repository cache together read the RefStore once; a
+    repository forgotten (deleted) while a read is in flight is not cached from it."""
+    import lsmstore
+    from lsmstore.server.serve import make_context
+
+    monkeypatch.setenv("LSMSTORE_HOME", str(tmp_path / "home"))
+    async with lsmstore.connect() as connected:
+        assert isinstance(connected, lsmstore.Store)  # embedded
+        store = connected
+        await store.create_repository("r", storage_namespace=(tmp_path / "r").as_uri())
+        ctx = make_context(store.config, store)
+        reads: list[str] = []
+        real = store.get_repository
+
+        async def counting(name: str) -> lsmstore.Repository:
+            reads.append(name)
+            repo = await real(name)
+            assert isinstance(repo, lsmstore.Repository)
+            return repo
+
+        monkeypatch.setattr(store, "get_repository", counting)
+        got = await asyncio.gather(*(ctx.repository("r") for _ in range(20)))
+        assert reads == ["r"] and all(g is got[0] for g in got)
+        assert await ctx.repository("r") is got[0] and reads == ["r"]  # cached
+        ctx.forget_repository("r")
+        pending = asyncio.ensure_future(ctx.repository("r"))
+        await _turn()  # the read is in flight
+        ctx.forget_repository("r")
+        assert (await pending).name == "r"
+        await ctx.repository("r")
+        assert reads == ["r", "r", "r"]  # the forgotten read was not cached
+        with pytest.raises(lsmstore.RepositoryNotFoundError):
+            await asyncio.gather(*(ctx.repository("nosuch") for _ in range(3)))

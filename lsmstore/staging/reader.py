@@ -47,6 +47,7 @@ from lsmstore.staging.files import (
 from lsmstore.staging.merge import amerge_newest
 from lsmstore.staging.refcache import RefCache
 from lsmstore.storage.base import ObjectStore
+from lsmstore.tasks import retrieve_exception
 
 T = TypeVar("T")
 
@@ -406,12 +407,6 @@ class Snapshot:
             start = restart
 
 
-def _retrieve(task: asyncio.Future[Any]) -> None:
-    """Mark a shared task's exception retrieved (its waiters may all have gone)."""
-    if not task.cancelled():
-        task.exception()
-
-
 class BranchView:
     """Reads of one branch, each through a snapshot of a ref fetched after it began."""
 
@@ -442,7 +437,7 @@ class BranchView:
         if loading is not None and (loading[0] is ref or loading[0] == ref):
             return await asyncio.shield(loading[1])
         task = asyncio.ensure_future(Snapshot.load(ref, self.files, self.branch))
-        task.add_done_callback(_retrieve)
+        task.add_done_callback(retrieve_exception)
         self._loading = (ref, task)
         try:
             snap = await asyncio.shield(task)
