@@ -139,14 +139,18 @@ def routes(ctx: Context) -> list[Route]:
         data: AsyncIterator[bytes] | ContentPart | bytes = body
         content_type = ctype or DEFAULT_CONTENT_TYPE
         branch = repo.branch(branch_name)
-        await branch.head()  # 404 for a missing branch before reading the body
         if ctype.lower().startswith("multipart/form-data"):
+            await branch.head()  # 404 for a missing branch before reading the body
             part = ContentPart(body, boundary_of(ctype))
             await part.start()
             data = part
             content_type = part.content_type or DEFAULT_CONTENT_TYPE
-        elif _small(request):  # whole: the object store writes it in one step
+        elif _small(request):
+            # Whole: the object store writes it in one step.  A missing branch answers
+            # 404 from the upload's own read of the path, before any data is written.
             data = b"".join([chunk async for chunk in body])
+        else:
+            await branch.head()  # 404 for a missing branch before reading the body
         started = time.perf_counter()
         async with ctx.locks.shared(repo.name, branch_name):
             ctx.metrics.writes_in_flight.inc()
