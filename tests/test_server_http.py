@@ -126,3 +126,20 @@ async def test_repository_misses_share_one_read(
         assert reads == ["r", "r", "r"]  # the forgotten read was not cached
         with pytest.raises(lsmstore.RepositoryNotFoundError):
             await asyncio.gather(*(ctx.repository("nosuch") for _ in range(3)))
+
+
+async def test_requests_in_flight_are_rendered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import lsmstore
+    from lsmstore.server.app import App
+    from lsmstore.server.serve import make_context
+
+    monkeypatch.setenv("LSMSTORE_HOME", str(tmp_path / "home"))
+    async with lsmstore.connect() as store:
+        assert isinstance(store, lsmstore.Store)
+        ctx = make_context(store.config, store)
+        app = App(ctx)
+        assert b"lsmstore_http_requests_in_flight 0.0" in ctx.metrics.render()
+        app.in_flight = 3
+        assert b"lsmstore_http_requests_in_flight 3.0" in ctx.metrics.render()

@@ -68,6 +68,10 @@ class App:
         self._prefix = f"{int(time.time()) & 0xFFFFFF:06x}"
         #: The metric children of each (operation, status) answered.
         self._counted: dict[tuple[str, int], tuple[Any, Any]] = {}
+        #: Requests being handled: a plain count, read when the metrics are rendered
+        #: (a gauge's inc/dec take a lock twice per request).
+        self.in_flight = 0
+        ctx.metrics.in_flight.set_function(lambda: self.in_flight)
 
     def _request_id(self, headers: dict[str, str]) -> str:
         text = headers.get("x-request-id")
@@ -97,7 +101,7 @@ class App:
         path: str = scope["path"]
         route, params, known = self.router.match(method, path)
         operation = route.operation_id if route is not None else "unmatched"
-        metrics.in_flight.inc()
+        self.in_flight += 1
         try:
             request = Request(
                 scope,
@@ -144,7 +148,7 @@ class App:
                 response = error_response(status, message_of(e), headers)
             await self._send(send, response, rid, method == "HEAD")
         finally:
-            metrics.in_flight.dec()
+            self.in_flight -= 1
         status = response.status
         elapsed = time.perf_counter() - started
         counted = self._counted.get((operation, status))
