@@ -19,6 +19,8 @@ processes on the same machine:
 * **latency at half load**: an open-loop client (aiohttp, 2 processes) issues uploads
   at half the measured writes/s for ``--seconds``; latency is counted from each
   request's scheduled time (p50/p99/p99.9);
+* **our app's own cost** (``app``): CPU µs per stat through the ASGI app driven
+  in-process, without sockets or uvicorn;
 * **library ceiling** (same run): the same operations through ``lsmstore.connect``
   in one process -- 256 tasks uploading, ``link_many`` of ``--batch`` links, 256 tasks
   of ``stat_object``.
@@ -43,13 +45,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
 from lsmstore.testing.server_process import ServerProcess, start_server
 
 REPO = "bench"
-PHASES = ("stat", "ls", "upload", "link", "batch", "halfload")
+PHASES = ("stat", "ls", "upload", "link", "batch", "halfload", "app")
 
 UPLOAD_LUA = """
 local counter = 0
@@ -216,6 +219,45 @@ def open_loop(
     return {"rate": rate, "n": len(lat), "p50": pct(50), "p99": pct(99), "p999": pct(99.9)}
 
 
+async def app_cpu(home: Path, n: int = 5000) -> float:
+    """CPU µs per ``statObject`` through the ASGI app driven in-process (no sockets,
+    no uvicorn; 50 requests at a time): our own per-request cost, apart from the stack's."""
+    import lsmstore
+    from lsmstore.server.app import App
+    from lsmstore.server.serve import make_context
+
+    os.environ["LSMSTORE_HOME"] = str(home)
+    async with lsmstore.connect() as store:
+        assert isinstance(store, lsmstore.Store)
+        ctx = make_context(store.config, store)
+        app = App(ctx)
+        key, secret = await ctx.auth.create_key("admin")
+        repo = await store.create_repository(REPO, storage_namespace=(home / "ns").as_uri())
+        await repo.branch("main").upload("s/one", b"0123456789abcdef")
+        cred = b"Basic " + base64.b64encode(f"{key.access_key_id}:{secret}".encode())
+        scope = {"type": "http", "method": "GET", "query_string": b"path=s/one",
+                 "path": f"/api/v1/repositories/{REPO}/refs/main/objects/stat",
+                 "headers": [(b"host", b"bench"), (b"authorization", cred)]}  # fmt: skip
+        statuses: list[int] = []
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(msg: MutableMapping[str, Any]) -> None:
+            if msg["type"] == "http.response.start":
+                statuses.append(msg["status"])
+
+        async def rounds(k: int) -> None:
+            for _ in range(k):
+                await asyncio.gather(*(app(dict(scope), receive, send) for _ in range(50)))
+
+        await rounds(4)  # warm: key check, repository, snapshot
+        assert set(statuses) == {200}, statuses
+        cpu0 = time.process_time()
+        await rounds(n // 50)
+        return (time.process_time() - cpu0) / (n // 50 * 50) * 1e6
+
+
 async def library(home: Path, seconds: float, batch: int) -> dict[str, float]:
     import lsmstore
     from lsmstore.objects import ObjectLink
@@ -371,6 +413,9 @@ def main(argv: list[str]) -> int:
                          f"{ol['p999']:.1f} ms ({ol['n']:,} acked)"))  # fmt: skip
     finally:
         server.stop()
+    if "app" in phases:
+        us = asyncio.run(app_cpu(tmp / "app"))
+        rows.append(("ASGI app in process: CPU per stat", f"{us:,.1f} µs", "no sockets"))
     if not args.skip_library:
         lib = asyncio.run(library(tmp / "lib", args.seconds, args.batch))
         rows.append(("library: uploads/s (256 tasks)", f"{lib['writes']:,.0f}", "same machine"))
