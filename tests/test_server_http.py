@@ -7,11 +7,14 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+from helpers.server import make_repo
 
 from lsmstore.server.http import Request, Response
 from lsmstore.server.protocol import FLUSH_BYTES, CoalescingTransport
 from lsmstore.server.routing import Route, Router
+from lsmstore.testing.server_process import ServerProcess
 
 
 async def _handler(request: Request) -> Response:
@@ -143,3 +146,41 @@ async def test_requests_in_flight_are_rendered(
         assert b"lsmstore_http_requests_in_flight 0.0" in ctx.metrics.render()
         app.in_flight = 3
         assert b"lsmstore_http_requests_in_flight 3.0" in ctx.metrics.render()
+
+
+async def test_reads_through_the_server_see_acknowledged_writes(
+    server: ServerProcess, admin: httpx.Client
+) -> None:
+    """Read-your-writes under concurrency (docs/server.md): many clients upload, link
+    and overwrite at once on separate connections; every stat, listing and read made
+    after an acknowledgement sees that write, whichever connection made it."""
+    repo = make_repo(admin)
+    objects = f"/repositories/{repo}/branches/main/objects"
+    reads = f"/repositories/{repo}/refs/main/objects"
+
+    async def client(i: int) -> None:
+        async with (
+            httpx.AsyncClient(base_url=server.api, auth=server.admin, timeout=120) as w,
+            httpx.AsyncClient(base_url=server.api, auth=server.admin, timeout=120) as r,
+        ):
+            for round_ in range(3):
+                body = f"client {i} round {round_}".encode()
+                up = await w.post(objects, params={"path": f"c/{i}"}, content=body)
+                assert up.status_code == 201, up.text
+                stat = await r.get(reads + "/stat", params={"path": f"c/{i}"})
+                assert stat.status_code == 200 and stat.json()["checksum"] == up.json()["checksum"]
+                got = await r.get(reads, params={"path": f"c/{i}"})
+                assert got.content == body
+            batch = await w.post(
+                f"/lsm/repositories/{repo}/branches/main/batch",
+                json=[["link", f"l/{i}/x", up.json()["physical_address"], len(body),
+                       up.json()["checksum"]]],
+            )  # fmt: skip
+            assert batch.status_code == 200, batch.text
+            listed = await r.get(reads + "/ls", params={"prefix": f"l/{i}/"})
+            assert [o["path"] for o in listed.json()["results"]] == [f"l/{i}/x"]
+
+    await asyncio.gather(*(client(i) for i in range(16)))
+    async with httpx.AsyncClient(base_url=server.api, auth=server.admin, timeout=120) as c:
+        listed = (await c.get(reads + "/ls", params={"prefix": "c/", "amount": 1000})).json()
+    assert sorted(o["path"] for o in listed["results"]) == sorted(f"c/{i}" for i in range(16))
