@@ -2,8 +2,8 @@
 library in the same run (the ceiling).
 
 ``python -m bench serve [--seconds 10] [--connections 256] [--batch 1000]
-[--refstore URL] [--skip-library]`` (``./dev.sh bench serve``; needs ``wrk``:
-``apt-get install wrk``).
+[--skip-library] [--phases stat,ls,upload,link,batch,halfload]`` (``./dev.sh bench
+serve``; needs ``wrk``: ``apt-get install wrk``).
 
 A real server process (``python -m lsmstore.server``, embedded RefStore and local-file
 object store under a fresh ``$LSMSTORE_HOME``, compaction in process) and client
@@ -20,11 +20,15 @@ processes on the same machine:
 * **latency at half load**: an open-loop client (aiohttp, 2 processes) issues uploads
   at half the measured writes/s for ``--seconds``; latency is counted from each
   request's scheduled time (p50/p99/p99.9);
+* **our app's own cost** (``app``): CPU µs per stat through the ASGI app driven
+  in-process, without sockets or uvicorn;
 * **library ceiling** (same run): the same operations through ``lsmstore.connect``
   in one process -- 256 tasks uploading, ``link_many`` of ``--batch`` links, 256 tasks
   of ``stat_object``.
 
-Prints a Markdown table, with nproc and the load average at the start and the end (the
+Beside each wrk phase, the server's CPU time per request (user + system of the server
+process and its worker processes, from ``/proc``): a figure that survives a loaded
+machine.  Prints a Markdown table, with nproc and the load average at the start and the end (the
 machine may be shared).
 """
 
@@ -42,12 +46,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
 from lsmstore.testing.server_process import ServerProcess, start_server
 
 REPO = "bench"
+PHASES = ("stat", "ls", "upload", "link", "batch", "halfload", "app")
 
 UPLOAD_LUA = """
 local counter = 0
@@ -113,12 +119,39 @@ def _wrk(url: str, connections: int, seconds: float, headers: dict[str, str],
         cmd += ["--", *args]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 120).stdout
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    total = re.search(r"(\d+) requests in", out)
     non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     errors = re.search(r"Socket errors: (.*)", out)
     lat = {p: _ms(m) for p, m in re.findall(r"^\s+(50|99)%\s+(\S+)", out, re.M)}
     return {"rps": rps, "non2xx": float(non2xx.group(1)) if non2xx else 0.0,
             "p50": lat.get("50", 0.0), "p99": lat.get("99", 0.0),
-            "socket_errors": 1.0 if errors else 0.0}  # fmt: skip
+            "socket_errors": 1.0 if errors else 0.0,
+            "requests": float(total.group(1)) if total else 0.0}  # fmt: skip
+
+
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) of ``pid`` and its live descendants (the server's
+    worker processes), from ``/proc``: a figure the machine's load does not inflate."""
+    tick = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[int]] = {}
+    stats: dict[int, list[str]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        stats[int(entry)] = fields
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    total, todo = 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        if p in stats:
+            total += (int(stats[p][11]) + int(stats[p][12])) / tick
+        todo += children.get(p, [])
+    return total
 
 
 def _ms(text: str) -> float:
@@ -187,6 +220,45 @@ def open_loop(
     return {"rate": rate, "n": len(lat), "p50": pct(50), "p99": pct(99), "p999": pct(99.9)}
 
 
+async def app_cpu(home: Path, n: int = 5000) -> float:
+    """CPU µs per ``statObject`` through the ASGI app driven in-process (no sockets,
+    no uvicorn; 50 requests at a time): our own per-request cost, apart from the stack's."""
+    import lsmstore
+    from lsmstore.server.app import App
+    from lsmstore.server.serve import make_context
+
+    os.environ["LSMSTORE_HOME"] = str(home)
+    async with lsmstore.connect() as store:
+        assert isinstance(store, lsmstore.Store)
+        ctx = make_context(store.config, store)
+        app = App(ctx)
+        key, secret = await ctx.auth.create_key("admin")
+        repo = await store.create_repository(REPO, storage_namespace=(home / "ns").as_uri())
+        await repo.branch("main").upload("s/one", b"0123456789abcdef")
+        cred = b"Basic " + base64.b64encode(f"{key.access_key_id}:{secret}".encode())
+        scope = {"type": "http", "method": "GET", "query_string": b"path=s/one",
+                 "path": f"/api/v1/repositories/{REPO}/refs/main/objects/stat",
+                 "headers": [(b"host", b"bench"), (b"authorization", cred)]}  # fmt: skip
+        statuses: list[int] = []
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(msg: MutableMapping[str, Any]) -> None:
+            if msg["type"] == "http.response.start":
+                statuses.append(msg["status"])
+
+        async def rounds(k: int) -> None:
+            for _ in range(k):
+                await asyncio.gather(*(app(dict(scope), receive, send) for _ in range(50)))
+
+        await rounds(4)  # warm: key check, repository, snapshot
+        assert set(statuses) == {200}, statuses
+        cpu0 = time.process_time()
+        await rounds(n // 50)
+        return (time.process_time() - cpu0) / (n // 50 * 50) * 1e6
+
+
 async def library(home: Path, seconds: float, batch: int) -> dict[str, float]:
     import lsmstore
     from lsmstore.objects import ObjectLink
@@ -241,7 +313,12 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--connections", type=int, default=256)
     ap.add_argument("--batch", type=int, default=1000)
     ap.add_argument("--skip-library", action="store_true")
+    ap.add_argument("--phases", default=",".join(PHASES),
+                    help=f"comma-separated subset of {','.join(PHASES)}")  # fmt: skip
     args = ap.parse_args(argv)
+    phases = set(args.phases.split(","))
+    if not phases <= set(PHASES):
+        ap.error(f"unknown phase in {args.phases!r} (known: {', '.join(PHASES)})")
     if shutil.which("wrk") is None:
         print("bench serve needs wrk (apt-get install wrk)", file=sys.stderr)
         return 2
@@ -262,52 +339,89 @@ def main(argv: list[str]) -> int:
                        params={"path": f"list/{i:04d}"}, content=b"x")  # fmt: skip
         cred = base64.b64encode(":".join(server.admin).encode()).decode()
         hdr = {"Authorization": f"Basic {cred}"}
-        s = _wrk(f"{server.url}/api/v1/repositories/{REPO}/refs/main/objects/stat?path=s/one",
-                 args.connections, args.seconds, hdr)  # fmt: skip
-        rows.append(("stat/s", f"{s['rps']:,.0f}",
-                     f"p50 {s['p50']:.1f} ms, p99 {s['p99']:.1f} ms"))  # fmt: skip
-        ls = _wrk(f"{server.url}/api/v1/repositories/{REPO}/refs/main/objects/ls?prefix=list/",
-                  min(64, args.connections), args.seconds, hdr)  # fmt: skip
-        rows.append(("listing pages/s (100 objects/page)", f"{ls['rps']:,.0f}",
-                     f"p50 {ls['p50']:.1f} ms"))  # fmt: skip
-        lua = tmp / "upload.lua"
-        lua.write_text(UPLOAD_LUA)
-        w = _wrk(server.url + "/", args.connections, args.seconds, hdr, str(lua), ["w"])
-        rows.append((f"single-object writes/s (upload, {args.connections} conns)",
-                     f"{w['rps']:,.0f}", f"p50 {w['p50']:.1f} ms, p99 {w['p99']:.1f} ms, "
-                     f"non-2xx {w['non2xx']:.0f}"))  # fmt: skip
-        llua = tmp / "link.lua"
-        llua.write_text(LINK_LUA)
-        lk = _wrk(server.url + "/", args.connections, args.seconds, hdr, str(llua),
-                  [up["physical_address"], up["checksum"]])  # fmt: skip
-        rows.append((f"single-object writes/s (one link per request, {args.connections} conns)",
-                     f"{lk['rps']:,.0f}", f"p50 {lk['p50']:.1f} ms, p99 {lk['p99']:.1f} ms, "
-                     f"non-2xx {lk['non2xx']:.0f}"))  # fmt: skip
-        # JSON, not msgpack: wrk's Lua hands the body to C as a string and would cut a
-        # msgpack body at its first NUL byte (the same positional shape either way).
-        body = tmp / "batch.json"
-        blua = tmp / "batch.lua"
-        blua.write_text(BODY_LUA.format(body=body))
-        value = base64.b64encode(b"v" * 100).decode()
-        for what, entries in (
-            ("links", [["link", f"b/{i:08d}", up["physical_address"], up["size_bytes"],
-                        up["checksum"]] for i in range(args.batch)]),
-            ("kv puts", [["kv", f"kv/{i:08d}", value] for i in range(args.batch)]),
-        ):  # fmt: skip
-            body.write_bytes(json.dumps(entries).encode())
-            b = _wrk(f"{server.url}/api/v1/lsm/repositories/{REPO}/branches/main/batch", 8,
-                     args.seconds, hdr, str(blua))  # fmt: skip
-            rows.append((f"records/s through the batch endpoint ({args.batch} {what}/request)",
-                         f"{b['rps'] * args.batch:,.0f}",
-                         f"{b['rps']:,.0f} requests/s, p50 {b['p50']:.1f} ms, non-2xx "
-                         f"{b['non2xx']:.0f}"))  # fmt: skip
-        half = max(100.0, w["rps"] / 2)
-        ol = open_loop(server, half, args.seconds)
-        rows.append((f"upload latency at half load ({half:,.0f}/s, open loop)",
-                     f"p50 {ol['p50']:.1f} ms", f"p99 {ol['p99']:.1f} ms, p99.9 "
-                     f"{ol['p999']:.1f} ms ({ol['n']:,} acked)"))  # fmt: skip
+        pid = server.proc.pid
+
+        def measured(script: str | None, url: str, conns: int,
+                     wrk_args: list[str] | None = None) -> dict[str, float]:  # fmt: skip
+            cpu0 = _cpu_s(pid)
+            r = _wrk(url, conns, args.seconds, hdr, script, wrk_args)
+            cpu = _cpu_s(pid) - cpu0
+            r["cpu_us"] = cpu / r["requests"] * 1e6 if r["requests"] else 0.0
+            return r
+
+        if "stat" in phases:
+            s = measured(None, f"{server.url}/api/v1/repositories/{REPO}/refs/main/objects/stat"
+                         "?path=s/one", args.connections)  # fmt: skip
+            rows.append(("stat/s", f"{s['rps']:,.0f}",
+                         f"p50 {s['p50']:.1f} ms, p99 {s['p99']:.1f} ms, "
+                         f"server CPU {s['cpu_us']:,.0f} µs/request"))  # fmt: skip
+        if "ls" in phases:
+            ls = measured(None, f"{server.url}/api/v1/repositories/{REPO}/refs/main/objects/ls"
+                          "?prefix=list/", min(64, args.connections))  # fmt: skip
+            rows.append(
+                (
+                    "listing pages/s (100 objects/page)",
+                    f"{ls['rps']:,.0f}",
+                    f"p50 {ls['p50']:.1f} ms, server CPU {ls['cpu_us']:,.0f} µs/request",
+                )
+            )
+        w = {"rps": 0.0}
+        if "upload" in phases or "halfload" in phases:
+            lua = tmp / "upload.lua"
+            lua.write_text(UPLOAD_LUA)
+            w = measured(str(lua), server.url + "/", args.connections, ["w"])
+            rows.append(
+                (
+                    f"single-object writes/s (upload, {args.connections} conns)",
+                    f"{w['rps']:,.0f}",
+                    f"p50 {w['p50']:.1f} ms, p99 {w['p99']:.1f} ms, "
+                    f"non-2xx {w['non2xx']:.0f}, server CPU {w['cpu_us']:,.0f} µs/request",
+                )
+            )
+        if "link" in phases:
+            llua = tmp / "link.lua"
+            llua.write_text(LINK_LUA)
+            lk = measured(str(llua), server.url + "/", args.connections,
+                          [up["physical_address"], up["checksum"]])  # fmt: skip
+            rows.append(
+                (
+                    f"single-object writes/s (one link per request, {args.connections} conns)",
+                    f"{lk['rps']:,.0f}",
+                    f"p50 {lk['p50']:.1f} ms, p99 {lk['p99']:.1f} ms, non-2xx "
+                    f"{lk['non2xx']:.0f}, server CPU {lk['cpu_us']:,.0f} µs/request",
+                )
+            )
+        if "batch" in phases:
+            # JSON, not msgpack: wrk's Lua hands the body to C as a string and would cut a
+            # msgpack body at its first NUL byte (the same positional shape either way).
+            body = tmp / "batch.json"
+            blua = tmp / "batch.lua"
+            blua.write_text(BODY_LUA.format(body=body))
+            value = base64.b64encode(b"v" * 100).decode()
+            for what, entries in (
+                ("links", [["link", f"b/{i:08d}", up["physical_address"], up["size_bytes"],
+                            up["checksum"]] for i in range(args.batch)]),
+                ("kv puts", [["kv", f"kv/{i:08d}", value] for i in range(args.batch)]),
+            ):  # fmt: skip
+                body.write_bytes(json.dumps(entries).encode())
+                b = measured(str(blua), f"{server.url}/api/v1/lsm/repositories/{REPO}/branches"
+                             "/main/batch", 8)  # fmt: skip
+                rows.append((f"records/s through the batch endpoint ({args.batch} {what}/request)",
+                             f"{b['rps'] * args.batch:,.0f}",
+                             f"{b['rps']:,.0f} requests/s, p50 {b['p50']:.1f} ms, non-2xx "
+                             f"{b['non2xx']:.0f}, server CPU {b['cpu_us']:,.0f} µs/request",
+                             ))  # fmt: skip
+        if "halfload" in phases:
+            half = max(100.0, w["rps"] / 2)
+            ol = open_loop(server, half, args.seconds)
+            rows.append((f"upload latency at half load ({half:,.0f}/s, open loop)",
+                         f"p50 {ol['p50']:.1f} ms", f"p99 {ol['p99']:.1f} ms, p99.9 "
+                         f"{ol['p999']:.1f} ms ({ol['n']:,} acked)"))  # fmt: skip
     finally:
         server.stop()
+    if "app" in phases:
+        us = asyncio.run(app_cpu(tmp / "app"))
+        rows.append(("ASGI app in process: CPU per stat", f"{us:,.1f} µs", "no sockets"))
     if not args.skip_library:
         lib = asyncio.run(library(tmp / "lib", args.seconds, args.batch))
         rows.append(("library: uploads/s (256 tasks)", f"{lib['writes']:,.0f}", "same machine"))
@@ -318,8 +432,8 @@ def main(argv: list[str]) -> int:
     print(f"\nbench serve, nproc={os.cpu_count()}, {when}, "
           f"load {load0[0]:.1f} -> {load1[0]:.1f}, args {json.dumps(vars(args))}\n")  # fmt: skip
     print("| measure | value | detail |\n|---|---|---|")
-    for r in rows:
-        print(f"| {r[0]} | {r[1]} | {r[2]} |")
+    for row in rows:
+        print(f"| {row[0]} | {row[1]} | {row[2]} |")
     shutil.rmtree(tmp, ignore_errors=True)
     return 0
 

@@ -45,11 +45,13 @@ from lsmstore.errors import (
     ClosedError,
     ConflictError,
     InvalidInputError,
+    InvalidNameError,
     InvalidURLError,
     LsmError,
     NotFoundError,
     NothingToCommitError,
     RefExistsError,
+    RefNotFoundError,
     UnavailableError,
 )
 from lsmstore.gcfreeze import freeze_startup_state
@@ -1009,6 +1011,32 @@ class Ref(_Reads):
                     self._resolved = await self.repository.resolve_ref(self.expression)
         return self._resolved
 
+    async def _live_branch(self) -> RefValue | None:
+        """On the first read of a bare name (no modifiers, the default resolver): the
+        branch's ref value, fetched through the store's coalesced ref reads
+        (:class:`RefCache`, a value read after this read began), which both resolves the
+        name and is the snapshot the read uses -- one shared RefStore call instead of a
+        resolution of its own plus the branch's.  None when the name is resolved
+        already or is not a branch with a commit (then :meth:`resolve` decides: a tag,
+        a commit ID, or the error)."""
+        expr = self.expression
+        if (
+            self._resolved is not None
+            or self.repository.ref_resolver is not None
+            or "~" in expr
+            or "^" in expr
+        ):
+            return None
+        repo = self.repository
+        try:
+            ref = await repo.store.refs.get(repo.name, expr)
+        except (RefNotFoundError, InvalidNameError):
+            return None
+        if not ref.is_branch or not ref.base:
+            return None
+        self._resolved = ResolvedRef(expr, expr, ref.base)
+        return ref
+
     async def _fixed(self) -> Snapshot | None:
         """The snapshot of a commit, or None for a live branch."""
         if self._snapshot is not None:
@@ -1022,18 +1050,27 @@ class Ref(_Reads):
         self._snapshot = snap
         return snap
 
+    def _view(self) -> BranchView:
+        return self.repository.store.view(self.repository, self.expression)
+
     async def _snapshot_lookup(self, key: bytes) -> tuple[Record | None, bool]:
-        snap = await self._fixed()
+        snap = self._snapshot
         if snap is None:
-            return await self.repository.branch(self.expression)._snapshot_lookup(key)
+            live = await self._live_branch()
+            if live is not None:
+                return await self._view().lookup(key, live)
+            snap = await self._fixed()
+            if snap is None:
+                return await self._view().lookup(key)
         return await snap.lookup(key)
 
     async def _list(
         self, prefix: bytes, after: bytes | None, limit: int | None, delimiter: bytes | None
     ) -> AsyncIterator[Entry]:
-        snap = await self._fixed()
+        live = None if self._snapshot is not None else await self._live_branch()
+        snap = None if live is not None else await self._fixed()
         if snap is None:
-            it = self.repository.branch(self.expression)._list(prefix, after, limit, delimiter)
+            it = self._view().list(prefix, after=after, limit=limit, delimiter=delimiter, ref=live)
         else:
             it = snap.list(prefix, after=after, limit=limit, delimiter=delimiter)
         async for e in it:

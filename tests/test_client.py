@@ -3,9 +3,11 @@ bad input, prepared SSTs, life cycle."""
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -168,6 +170,36 @@ async def test_refs_of_commits_tags_and_branches(store: lsmstore.Store, tmp_path
         await repo.ref("nosuch").get("k")
     with pytest.raises(lsmstore.InvalidRefExpressionError):
         await repo.ref("main~~x").get("k")
+    with pytest.raises(lsmstore.InvalidRefExpressionError):
+        await repo.ref("a b").get("k")
+
+
+async def test_live_refs_share_one_ref_fetch(
+    store: lsmstore.Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reads through fresh ``Ref`` handles of a branch (one per request in the server)
+    resolve the name with the same coalesced ref fetch that gives them their snapshot:
+    no resolution of their own, and they see the acknowledged writes before them."""
+    from lsmstore import refexpr
+
+    repo = await new_repo(store, tmp_path)
+    await repo.branch("main").put("k", b"v")
+    resolved: list[str] = []
+    real = refexpr.resolve
+
+    async def counting(ctx: Any, text: str) -> refexpr.ResolvedRef:
+        resolved.append(text)
+        return await real(ctx, text)
+
+    monkeypatch.setattr(refexpr, "resolve", counting)
+    before = store.refs.fetches
+    got = await asyncio.gather(*(repo.ref("main").get("k") for _ in range(20)))
+    assert got == [b"v"] * 20
+    assert store.refs.fetches - before == 1 and resolved == []
+    ref = repo.ref("main")
+    assert [e.path async for e in ref.list()] == ["k"] and resolved == []
+    await repo.branch("main").put("k", b"w")
+    assert await ref.get("k") == b"w"  # a later read of the same handle sees the write
 
 
 async def test_closed_store_refuses_calls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -142,3 +143,46 @@ async def test_kill_mid_write_leaves_no_partial_object(tmp_path: Path) -> None:
         await store.get(unfinished)
     await store.put(unfinished, b"done")  # the leftover temp file does not block the key
     assert await store.get(unfinished) == b"done"
+
+
+def test_puts_into_one_directory_share_its_fsync() -> None:
+    """Group commit of directory fsyncs (lsmstore.storage.local._DirSync): while one
+    fsync runs, the threads asking meanwhile wait for the *next* one -- one fsync for
+    all of them, begun after they asked -- and its failure fails exactly them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from lsmstore.storage.local import _DirSync
+
+    calls: list[int] = []
+    release = [threading.Event() for _ in range(3)]
+
+    def fsync(path: str) -> None:
+        n = len(calls)
+        calls.append(n)
+        assert release[n].wait(60)
+        if n == 1:
+            raise OSError(5, "EIO")
+
+    ds = _DirSync(fsync)
+    with ThreadPoolExecutor(4) as pool:
+        first = pool.submit(ds.sync, "/d")
+        deadline = time.monotonic() + 60
+        while not calls:  # the first thread runs fsync 0
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+        second = [pool.submit(ds.sync, "/d") for _ in range(2)]
+        while ds.waiting < 2:  # both drew fsync 1: it begins after they asked
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+        assert not second[0].done() and not second[1].done()
+        release[0].set()
+        assert first.result(60) is None
+        release[1].set()
+        for f in second:
+            with pytest.raises(OSError):
+                f.result(60)
+        assert calls == [0, 1]  # one fsync for both waiters
+        third = pool.submit(ds.sync, "/d")  # a later put starts afresh
+        release[2].set()
+        assert third.result(60) is None
+    assert calls == [0, 1, 2]

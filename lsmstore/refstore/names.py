@@ -35,8 +35,16 @@ def _check_text(name: str, what: str, max_bytes: int) -> None:
         raise InvalidNameError(f"invalid {what}: longer than {max_bytes} bytes")
 
 
+#: Names that passed :func:`check_ref_name` (the check is pure; hot paths repeat it for
+#: the same few names).  Bounded: cleared when full.
+_VALID_REF_NAMES: set[str] = set()
+_VALID_REF_NAMES_MAX = 4096
+
+
 def check_ref_name(name: str, what: str = "branch") -> str:
     """Branch and tag names: no '/', '..', whitespace or control characters, <= 255 bytes."""
+    if type(name) is str and name in _VALID_REF_NAMES:
+        return name
     _check_text(name, f"{what} name", MAX_REF_NAME_BYTES)
     if "/" in name or ".." in name:
         raise InvalidNameError(f"invalid {what} name {name!r}: contains '/' or '..'")
@@ -47,6 +55,9 @@ def check_ref_name(name: str, what: str = "branch") -> str:
             f"invalid {what} name {name!r}: starts with '-'/'.', ends with '.', "
             "or contains one of ~ ^ : ? * [ \\ @ (reserved for ref expressions)"
         )
+    if len(_VALID_REF_NAMES) >= _VALID_REF_NAMES_MAX:
+        _VALID_REF_NAMES.clear()
+    _VALID_REF_NAMES.add(name)
     return name
 
 

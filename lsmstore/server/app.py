@@ -42,6 +42,7 @@ log = logging.getLogger("lsmstore.server")
 
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 _API = "/api/v1/"
+_JSON_TYPE = (b"content-type", JSON.encode())
 
 
 def build_router(ctx: Context, version: str) -> Router:
@@ -67,13 +68,17 @@ class App:
         self.router = build_router(ctx, version)
         self._next_id = 0
         self._prefix = f"{int(time.time()) & 0xFFFFFF:06x}"
+        #: The metric children of each (operation, status) answered.
+        self._counted: dict[tuple[str, int], tuple[Any, Any]] = {}
+        #: Requests being handled: a plain count, read when the metrics are rendered
+        #: (a gauge's inc/dec take a lock twice per request).
+        self.in_flight = 0
+        ctx.metrics.in_flight.set_function(lambda: self.in_flight)
 
-    def _request_id(self, scope: Scope) -> str:
-        for k, v in scope["headers"]:
-            if k == b"x-request-id":
-                text = v.decode("latin-1")
-                if _REQUEST_ID.fullmatch(text):
-                    return str(text)
+    def _request_id(self, headers: dict[str, str]) -> str:
+        text = headers.get("x-request-id")
+        if text is not None and _REQUEST_ID.fullmatch(text):
+            return text
         self._next_id += 1
         return f"{self._prefix}-{self._next_id:x}"
 
@@ -94,20 +99,19 @@ class App:
         ctx = self.ctx
         metrics = ctx.metrics
         started = time.perf_counter()
-        rid = self._request_id(scope)
         method: str = scope["method"]
         path: str = scope["path"]
         route, params, known = self.router.match(method, path)
         operation = route.operation_id if route is not None else "unmatched"
-        metrics.in_flight.inc()
+        self.in_flight += 1
         try:
             request = Request(
                 scope,
                 receive,
                 max_body_bytes=ctx.config.server_max_body_bytes,
                 body_timeout_s=ctx.config.server_body_timeout_s,
-                request_id=rid,
             )
+            rid = request.request_id = self._request_id(request.headers)
             request.params = params
             try:
                 if route is None:
@@ -148,11 +152,17 @@ class App:
                 response = error_response(status, message_of(e), headers)
             await self._send(send, response, rid, method == "HEAD")
         finally:
-            metrics.in_flight.dec()
+            self.in_flight -= 1
         status = response.status
         elapsed = time.perf_counter() - started
-        metrics.requests.labels(operation, str(status)).inc()
-        metrics.latency.labels(operation).observe(elapsed)
+        counted = self._counted.get((operation, status))
+        if counted is None:
+            counted = self._counted[(operation, status)] = (
+                metrics.requests.labels(operation, str(status)),
+                metrics.latency.labels(operation),
+            )
+        counted[0].inc()
+        counted[1].observe(elapsed)
         if log.isEnabledFor(logging.DEBUG):
             log.debug(
                 "%s %s %d", method, path, status,
@@ -162,8 +172,9 @@ class App:
 
     async def _send(self, send: Send, response: Response, rid: str, head: bool) -> None:
         headers: list[tuple[bytes, bytes]] = [(b"x-request-id", rid.encode())]
-        if response.content_type is not None:
-            headers.append((b"content-type", response.content_type.encode()))
+        ctype = response.content_type
+        if ctype is not None:
+            headers.append(_JSON_TYPE if ctype == JSON else (b"content-type", ctype.encode()))
         for k, v in response.headers.items():
             headers.append((k.lower().encode("latin-1"), v.encode("latin-1")))
         body = response.body

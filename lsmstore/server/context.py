@@ -3,6 +3,7 @@ settings, and the server's life-cycle state (ready, draining)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -13,6 +14,7 @@ from lsmstore.refstore.names import check_repository_name
 from lsmstore.server.auth import Authenticator
 from lsmstore.server.locks import BranchLocks
 from lsmstore.server.metrics import Metrics
+from lsmstore.tasks import retrieve_exception
 
 #: How long a repository record read from the RefStore is reused by this process.
 REPOSITORY_TTL_S = 1.0
@@ -28,19 +30,37 @@ class Context:
     clock: Callable[[], float] = time.monotonic
     draining: bool = False
     _repos: dict[str, tuple[float, Repository]] = field(default_factory=dict)
+    _loading: dict[str, asyncio.Future[Repository]] = field(default_factory=dict)
 
     async def repository(self, name: str) -> Repository:
-        """The repository (RepositoryNotFoundError / InvalidNameError), cached briefly."""
+        """The repository (RepositoryNotFoundError / InvalidNameError), cached briefly.
+        Requests that miss together share one RefStore read (when the entry expires
+        under load, hundreds of requests would each read it)."""
         now = self.clock()
         hit = self._repos.get(name)
         if hit is not None and hit[0] > now:
             return hit[1]
         check_repository_name(name)
-        repo = await self.store.get_repository(name)
-        if len(self._repos) > 10_000:
-            self._repos.clear()
-        self._repos[name] = (now + REPOSITORY_TTL_S, repo)
+        loading = self._loading.get(name)
+        if loading is None:
+            loading = self._loading[name] = asyncio.ensure_future(self._load(name, now))
+            loading.add_done_callback(retrieve_exception)
+        return await asyncio.shield(loading)
+
+    async def _load(self, name: str, now: float) -> Repository:
+        me = asyncio.current_task()
+        try:
+            repo = await self.store.get_repository(name)
+        finally:
+            current = self._loading.get(name) is me
+            if current:
+                del self._loading[name]
+        if current:  # not forgotten meanwhile (a deletion)
+            if len(self._repos) > 10_000:
+                self._repos.clear()
+            self._repos[name] = (now + REPOSITORY_TTL_S, repo)
         return repo
 
     def forget_repository(self, name: str) -> None:
         self._repos.pop(name, None)
+        self._loading.pop(name, None)

@@ -24,14 +24,16 @@ class Timed:
         self._inner = inner
         self._backend = backend
         self._metrics = metrics
+        url = getattr(inner, "url", None)
+        if isinstance(url, str):  # fixed at construction; read on every cache lookup
+            self.url = url
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._inner, name)
-        if name.startswith("_"):
+        if name.startswith("_") or not callable(attr):
             return attr
         if not inspect.iscoroutinefunction(attr):
-            if callable(attr):
-                setattr(self, name, attr)  # a plain method: later lookups skip __getattr__
+            setattr(self, name, attr)  # a plain method: later lookups skip __getattr__
             return attr
         seconds = self._metrics.backend_seconds.labels(self._backend, name)
         errors = self._metrics.backend_errors.labels(self._backend, name)

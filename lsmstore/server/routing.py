@@ -61,18 +61,41 @@ class Route:
         return [s[1:-1] for s in self.segments if s.startswith("{")]
 
 
+Match = tuple[Route | None, dict[str, str], bool]
+
+
 class Router:
+    #: Matches remembered, by method and path (clients repeat the same few paths:
+    #: one repository and branch, the stat or upload route); cleared when full.
+    CACHE_ENTRIES = 4096
+    #: Longer paths are matched each time (the cache stays small).
+    CACHE_PATH_CHARS = 512
+
     def __init__(self) -> None:
         self.routes: list[Route] = []
         self._by_len: dict[int, list[Route]] = {}
+        self._cache: dict[tuple[str, str], Match] = {}
 
     def add(self, route: Route) -> None:
         self.routes.append(route)
         self._by_len.setdefault(len(route.segments), []).append(route)
+        self._cache.clear()
 
-    def match(self, method: str, path: str) -> tuple[Route | None, dict[str, str], bool]:
+    def match(self, method: str, path: str) -> Match:
         """``(route, path params, path known)``; ``path known`` tells 405 from 404.
-        HEAD falls back to the GET route of the same path."""
+        HEAD falls back to the GET route of the same path.  The params are the
+        caller's own (a copy of a remembered match)."""
+        hit = self._cache.get((method, path))
+        if hit is None:
+            hit = self._match(method, path)
+            if len(path) > self.CACHE_PATH_CHARS:
+                return hit
+            if len(self._cache) >= self.CACHE_ENTRIES:
+                self._cache.clear()
+            self._cache[(method, path)] = hit
+        return hit[0], hit[1].copy(), hit[2]
+
+    def _match(self, method: str, path: str) -> Match:
         segs = path.strip("/").split("/")
         fallback: tuple[Route, dict[str, str]] | None = None
         known = False

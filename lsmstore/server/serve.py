@@ -3,7 +3,8 @@
 Stack: a plain ASGI app under uvicorn with uvloop and httptools, chosen by measurement
 (BENCHMARKS.md, "ASGI stack"): it ran a tiny JSON endpoint as fast as granian embedded
 in the same process, 1.5x faster than the same endpoint on Starlette, and it leaves
-the process model (one process, our event loop, our signal handling) to us.
+the process model (one process, our event loop, our signal handling) to us.  Its
+protocol sends each response in one write (:mod:`lsmstore.server.protocol`).
 
 **Drain** (SIGTERM or SIGINT): readiness turns 503 at once; the listening sockets
 close; idle keep-alive connections close and busy ones close after their current
@@ -37,6 +38,7 @@ from lsmstore.server.context import Context
 from lsmstore.server.instrument import Timed
 from lsmstore.server.metrics import Metrics
 from lsmstore.server.probes import ServerProbes
+from lsmstore.server.protocol import CoalescingHttpToolsProtocol
 from lsmstore.server.throttle import AuthThrottle
 from lsmstore.storage.base import ObjectStore
 from lsmstore.storage.url import open_object_store
@@ -81,7 +83,7 @@ def uvicorn_config(app: Any, config: Config) -> uvicorn.Config:
         app,
         host=config.server_host,
         port=config.server_port,
-        http="httptools",
+        http=CoalescingHttpToolsProtocol,
         lifespan="off",
         access_log=False,
         log_config=None,

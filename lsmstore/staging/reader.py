@@ -47,6 +47,7 @@ from lsmstore.staging.files import (
 from lsmstore.staging.merge import amerge_newest
 from lsmstore.staging.refcache import RefCache
 from lsmstore.storage.base import ObjectStore
+from lsmstore.tasks import retrieve_exception
 
 T = TypeVar("T")
 
@@ -422,13 +423,34 @@ class BranchView:
         self.files = files
         self.refs = refs
         self._last: Snapshot | None = None
+        self._loading: tuple[Ref, asyncio.Future[Snapshot]] | None = None
 
-    async def snapshot(self) -> Snapshot:
-        ref = await self.refs.get(self.repo, self.branch)
+    async def snapshot(self, ref: Ref | None = None) -> Snapshot:
+        """A snapshot of ``ref`` -- a value of this branch the caller fetched through
+        :attr:`refs` after its read began -- or of a value fetched now."""
+        if ref is None:
+            ref = await self.refs.get(self.repo, self.branch)
         last = self._last
         if last is not None and (last.ref is ref or last.ref == ref):
             return last
-        snap = await Snapshot.load(ref, self.files, self.branch)
+        return await self._load(ref)
+
+    async def _load(self, ref: Ref) -> Snapshot:
+        """:meth:`Snapshot.load` of ``ref``; the reads that wait on one ref fetch wake
+        together and would each load the same value (O(L1) each), so concurrent loads
+        of an equal ref share one task (shielded: one reader cancelled does not cancel
+        the others' load)."""
+        loading = self._loading
+        if loading is not None and (loading[0] is ref or loading[0] == ref):
+            return await asyncio.shield(loading[1])
+        task = asyncio.ensure_future(Snapshot.load(ref, self.files, self.branch))
+        task.add_done_callback(retrieve_exception)
+        self._loading = (ref, task)
+        try:
+            snap = await asyncio.shield(task)
+        finally:
+            if self._loading is not None and self._loading[1] is task:
+                self._loading = None
         self._last = snap
         return snap
 
@@ -442,13 +464,15 @@ class BranchView:
             self._last = None
             return await op(await self.snapshot())
 
-    async def lookup(self, key: bytes) -> tuple[Record | None, bool]:
+    async def lookup(self, key: bytes, ref: Ref | None = None) -> tuple[Record | None, bool]:
         """:meth:`Snapshot.lookup` on a fresh snapshot (the hot path of ``get``: one
-        await for the ref, and none more when the files it needs are in RAM)."""
-        ref = await self.refs.get(self.repo, self.branch)
+        await for the ref, and none more when the files it needs are in RAM); ``ref`` as
+        in :meth:`snapshot`."""
+        if ref is None:
+            ref = await self.refs.get(self.repo, self.branch)
         snap = self._last
         if snap is None or (snap.ref is not ref and snap.ref != ref):
-            snap = self._last = await Snapshot.load(ref, self.files, self.branch)
+            snap = await self._load(ref)
         found = snap.lookup_cached(key)
         if found is not None:
             return found
@@ -465,10 +489,11 @@ class BranchView:
         after: bytes | None = None,
         limit: int | None = None,
         delimiter: bytes | None = None,
+        ref: Ref | None = None,
     ) -> AsyncIterator[Entry]:
-        """Like :meth:`Snapshot.list`; a file collected mid-listing makes it resume after
-        the last entry on a fresh snapshot (once)."""
-        snap = await self.snapshot()
+        """Like :meth:`Snapshot.list` (``ref`` as in :meth:`snapshot`); a file collected
+        mid-listing makes it resume after the last entry on a fresh snapshot (once)."""
+        snap = await self.snapshot(ref)
         last: bytes | None = after
         count = 0
         retried = False

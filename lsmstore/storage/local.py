@@ -8,13 +8,22 @@ whole object; a crash mid-put leaves at most a temp file (``.lsm-tmp.*``), which
 ``list`` never shows and no key can name.  Deletes are not fsynced (a lost delete is
 redone by garbage collection) and leave empty directories behind.
 
+**Group commit.** Concurrent puts share durability work: they run in a pool of
+:data:`WRITE_THREADS` threads of their own (the filesystem merges concurrent file
+fsyncs into one journal commit; the default pool's few threads would serialise them),
+and puts into one directory share its fsync (:class:`_DirSync`): a put returns once an
+fsync of the directory that *began after its link or rename* has ended, and while one
+runs, every put published meanwhile waits for the next, which one of them starts.  Each
+acknowledged put is therefore covered by a directory fsync of its own entry -- the
+guarantee of one fsync per put, at the cost of one per group.
+
 Limits of the mapping: one key cannot be both an object and a "directory" of other keys
 (``a`` and ``a/b``): the second put raises :class:`InvalidNameError`.  The filesystem must
 support hard links.  ``list`` walks the directories under the prefix in key order,
 reading one directory at a time: its cost is proportional to the number of entries under
 the prefix (subtrees entirely at or before ``after`` are skipped).
 
-All file I/O runs in worker threads (``asyncio.to_thread``).
+All file I/O runs in worker threads (reads in the default pool, puts in the write pool).
 """
 
 from __future__ import annotations
@@ -25,9 +34,11 @@ import errno
 import itertools
 import os
 import secrets
-from collections.abc import AsyncIterable, AsyncIterator, Iterator
+import threading
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TypeVar
 
 from lsmstore.errors import (
     InvalidInputError,
@@ -41,7 +52,13 @@ from lsmstore.storage.base import STREAM_CHUNK, ObjectMeta, ObjectStore, PutMode
 #: Temp files start with this; a key segment may not (so no key names a temp file).
 TMP_MARK = ".lsm-tmp."
 
+#: Threads of the pool that runs puts (write, fsync, publish, directory fsync): enough
+#: concurrent fsyncs for the filesystem to batch them (BENCHMARKS.md, "Server").
+WRITE_THREADS = 64
+
 _NOT_FOUND = (FileNotFoundError, NotADirectoryError, IsADirectoryError)
+
+T = TypeVar("T")
 
 
 def _fsync_dir(path: str) -> None:
@@ -50,6 +67,96 @@ def _fsync_dir(path: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+class _DirSync:
+    """One directory's fsync, shared by the threads that need one (module docstring).
+
+    Fsyncs of the directory run one at a time and are numbered.  A thread that asks
+    while number ``n - 1`` has begun (running or done) needs number ``n``: it either
+    starts it (none running) or waits for it.  The fsync numbered ``n`` begins after
+    every thread that drew ``n`` asked, so after their links.  A failed fsync fails
+    exactly the threads that drew its number (a later put into the directory starts
+    afresh)."""
+
+    #: Failed fsync numbers remembered for their waiters (most recent).
+    KEEP_FAILURES = 64
+
+    def __init__(self, fsync: Callable[[str], None] = _fsync_dir) -> None:
+        self._fsync = fsync
+        self._cond = threading.Condition(threading.Lock())
+        self._begun = 0  # number of the last fsync begun
+        self._done = 0  # number of the last fsync ended
+        self._running = False
+        self._failed: dict[int, OSError] = {}
+        self.waiting = 0  # threads waiting for an fsync another one runs
+        self.users = 0  # threads inside sync() (guarded by _SYNCS_LOCK)
+
+    def sync(self, path: str) -> None:
+        with self._cond:
+            mine = self._begun + 1
+            while True:
+                if self._done >= mine:
+                    error = self._failed.get(mine)
+                    if error is not None:
+                        raise error
+                    return
+                if not self._running:
+                    self._running = True
+                    self._begun = mine
+                    break
+                self.waiting += 1
+                self._cond.wait()
+                self.waiting -= 1
+        error = None
+        try:
+            self._fsync(path)
+        except OSError as e:
+            error = e
+        with self._cond:
+            self._running = False
+            self._done = mine
+            if error is not None:
+                self._failed[mine] = error
+                while len(self._failed) > self.KEEP_FAILURES:
+                    del self._failed[min(self._failed)]
+            self._cond.notify_all()
+        if error is not None:
+            raise error
+
+
+_SYNCS: dict[str, _DirSync] = {}
+_SYNCS_LOCK = threading.Lock()
+
+
+def _sync_dir(path: str) -> None:
+    """fsync ``path`` (a directory), shared with concurrent callers (:class:`_DirSync`)."""
+    with _SYNCS_LOCK:
+        ds = _SYNCS.get(path)
+        if ds is None:
+            ds = _SYNCS[path] = _DirSync()
+        ds.users += 1
+    try:
+        ds.sync(path)
+    finally:
+        with _SYNCS_LOCK:
+            ds.users -= 1
+            if ds.users == 0:
+                del _SYNCS[path]
+
+
+_write_pool: ThreadPoolExecutor | None = None
+_write_pool_pid = 0
+
+
+async def _in_write_pool(fn: Callable[..., T], *args: object) -> T:
+    """Run ``fn(*args)`` in the write pool (created on first use, anew in a forked child)."""
+    global _write_pool, _write_pool_pid
+    pool = _write_pool
+    if pool is None or _write_pool_pid != os.getpid():
+        pool = _write_pool = ThreadPoolExecutor(WRITE_THREADS, thread_name_prefix="lsm-put")
+        _write_pool_pid = os.getpid()
+    return await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
 
 
 def _discard(tmp: str, f: BinaryIO) -> None:
@@ -188,7 +295,7 @@ class LocalStore(ObjectStore):
             else:
                 os.replace(tmp, path)
             published = True
-            _fsync_dir(directory)
+            _sync_dir(directory)
         except (ObjectExistsError, UnavailableError):
             raise
         except (IsADirectoryError, NotADirectoryError) as e:
@@ -212,7 +319,7 @@ class LocalStore(ObjectStore):
 
     async def put(self, key: str, data: bytes, mode: PutMode = PutMode.CREATE) -> None:
         path = self._path(key)
-        await asyncio.to_thread(self._put, key, path, data, mode)
+        await _in_write_pool(self._put, key, path, data, mode)
 
     async def put_stream(
         self, key: str, chunks: AsyncIterable[bytes], mode: PutMode = PutMode.CREATE
@@ -220,7 +327,7 @@ class LocalStore(ObjectStore):
         """Write chunks to a temp file as they come (one worker-thread hop per
         ``WRITE_BYTES`` gathered), then publish it as :meth:`put` does."""
         path = self._path(key)
-        tmp, f = await asyncio.to_thread(self._open_tmp, key, path)
+        tmp, f = await _in_write_pool(self._open_tmp, key, path)
         size = 0
         try:
             pending: list[bytes] = []
@@ -231,11 +338,11 @@ class LocalStore(ObjectStore):
                 pending.append(bytes(chunk))
                 gathered += len(chunk)
                 if gathered >= self.WRITE_BYTES:
-                    await asyncio.to_thread(f.writelines, pending)
+                    await _in_write_pool(f.writelines, pending)
                     size += gathered
                     pending, gathered = [], 0
             if pending:
-                await asyncio.to_thread(f.writelines, pending)
+                await _in_write_pool(f.writelines, pending)
                 size += gathered
         except OSError as e:
             await asyncio.shield(asyncio.to_thread(_discard, tmp, f))
@@ -243,7 +350,7 @@ class LocalStore(ObjectStore):
         except BaseException:
             await asyncio.shield(asyncio.to_thread(_discard, tmp, f))
             raise
-        await asyncio.shield(asyncio.to_thread(self._publish, key, path, tmp, f, mode))
+        await asyncio.shield(_in_write_pool(self._publish, key, path, tmp, f, mode))
         return ObjectMeta(key, size)
 
     async def get_stream(

@@ -1,0 +1,186 @@
+"""The server's HTTP plumbing below the routes: the router's remembered matches and the
+transport that sends each response in one write (lsmstore.server.protocol)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from helpers.server import make_repo
+
+from lsmstore.server.http import Request, Response
+from lsmstore.server.protocol import FLUSH_BYTES, CoalescingTransport
+from lsmstore.server.routing import Route, Router
+from lsmstore.testing.server_process import ServerProcess
+
+
+async def _handler(request: Request) -> Response:
+    return Response()
+
+
+def test_router_remembers_matches_and_hands_out_own_params() -> None:
+    router = Router()
+    router.add(Route("GET", "/api/v1/repositories/{repository}", _handler, "getRepo", "read"))
+    router.add(Route("GET", "/api/v1/repositories/{repository}/x", _handler, "getX", "read"))
+    route, params, known = router.match("GET", "/api/v1/repositories/r1")
+    assert route is not None and route.operation_id == "getRepo" and known
+    params["repository"] = "changed by a handler"
+    again, params2, _ = router.match("GET", "/api/v1/repositories/r1")
+    assert again is route and params2 == {"repository": "r1"}
+    assert router.match("POST", "/api/v1/repositories/r1")[0] is None  # 405: known path
+    assert router.match("POST", "/api/v1/repositories/r1")[2]
+    assert router.match("GET", "/nope") == (None, {}, False)
+    assert router.match("HEAD", "/api/v1/repositories/r2")[0] is route  # HEAD -> GET
+    long = "/api/v1/repositories/" + "a" * Router.CACHE_PATH_CHARS
+    assert router.match("GET", long)[1] == {"repository": "a" * Router.CACHE_PATH_CHARS}
+    assert ("GET", long) not in router._cache
+    router.add(Route("POST", "/api/v1/repositories/{repository}", _handler, "mk", "admin"))
+    assert router.match("POST", "/api/v1/repositories/r1")[0] is not None  # cache cleared
+
+
+class _Recorder:
+    """Stands in for the socket transport: records what reaches it."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        assert not self.closed
+        self.writes.append(data)
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+    def get_extra_info(self, name: str) -> str:
+        return f"info {name}"
+
+
+async def _turn() -> None:
+    await asyncio.sleep(0)
+
+
+async def test_writes_of_one_loop_turn_leave_together() -> None:
+    inner = _Recorder()
+    t: Any = CoalescingTransport(inner, asyncio.get_running_loop())  # type: ignore[arg-type]
+    t.write(b"HTTP/1.1 200 OK\r\n\r\n")
+    t.write(b"{}")
+    assert inner.writes == []
+    await _turn()
+    assert inner.writes == [b"HTTP/1.1 200 OK\r\n\r\n{}"]
+    t.write(b"x" * FLUSH_BYTES)  # past the bound: at once
+    assert inner.writes[-1] == b"x" * FLUSH_BYTES
+    await _turn()
+    assert len(inner.writes) == 2
+    t.write(b"last")
+    t.close()  # pending bytes go out before the close
+    assert inner.writes[-1] == b"last" and inner.closed
+    assert t.get_extra_info("peername") == "info peername"  # the rest passes through
+
+
+async def test_pending_writes_to_a_lost_connection_are_dropped() -> None:
+    inner = _Recorder()
+    t: Any = CoalescingTransport(inner, asyncio.get_running_loop())  # type: ignore[arg-type]
+    t.write(b"answer")
+    inner.closed = True  # the peer went away before the next turn
+    await _turn()
+    assert inner.writes == []
+
+
+async def test_repository_misses_share_one_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Requests missing the repository cache together read the RefStore once; a
+    repository forgotten (deleted) while a read is in flight is not cached from it."""
+    import lsmstore
+    from lsmstore.server.serve import make_context
+
+    monkeypatch.setenv("LSMSTORE_HOME", str(tmp_path / "home"))
+    async with lsmstore.connect() as connected:
+        assert isinstance(connected, lsmstore.Store)  # embedded
+        store = connected
+        await store.create_repository("r", storage_namespace=(tmp_path / "r").as_uri())
+        ctx = make_context(store.config, store)
+        reads: list[str] = []
+        real = store.get_repository
+
+        async def counting(name: str) -> lsmstore.Repository:
+            reads.append(name)
+            repo = await real(name)
+            assert isinstance(repo, lsmstore.Repository)
+            return repo
+
+        monkeypatch.setattr(store, "get_repository", counting)
+        got = await asyncio.gather(*(ctx.repository("r") for _ in range(20)))
+        assert reads == ["r"] and all(g is got[0] for g in got)
+        assert await ctx.repository("r") is got[0] and reads == ["r"]  # cached
+        ctx.forget_repository("r")
+        pending = asyncio.ensure_future(ctx.repository("r"))
+        await _turn()  # the read is in flight
+        ctx.forget_repository("r")
+        assert (await pending).name == "r"
+        await ctx.repository("r")
+        assert reads == ["r", "r", "r"]  # the forgotten read was not cached
+        with pytest.raises(lsmstore.RepositoryNotFoundError):
+            await asyncio.gather(*(ctx.repository("nosuch") for _ in range(3)))
+
+
+async def test_requests_in_flight_are_rendered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import lsmstore
+    from lsmstore.server.app import App
+    from lsmstore.server.serve import make_context
+
+    monkeypatch.setenv("LSMSTORE_HOME", str(tmp_path / "home"))
+    async with lsmstore.connect() as store:
+        assert isinstance(store, lsmstore.Store)
+        ctx = make_context(store.config, store)
+        app = App(ctx)
+        assert b"lsmstore_http_requests_in_flight 0.0" in ctx.metrics.render()
+        app.in_flight = 3
+        assert b"lsmstore_http_requests_in_flight 3.0" in ctx.metrics.render()
+
+
+async def test_reads_through_the_server_see_acknowledged_writes(
+    server: ServerProcess, admin: httpx.Client
+) -> None:
+    """Read-your-writes under concurrency (docs/server.md): many clients upload, link
+    and overwrite at once on separate connections; every stat, listing and read made
+    after an acknowledgement sees that write, whichever connection made it."""
+    repo = make_repo(admin)
+    objects = f"/repositories/{repo}/branches/main/objects"
+    reads = f"/repositories/{repo}/refs/main/objects"
+
+    async def client(i: int) -> None:
+        async with (
+            httpx.AsyncClient(base_url=server.api, auth=server.admin, timeout=120) as w,
+            httpx.AsyncClient(base_url=server.api, auth=server.admin, timeout=120) as r,
+        ):
+            for round_ in range(3):
+                body = f"client {i} round {round_}".encode()
+                up = await w.post(objects, params={"path": f"c/{i}"}, content=body)
+                assert up.status_code == 201, up.text
+                stat = await r.get(reads + "/stat", params={"path": f"c/{i}"})
+                assert stat.status_code == 200 and stat.json()["checksum"] == up.json()["checksum"]
+                got = await r.get(reads, params={"path": f"c/{i}"})
+                assert got.content == body
+            batch = await w.post(
+                f"/lsm/repositories/{repo}/branches/main/batch",
+                json=[["link", f"l/{i}/x", up.json()["physical_address"], len(body),
+                       up.json()["checksum"]]],
+            )  # fmt: skip
+            assert batch.status_code == 200, batch.text
+            listed = await r.get(reads + "/ls", params={"prefix": f"l/{i}/"})
+            assert [o["path"] for o in listed.json()["results"]] == [f"l/{i}/x"]
+
+    await asyncio.gather(*(client(i) for i in range(16)))
+    async with httpx.AsyncClient(base_url=server.api, auth=server.admin, timeout=120) as c:
+        listed = (await c.get(reads + "/ls", params={"prefix": "c/", "amount": 1000})).json()
+    assert sorted(o["path"] for o in listed["results"]) == sorted(f"c/{i}" for i in range(16))
