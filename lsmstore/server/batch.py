@@ -15,7 +15,9 @@ identities base64, ``kv`` keys text)::
 records (:func:`lsmstore.staging.keys.make_record`: same key/value bounds, identity
 SHA-256 of the value unless given); the value is stored inline, no data object is
 written and nothing is looked up, so a raw overwrite of a staged object's entry leaves
-that object's data to the GC job's orphan scan (as ``link_many`` does).
+that object's data to the GC job's orphan scan (as ``link_many`` does).  ``link``
+entries look nothing up either, for the same reason; ``put`` and ``delete`` entries
+record the staged data they replace as garbage candidates, as a single upload does.
 
 Every entry is checked before anything happens (400 names the first bad one, 413 a
 value over ``max_value_bytes``; nothing is written).  Then the data of the ``put``
@@ -112,7 +114,7 @@ async def apply(branch: Branch, entries: list[Any], json_body: bool) -> int:
     records: list[Staged | None] = []
     add = records.append
     puts: list[tuple[int, _Put]] = []
-    news: dict[int, str | None] = {}  # object entries: index -> data address they stage
+    news: dict[int, str | None] = {}  # put/delete entries: index -> data address staged
     for n, entry in enumerate(entries):
         try:
             if type(entry) is not list or len(entry) < 2 or type(entry[0]) is not str:
@@ -138,17 +140,16 @@ async def apply(branch: Branch, entries: list[Any], json_body: bool) -> int:
                 continue
             path = entry[1]
             key = check_path(path, max_key)
-            news[len(records)] = None
-            if op == "link":
+            if op == "link":  # looks nothing up, as link_many (docs/decisions.md)
                 if not 5 <= len(entry) <= 8:
                     raise bad_request("link is [link, path, address, size, checksum, "
                                       "content_type?, metadata?, mtime?]")  # fmt: skip
                 link = ObjectLink(path, entry[2], entry[3], entry[4], _opt(entry, 5),
                                   _opt(entry, 6), _opt(entry, 7))  # fmt: skip
-                rec, new = stager.stage(key, link)
-                add(rec)
-                news[len(records) - 1] = new
-            elif op == "put":
+                add(stager.stage(key, link)[0])
+                continue
+            news[len(records)] = None
+            if op == "put":
                 if not 3 <= len(entry) <= 5:
                     raise bad_request("put is [put, path, data, content_type?, metadata?]")
                 data = _b64(entry[2], "put data") if json_body else entry[2]
