@@ -58,7 +58,7 @@ from lsmstore.graveler.diff import Change
 from lsmstore.graveler.merge import Strategy
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID
 from lsmstore.graveler.range_encoder import shared_range_encoder
-from lsmstore.graveler.record import Record
+from lsmstore.graveler.record import Record, RecordTuple
 from lsmstore.graveler.source import CachedSource, RangeSource
 from lsmstore.objects.addresses import ALLOWED_EXTERNAL_PREFIXES_KEY, parse_allowed_prefixes
 from lsmstore.objects.api import ObjectReads, ObjectWrites
@@ -761,6 +761,7 @@ class Branch(_Reads, ObjectWrites):
         self._store = store
         self._config = store.config
         self._max_key = store.config.max_key_bytes
+        self._max_value = store.config.max_value_bytes
         self._writer: BranchWriter | None = None
         self._view = store.view(repository, name)
 
@@ -785,11 +786,13 @@ class Branch(_Reads, ObjectWrites):
         and identity are equal).  Bounds: key 1..``max_key_bytes``, value at most
         ``max_value_bytes``; violations raise before anything is staged.
         """
-        cfg = self._config
-        rec = make_record(
-            key, value, identity, cfg.max_key_bytes, cfg.max_value_bytes, defer_identity=True
-        )
-        await self._w().write(rec)
+        rec = make_record(key, value, identity, self._max_key, self._max_value, defer_identity=True)
+        w = self._writer
+        if w is None or w.closed:
+            w = self._w()
+        # the common case awaits the write's own future: no coroutine per put
+        fut = w.try_stage(rec)
+        await (w.write(rec) if fut is None else fut)
 
     async def put_many(
         self,
@@ -800,7 +803,7 @@ class Branch(_Reads, ObjectWrites):
         stages none."""
         cfg = self._config
         max_key, max_value = cfg.max_key_bytes, cfg.max_value_bytes
-        records: list[Record] = []
+        records: list[RecordTuple] = []
         add = records.append
         for key, value, ident in validate.put_items(items):
             add(make_record(key, value, ident, max_key, max_value, defer_identity=True))
@@ -809,12 +812,12 @@ class Branch(_Reads, ObjectWrites):
     async def delete(self, key: str | bytes) -> None:
         """Delete ``key`` (a tombstone; deleting an absent key is not an error)."""
         k = check_key(key, self._config.max_key_bytes)
-        await self._w().write(Record(k, b"", None))
+        await self._w().write((k, b"", None))
 
     async def delete_many(self, keys: Iterable[str | bytes]) -> None:
         max_key = self._config.max_key_bytes
         checked = validate.check_items(keys, "delete_many keys")
-        await self._w().write_many([Record(check_key(k, max_key), b"", None) for k in checked])
+        await self._w().write_many([(check_key(k, max_key), b"", None) for k in checked])
 
     async def stage_sst(self, sst: str | os.PathLike[str] | bytes) -> str:
         """Stage a prepared SST (a path or its bytes) as one L1 file, atomically: all of

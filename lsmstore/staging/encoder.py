@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
 
-from lsmstore.graveler.record import Record
+from lsmstore.graveler.record import Record, RecordTuple
 from lsmstore.staging.files import encode_staging_file
 from lsmstore.workerpipe import FRAME, answer_requests, child_main
 
@@ -56,7 +56,7 @@ _ROOT = str(Path(__file__).resolve().parents[2])
 Columns = tuple[list[bytes], list[bytes], list[bytes | None]]
 
 
-def columns(records: Sequence[Record]) -> Columns:
+def columns(records: Sequence[RecordTuple]) -> Columns:
     """Keys, identities and values of ``records`` as three lists (what is sent)."""
     keys = [r[0] for r in records]
     identities = [r[1] for r in records]
@@ -86,7 +86,7 @@ def encode_columns(
     return sst, meta
 
 
-def encode_records(records: Sequence[Record], error_rate: float) -> tuple[bytes, bytes]:
+def encode_records(records: Sequence[RecordTuple], error_rate: float) -> tuple[bytes, bytes]:
     """:func:`encode_columns` of records with unique keys in any order."""
     return encode_columns(*columns(records), error_rate)
 
@@ -121,7 +121,9 @@ class Encoder:
         self._pending: collections.deque[asyncio.Future[tuple[bytes, bytes]]] = collections.deque()
         self._closed = False
 
-    async def encode(self, records: Sequence[Record], error_rate: float) -> tuple[bytes, bytes]:
+    async def encode(
+        self, records: Sequence[RecordTuple], error_rate: float
+    ) -> tuple[bytes, bytes]:
         """``(sst, sidecar)`` of ``records`` (unique keys, any order; not empty)."""
         if self.use_process and not self._closed and len(records) >= self.min_records:
             cols = columns(records)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 
 from lsmstore.errors import EntryTooLargeError, InvalidInputError, InvalidKeyError
-from lsmstore.graveler.record import Record
+from lsmstore.graveler.record import RecordTuple
 from lsmstore.validate import preview
 
 
@@ -70,7 +70,6 @@ def check_identity(key: bytes, identity: object) -> bytes:
     raise InvalidInputError(f"identity of key {preview(key)} must be 1..255 bytes")
 
 
-_new_tuple = tuple.__new__
 _sha256 = hashlib.sha256
 
 #: The identity of a staged put whose identity is the default, SHA-256 of its value:
@@ -88,8 +87,9 @@ def make_record(
     max_value_bytes: int,
     *,
     defer_identity: bool = False,
-) -> Record:
-    """A checked put record; identity ``None`` means SHA-256 of the value -- with
+) -> RecordTuple:
+    """A checked put record, as the plain tuple the writer's memstore keeps
+    (:mod:`lsmstore.staging.memstore`); identity ``None`` means SHA-256 of the value -- with
     ``defer_identity``, left to the encoder (:data:`DEFERRED_IDENTITY`: the writer's
     encoder hashes off the event loop, in its worker process when there is one).
 
@@ -114,5 +114,4 @@ def make_record(
         ident = DEFERRED_IDENTITY if defer_identity else _sha256(v).digest()
     else:
         ident = check_identity(k, identity)
-    rec: Record = _new_tuple(Record, (k, ident, v))
-    return rec
+    return (k, ident, v)
