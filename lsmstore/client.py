@@ -716,8 +716,11 @@ class _Reads(ObjectReads):
         """The value of ``key``; NotFoundError (a KeyError) when absent or deleted."""
         k = check_key(key, self._max_key)
         rec, _ = await self._snapshot_lookup(k)
+        return self._value(k, rec)
+
+    def _value(self, key: bytes, rec: Record | None) -> bytes:
         if rec is None or rec.value is None:
-            raise NotFoundError(f"key {validate.preview(k)} not found in {self._where()}")
+            raise NotFoundError(f"key {validate.preview(key)} not found in {self._where()}")
         return rec.value
 
     async def exists(self, key: str | bytes) -> bool:
@@ -973,6 +976,18 @@ class Branch(_Reads, ObjectWrites):
         raise ConflictError(f"{repo}/{self.name}: the branch kept moving; reset not done")
 
     # --- reads -----------------------------------------------------------------------
+
+    async def get(self, key: str | bytes) -> bytes:
+        """The value of ``key``; NotFoundError (a KeyError) when absent or deleted."""
+        if type(key) is bytes and 0 < len(key) <= self._max_key:
+            k = key
+        else:
+            k = check_key(key, self._max_key)
+        # BranchView.lookup inlined: this coroutine is the only one of a warm read
+        view = self._view
+        ref = await view.fresh_ref()
+        found = view.lookup_cached(ref, k) or await view.lookup_at(ref, k)
+        return self._value(k, found[0])
 
     def _snapshot_lookup(self, key: bytes) -> Awaitable[tuple[Record | None, bool]]:
         return self._view.lookup(key)  # the coroutine itself: one frame less per read
