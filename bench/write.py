@@ -551,21 +551,27 @@ async def open_loop(
     return lat, issued, worst_lag * 1000
 
 
-async def gets(system: System, keys: list[bytes], seconds: float) -> tuple[float, int]:
-    """Random gets/s of 100 tasks over ``keys`` (every value is checked)."""
-    loop = asyncio.get_running_loop()
-    get = system.get
-    nvalues = len(VALUES)
-    n = len(keys)
-    done = 0
-    wrong = 0
-
-    # the random key indices are drawn before the clock starts (410,000 randrange
-    # calls: a sixth of a 2 s measure on this machine when they were inside it)
+def draw_indices(n: int) -> dict[int, list[int]]:
+    """The random key indices of each read task, drawn before a measure starts: the
+    410,000 randrange calls took a sixth of a 2 s measure, and about 1 us of the loop's
+    CPU per get, when they were inside it."""
     draws: dict[int, list[int]] = {}
     for seed in range(READ_TASKS):
         rng = random.Random(seed)
         draws[seed] = [rng.randrange(n) for _ in range(4096)]
+    return draws
+
+
+async def gets(
+    system: System, keys: list[bytes], seconds: float, draws: dict[int, list[int]]
+) -> tuple[float, int]:
+    """Random gets/s of 100 tasks over ``keys`` (every value is checked), task ``t``
+    reading the indices ``draws[t]`` (:func:`draw_indices`)."""
+    loop = asyncio.get_running_loop()
+    get = system.get
+    nvalues = len(VALUES)
+    done = 0
+    wrong = 0
 
     async def one(seed: int, deadline: float) -> None:
         nonlocal done, wrong
@@ -656,8 +662,11 @@ async def measure(system: System, args: argparse.Namespace, tag: str) -> Result:
             res.notes.append(f"gets: {where}")
             await warm(system, keys)
             if "gets" in want:
-                with Cpu() as cpu:
-                    res.gets, n = await gets(system, keys, secs)
+                draws = draw_indices(len(keys))
+                async with Probe() as probe:
+                    with Cpu() as cpu:
+                        res.gets, n = await gets(system, keys, secs, draws)
+                res.probes["gets"] = probe.summary()
                 res.cpu["gets"] = cpu.per_op(n)
                 print(f"  {system.name}: gets: {res.gets:,.0f}/s; {where}", flush=True)
             t0 = time.perf_counter()
