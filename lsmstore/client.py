@@ -58,7 +58,7 @@ from lsmstore.graveler.diff import Change
 from lsmstore.graveler.merge import Strategy
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID
 from lsmstore.graveler.range_encoder import shared_range_encoder
-from lsmstore.graveler.record import Record, RecordTuple
+from lsmstore.graveler.record import Record
 from lsmstore.graveler.source import CachedSource, RangeSource
 from lsmstore.objects.addresses import ALLOWED_EXTERNAL_PREFIXES_KEY, parse_allowed_prefixes
 from lsmstore.objects.api import ObjectReads, ObjectWrites
@@ -68,7 +68,7 @@ from lsmstore.refstore.base import Repository as RepositoryInfo
 from lsmstore.refstore.names import check_ref_name, check_repository_name
 from lsmstore.refstore.url import open_refstore
 from lsmstore.staging.encoder import Encoder
-from lsmstore.staging.keys import check_key, make_record
+from lsmstore.staging.keys import check_key, make_put_records, make_record
 from lsmstore.staging.reader import (
     BranchView,
     Entry,
@@ -804,12 +804,7 @@ class Branch(_Reads, ObjectWrites):
         """Write several ``(key, value)`` or ``(key, value, identity)`` items in one batch,
         with one acknowledgement for the lot.  All are checked first: one bad item
         stages none."""
-        cfg = self._config
-        max_key, max_value = cfg.max_key_bytes, cfg.max_value_bytes
-        records: list[RecordTuple] = []
-        add = records.append
-        for key, value, ident in validate.put_items(items):
-            add(make_record(key, value, ident, max_key, max_value, defer_identity=True))
+        records = make_put_records(items, self._max_key, self._max_value)
         await self._w().write_many(records)
 
     async def delete(self, key: str | bytes) -> None:

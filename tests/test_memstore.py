@@ -197,6 +197,34 @@ def test_make_record_fast_path_matches_the_checks() -> None:
         make_record("k", b"v", b"", 10, 10)
 
 
+def test_put_many_fast_path_matches_the_checks() -> None:
+    from lsmstore.staging.keys import make_put_records, make_record
+
+    def one_by_one(items: list[tuple[object, ...]]) -> list[tuple[bytes, bytes, bytes | None]]:
+        out = []
+        for item in items:
+            k, v, ident = (*item, None)[:3]
+            out.append(make_record(k, v, ident, 10, 10, defer_identity=True))
+        return out
+
+    good: list[tuple[object, ...]] = [(b"k%d" % i, b"v%d" % i) for i in range(5)]
+    mixed = [*good, ("s", b"v"), (b"i", b"v", b"id"), (b"b", bytearray(b"v"))]
+    assert make_put_records(good, 10, 10) == one_by_one(good)
+    assert make_put_records(mixed, 10, 10) == one_by_one(mixed)
+    assert make_put_records(iter(mixed), 10, 10) == one_by_one(mixed)
+    assert make_put_records([], 10, 10) == []
+    for bad, error in [
+        ([*good, (b"x" * 11, b"v")], InvalidKeyError),
+        ([*good, (b"", b"v")], InvalidKeyError),
+        ([*good, (b"k", b"x" * 11)], EntryTooLargeError),
+        ([*good, (b"k",)], InvalidInputError),
+        ([*good, b"kv"], InvalidInputError),
+        (b"not items", InvalidInputError),
+    ]:
+        with pytest.raises(error):
+            make_put_records(bad, 10, 10)
+
+
 def test_memstore_records_are_left_to_the_collector_untracked() -> None:
     """The memstore keeps plain tuples (a Record given is copied into one), which
     CPython's cyclic collector stops tracking, so full collections do not walk the

@@ -13,7 +13,10 @@ import hashlib
 
 from lsmstore.errors import EntryTooLargeError, InvalidInputError, InvalidKeyError
 from lsmstore.graveler.record import RecordTuple
-from lsmstore.validate import preview
+from lsmstore.validate import check_items, preview, put_items
+
+#: What ``put_many``'s argument is called in error messages.
+PUT_ITEMS = "put_many items"
 
 
 def encode_key(key: str | bytes) -> bytes:
@@ -115,3 +118,34 @@ def make_record(
     else:
         ident = check_identity(k, identity)
     return (k, ident, v)
+
+
+def make_put_records(items: object, max_key_bytes: int, max_value_bytes: int) -> list[RecordTuple]:
+    """:func:`make_record` (identity deferred unless given) of each ``put_many`` item,
+    ``(key, value)`` or ``(key, value, identity)`` (:func:`lsmstore.validate.put_items`).
+
+    A list of ``(bytes, bytes)`` pairs in bounds -- what a bulk loader passes -- takes
+    a fast path without a call per item; at the first other item everything goes
+    through the full checks, which raise the error of the first bad item.
+    """
+    seq = items if type(items) is list else list(check_items(items, PUT_ITEMS))
+    out: list[RecordTuple] = []
+    add = out.append
+    for item in seq:
+        if type(item) is tuple and len(item) == 2:
+            k, v = item
+            if (
+                type(k) is bytes
+                and type(v) is bytes
+                and 0 < len(k) <= max_key_bytes
+                and len(v) <= max_value_bytes
+            ):
+                add((k, DEFERRED_IDENTITY, v))
+                continue
+        break
+    else:
+        return out
+    return [
+        make_record(k, v, ident, max_key_bytes, max_value_bytes, defer_identity=True)
+        for k, v, ident in put_items(seq, PUT_ITEMS)
+    ]
