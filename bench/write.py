@@ -597,6 +597,16 @@ async def gets(
     return done / (loop.time() - t0), done
 
 
+def full_collection() -> str:
+    """What a full collection of this process's heap costs now: the objects the
+    collector tracks (the frozen startup state aside) and the CPU of one collection."""
+    tracked = len(gc.get_objects())
+    t0 = time.thread_time()
+    gc.collect()
+    ms = (time.thread_time() - t0) * 1000
+    return f"{tracked:,} tracked objects, a full collection {ms:.1f} ms CPU"
+
+
 async def warm(system: System, keys: list[bytes]) -> None:
     """Read every key once (from 100 tasks): every file is then in the caches."""
     get = system.get
@@ -667,6 +677,7 @@ async def measure(system: System, args: argparse.Namespace, tag: str) -> Result:
             where = await system.load_for_reads(keys, args.batch)
             res.notes.append(f"gets: {where}")
             await warm(system, keys)
+            res.notes.append(f"after the warm reads: {full_collection()}")
             if "gets" in want:
                 draws = draw_indices(len(keys))
                 async with Probe() as probe:
