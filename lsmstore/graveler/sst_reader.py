@@ -415,7 +415,10 @@ def _decode_index_block(
 
 # --- the reader ------------------------------------------------------------------------
 
-_Block = tuple[list[bytes], list[RecordTuple]]
+#: A decoded data block: its keys and its records.  Tuples of plain tuples of bytes,
+#: so a cached block -- the outer tuple too -- is untracked by CPython's collector
+#: after one collection (:mod:`lsmstore.graveler.record`).
+_Block = tuple[tuple[bytes, ...], tuple[RecordTuple, ...]]
 
 
 class SSTReader:
@@ -712,7 +715,7 @@ class SSTReader:
         index_keys = self._index_keys
         if keys[-1] > index_keys[i] or (i and keys[0] <= index_keys[i - 1]):
             raise _Bad(f"data block at offset {self._offsets[i]}: keys outside its index range")
-        return keys, records
+        return tuple(keys), tuple(records)
 
     def _put(self, i: int, entry: bytes | _Block) -> None:
         cache = self._cache
