@@ -71,6 +71,7 @@ import uvloop
 import lsmstore
 from lsmstore.client import Branch, Store
 from lsmstore.config import load_config
+from lsmstore.gcfreeze import freeze_startup_state
 from lsmstore.staging.writer import FlushTrace
 from lsmstore.storage.base import ObjectStore
 from lsmstore.storage.url import open_object_store
@@ -317,6 +318,11 @@ class Lsm(System):
             )
         if self.encoder is not None:
             self.store.encoder.use_process = self.encoder == "process"
+        if self.store.config.gc_freeze != "off":
+            # What the process's first write does (lsmstore.gcfreeze), done before the
+            # measures: its one full collection is a startup cost, once per process,
+            # and showed as the longest "gen-2" pause of the first measure.
+            freeze_startup_state()
         ns = (self.root / "data").as_uri()
         if self.namespace:  # e.g. s3://bucket/prefix?endpoint_url=...: a fresh prefix per run
             base, _, query = self.namespace.partition("?")
@@ -579,21 +585,27 @@ async def open_loop(
     return lat, issued, worst_lag * 1000
 
 
-async def gets(system: System, keys: list[bytes], seconds: float) -> tuple[float, int]:
-    """Random gets/s of 100 tasks over ``keys`` (every value is checked)."""
-    loop = asyncio.get_running_loop()
-    get = system.get
-    nvalues = len(VALUES)
-    n = len(keys)
-    done = 0
-    wrong = 0
-
-    # the random key indices are drawn before the clock starts (410,000 randrange
-    # calls: a sixth of a 2 s measure on this machine when they were inside it)
+def draw_indices(n: int) -> dict[int, list[int]]:
+    """The random key indices of each read task, drawn before a measure starts: the
+    410,000 randrange calls took a sixth of a 2 s measure, and about 1 us of the loop's
+    CPU per get, when they were inside it."""
     draws: dict[int, list[int]] = {}
     for seed in range(READ_TASKS):
         rng = random.Random(seed)
         draws[seed] = [rng.randrange(n) for _ in range(4096)]
+    return draws
+
+
+async def gets(
+    system: System, keys: list[bytes], seconds: float, draws: dict[int, list[int]]
+) -> tuple[float, int]:
+    """Random gets/s of 100 tasks over ``keys`` (every value is checked), task ``t``
+    reading the indices ``draws[t]`` (:func:`draw_indices`)."""
+    loop = asyncio.get_running_loop()
+    get = system.get
+    nvalues = len(VALUES)
+    done = 0
+    wrong = 0
 
     async def one(seed: int, deadline: float) -> None:
         nonlocal done, wrong
@@ -611,6 +623,16 @@ async def gets(system: System, keys: list[bytes], seconds: float) -> tuple[float
     if wrong:
         raise AssertionError(f"{wrong} gets returned a wrong value")
     return done / (loop.time() - t0), done
+
+
+def full_collection() -> str:
+    """What a full collection of this process's heap costs now: the objects the
+    collector tracks (the frozen startup state aside) and the CPU of one collection."""
+    tracked = len(gc.get_objects())
+    t0 = time.thread_time()
+    gc.collect()
+    ms = (time.thread_time() - t0) * 1000
+    return f"{tracked:,} tracked objects, a full collection {ms:.1f} ms CPU"
 
 
 async def warm(system: System, keys: list[bytes]) -> None:
@@ -687,9 +709,13 @@ async def measure(system: System, args: argparse.Namespace, tag: str) -> Result:
             where = await system.load_for_reads(keys, args.batch)
             res.notes.append(f"gets: {where}")
             await warm(system, keys)
+            res.notes.append(f"after the warm reads: {full_collection()}")
             if "gets" in want:
-                with Cpu() as cpu:
-                    res.gets, n = await gets(system, keys, secs)
+                draws = draw_indices(len(keys))
+                async with Probe() as probe:
+                    with Cpu() as cpu:
+                        res.gets, n = await gets(system, keys, secs, draws)
+                res.probes["gets"] = probe.summary()
                 res.cpu["gets"] = cpu.per_op(n)
                 print(f"  {system.name}: gets: {res.gets:,.0f}/s; {where}", flush=True)
             t0 = time.perf_counter()

@@ -70,7 +70,7 @@ from lsmstore.refstore.base import Repository as RepositoryInfo
 from lsmstore.refstore.names import check_ref_name, check_repository_name
 from lsmstore.refstore.url import open_refstore
 from lsmstore.staging.encoder import Encoder
-from lsmstore.staging.keys import check_key, encode_opt, make_record
+from lsmstore.staging.keys import check_key, encode_opt, make_put_records, make_record
 from lsmstore.staging.reader import (
     BranchView,
     Entry,
@@ -717,8 +717,11 @@ class _Reads(ObjectReads):
         """The value of ``key``; NotFoundError (a KeyError) when absent or deleted."""
         k = check_key(key, self._max_key)
         rec, _ = await self._snapshot_lookup(k)
+        return self._value(k, rec)
+
+    def _value(self, key: bytes, rec: Record | None) -> bytes:
         if rec is None or rec.value is None:
-            raise NotFoundError(f"key {validate.preview(k)} not found in {self._where()}")
+            raise NotFoundError(f"key {validate.preview(key)} not found in {self._where()}")
         return rec.value
 
     async def exists(self, key: str | bytes) -> bool:
@@ -756,6 +759,7 @@ class Branch(_Reads, ObjectWrites):
         self._store = store
         self._config = store.config
         self._max_key = store.config.max_key_bytes
+        self._max_value = store.config.max_value_bytes
         self._writer: BranchWriter | None = None
         self._view = store.view(repository, name)
 
@@ -780,11 +784,13 @@ class Branch(_Reads, ObjectWrites):
         and identity are equal).  Bounds: key 1..``max_key_bytes``, value at most
         ``max_value_bytes``; violations raise before anything is staged.
         """
-        cfg = self._config
-        rec = make_record(
-            key, value, identity, cfg.max_key_bytes, cfg.max_value_bytes, defer_identity=True
-        )
-        await self._w().write(rec)
+        rec = make_record(key, value, identity, self._max_key, self._max_value, defer_identity=True)
+        w = self._writer
+        if w is None or w.closed:
+            w = self._w()
+        # the common case awaits the write's own future: no coroutine per put
+        fut = w.try_stage(rec)
+        await (w.write(rec) if fut is None else fut)
 
     async def put_many(
         self,
@@ -793,23 +799,18 @@ class Branch(_Reads, ObjectWrites):
         """Write several ``(key, value)`` or ``(key, value, identity)`` items in one batch,
         with one acknowledgement for the lot.  All are checked first: one bad item
         stages none."""
-        cfg = self._config
-        max_key, max_value = cfg.max_key_bytes, cfg.max_value_bytes
-        records: list[Record] = []
-        add = records.append
-        for key, value, ident in validate.put_items(items):
-            add(make_record(key, value, ident, max_key, max_value, defer_identity=True))
+        records = make_put_records(items, self._max_key, self._max_value)
         await self._w().write_many(records)
 
     async def delete(self, key: str | bytes) -> None:
         """Delete ``key`` (a tombstone; deleting an absent key is not an error)."""
         k = check_key(key, self._config.max_key_bytes)
-        await self._w().write(Record(k, b"", None))
+        await self._w().write((k, b"", None))
 
     async def delete_many(self, keys: Iterable[str | bytes]) -> None:
         max_key = self._config.max_key_bytes
         checked = validate.check_items(keys, "delete_many keys")
-        await self._w().write_many([Record(check_key(k, max_key), b"", None) for k in checked])
+        await self._w().write_many([(check_key(k, max_key), b"", None) for k in checked])
 
     async def stage_sst(self, sst: str | os.PathLike[str] | bytes) -> str:
         """Stage a prepared SST (a path or its bytes) as one L1 file, atomically: all of
@@ -965,6 +966,18 @@ class Branch(_Reads, ObjectWrites):
         raise ConflictError(f"{repo}/{self.name}: the branch kept moving; reset not done")
 
     # --- reads -----------------------------------------------------------------------
+
+    async def get(self, key: str | bytes) -> bytes:
+        """The value of ``key``; NotFoundError (a KeyError) when absent or deleted."""
+        if type(key) is bytes and 0 < len(key) <= self._max_key:
+            k = key
+        else:
+            k = check_key(key, self._max_key)
+        # BranchView.lookup inlined: this coroutine is the only one of a warm read
+        view = self._view
+        ref = await view.fresh_ref()
+        found = view.lookup_cached(ref, k) or await view.lookup_at(ref, k)
+        return self._value(k, found[0])
 
     def _snapshot_lookup(self, key: bytes) -> Awaitable[tuple[Record | None, bool]]:
         return self._view.lookup(key)  # the coroutine itself: one frame less per read

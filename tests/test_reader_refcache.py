@@ -78,3 +78,21 @@ async def test_errors_reach_every_waiter_and_cancel_is_private(tmp_path: Path) -
     with pytest.raises(ClosedError):
         cache.get(REPO, BRANCH)
     await rs.aclose()
+
+
+def test_one_cache_serves_successive_event_loops() -> None:
+    """The cache keeps the loop of its last call (asyncio.get_running_loop() costs a
+    system call per read); a call from a later loop must get a future of that loop."""
+    ref = Ref("branch", "c1")
+
+    async def fetch(repo: str, name: str) -> Ref:
+        await asyncio.sleep(0)
+        return ref
+
+    cache = RefCache(None, fetch)  # type: ignore[arg-type]  # the fetch is given
+
+    async def read() -> Ref:
+        return await cache.get(REPO, BRANCH)
+
+    assert asyncio.run(read()) is ref
+    assert asyncio.run(read()) is ref  # a new loop

@@ -154,6 +154,32 @@ def test_lookups_agree_whatever_the_cache_state() -> None:
         assert len(reader._cache) <= max(1, cache_size)
 
 
+def test_cached_blocks_hold_records_the_collector_does_not_track() -> None:
+    """Decoded blocks stay in the reader's cache as tuples of plain tuples, which
+    CPython's cyclic collector stops tracking (a Record, a tuple subclass, it never
+    does), so a warm cache adds nothing to a full collection; get and seek still
+    return Records."""
+    import gc
+
+    records = make_records(3000, seed=8, tombstone_every=4)
+    reader = SSTReader(write_sst(records), "gc.sst", block_cache_size=10_000)
+    assert list(reader) == [as_read(r) for r in records]
+    for _ in range(2):  # the first touch keeps a block raw, the second decodes it
+        for r in records:
+            got = reader.get(r.key)
+            assert type(got) is Record and got == as_read(r)
+    assert all(type(r) is Record for r in islice(reader.seek(records[10].key), 50))
+    # A collection untracks a tuple whose items are untracked by then; a block nests
+    # three levels (block -> records -> record), so three passes untrack every level
+    # whatever the order the collector walks them in.
+    for _ in range(3):
+        gc.collect()
+    blocks = [e for e in reader._cache.values() if isinstance(e, tuple)]
+    assert blocks and sum(len(recs) for _, recs in blocks) == len(records)
+    assert not any(gc.is_tracked(t) for _, recs in blocks for t in recs)
+    assert not any(gc.is_tracked(b) for b in blocks)
+
+
 def test_may_contain_range() -> None:
     reader = SSTReader(write_sst([Record(b"b", b"", b"1"), Record(b"d", b"", b"2")]), "r.sst")
     assert reader.may_contain_range(b"a", b"b")

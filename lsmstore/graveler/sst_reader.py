@@ -34,15 +34,15 @@ from __future__ import annotations
 import struct
 from bisect import bisect_left
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
-from itertools import islice
+from collections.abc import Callable, Iterable, Iterator
+from itertools import islice, repeat
 from operator import lt
 
 import cramjam
 
 from lsmstore.errors import CorruptFileError, UnsupportedFormatError
 from lsmstore.graveler.block_checksum import BY_TYPE as _CHECKSUMS
-from lsmstore.graveler.record import Record
+from lsmstore.graveler.record import Record, RecordTuple
 from lsmstore.graveler.value import decode_value
 
 MAGIC = 0x88E241B785F4CFF7
@@ -87,6 +87,11 @@ _MASK32 = 0xFFFFFFFF
 _u32: Callable[[bytes, int], tuple[int]] = struct.Struct("<I").unpack_from
 _u64: Callable[[bytes, int], tuple[int]] = struct.Struct("<Q").unpack_from
 _new_tuple = tuple.__new__  # builds a Record without NamedTuple.__new__'s Python frame
+
+
+def _as_records(records: Iterable[RecordTuple]) -> Iterator[Record]:
+    """Records of plain record tuples, each made in C (no Python frame per record)."""
+    return map(_new_tuple, repeat(Record), records)
 
 
 class _Bad(Exception):
@@ -181,15 +186,16 @@ def parse_plain_block(buf: bytes) -> list[tuple[bytes, bytes]]:
         raise ValueError(str(e)) from None
 
 
-def _decode_data_block(buf: bytes, name: str) -> tuple[list[bytes], list[Record]]:
-    """User keys (strictly increasing) and records of a data block.
+def _decode_data_block(buf: bytes, name: str) -> tuple[list[bytes], list[RecordTuple]]:
+    """User keys (strictly increasing) and records of a data block, as plain tuples
+    (a decoded block lives in a cache: see :mod:`lsmstore.graveler.record`).
 
     Values are split into identity and data here, once per block; the common case
     (one-byte key varints, identity under 64 bytes, data under 8 KiB) is inlined.
     """
     limit = _entries_end(buf)
     keys: list[bytes] = []
-    records: list[Record] = []
+    records: list[RecordTuple] = []
     add_key = keys.append
     add_record = records.append
     p = 0
@@ -239,9 +245,9 @@ def _decode_data_block(buf: bytes, name: str) -> tuple[list[bytes], list[Record]
                     data = buf[s:p]
             else:
                 identity, data = decode_value(buf[q:p], name)
-            add_record(_new_tuple(Record, (key, identity, data)))
+            add_record((key, identity, data))
         elif kind == _TYPE_DELETION:
-            add_record(_new_tuple(Record, (key, b"", None)))
+            add_record((key, b"", None))
         else:
             raise _Unsupported(f"entry type {kind} (only SET and DELETION are implemented)")
         add_key(key)
@@ -409,7 +415,10 @@ def _decode_index_block(
 
 # --- the reader ------------------------------------------------------------------------
 
-_Block = tuple[list[bytes], list[Record]]
+#: A decoded data block: its keys and its records.  Tuples of plain tuples of bytes,
+#: so a cached block -- the outer tuple too -- is untracked by CPython's collector
+#: after one collection (:mod:`lsmstore.graveler.record`).
+_Block = tuple[tuple[bytes, ...], tuple[RecordTuple, ...]]
 
 
 class SSTReader:
@@ -706,7 +715,7 @@ class SSTReader:
         index_keys = self._index_keys
         if keys[-1] > index_keys[i] or (i and keys[0] <= index_keys[i - 1]):
             raise _Bad(f"data block at offset {self._offsets[i]}: keys outside its index range")
-        return keys, records
+        return tuple(keys), tuple(records)
 
     def _put(self, i: int, entry: bytes | _Block) -> None:
         cache = self._cache
@@ -769,7 +778,8 @@ class SSTReader:
             keys, records = self._block(i)
         j = bisect_left(keys, key)
         if j < len(keys) and keys[j] == key:
-            return records[j]
+            rec: Record = _new_tuple(Record, records[j])
+            return rec
         return None
 
     def seek(self, key: bytes = b"") -> Iterator[Record]:
@@ -782,9 +792,9 @@ class SSTReader:
             return
         keys, records = self._block(i)
         j = bisect_left(keys, key)
-        yield from islice(records, j, None) if j else records
+        yield from _as_records(islice(records, j, None) if j else records)
         for later in range(i + 1, n):
-            yield from self._block(later, keep=False)[1]
+            yield from _as_records(self._block(later, keep=False)[1])
 
     def __iter__(self) -> Iterator[Record]:
         return self.seek(b"")

@@ -692,8 +692,8 @@ class RemoteBranch(_RemoteReads):
         is sent only when given: the server's encoder derives the default, as the
         embedded writer's does); its key and size."""
         rec = make_record(key, value, identity, max_key, max_value, defer_identity=True)
-        k, v = rec.key, cast(bytes, rec.value)
-        entry = ["kv", k, v] if identity is None else ["kv", k, v, rec.identity]
+        k, ident, v = rec[0], rec[1], cast(bytes, rec[2])
+        entry = ["kv", k, v] if identity is None else ["kv", k, v, ident]
         return entry, k, len(k) + len(v) + _ENTRY_BYTES
 
     async def put(self, key: str | bytes, value: bytes, *, identity: bytes | None = None) -> None:

@@ -44,7 +44,7 @@ import orjson
 from lsmstore import layout
 from lsmstore.client import Branch
 from lsmstore.errors import EntryTooLargeError, LsmError, ObjectNotFoundError, UnavailableError
-from lsmstore.graveler.record import Record
+from lsmstore.graveler.record import Record, RecordTuple
 from lsmstore.objects import AddressType, ObjectEntry, ObjectLink
 from lsmstore.objects.entry import decode_entry
 from lsmstore.objects.garbage import record_candidates
@@ -111,7 +111,7 @@ async def apply(branch: Branch, entries: list[Any], json_body: bool) -> int:
     max_key, max_value = cfg.max_key_bytes, cfg.max_value_bytes
     now = branch._now()
     stager = branch._link_stager(now)
-    records: list[Staged | None] = []
+    records: list[Staged | RecordTuple | None] = []
     add = records.append
     puts: list[tuple[int, _Put]] = []
     news: dict[int, str | None] = {}  # put/delete entries: index -> data address staged
@@ -191,7 +191,7 @@ async def apply(branch: Branch, entries: list[Any], json_body: bool) -> int:
         await asyncio.gather(*(write_data(i, p) for i, p in puts))
         final = [r for r in records if r is not None]  # every put has its record now
         looked = list(news)
-        olds = await _previous_data(branch, [final[i].key for i in looked]) if looked else []
+        olds = await _previous_data(branch, [final[i][0] for i in looked]) if looked else []
         await branch._w().write_staged(final)
     except BaseException as e:
         unknown = not isinstance(e, LsmError) or (
@@ -212,7 +212,7 @@ async def apply(branch: Branch, entries: list[Any], json_body: bool) -> int:
         raise
     if looked:
         await branch._replaced(
-            [(final[i].key, old, news[i]) for i, old in zip(looked, olds, strict=True)],
+            [(final[i][0], old, news[i]) for i, old in zip(looked, olds, strict=True)],
             "overwritten",
         )
     return len(final)

@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
 
-from lsmstore.graveler.record import Record
+from lsmstore.graveler.record import Record, RecordTuple
 from lsmstore.staging.files import encode_staging_file
 from lsmstore.staging.pending import PendingColumns, Staged, make, split
 from lsmstore.workerpipe import FRAME, answer_requests, child_main
@@ -62,7 +62,7 @@ _ROOT = str(Path(__file__).resolve().parents[2])
 Columns = tuple[list[bytes], list[bytes], list[bytes | None], PendingColumns | None]
 
 
-def columns(records: Sequence[Staged], pending: bool = False) -> Columns:
+def columns(records: Sequence[Staged | RecordTuple], pending: bool = False) -> Columns:
     """Keys, identities and values of ``records`` as three lists, and the pending ones
     as columns (what is sent); ``pending``: some records may be pending."""
     pend = None
@@ -108,7 +108,7 @@ def encode_columns(
 
 
 def encode_records(
-    records: Sequence[Staged], error_rate: float, pending: bool = False
+    records: Sequence[Staged | RecordTuple], error_rate: float, pending: bool = False
 ) -> tuple[bytes, bytes]:
     """:func:`encode_columns` of records with unique keys in any order."""
     return encode_columns(*columns(records, pending), error_rate)
@@ -145,7 +145,7 @@ class Encoder:
         self._closed = False
 
     async def encode(
-        self, records: Sequence[Staged], error_rate: float, *, pending: bool = False
+        self, records: Sequence[Staged | RecordTuple], error_rate: float, *, pending: bool = False
     ) -> tuple[bytes, bytes]:
         """``(sst, sidecar)`` of ``records`` (unique keys, any order; not empty);
         ``pending``: some may be pending records, made here."""

@@ -21,7 +21,7 @@ import io
 import secrets
 import struct
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from operator import add, mod
@@ -100,6 +100,11 @@ class _Shape:
     digests of all salts, read as native unsigned ints of 2, 4 or 8 bytes, give one
     value per slice (extra values are unused); slice ``s`` sets bit
     ``s * bits_per_slice + value % bits_per_slice``.
+
+    :attr:`positions` is compiled per shape when one salt suffices (every filter of
+    fewer than ~30,000 keys at 1%): the unpacking and the arithmetic written out with
+    the shape's constants, no loop -- a point read computes it once or twice per key,
+    and the generic map/zip form cost about 1.5x as much.
     """
 
     __slots__ = (
@@ -110,6 +115,7 @@ class _Shape:
         "offsets",
         "one_shot",
         "per_key",
+        "positions",
         "prefixes",
         "unpack",
     )
@@ -137,6 +143,10 @@ class _Shape:
         self.one_shot: Callable[[bytes], bytes] | None = (
             xxhash.xxh128_digest if hashfn is xxhash.xxh128 else None
         )
+        #: The bit positions of one item (its UTF-8 bytes).
+        self.positions: Callable[[bytes], Sequence[int]] = (
+            self._compiled_positions() if n_salts == 1 else self._generic_positions
+        )
 
     def values(self, items: list[bytes]) -> memoryview:
         """``per_key`` hash values per item, item after item."""
@@ -157,7 +167,28 @@ class _Shape:
                 blob = b"".join([h(p + x).digest() for x in items for p in prefixes])
         return memoryview(blob).cast(self.code)
 
-    def positions(self, data: bytes) -> list[int]:
+    def _compiled_positions(self) -> Callable[[bytes], Sequence[int]]:
+        """:meth:`_generic_positions` of a one-salt shape as straight-line code (only
+        integers of the shape are formatted into the source)."""
+        names = [f"v{i}" for i in range(self.per_key)]
+        bps = self.bits_per_slice
+        terms = [f"v{s} % {bps} + {s * bps}" for s in range(self.num_slices)]
+        digest = "_h(_p + data)" if self.one_shot is not None else "_h(_p + data).digest()"
+        source = (
+            "def positions(data):\n"
+            f"    {', '.join(names)}, = _u({digest})\n"
+            f"    return ({', '.join(terms)},)\n"
+        )
+        scope: dict[str, Any] = {
+            "_h": self.one_shot or self.hashfn,
+            "_p": self.prefixes[0],
+            "_u": self.unpack,
+        }
+        exec(compile(source, f"<bloom positions {self.num_slices}x{bps}>", "exec"), scope)
+        fn: Callable[[bytes], Sequence[int]] = scope["positions"]
+        return fn
+
+    def _generic_positions(self, data: bytes) -> list[int]:
         """The bit positions of one item (its UTF-8 bytes)."""
         prefixes = self.prefixes
         one_shot = self.one_shot
@@ -212,7 +243,7 @@ class BloomProbe:
 
     def __init__(self, key: bytes) -> None:
         self._data = bloom_data(key)
-        self._positions: dict[tuple[int, int], list[int]] = {}
+        self._positions: dict[tuple[int, int], Sequence[int]] = {}
 
     def test(self, bloom: BloomFilter) -> bool:
         """``bloom_item(key) in bloom``, sharing the hash work across filters."""

@@ -12,8 +12,11 @@ from __future__ import annotations
 import hashlib
 
 from lsmstore.errors import EntryTooLargeError, InvalidInputError, InvalidKeyError
-from lsmstore.graveler.record import Record
-from lsmstore.validate import preview
+from lsmstore.graveler.record import RecordTuple
+from lsmstore.validate import check_items, preview, put_items
+
+#: What ``put_many``'s argument is called in error messages.
+PUT_ITEMS = "put_many items"
 
 
 def encode_key(key: str | bytes) -> bytes:
@@ -86,7 +89,6 @@ def check_identity(key: bytes, identity: object) -> bytes:
     raise InvalidInputError(f"identity of key {preview(key)} must be 1..255 bytes")
 
 
-_new_tuple = tuple.__new__
 _sha256 = hashlib.sha256
 
 #: The identity of a staged put whose identity is the default, SHA-256 of its value:
@@ -104,8 +106,9 @@ def make_record(
     max_value_bytes: int,
     *,
     defer_identity: bool = False,
-) -> Record:
-    """A checked put record; identity ``None`` means SHA-256 of the value -- with
+) -> RecordTuple:
+    """A checked put record, as the plain tuple the writer's memstore keeps
+    (:mod:`lsmstore.staging.memstore`); identity ``None`` means SHA-256 of the value -- with
     ``defer_identity``, left to the encoder (:data:`DEFERRED_IDENTITY`: the writer's
     encoder hashes off the event loop, in its worker process when there is one).
 
@@ -130,5 +133,35 @@ def make_record(
         ident = DEFERRED_IDENTITY if defer_identity else _sha256(v).digest()
     else:
         ident = check_identity(k, identity)
-    rec: Record = _new_tuple(Record, (k, ident, v))
-    return rec
+    return (k, ident, v)
+
+
+def make_put_records(items: object, max_key_bytes: int, max_value_bytes: int) -> list[RecordTuple]:
+    """:func:`make_record` (identity deferred unless given) of each ``put_many`` item,
+    ``(key, value)`` or ``(key, value, identity)`` (:func:`lsmstore.validate.put_items`).
+
+    A list of ``(bytes, bytes)`` pairs in bounds -- what a bulk loader passes -- takes
+    a fast path without a call per item; at the first other item everything goes
+    through the full checks, which raise the error of the first bad item.
+    """
+    seq = items if type(items) is list else list(check_items(items, PUT_ITEMS))
+    out: list[RecordTuple] = []
+    add = out.append
+    for item in seq:
+        if type(item) is tuple and len(item) == 2:
+            k, v = item
+            if (
+                type(k) is bytes
+                and type(v) is bytes
+                and 0 < len(k) <= max_key_bytes
+                and len(v) <= max_value_bytes
+            ):
+                add((k, DEFERRED_IDENTITY, v))
+                continue
+        break
+    else:
+        return out
+    return [
+        make_record(k, v, ident, max_key_bytes, max_value_bytes, defer_identity=True)
+        for k, v, ident in put_items(seq, PUT_ITEMS)
+    ]

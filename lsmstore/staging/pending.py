@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Protocol
 
-from lsmstore.graveler.record import Record
+from lsmstore.graveler.record import Record, RecordTuple
 
 
 class EntryMaker(Protocol):
@@ -50,12 +50,14 @@ PendingColumns = tuple[
 ]
 
 
-def split(records: list[Staged]) -> tuple[list[Record], PendingColumns | None]:
+def split(
+    records: list[Staged | RecordTuple],
+) -> tuple[list[RecordTuple], PendingColumns | None]:
     """The made records of ``records`` and its pending ones as columns (None if none)."""
     pending = [r for r in records if type(r) is Pending]
     if not pending:
         return records, None  # type: ignore[return-value]  # no Pending among them
-    made: list[Record] = [r for r in records if type(r) is not Pending]  # type: ignore[misc]
+    made: list[RecordTuple] = [r for r in records if type(r) is not Pending]  # type: ignore[misc]
     keys, makers, addresses, sizes, checksums = zip(*pending, strict=True)
     return made, (keys, makers, addresses, sizes, checksums)
 

@@ -289,7 +289,7 @@ class Snapshot:
         """What :meth:`lookup` returns, when every file it needs is in RAM; else None
         (then call :meth:`lookup`).  No await: a warm read does not yield."""
         shapes = self._shapes
-        positions: list[list[int] | None] = [None] * len(shapes)
+        positions: list[Sequence[int] | None] = [None] * len(shapes)
         data = bloom_data(key)
         peek = self.files.peek_sst
         for first, last, bits, si, f in self._plan:
@@ -465,17 +465,40 @@ class BranchView:
             return await op(await self.snapshot())
 
     async def lookup(self, key: bytes, ref: Ref | None = None) -> tuple[Record | None, bool]:
-        """:meth:`Snapshot.lookup` on a fresh snapshot (the hot path of ``get``: one
-        await for the ref, and none more when the files it needs are in RAM); ``ref`` as
-        in :meth:`snapshot`."""
+        """:meth:`Snapshot.lookup` on a fresh snapshot; ``ref`` as in :meth:`snapshot`."""
         if ref is None:
-            ref = await self.refs.get(self.repo, self.branch)
+            ref = await self.fresh_ref()
+        found = self.lookup_cached(ref, key)
+        return found if found is not None else await self.lookup_at(ref, key)
+
+    # The hot path of ``get`` is the three steps of :meth:`lookup` inlined in the
+    # caller's coroutine: one await for the ref, and none more when the files the key
+    # needs are in RAM.
+
+    def fresh_ref(self) -> asyncio.Future[Ref]:
+        """The future of a ref value fetched after this call (read-your-writes)."""
+        return self.refs.get(self.repo, self.branch)
+
+    def lookup_cached(self, ref: Ref, key: bytes) -> tuple[Record | None, bool] | None:
+        """:meth:`Snapshot.lookup_cached` on the snapshot of ``ref`` if it is at hand;
+        None: call :meth:`lookup_at`."""
+        snap = self._last
+        if snap is None:
+            return None
+        if snap.ref is not ref:
+            if snap.ref != ref:
+                return None
+            # The same value fetched again: keep the newest object, so the reads
+            # sharing its fetch compare identities, not the file lists.
+            snap.ref = ref
+        return snap.lookup_cached(key)
+
+    async def lookup_at(self, ref: Ref, key: bytes) -> tuple[Record | None, bool]:
+        """:meth:`Snapshot.lookup` on the snapshot of ``ref`` (loaded if need be); a
+        file collected under the read makes it retry once on a fresh snapshot."""
         snap = self._last
         if snap is None or (snap.ref is not ref and snap.ref != ref):
             snap = await self._load(ref)
-        found = snap.lookup_cached(key)
-        if found is not None:
-            return found
         try:
             return await snap.lookup(key)
         except ObjectNotFoundError:

@@ -55,12 +55,19 @@ class RefCache:
         self._tasks: set[asyncio.Task[None]] = set()
         self.fetches = 0  # RefStore calls made (for tests and stats)
         self._closed = False
+        # The loop of the last call.  asyncio.get_running_loop() makes a getpid()
+        # system call (CPython's check against a fork), which cost more than the rest
+        # of get() on a busy 2-core VM; a loop that is not running is not the caller's.
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def get(self, repo: str, name: str) -> asyncio.Future[Ref]:
         """A future of a ref value read after this call. Await it."""
         if self._closed:
             raise ClosedError("ref cache is closed")
-        fut: asyncio.Future[Ref] = asyncio.get_running_loop().create_future()
+        loop = self._loop
+        if loop is None or not loop.is_running():
+            loop = self._loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Ref] = loop.create_future()
         slot = self._slots.get((repo, name))
         if slot is None:
             slot = self._slots[(repo, name)] = _Slot()

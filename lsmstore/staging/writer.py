@@ -63,7 +63,7 @@ from lsmstore.errors import (
     UnavailableError,
     WriteStalledError,
 )
-from lsmstore.graveler.record import Record
+from lsmstore.graveler.record import RecordTuple
 from lsmstore.refstore.base import Ref, RefStore
 from lsmstore.staging.encoder import Encoder
 from lsmstore.staging.files import (
@@ -74,7 +74,7 @@ from lsmstore.staging.files import (
     new_file_id,
     sidecar_of_prepared_sst,
 )
-from lsmstore.staging.memstore import Memstore, record_bytes, staged_bytes
+from lsmstore.staging.memstore import RECORD_OVERHEAD, Memstore, record_bytes, staged_bytes
 from lsmstore.staging.pending import Staged
 from lsmstore.storage.base import ObjectStore, PutMode
 
@@ -197,6 +197,7 @@ class BranchWriter:
         self.branch = branch
         self.config = config
         self._max_bytes, self._max_records = config.batch_max_bytes, config.batch_max_records
+        self._max_pending = config.max_pending_bytes
         self.stats = WriterStats()
         self._clock = clock
         self._randbits = randbits
@@ -221,7 +222,9 @@ class BranchWriter:
         self.stalled = asyncio.Event()
         self._flush_now = False
         self._closing = False
-        self._closed = False
+        #: True once :meth:`aclose` is done (an attribute, not a property: every put
+        #: reads it).
+        self.closed = False
         self._tasks: set[asyncio.Task[None]] = set()
         self._runner = self._loop.create_task(self._run(), name=f"writer {repo}/{branch}")
 
@@ -231,15 +234,29 @@ class BranchWriter:
         if self._closing:
             raise ClosedError(f"writer of {self.repo}/{self.branch} is closed")
 
-    async def write(self, record: Record) -> None:
+    async def write(self, record: RecordTuple) -> None:
         """Stage one validated record and wait for its acknowledgement."""
         self._check_open()
         size = record_bytes(record)
-        if self._room or self._pending_bytes + size > self.config.max_pending_bytes:
+        if self._room or self._pending_bytes + size > self._max_pending:
             await self._wait_room(size)
         await self._stage((record,), size)
 
-    async def write_many(self, records: Sequence[Record]) -> None:
+    def try_stage(self, record: RecordTuple) -> asyncio.Future[None] | None:
+        """:meth:`write` without a coroutine, when the record fits at once (the common
+        case): stage it and return the future of its acknowledgement -- its own, so
+        cancelling one waiting write never touches another's.  None when the record
+        must wait for room (nothing is staged): then ``await write(record)``.
+        ClosedError if the writer is closing."""
+        if self._closing:
+            self._check_open()  # raises
+        value = record[2]
+        size = len(record[0]) + (len(value) if value is not None else 0) + RECORD_OVERHEAD
+        if self._room or self._pending_bytes + size > self._max_pending:
+            return None
+        return self._stage((record,), size)
+
+    async def write_many(self, records: Sequence[RecordTuple]) -> None:
         """Stage validated records into one batch; one acknowledgement for the lot.
 
         A key given twice keeps its last record.  The lot must fit the writer's
@@ -247,14 +264,18 @@ class BranchWriter:
         """
         await self._write_many(records, record_bytes, pending=False)
 
-    async def write_staged(self, records: Sequence[Staged]) -> None:
+    async def write_staged(self, records: Sequence[Staged | RecordTuple]) -> None:
         """:meth:`write_many` of records of which some may be pending
         (:mod:`lsmstore.staging.pending`): their values are made while the batch is
         encoded, off the event loop."""
         await self._write_many(records, staged_bytes, pending=True)
 
     async def _write_many(
-        self, records: Sequence[Staged], charge: Callable[[Any], int], *, pending: bool
+        self,
+        records: Sequence[Staged | RecordTuple],
+        charge: Callable[[Any], int],
+        *,
+        pending: bool,
     ) -> None:
         self._check_open()
         if not records:
@@ -266,12 +287,12 @@ class BranchWriter:
                 f"memory bound max_pending_bytes={self.config.max_pending_bytes}; "
                 "split it or use stage_sst"
             )
-        if self._room or self._pending_bytes + size > self.config.max_pending_bytes:
+        if self._room or self._pending_bytes + size > self._max_pending:
             await self._wait_room(size)
         await self._stage(records, size, pending)
 
     def _stage(
-        self, records: Sequence[Staged], size: int, pending: bool = False
+        self, records: Sequence[Staged | RecordTuple], size: int, pending: bool = False
     ) -> asyncio.Future[None]:
         """Insert into the current memstore (no await in between: one batch).  A full
         memstore is closed first, so these records start the next batch (the flusher
@@ -279,13 +300,15 @@ class BranchWriter:
         max_bytes, max_records = self._max_bytes, self._max_records
         batch = self._batch
         mem = batch.mem
-        if mem.map and (mem.nbytes >= max_bytes or len(mem.map) >= max_records):
+        n = len(mem.map)
+        if n and (mem.nbytes >= max_bytes or n >= max_records):
             self._full.append(batch)
             self._next_batch()
             self._wake.set()
             batch = self._batch
             mem = batch.mem
-        if not mem.map:
+            n = 0
+        if not n:
             self._wake.set()
         if pending:
             self._pending_bytes += mem.add_staged(records)
@@ -701,18 +724,14 @@ class BranchWriter:
 
     async def aclose(self) -> None:
         """Flush and acknowledge everything staged, then release the writer."""
-        if self._closed:
+        if self.closed:
             return
         self._closing = True
         self._wake.set()
         try:
             await asyncio.shield(self._runner)
         finally:
-            self._closed = True
+            self.closed = True
             for _, fut in self._room:
                 if not fut.done():
                     fut.set_exception(ClosedError(f"writer of {self.repo}/{self.branch} is closed"))
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
