@@ -9,13 +9,16 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 import lsmstore
 from compactor.garbage import Sweeper
 from compactor.testing import staged_files
+from lsmstore.graveler.source import DirectSource
 from lsmstore.objects.model import ObjectLink
 from lsmstore.spark import save
+from lsmstore.spark.direct import DirectWriter
 from lsmstore.spark.source import LsmWriter, Options
 from lsmstore.storage.url import open_object_store
 
@@ -175,12 +178,13 @@ def _writer(env: Env) -> LsmWriter:
     return LsmWriter(Options.parse({"path": "lsm://r/main", "format": "raw", **env.opts()}))
 
 
-class Row(dict[str, Any]):
-    pass
-
-
-def _rows(keys: range) -> list[Row]:
-    return [Row(key=f"k{i:04d}", value=f"v{i}".encode()) for i in keys]
+def _rows(keys: range, value: str = "v") -> list[pa.RecordBatch]:
+    """One task's input as Spark hands it to the writer: Arrow record batches."""
+    return [
+        pa.RecordBatch.from_pylist(
+            [{"key": f"k{i:04d}", "value": f"{value}{i}".encode()} for i in keys]
+        )
+    ]
 
 
 async def test_failed_and_speculative_attempts_stage_once(env: Env) -> None:
@@ -211,6 +215,46 @@ async def test_failed_and_speculative_attempts_stage_once(env: Env) -> None:
     await sweeper.sweep(env.store.refstore, "r", objects)
     left = {f for _, f in await staged_files(objects, "main")}
     assert not strays & left and set(head.l1) <= left
+
+
+async def test_direct_commit_attempts_aborts_and_base_overlap(env: Env) -> None:
+    """Direct writes: each task writes committed ranges; only the ranges of the
+    messages Spark commits enter the tree (a failed attempt wrote other records), job
+    keys replace the base's, an aborted or overlapping job changes nothing."""
+    repo = await env.store.get_repository("r")
+    main = repo.branch("main")
+    await main.put_many([(f"k{i:04d}", b"base") for i in range(0, 400, 2)])
+    await main.commit("base")
+    before = await main.head()
+
+    def direct_writer() -> DirectWriter:
+        opts = {"path": "lsm://r/main", "format": "raw", "commit": "direct", **env.opts()}
+        return DirectWriter(Options.parse(opts))
+
+    aborted = await in_thread(direct_writer)
+    done = await in_thread(aborted.write, iter(_rows(range(0, 100))))
+    await in_thread(aborted.abort, [done, None])
+    assert await main.head() == before
+    w = await in_thread(direct_writer)
+    failed = await in_thread(w.write, iter(_rows(range(0, 60), "partial")))  # then failed
+    retried = await in_thread(w.write, iter(_rows(range(0, 100))))
+    other = await in_thread(w.write, iter(_rows(range(100, 200))))
+    speculative = await in_thread(w.write, iter(_rows(range(100, 200))))  # the loser
+    overlapping = await in_thread(w.write, iter(_rows(range(150, 250))))
+    with pytest.raises(lsmstore.InvalidInputError, match="overlap"):
+        await in_thread(w.commit, [retried, other, overlapping])
+    assert await main.head() == before
+    await in_thread(w.commit, [retried, other])
+    head = await main.head()
+    commit = await repo.ref(head.base).commit()
+    assert commit.parents == (before.base,)
+    assert await client_raw(repo.ref(head.base)) == {
+        **{f"k{i:04d}".encode(): b"base" for i in range(0, 400, 2)},
+        **{f"k{i:04d}".encode(): f"v{i}".encode() for i in range(200)},
+    }
+    assert speculative.ranges == other.ranges  # content-addressed: the same objects
+    tree = await DirectSource(open_object_store(env.ns)).metarange(commit.metarange_id)
+    assert not {r.id for r in failed.ranges} & {r.id for r in tree.ranges}
 
 
 async def test_aborted_job_leaves_nothing(env: Env) -> None:

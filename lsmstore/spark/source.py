@@ -27,6 +27,7 @@ and sorts them first.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import threading
 import time
@@ -34,8 +35,10 @@ from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
+    DataSourceArrowWriter,
     DataSourceReader,
     DataSourceWriter,
     InputPartition,
@@ -45,11 +48,13 @@ from pyspark.sql.types import StructType
 
 from lsmstore.config import load_config
 from lsmstore.errors import InvalidInputError, UnavailableError
+from lsmstore.graveler.record import Record
 from lsmstore.refstore.names import check_ref_name
 from lsmstore.refstore.url import open_refstore
 from lsmstore.spark import rows, scan, stage
 from lsmstore.spark.location import Location, parse_location
 from lsmstore.staging.files import new_file_id
+from lsmstore.storage.base import ObjectStore
 from lsmstore.storage.url import open_object_store
 
 log = logging.getLogger(__name__)
@@ -188,7 +193,7 @@ class LsmReader(DataSourceReader):
     def partitions(self) -> list[InputPartition]:
         return [_Partition(p) for p in self.plan.partitions]
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, _Partition)
         part: scan.ScanPartition = partition.part
         return iter(run(_read(part, self.opts.mode, self.metadata)))
@@ -196,11 +201,21 @@ class LsmReader(DataSourceReader):
 
 async def _read(
     part: scan.ScanPartition, mode: rows.Mode, metadata: dict[str, str]
-) -> list[tuple[Any, ...]]:
+) -> list[pa.RecordBatch]:
+    """The partition's rows as Arrow record batches of up to ``rows.BATCH_ROWS``."""
     objects = open_object_store(part.namespace)
     try:
-        to_row = rows.row_reader(mode, rows.namespace_of(objects.url, part.namespace, metadata))
-        return [to_row(rec) async for rec in scan.scan_partition(objects, part)]
+        to_batch = rows.batch_reader(mode, rows.namespace_of(objects.url, part.namespace, metadata))
+        batches: list[pa.RecordBatch] = []
+        chunk: list[Record] = []
+        async for rec in scan.scan_partition(objects, part):
+            chunk.append(rec)
+            if len(chunk) >= rows.BATCH_ROWS:
+                batches.append(to_batch(chunk))
+                chunk = []
+        if chunk:
+            batches.append(to_batch(chunk))
+        return batches
     finally:
         await objects.aclose()
 
@@ -215,8 +230,9 @@ class FilesMessage(WriterCommitMessage):
     files: list[stage.WrittenFile]
 
 
-class LsmWriter(DataSourceWriter):
-    """Tasks write staging files; the driver stages them as one group."""
+class LsmWriter(DataSourceArrowWriter):
+    """Tasks write staging files; the driver stages them as one group.  Rows arrive as
+    Arrow record batches (:mod:`lsmstore.spark.rows`)."""
 
     def __init__(self, opts: Options) -> None:
         self.opts = opts
@@ -229,20 +245,26 @@ class LsmWriter(DataSourceWriter):
         self.namespace = info.namespace
         self.metadata = info.metadata
 
-    def write(self, iterator: Iterator[Any]) -> FilesMessage:
-        return FilesMessage(run(self._write(iterator)))
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        return run(self._write(iterator))
 
-    async def _write(self, iterator: Iterator[Any]) -> list[stage.WrittenFile]:
+    async def _write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         objects = open_object_store(self.namespace)
         try:
             ns = rows.namespace_of(objects.url, self.namespace, self.metadata)
             to_record = rows.record_writer(self.opts.mode, ns, self.started)
-            records = stage.sorted_unique(to_record(r) for r in iterator)
-            return await stage.write_files(
-                objects, self.opts.location.ref, records, file_bytes=self.opts.file_bytes
-            )
+            records = stage.sorted_unique(itertools.chain.from_iterable(map(to_record, iterator)))
+            return await self._store(objects, records)
         finally:
             await objects.aclose()
+
+    async def _store(self, objects: ObjectStore, records: list[Record]) -> WriterCommitMessage:
+        """One task's sorted, unique records -> what it reports to ``commit()``."""
+        return FilesMessage(
+            await stage.write_files(
+                objects, self.opts.location.ref, records, file_bytes=self.opts.file_bytes
+            )
+        )
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         files = [f for m in messages if isinstance(m, FilesMessage) for f in m.files]
