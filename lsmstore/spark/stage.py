@@ -107,6 +107,18 @@ async def write_files(
     return written
 
 
+def check_job_age(what: str, oldest: float, now: float, grace_s: float) -> None:
+    """JobTooSlowError when the job's first output (written at ``oldest``) is older than
+    half the grace period: it may already be marked as garbage, so it must not become
+    live (module docstring)."""
+    if now - oldest > grace_s / 2:
+        raise JobTooSlowError(
+            f"{what}: the job's first file is {now - oldest:.0f} s old, more than half the "
+            f"grace period ({grace_s:.0f} s): not staged; re-run the job or raise "
+            "compaction_grace_s"
+        )
+
+
 def order_files(files: Iterable[WrittenFile]) -> list[WrittenFile]:
     """The job's files in key order; InvalidInputError if two overlap (the rows were not
     range-partitioned by key: see :func:`lsmstore.spark.save`)."""
@@ -140,13 +152,12 @@ async def commit_files(
     """Stage the job's files as one unit (module docstring); returns the branch's value."""
     ordered = order_files(files)
     now = clock()
-    oldest = min((file_time(f.file_id) or now for f in ordered), default=now)
-    if now - oldest > grace_s / 2:
-        raise JobTooSlowError(
-            f"{repo}/{branch}: the job's first file is {now - oldest:.0f} s old, more than "
-            f"half the grace period ({grace_s:.0f} s): not staged; re-run the job or raise "
-            "compaction_grace_s"
-        )
+    check_job_age(
+        f"{repo}/{branch}",
+        min((file_time(f.file_id) or now for f in ordered), default=now),
+        now,
+        grace_s,
+    )
     ids = [f.file_id for f in ordered]
     delay = 0.05
     for attempt in range(attempts):
