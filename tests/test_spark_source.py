@@ -11,15 +11,20 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import lsmstore
 from compactor.garbage import Sweeper
 from compactor.testing import staged_files
+from lsmstore.graveler.ranges import RangePolicy, RangeWriter
+from lsmstore.graveler.record import Record, default_identity
 from lsmstore.graveler.source import DirectSource
 from lsmstore.objects.model import ObjectLink
 from lsmstore.spark import save
-from lsmstore.spark.direct import DirectWriter
+from lsmstore.spark.direct import DirectWriter, hash_boundaries, write_ranges
 from lsmstore.spark.source import LsmWriter, Options
+from lsmstore.storage.memory import MemoryStore
 from lsmstore.storage.url import open_object_store
 
 pytestmark = pytest.mark.timeout(600)
@@ -351,3 +356,27 @@ async def test_a_failing_job_is_aborted_end_to_end(spark: Any, env: Env) -> None
     assert await main.head() == before
     objects = open_object_store(env.ns)
     assert await staged_files(objects, "main") == {("L1", f) for f in before.l1}
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.lists(st.binary(min_size=1, max_size=70), max_size=300),
+    st.integers(min_value=1, max_value=9),
+)
+def test_hash_boundaries_equal_the_policy(keys: list[bytes], raggedness: int) -> None:
+    policy = RangePolicy(raggedness=raggedness)
+    assert hash_boundaries(keys, raggedness) == [policy.is_hash_boundary(k) for k in keys]
+
+
+async def test_task_ranges_equal_the_range_writer() -> None:
+    """A task's ranges (vectorised boundary hashes) are the ones RangeWriter cuts alone,
+    for keys up to the longest allowed."""
+    policy = RangePolicy(min_bytes=2_000, max_bytes=20_000, raggedness=5)
+    keys = sorted({f"k/{i * 7919 % 100_003:06d}".encode() * (1 + i % 40) for i in range(3000)})
+    records = [Record(k, default_identity(k), k[::-1]) for k in keys]
+    got = await write_ranges(MemoryStore(), records, policy)
+    async with RangeWriter(MemoryStore(), policy) as w:
+        for r in records:
+            await w.add(r)
+        want = await w.finish()
+    assert got == want and len(got) > 3

@@ -46,7 +46,7 @@ from lsmstore.errors import ConflictError, InvalidInputError, UnavailableError
 from lsmstore.graveler.apply import apply_changes
 from lsmstore.graveler.commit import Commit, next_generation, write_commit
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID, store_metarange
-from lsmstore.graveler.ranges import RangeInfo, RangePolicy, RangeWriter
+from lsmstore.graveler.ranges import FNV_OFFSET, FNV_PRIME, RangeInfo, RangePolicy, RangeWriter
 from lsmstore.graveler.record import Record
 from lsmstore.graveler.source import DirectSource
 from lsmstore.graveler.sst_reader import SSTReader
@@ -71,15 +71,44 @@ class RangesMessage(WriterCommitMessage):
     started: float
 
 
+#: Keys hashed at once by :func:`hash_boundaries`.
+HASH_CHUNK = 8192
+
+
+def hash_boundaries(keys: Sequence[bytes], raggedness: int) -> list[bool]:
+    """``RangePolicy.is_hash_boundary`` of every key, vectorised: FNV-1a 64 of all keys
+    at once, one byte position at a time (numpy's uint64 arithmetic wraps as the hash's
+    does).  The per-key Python loop of :func:`~lsmstore.graveler.ranges.fnv1a64` costs
+    about 5 us per key, most of a task's range cutting."""
+    import numpy as np
+
+    out: list[bool] = []
+    prime = np.uint64(FNV_PRIME)
+    for start in range(0, len(keys), HASH_CHUNK):
+        chunk = keys[start : start + HASH_CHUNK]
+        lens = np.fromiter(map(len, chunk), np.int64, len(chunk))
+        width = int(lens.max())
+        matrix = np.frombuffer(b"".join(k.ljust(width, b"\0") for k in chunk), np.uint8)
+        matrix = matrix.reshape(len(chunk), width).astype(np.uint64)
+        h = np.full(len(chunk), FNV_OFFSET, np.uint64)
+        for j in range(width):
+            h = np.where(lens > j, (h ^ matrix[:, j]) * prime, h)
+        out.extend((h % np.uint64(raggedness) == 0).tolist())
+    return out
+
+
 async def write_ranges(
     objects: ObjectStore, records: Sequence[Record], policy: RangePolicy
 ) -> list[RangeInfo]:
     """Cut sorted, unique ``records`` into committed ranges and upload them."""
     async with RangeWriter(objects, policy) as writer:
         push = writer.push
-        for rec in records:
-            if push(rec):
-                await writer.flush()
+        for start in range(0, len(records), HASH_CHUNK):
+            chunk = records[start : start + HASH_CHUNK]
+            hints = hash_boundaries([r.key for r in chunk], policy.raggedness)
+            for rec, hint in zip(chunk, hints, strict=True):
+                if push(rec, hint):
+                    await writer.flush()
         return await writer.finish()
 
 

@@ -100,15 +100,15 @@ def import_inventory(
 
     register(spark)
 
-    df = inventory_entries(
-        read_inventory(spark, paths, fmt), address_prefix=address_prefix, path_prefix=path_prefix
-    ).cache()
-    n = int(df.count())
+    inventory = read_inventory(spark, paths, fmt)
+    df = inventory_entries(inventory, address_prefix=address_prefix, path_prefix=path_prefix)
+    # Counted on the input (Parquet: from the files' footers), not cached: a cache of a
+    # big inventory costs a pass and its size in memory, and the write reads it once.
+    n = int(inventory.count())
     opts = dict(options or {})
     if commit_message is not None:
         opts.update(commit="direct", message=commit_message)
     save(df, url, partitions=partitions, **opts)
-    df.unpersist()
     return n
 
 
