@@ -5,6 +5,7 @@ and a job's failed, duplicated or aborted attempts leave each record once or not
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -17,12 +18,13 @@ from hypothesis import strategies as st
 import lsmstore
 from compactor.garbage import Sweeper
 from compactor.testing import staged_files
-from lsmstore.graveler.ranges import RangePolicy, RangeWriter
+from lsmstore.graveler.ranges import RangeInfo, RangePolicy, RangeWriter
 from lsmstore.graveler.record import Record, default_identity
 from lsmstore.graveler.source import DirectSource
 from lsmstore.objects.model import ObjectLink
 from lsmstore.spark import save
 from lsmstore.spark.direct import DirectWriter, hash_boundaries, write_ranges
+from lsmstore.spark.scan import partition_plan
 from lsmstore.spark.source import LsmWriter, Options
 from lsmstore.storage.memory import MemoryStore
 from lsmstore.storage.url import open_object_store
@@ -380,3 +382,15 @@ async def test_task_ranges_equal_the_range_writer() -> None:
             await w.add(r)
         want = await w.finish()
     assert got == want and len(got) > 3
+
+
+def test_min_partitions_splits_a_small_plan() -> None:
+    ranges = [RangeInfo(f"r{i:02d}", b"k%02d0" % i, b"k%02d9" % i, 10, 100) for i in range(16)]
+    one, _ = partition_plan("file:///ns", ranges, (), partition_bytes=1 << 20)
+    assert [p.ranges for p in one] == [tuple(r.id for r in ranges)]
+    parts, count = partition_plan(
+        "file:///ns", ranges, (), partition_bytes=1 << 20, min_partitions=4
+    )
+    assert count == 160 and [len(p.ranges) for p in parts] == [4, 4, 4, 4]
+    assert parts[0].lo is None and parts[-1].hi is None
+    assert all(a.hi == b.lo for a, b in itertools.pairwise(parts))

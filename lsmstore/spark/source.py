@@ -9,6 +9,7 @@
 Options (all strings): ``refstore`` (RefStore URL; default: the lsmstore configuration,
 ``LSMSTORE_REFSTORE``), ``format`` (``objects`` | ``raw``, :mod:`lsmstore.spark.rows`),
 ``partitionBytes`` (read partition target, default 64 MiB of committed data),
+``minPartitions`` (reads: smaller partitions when the target makes fewer, default 1),
 ``fileBytes`` (written staging file target, default 64 MiB), ``commit`` (``staging``:
 one group append, the default; ``direct``: a commit onto the branch's base,
 :mod:`lsmstore.spark.direct`), ``message`` (the commit message of a direct commit),
@@ -96,6 +97,7 @@ class Options:
     refstore: str
     mode: rows.Mode
     partition_bytes: int
+    min_partitions: int
     file_bytes: int
     commit: str
     message: str
@@ -117,6 +119,7 @@ class Options:
                 opts.get("refstore") or cfg.refstore_url,
                 rows.check_mode(opts.get("format", "objects")),
                 int(opts.get("partitionbytes", scan.PARTITION_BYTES)),
+                int(opts.get("minpartitions", 1)),
                 int(opts.get("filebytes", stage.FILE_BYTES)),
                 commit,
                 opts.get("message", "Spark write"),
@@ -179,6 +182,7 @@ async def _plan(opts: Options) -> tuple[scan.ScanPlan, dict[str, str]]:
                 opts.location.ref,
                 prefix=opts.location.prefix,
                 partition_bytes=opts.partition_bytes,
+                min_partitions=opts.min_partitions,
             )
         finally:
             await objects.aclose()
