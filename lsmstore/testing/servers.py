@@ -194,6 +194,20 @@ class MotoServer:
         self._server = None
 
 
+async def new_bucket(endpoint: str) -> str:
+    """A new bucket with a random name on the S3 endpoint (moto's, SeaweedFS's)."""
+    import uuid
+
+    from aiobotocore.session import get_session
+
+    name = f"t-{uuid.uuid4().hex[:16]}"
+    async with get_session().create_client(
+        "s3", endpoint_url=endpoint, region_name="us-east-1"
+    ) as client:
+        await client.create_bucket(Bucket=name)
+    return name
+
+
 @contextlib.contextmanager
 def moto_server(threaded: bool = True) -> Iterator[MotoServer]:
     server = MotoServer(threaded=threaded)
