@@ -18,7 +18,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from aiobotocore.session import get_session
 
 import lsmstore
 from lsmstore import errors
@@ -26,18 +25,9 @@ from lsmstore.objects import ALLOWED_EXTERNAL_PREFIXES_KEY, ObjectLink, ObjectSt
 from lsmstore.objects.garbage import candidates_prefix, decode_candidates
 from lsmstore.storage.s3 import MIN_PART_SIZE
 from lsmstore.storage.url import open_object_store
-from lsmstore.testing.servers import MotoServer
+from lsmstore.testing.servers import MotoServer, new_bucket
 
 BACKENDS = ["embedded-file", "redis-s3"]
-
-
-async def new_bucket(endpoint: str) -> str:
-    name = f"o-{uuid.uuid4().hex[:16]}"
-    async with get_session().create_client(
-        "s3", endpoint_url=endpoint, region_name="us-east-1"
-    ) as client:
-        await client.create_bucket(Bucket=name)
-    return name
 
 
 class Env:
@@ -72,7 +62,7 @@ async def env(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[E
     redis_url: str = request.getfixturevalue("redis_server_url")
     moto: MotoServer = request.getfixturevalue("moto")
     url = f"{redis_url}?prefix=o{uuid.uuid4().hex[:8]}:"
-    bucket = await new_bucket(moto.endpoint)
+    bucket = await new_bucket(moto.endpoint, "o")
     async with lsmstore.connect(url, home=str(tmp_path / "home"), batch_interval_ms=1) as store:
 
         async def make_ns_s3(name: str) -> str:

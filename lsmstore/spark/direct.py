@@ -42,7 +42,7 @@ from pyspark.sql.datasource import WriterCommitMessage
 
 from lsmstore import layout
 from lsmstore.config import load_config
-from lsmstore.errors import ConflictError, InvalidInputError, UnavailableError
+from lsmstore.errors import ConflictError, UnavailableError
 from lsmstore.graveler.apply import apply_changes
 from lsmstore.graveler.commit import Commit, next_generation, write_commit
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID, store_metarange
@@ -113,17 +113,8 @@ async def write_ranges(
 
 
 def order_ranges(ranges: Sequence[RangeInfo]) -> list[RangeInfo]:
-    """The job's ranges in key order; InvalidInputError if two overlap (rows of two tasks
-    shared a key interval: see :func:`lsmstore.spark.save`)."""
-    out = sorted(ranges, key=lambda r: r.min_key)
-    for a, b in itertools.pairwise(out):
-        if b.min_key <= a.max_key:
-            raise InvalidInputError(
-                f"the job's ranges overlap ({a.min_key!r}..{a.max_key!r} and "
-                f"{b.min_key!r}..{b.max_key!r}): range-partition the rows by key "
-                "(lsmstore.spark.save does)"
-            )
-    return out
+    """The job's ranges in key order; InvalidInputError if two overlap."""
+    return stage.order_disjoint(ranges, lambda r: (r.min_key, r.max_key), "ranges")
 
 
 def side_by_side(base: Sequence[RangeInfo], job: Sequence[RangeInfo]) -> list[RangeInfo] | None:

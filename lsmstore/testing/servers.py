@@ -194,13 +194,13 @@ class MotoServer:
         self._server = None
 
 
-async def new_bucket(endpoint: str) -> str:
-    """A new bucket with a random name on the S3 endpoint (moto's, SeaweedFS's)."""
+async def new_bucket(endpoint: str, prefix: str = "t") -> str:
+    """A new bucket with a random name (``prefix``) on moto's S3 endpoint."""
     import uuid
 
     from aiobotocore.session import get_session
 
-    name = f"t-{uuid.uuid4().hex[:16]}"
+    name = f"{prefix}-{uuid.uuid4().hex[:16]}"
     async with get_session().create_client(
         "s3", endpoint_url=endpoint, region_name="us-east-1"
     ) as client:
