@@ -107,6 +107,7 @@ async def gc_repository(root: Path, commits: int) -> dict[str, float]:
             await main.upload(f"u/{c % 10}", f"v{c}".encode())
             await main.commit(f"c{c}")
         objects = open_object_store(ns)
+        assert isinstance(store, lsmstore.Store)  # a local:// RefStore: embedded
         now = [time.time() + 30 * 86_400]
         seconds = []
         for _ in range(2):
