@@ -107,6 +107,7 @@ async def gc_repository(root: Path, commits: int) -> dict[str, float]:
             await main.upload(f"u/{c % 10}", f"v{c}".encode())
             await main.commit(f"c{c}")
         objects = open_object_store(ns)
+        assert isinstance(store, lsmstore.Store)  # a local:// RefStore: embedded
         now = [time.time() + 30 * 86_400]
         seconds = []
         for _ in range(2):
@@ -128,6 +129,117 @@ async def gc_repository(root: Path, commits: int) -> dict[str, float]:
         }
 
 
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def tree_cpu() -> dict[str, float]:
+    """CPU seconds used so far by this process's descendants (Linux ``/proc``), by kind:
+    ``jvm`` (Spark's JVM) and ``python`` (Spark's Python workers and their daemon),
+    counting exited children their parents waited for.  Empty where ``/proc`` is
+    missing."""
+    procs: dict[int, tuple[int, str, float]] = {}
+    for d in Path("/proc").glob("[0-9]*"):
+        try:
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        f = stat[stat.rindex(")") + 2 :].split()
+        procs[int(d.name)] = (int(f[1]), name, sum(int(x) for x in f[11:15]) / _TICK)
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in procs.items():
+        children.setdefault(ppid, []).append(pid)
+    out = {"jvm": 0.0, "python": 0.0}
+    todo = list(children.get(os.getpid(), []))
+    while todo:
+        pid = todo.pop()
+        _, name, cpu = procs[pid]
+        out["jvm" if name == "java" else "python"] += cpu
+        todo.extend(children.get(pid, []))
+    return out
+
+
+def cpu_since(before: dict[str, float], own: float) -> dict[str, float]:
+    """CPU seconds since ``before`` (:func:`tree_cpu`) and ``own`` (this process's
+    ``time.process_time``): Spark's JVM, its Python workers, and this driver."""
+    after = tree_cpu()
+    return {
+        "jvm": round(after["jvm"] - before["jvm"], 1),
+        "python_workers": round(after["python"] - before["python"], 1),
+        "driver": round(time.process_time() - own, 1),
+    }
+
+
+def stage_costs(n: int) -> dict[str, float]:
+    """CPU microseconds per record of each step a task runs, in this process, on ``n``
+    object entries shaped like the inventory's: Arrow batch -> records (checks and
+    entry encoding), sort, committed range encoding (a direct import's tasks), staging
+    file encoding (a staged import's tasks), SST decoding and records -> Arrow batch
+    (an export's tasks), and the Arrow -> Parquet write of those batches."""
+    import pyarrow.parquet as pq_
+
+    from lsmstore.graveler.sst_reader import SSTReader
+    from lsmstore.spark import direct, rows, stage
+    from lsmstore.staging.files import encode_staging_file
+    from lsmstore.storage.memory import MemoryStore
+    from lsmstore.versioning.context import range_policy
+
+    ns_url = "file:///bench/ns"
+    ns = rows.namespace_of(ns_url, ns_url, {})
+    t0 = 1_767_225_600
+    batches = [
+        pa.RecordBatch.from_pydict(
+            {
+                "path": [f"logs/{i // 1000:05d}/{i:09d}.json" for i in range(s, min(n, s + 8192))],
+                "physical_address": [
+                    f"{ns_url}/data/logs/{i // 1000:05d}/{i:09d}.json"
+                    for i in range(s, min(n, s + 8192))
+                ],
+                "size": pa.array(range(s, min(n, s + 8192)), pa.int64()),
+                "checksum": [f"{i:032x}" for i in range(s, min(n, s + 8192))],
+                "mtime": pa.array([t0] * (min(n, s + 8192) - s), pa.int64()),
+            }
+        )
+        for s in range(0, n, 8192)
+    ]
+    out: dict[str, float] = {}
+
+    def timed(name: str, fn: Any) -> Any:
+        t = time.process_time()
+        result = fn()
+        out[name] = round((time.process_time() - t) / n * 1e6, 2)
+        return result
+
+    to_record = rows.record_writer("objects", ns, t0)
+    recs = timed("batch_to_records_us", lambda: [r for b in batches for r in to_record(b)])
+    recs = timed("sort_us", lambda: stage.sorted_unique(recs))
+    store = MemoryStore()
+    policy = range_policy(__import__("lsmstore.config").config.load_config())
+    ranges = timed("range_encode_us", lambda: asyncio.run(direct.write_ranges(store, recs, policy)))
+    timed(
+        "staging_encode_us",
+        lambda: [encode_staging_file(recs[i : i + 100_000], 0.01) for i in range(0, n, 100_000)],
+    )
+    from lsmstore import layout
+
+    datas = [asyncio.run(store.get(layout.range_key(r.id))) for r in ranges]
+    decoded = timed("sst_decode_us", lambda: [rec for d in datas for rec in SSTReader(d, "r")])
+    to_batch = rows.batch_reader("objects", ns)
+    out_batches = timed(
+        "records_to_batch_us",
+        lambda: [to_batch(decoded[i : i + 8192]) for i in range(0, n, 8192)],
+    )
+    sink = pa.BufferOutputStream()
+
+    def parquet() -> None:
+        with pq_.ParquetWriter(sink, rows.OBJECT_ARROW) as w:
+            for b in out_batches:
+                w.write_batch(b)
+
+    timed("parquet_write_us", parquet)
+    return out
+
+
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m bench spark")
     p.add_argument("--entries", type=int, default=10_000_000)
@@ -135,7 +247,16 @@ def main(argv: list[str]) -> int:
     p.add_argument("--peer", type=int, default=1_000_000)
     p.add_argument("--commits", type=int, default=100)
     p.add_argument("--dir")
+    p.add_argument(
+        "--stages",
+        type=int,
+        metavar="N",
+        help="only the per-record CPU of each task step, on N entries in this process",
+    )
     args = p.parse_args(argv)
+    if args.stages:
+        print(json.dumps({"load": os.getloadavg(), **stage_costs(args.stages)}, indent=1))
+        return 0
     root = Path(args.dir or tempfile.mkdtemp(prefix="lsm-bench-spark-"))
     root.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {
@@ -144,6 +265,7 @@ def main(argv: list[str]) -> int:
         "python": platform.python_version(),
         "entries": args.entries,
         "cores": args.cores,
+        "load_before": os.getloadavg(),
     }
     try:
         inv = root / "inventory.parquet"
@@ -160,6 +282,7 @@ def main(argv: list[str]) -> int:
         asyncio.run(setup())
         spark = local_session(args.cores, app="bench-spark")
         opts = {"refstore": refs}
+        cpu0, own0 = tree_cpu(), time.process_time()
         t = time.perf_counter()
         n = jobs.import_inventory(
             spark,
@@ -172,12 +295,15 @@ def main(argv: list[str]) -> int:
         dt = time.perf_counter() - t
         results["import_per_s"] = round(n / dt)
         results["import_s"] = round(dt, 1)
+        results["import_cpu_s"] = cpu_since(cpu0, own0)
+        cpu0, own0 = tree_cpu(), time.process_time()
         t = time.perf_counter()
         out = root / "export"
         m = jobs.export(spark, "lsm://r/main", str(out), options=opts)
         dt = time.perf_counter() - t
         results["export_per_s"] = round(m / dt)
         results["export_s"] = round(dt, 1)
+        results["export_cpu_s"] = cpu_since(cpu0, own0)
         t = time.perf_counter()
         rows = spark.read.format("lsmstore").options(**opts).load("lsm://r/main/logs/0001").count()
         results["prefix_read_rows"] = rows
@@ -187,6 +313,7 @@ def main(argv: list[str]) -> int:
         results.update(
             {k: round(v, 2) for k, v in asyncio.run(gc_repository(root, args.commits)).items()}
         )
+        results["load_after"] = os.getloadavg()
     finally:
         if not args.dir:
             shutil.rmtree(root, ignore_errors=True)

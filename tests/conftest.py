@@ -55,8 +55,9 @@ def anyio_backend() -> Any:
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    """One local SparkSession for the whole test session (PySpark from the spark extra)."""
+def spark(moto: MotoServer) -> Iterator[Any]:
+    """One local SparkSession for the whole test session (PySpark from the spark extra).
+    Started after moto, whose credentials its executors inherit (s3:// namespaces)."""
     from lsmstore.testing.spark import local_session
 
     session = local_session()

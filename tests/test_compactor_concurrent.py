@@ -34,18 +34,7 @@ from lsmstore.staging.writer import BranchWriter
 from lsmstore.storage.base import ObjectStore
 from lsmstore.storage.local import LocalStore
 from lsmstore.storage.s3 import S3Store
-from lsmstore.testing.servers import MotoServer
-
-
-async def new_bucket(endpoint: str) -> str:
-    from aiobotocore.session import get_session
-
-    name = f"c-{uuid.uuid4().hex[:16]}"
-    async with get_session().create_client(
-        "s3", endpoint_url=endpoint, region_name="us-east-1"
-    ) as client:
-        await client.create_bucket(Bucket=name)
-    return name
+from lsmstore.testing.servers import MotoServer, new_bucket
 
 
 async def writes_with_compaction(
@@ -122,7 +111,7 @@ async def test_concurrent_writes_and_compactions_embedded(tmp_path: Path) -> Non
 async def test_concurrent_writes_and_compactions_redis_s3(
     redis_server_url: str, moto: MotoServer
 ) -> None:
-    bucket = await new_bucket(moto.endpoint)
+    bucket = await new_bucket(moto.endpoint, "c")
     refstore = open_refstore(f"{redis_server_url}?prefix=t{uuid.uuid4().hex[:8]}:")
     objects = S3Store(bucket, "ns", endpoint_url=moto.endpoint)
     try:

@@ -505,3 +505,26 @@ def test_collector_matches_a_model_of_reachability(
     ops: list[tuple[str, str, int]], days: float, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     asyncio.run(_run_model(ops, days, tmp_path_factory.mktemp("gc-model")))
+
+
+async def test_data_candidate_records_are_collected_after_their_data(
+    store: lsmstore.Store, tmp_path: Path
+) -> None:
+    """The objects layer records replaced staged data (``_lsm/gc-data/``); a collection
+    deletes that data when unreachable, and the records with it, keeping live data."""
+    ns = (tmp_path / "ns").as_uri()
+    repo = await store.create_repository("r", storage_namespace=ns)
+    main = repo.branch("main")
+    await main.upload("p", b"v1")
+    await main.upload("p", b"v2")  # replaces a staged entry: v1's data is recorded
+    await main.upload("q", b"q")
+    await main.delete_object("q")  # a staged object deleted: recorded
+    await main.commit("p")
+    objects = open_object_store(ns)
+    assert len(await list_keys(objects, (layout.DATA_GC,))) == 2
+    assert len(await list_keys(objects, (layout.DATA,))) == 3
+    reports = await two_runs(store, "r", Clock(), Retention())
+    assert reports[1].deleted["data"] == 2 and reports[1].deleted["data-records"] == 2
+    assert await list_keys(objects, (layout.DATA_GC,)) == set()
+    assert await all_readable(repo, "main") == {"p": b"v2"}
+    assert len(await list_keys(objects, (layout.DATA,))) == 1

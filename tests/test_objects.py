@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiobotocore.session import get_session
 
 import lsmstore
 from lsmstore import errors
@@ -29,18 +28,9 @@ from lsmstore.objects.entry import decode_entry, encode_value
 from lsmstore.objects.garbage import candidates_prefix, decode_candidates
 from lsmstore.storage.s3 import MIN_PART_SIZE
 from lsmstore.storage.url import open_object_store
-from lsmstore.testing.servers import MotoServer
+from lsmstore.testing.servers import MotoServer, new_bucket
 
 BACKENDS = ["embedded-file", "redis-s3"]
-
-
-async def new_bucket(endpoint: str) -> str:
-    name = f"o-{uuid.uuid4().hex[:16]}"
-    async with get_session().create_client(
-        "s3", endpoint_url=endpoint, region_name="us-east-1"
-    ) as client:
-        await client.create_bucket(Bucket=name)
-    return name
 
 
 class Env:
@@ -75,7 +65,7 @@ async def env(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[E
     redis_url: str = request.getfixturevalue("redis_server_url")
     moto: MotoServer = request.getfixturevalue("moto")
     url = f"{redis_url}?prefix=o{uuid.uuid4().hex[:8]}:"
-    bucket = await new_bucket(moto.endpoint)
+    bucket = await new_bucket(moto.endpoint, "o")
     async with lsmstore.connect(url, home=str(tmp_path / "home"), batch_interval_ms=1) as store:
 
         async def make_ns_s3(name: str) -> str:

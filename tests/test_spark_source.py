@@ -5,19 +5,30 @@ and a job's failed, duplicated or aborted attempts leave each record once or not
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import lsmstore
 from compactor.garbage import Sweeper
 from compactor.testing import staged_files
+from lsmstore.graveler.ranges import RangeInfo, RangePolicy, RangeWriter
+from lsmstore.graveler.record import Record, default_identity
+from lsmstore.graveler.source import DirectSource
 from lsmstore.objects.model import ObjectLink
 from lsmstore.spark import save
+from lsmstore.spark.direct import DirectWriter, hash_boundaries, write_ranges
+from lsmstore.spark.scan import partition_plan
 from lsmstore.spark.source import LsmWriter, Options
+from lsmstore.storage.memory import MemoryStore
 from lsmstore.storage.url import open_object_store
+from lsmstore.testing.servers import MotoServer, new_bucket
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -175,12 +186,13 @@ def _writer(env: Env) -> LsmWriter:
     return LsmWriter(Options.parse({"path": "lsm://r/main", "format": "raw", **env.opts()}))
 
 
-class Row(dict[str, Any]):
-    pass
-
-
-def _rows(keys: range) -> list[Row]:
-    return [Row(key=f"k{i:04d}", value=f"v{i}".encode()) for i in keys]
+def _rows(keys: range, value: str = "v") -> list[pa.RecordBatch]:
+    """One task's input as Spark hands it to the writer: Arrow record batches."""
+    return [
+        pa.RecordBatch.from_pylist(
+            [{"key": f"k{i:04d}", "value": f"{value}{i}".encode()} for i in keys]
+        )
+    ]
 
 
 async def test_failed_and_speculative_attempts_stage_once(env: Env) -> None:
@@ -211,6 +223,46 @@ async def test_failed_and_speculative_attempts_stage_once(env: Env) -> None:
     await sweeper.sweep(env.store.refstore, "r", objects)
     left = {f for _, f in await staged_files(objects, "main")}
     assert not strays & left and set(head.l1) <= left
+
+
+async def test_direct_commit_attempts_aborts_and_base_overlap(env: Env) -> None:
+    """Direct writes: each task writes committed ranges; only the ranges of the
+    messages Spark commits enter the tree (a failed attempt wrote other records), job
+    keys replace the base's, an aborted or overlapping job changes nothing."""
+    repo = await env.store.get_repository("r")
+    main = repo.branch("main")
+    await main.put_many([(f"k{i:04d}", b"base") for i in range(0, 400, 2)])
+    await main.commit("base")
+    before = await main.head()
+
+    def direct_writer() -> DirectWriter:
+        opts = {"path": "lsm://r/main", "format": "raw", "commit": "direct", **env.opts()}
+        return DirectWriter(Options.parse(opts))
+
+    aborted = await in_thread(direct_writer)
+    done = await in_thread(aborted.write, iter(_rows(range(0, 100))))
+    await in_thread(aborted.abort, [done, None])
+    assert await main.head() == before
+    w = await in_thread(direct_writer)
+    failed = await in_thread(w.write, iter(_rows(range(0, 60), "partial")))  # then failed
+    retried = await in_thread(w.write, iter(_rows(range(0, 100))))
+    other = await in_thread(w.write, iter(_rows(range(100, 200))))
+    speculative = await in_thread(w.write, iter(_rows(range(100, 200))))  # the loser
+    overlapping = await in_thread(w.write, iter(_rows(range(150, 250))))
+    with pytest.raises(lsmstore.InvalidInputError, match="overlap"):
+        await in_thread(w.commit, [retried, other, overlapping])
+    assert await main.head() == before
+    await in_thread(w.commit, [retried, other])
+    head = await main.head()
+    commit = await repo.ref(head.base).commit()
+    assert commit.parents == (before.base,)
+    assert await client_raw(repo.ref(head.base)) == {
+        **{f"k{i:04d}".encode(): b"base" for i in range(0, 400, 2)},
+        **{f"k{i:04d}".encode(): f"v{i}".encode() for i in range(200)},
+    }
+    assert speculative.ranges == other.ranges  # content-addressed: the same objects
+    tree = await DirectSource(open_object_store(env.ns)).metarange(commit.metarange_id)
+    assert not {r.id for r in failed.ranges} & {r.id for r in tree.ranges}
 
 
 async def test_aborted_job_leaves_nothing(env: Env) -> None:
@@ -307,3 +359,65 @@ async def test_a_failing_job_is_aborted_end_to_end(spark: Any, env: Env) -> None
     assert await main.head() == before
     objects = open_object_store(env.ns)
     assert await staged_files(objects, "main") == {("L1", f) for f in before.l1}
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.lists(st.binary(min_size=1, max_size=70), max_size=300),
+    st.integers(min_value=1, max_value=9),
+)
+def test_hash_boundaries_equal_the_policy(keys: list[bytes], raggedness: int) -> None:
+    policy = RangePolicy(raggedness=raggedness)
+    assert hash_boundaries(keys, raggedness) == [policy.is_hash_boundary(k) for k in keys]
+
+
+async def test_task_ranges_equal_the_range_writer() -> None:
+    """A task's ranges (vectorised boundary hashes) are the ones RangeWriter cuts alone,
+    for keys up to the longest allowed."""
+    policy = RangePolicy(min_bytes=2_000, max_bytes=20_000, raggedness=5)
+    keys = sorted({f"k/{i * 7919 % 100_003:06d}".encode() * (1 + i % 40) for i in range(3000)})
+    records = [Record(k, default_identity(k), k[::-1]) for k in keys]
+    got = await write_ranges(MemoryStore(), records, policy)
+    async with RangeWriter(MemoryStore(), policy) as w:
+        for r in records:
+            await w.add(r)
+        want = await w.finish()
+    assert got == want and len(got) > 3
+
+
+def test_min_partitions_splits_a_small_plan() -> None:
+    ranges = [RangeInfo(f"r{i:02d}", b"k%02d0" % i, b"k%02d9" % i, 10, 100) for i in range(16)]
+    one, _ = partition_plan("file:///ns", ranges, (), partition_bytes=1 << 20)
+    assert [p.ranges for p in one] == [tuple(r.id for r in ranges)]
+    parts, count = partition_plan(
+        "file:///ns", ranges, (), partition_bytes=1 << 20, min_partitions=4
+    )
+    assert count == 160 and [len(p.ranges) for p in parts] == [4, 4, 4, 4]
+    assert parts[0].lo is None and parts[-1].hi is None
+    assert all(a.hi == b.lo for a, b in itertools.pairwise(parts))
+
+
+async def test_s3_namespace_write_direct_commit_and_read(
+    spark: Any, moto: MotoServer, tmp_path: Path
+) -> None:
+    """On an s3:// namespace (moto over HTTP) the tasks read and write the namespace
+    themselves: a staged write, a direct commit, and reads of both equal the client's."""
+    bucket = await new_bucket(moto.endpoint)
+    refs = f"local://{tmp_path / 'refs'}"
+    async with lsmstore.connect(refs, batch_interval_ms=2, compaction_in_process="off") as store:
+        ns = f"s3://{bucket}/repo?endpoint_url={moto.endpoint}"
+        repo = await store.create_repository("r", storage_namespace=ns)
+        main = repo.branch("main")
+        opts = {"refstore": refs, "partitionBytes": "4096"}
+        staged = [(f"s{i:04d}", f"staged-{i}".encode()) for i in range(200)]
+        await in_thread(write_rows, spark, "lsm://r/main", staged, **opts)
+        direct = [(f"d{i:04d}", f"direct-{i}".encode()) for i in range(200)]
+        await in_thread(write_rows, spark, "lsm://r/main", direct, **opts, commit="direct")
+        head = await main.head()
+        assert await client_raw(repo.ref(head.base)) == {k.encode(): v for k, v in direct}
+        rows = await in_thread(read, spark, "lsm://r/main", **opts, format="raw")
+        assert {bytes(r.key): bytes(r.value) for r in rows} == {
+            k.encode(): v for k, v in staged + direct
+        }
+        rows = await in_thread(read, spark, "lsm://r/main/d01", **opts, format="raw")
+        assert sorted(bytes(r.key) for r in rows) == [f"d01{i:02d}".encode() for i in range(100)]

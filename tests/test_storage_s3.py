@@ -7,7 +7,6 @@ import contextlib
 import os
 import socket
 import time
-import uuid
 from collections.abc import AsyncIterator
 
 import pytest
@@ -21,22 +20,13 @@ from lsmstore.errors import (
 )
 from lsmstore.storage.base import ObjectStore, PutMode
 from lsmstore.storage.s3 import MIN_PART_SIZE, S3Store
-from lsmstore.testing.servers import MotoServer, free_port
+from lsmstore.testing.servers import MotoServer, free_port, new_bucket
 from lsmstore.testing.store_contract import StoreContract, aiter_of, collect
 
 FAST_FAIL = {"max_attempts": 1, "connect_timeout": 0.5, "read_timeout": 0.5}
 
 
 _session = get_session()
-
-
-async def new_bucket(endpoint: str) -> str:
-    name = f"t-{uuid.uuid4().hex[:16]}"
-    async with _session.create_client(
-        "s3", endpoint_url=endpoint, region_name="us-east-1"
-    ) as client:
-        await client.create_bucket(Bucket=name)
-    return name
 
 
 @pytest.fixture

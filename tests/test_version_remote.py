@@ -11,22 +11,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from aiobotocore.session import get_session
 
 import lsmstore
 from committer.worker import Worker
 from lsmstore.errors import ConflictError, MergeConflictError, NothingToCommitError
 from lsmstore.service import capture_events
-from lsmstore.testing.servers import MotoServer
-
-
-async def new_bucket(endpoint: str) -> str:
-    name = f"v-{uuid.uuid4().hex[:16]}"
-    async with get_session().create_client(
-        "s3", endpoint_url=endpoint, region_name="us-east-1"
-    ) as client:
-        await client.create_bucket(Bucket=name)
-    return name
+from lsmstore.testing.servers import MotoServer, new_bucket
 
 
 @pytest.fixture
@@ -47,7 +37,7 @@ async def store(
 
 @pytest.fixture
 async def repo(store: lsmstore.Store, moto: MotoServer) -> lsmstore.Repository:
-    bucket = await new_bucket(moto.endpoint)
+    bucket = await new_bucket(moto.endpoint, "v")
     namespace = f"s3://{bucket}/repo?endpoint_url={moto.endpoint}"
     return await store.create_repository("repo", storage_namespace=namespace)
 

@@ -2,8 +2,9 @@
 
 A mark first **lists** the namespace's collectable objects -- commits
 (``_lsm/commits/``), ranges and metaranges (``_lsm/ranges/``), staging files
-(``_lsm/staging/``) and object data (``data/``) -- and only **then** reads the
-references, so an object written after the listing is never a candidate of this mark.
+(``_lsm/staging/``), object data (``data/``) and the objects layer's garbage-candidate
+records (``_lsm/gc-data/``, :mod:`lsmstore.objects.garbage`) -- and only **then** reads
+the references, so an object written after the listing is never a candidate of this mark.
 Live ("reachable") are:
 
 * the commits :func:`~lsmstore.gc.retention.kept_commits` keeps from the branches'
@@ -14,10 +15,15 @@ Live ("reachable") are:
 * every ``data/`` object an object entry in a kept range or a live staging file points
   at (relative addresses; entries that are not object entries reference nothing).
 
-``candidates`` are the listed objects that are not live.  A namespace whose repository
-no longer exists contributes its staging files only (:func:`mark_orphaned_staging`):
-the rest of a storage namespace belongs to its owner.  Reading ranges is the expensive
-part; ``read_ranges`` lets a caller spread it (the Spark job reads them on executors).
+``candidates`` are the listed objects that are not live.  A candidate record is never
+live (nothing refers to it): the data it names is judged by reachability like any
+listed ``data/`` object (the full listing also finds data whose record a crash lost),
+and the record goes with the same two-mark rule, in the sweep right after the data.
+
+A namespace whose repository no longer exists contributes its staging files only
+(:func:`mark_orphaned_staging`): the rest of a storage namespace belongs to its owner.
+Reading ranges is the expensive part; ``read_ranges`` lets a caller spread it (the Spark
+job reads them on executors).
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ from lsmstore.staging.files import SIDECAR_SUFFIX, SST_SUFFIX, new_file_id
 from lsmstore.storage.base import ObjectStore
 
 #: The object areas a mark lists (everything else of a namespace is never collected).
-AREAS = (layout.COMMITS, layout.RANGES, layout.STAGING, layout.DATA)
+AREAS = (layout.COMMITS, layout.RANGES, layout.STAGING, layout.DATA, layout.DATA_GC)
 READ_CONCURRENCY = 8
 #: Tries to read the live staging files while compactions replace them.
 STAGING_ATTEMPTS = 5

@@ -16,11 +16,11 @@ compaction replaced is unreferenced at both marks only if it left its ref at lea
 grace period before the later one.
 
 A run of :func:`collect` marks the namespace, deletes the candidates the newest earlier
-mark at least ``grace_s`` old shares with this one (data, then staging files, ranges and
-metaranges, then commits), stores its own candidates for a later run, and writes a
-report.  ``dry_run`` stores the mark and writes the report of what would go, deleting
-nothing.  A crash anywhere leaves objects that the next runs delete (deletes are
-idempotent) -- never a live one deleted.
+mark at least ``grace_s`` old shares with this one (data, its candidate records, then
+staging files, ranges and metaranges, then commits), stores its own candidates for a
+later run, and writes a report.  ``dry_run`` stores the mark and writes the report of
+what would go, deleting nothing.  A crash anywhere leaves objects that the next runs
+delete (deletes are idempotent) -- never a live one deleted.
 
 Marks: ``_lsm/gc/marks/<mark id>.json.gz``; reports: ``_lsm/gc/reports/<mark id>.json``.
 """
@@ -72,6 +72,7 @@ class Report:
 def _area(key: str) -> str:
     for name, prefix in (
         ("data", layout.DATA),
+        ("data-records", layout.DATA_GC),
         ("staging", layout.STAGING),
         ("ranges", layout.RANGES),
         ("commits", layout.COMMITS),
@@ -172,7 +173,7 @@ async def collect(
     if not dry_run:
         # Data before the entries that point at it; commits last, so a crash leaves
         # commits whose trees are partly gone only among unreachable ones.
-        for area in ("data", "staging", "ranges", "commits", "other"):
+        for area in ("data", "data-records", "staging", "ranges", "commits", "other"):
             await _delete(objects, by_area.get(area, ()))
     await objects.put(
         f"{REPORTS}{mark.mark_id}.json", report.to_json().encode("utf-8"), PutMode.OVERWRITE

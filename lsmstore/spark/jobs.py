@@ -31,6 +31,8 @@ from lsmstore.gc.retention import Retention
 from lsmstore.refstore.url import open_refstore
 from lsmstore.storage.url import open_object_store
 
+#: Entries per import task by default (its records are held in memory, ~300 B each).
+TASK_ENTRIES = 1_000_000
 INVENTORY_ALIASES = {"e_tag": "etag", "last_modified_date": "last_modified"}
 
 
@@ -100,15 +102,18 @@ def import_inventory(
 
     register(spark)
 
-    df = inventory_entries(
-        read_inventory(spark, paths, fmt), address_prefix=address_prefix, path_prefix=path_prefix
-    ).cache()
-    n = int(df.count())
+    inventory = read_inventory(spark, paths, fmt)
+    df = inventory_entries(inventory, address_prefix=address_prefix, path_prefix=path_prefix)
+    # Counted on the input (Parquet: from the files' footers), not cached: a cache of a
+    # big inventory costs a pass and its size in memory, and the write reads it once.
+    n = int(inventory.count())
     opts = dict(options or {})
     if commit_message is not None:
         opts.update(commit="direct", message=commit_message)
+    if partitions is None:  # a task holds its records in memory while it sorts them
+        cores = spark.sparkContext.defaultParallelism
+        partitions = max(cores, -(-n // TASK_ENTRIES))
     save(df, url, partitions=partitions, **opts)
-    df.unpersist()
     return n
 
 
@@ -117,7 +122,8 @@ def export(spark: Any, url: str, output: str, *, options: dict[str, str] | None 
     from lsmstore.spark import register
 
     register(spark)
-    df = spark.read.format("lsmstore").options(**(options or {})).load(url)
+    opts = {"minPartitions": str(2 * spark.sparkContext.defaultParallelism), **(options or {})}
+    df = spark.read.format("lsmstore").options(**opts).load(url)
     df.write.mode("errorifexists").parquet(output)
     return int(spark.read.parquet(output).count())
 

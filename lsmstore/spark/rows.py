@@ -1,22 +1,28 @@
-"""Records as DataFrame rows and back: object entries, or raw key/identity/value.
+"""Records as Arrow record batches and back: object entries, or raw key/identity/value.
 
-``objects`` (the default) reads each record as a lakeFS object entry (``catalog.Entry``,
-:mod:`lsmstore.objects.entry`): ``path, physical_address, size, checksum, mtime,
-content_type, metadata``, the address a full URI as ``stat_object`` gives it.  ``raw``
-reads ``key, identity, value`` as bytes.  Writes take the same columns (extra columns
-are ignored): for objects ``path``, ``physical_address``, ``size`` and ``checksum`` are
-required, ``mtime`` defaults to the job's start, ``content_type`` to
-``application/octet-stream``; for raw ``key`` and ``value`` (bytes or text) and
-optionally ``identity`` (default: SHA-256 of the value).  Every field is checked as the
-object API checks it (path rules, address inside the namespace or an allowed external
-prefix, bounds): a bad row fails its task, and the job stages nothing.
+The data source moves rows between Spark and Python as Arrow record batches, a column
+at a time (no Python object per row on Spark's side).  ``objects`` (the default) reads
+each record as a lakeFS object entry (``catalog.Entry``, :mod:`lsmstore.objects.entry`):
+``path, physical_address, size, checksum, mtime, content_type, metadata``, the address a
+full URI as ``stat_object`` gives it.  ``raw`` reads ``key, identity, value`` as bytes.
+Writes take the same columns (extra columns are ignored): for objects ``path``,
+``physical_address``, ``size`` and ``checksum`` are required, ``mtime`` defaults to the
+job's start, ``content_type`` to ``application/octet-stream``; for raw ``key`` and
+``value`` (bytes or text) and optionally ``identity`` (default: SHA-256 of the value).
+Every field is checked as the object API checks it (path rules, address inside the
+namespace or an allowed external prefix, bounds): a bad row fails its task, and the job
+stages nothing.  Entries without metadata are encoded by the objects layer's
+:class:`~lsmstore.objects.entry.BatchEncoder` (one per modification time, address type
+and content type), the same bytes as one message per entry.
 """
 
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal
+
+import pyarrow as pa
 
 from lsmstore.errors import CorruptFileError, InvalidInputError
 from lsmstore.graveler.record import Record, default_identity
@@ -27,9 +33,11 @@ from lsmstore.objects.addresses import (
 )
 from lsmstore.objects.entry import (
     DEFAULT_CONTENT_TYPE,
+    AddressType,
+    BatchEncoder,
     ObjectEntry,
-    decode_entry,
     encode_value,
+    parse_entry,
 )
 from lsmstore.objects.model import inline_stats
 from lsmstore.objects.rules import (
@@ -49,11 +57,27 @@ OBJECT_SCHEMA = (
     "content_type string, metadata map<string,string>"
 )
 RAW_SCHEMA = "key binary, identity binary, value binary"
+OBJECT_ARROW = pa.schema(
+    [
+        ("path", pa.string()),
+        ("physical_address", pa.string()),
+        ("size", pa.int64()),
+        ("checksum", pa.string()),
+        ("mtime", pa.int64()),
+        ("content_type", pa.string()),
+        ("metadata", pa.map_(pa.string(), pa.string())),
+    ]
+)
+RAW_ARROW = pa.schema([("key", pa.binary()), ("identity", pa.binary()), ("value", pa.binary())])
 
 #: Upper bound on a key written by a job (the client's default ``max_key_bytes``).
 MAX_KEY_BYTES = 1024
 #: Upper bound on a raw value written by a job (the client's ``max_value_bytes``).
 MAX_VALUE_BYTES = 1024 * 1024
+#: Rows per record batch a read yields.
+BATCH_ROWS = 8192
+#: Entry encoders kept per task (one per modification time, address type, content type).
+MAX_ENCODERS = 4096
 
 
 def check_mode(mode: object) -> Mode:
@@ -75,41 +99,83 @@ def namespace_of(store_url: str, storage_namespace: str, metadata: Mapping[str, 
     return Namespace(store_url, storage_namespace, allowed)
 
 
-def object_row(rec: Record, ns: Namespace) -> tuple[Any, ...]:
-    assert rec.value is not None
-    path = rec.key.decode("utf-8", "surrogateescape")
-    try:
-        e = decode_entry(rec.value, path)
-    except CorruptFileError:  # a raw value: an inline object (docs/objects.md)
-        s = inline_stats(path, rec.value, rec.identity)
-        return (path, s.physical_address, s.size, s.checksum, s.mtime, s.content_type, {})
-    return (
-        path,
-        ns.full_address(e),
-        e.size,
-        e.etag,
-        e.mtime,
-        e.content_type or DEFAULT_CONTENT_TYPE,
-        dict(e.metadata),
+# --- reads: records -> batches -------------------------------------------------------------
+
+
+def object_batch(records: Sequence[Record], ns: Namespace) -> pa.RecordBatch:
+    """Object entries as one batch (:data:`OBJECT_ARROW`).  Reads the parsed messages'
+    fields straight into the columns (an :class:`ObjectEntry` per record would cost three
+    times the parse)."""
+    paths: list[str] = []
+    addresses: list[str] = []
+    sizes: list[int] = []
+    etags: list[str] = []
+    mtimes: list[int] = []
+    types: list[str] = []
+    metadata: list[list[tuple[str, str]]] = []
+    base = ns.base
+    relative, by_prefix = int(AddressType.RELATIVE), int(AddressType.BY_PREFIX_DEPRECATED)
+    for rec in records:
+        assert rec.value is not None
+        path = rec.key.decode("utf-8", "surrogateescape")
+        try:
+            m = parse_entry(rec.value, path)
+        except CorruptFileError:  # a raw value: an inline object (docs/objects.md)
+            s = inline_stats(path, rec.value, rec.identity)
+            paths.append(path)
+            addresses.append(s.physical_address)
+            sizes.append(s.size)
+            etags.append(s.checksum)
+            mtimes.append(s.mtime)
+            types.append(s.content_type)
+            metadata.append([])
+            continue
+        address = m.address
+        atype = m.address_type
+        # ObjectEntry.is_relative, on the message
+        if atype == relative or (atype == by_prefix and "://" not in address):
+            address = base + address
+        paths.append(path)
+        addresses.append(address)
+        sizes.append(m.size)
+        etags.append(m.e_tag)
+        mtimes.append(m.last_modified.seconds)
+        types.append(m.content_type or DEFAULT_CONTENT_TYPE)
+        md = m.metadata
+        metadata.append(sorted(md.items()) if md else [])
+    columns = (paths, addresses, sizes, etags, mtimes, types, metadata)
+    return pa.RecordBatch.from_arrays(
+        [pa.array(c, f.type) for c, f in zip(columns, OBJECT_ARROW, strict=True)],
+        schema=OBJECT_ARROW,
     )
 
 
-def raw_row(rec: Record) -> tuple[Any, ...]:
-    return (rec.key, rec.identity, rec.value)
+def raw_batch(records: Sequence[Record]) -> pa.RecordBatch:
+    """Raw records as one batch (:data:`RAW_ARROW`)."""
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array([r.key for r in records], pa.binary()),
+            pa.array([r.identity for r in records], pa.binary()),
+            pa.array([r.value for r in records], pa.binary()),
+        ],
+        schema=RAW_ARROW,
+    )
 
 
-def row_reader(mode: Mode, ns: Namespace) -> Callable[[Record], tuple[Any, ...]]:
+def batch_reader(mode: Mode, ns: Namespace) -> Callable[[Sequence[Record]], pa.RecordBatch]:
     if mode == "raw":
-        return raw_row
-    return lambda rec: object_row(rec, ns)
+        return raw_batch
+    return lambda records: object_batch(records, ns)
 
 
-def _field(row: Any, name: str, default: Any = None) -> Any:
-    try:
-        value = row[name]
-    except (KeyError, ValueError, IndexError):
-        return default
-    return default if value is None else value
+# --- writes: batches -> records ------------------------------------------------------------
+
+
+def _column(batch: pa.RecordBatch, name: str) -> list[Any]:
+    i = batch.schema.get_field_index(name)
+    if i < 0:
+        return [None] * batch.num_rows
+    return batch.column(i).to_pylist()  # type: ignore[no-any-return]
 
 
 def _bytes(value: Any, what: str) -> bytes:
@@ -120,16 +186,21 @@ def _bytes(value: Any, what: str) -> bytes:
     raise InvalidInputError(f"{what} must be bytes or text, not {type(value).__name__}")
 
 
-def raw_record(row: Any) -> Record:
-    key = _bytes(_field(row, "key"), "key")
-    if not 0 < len(key) <= MAX_KEY_BYTES:
-        raise InvalidInputError(f"key of {len(key)} bytes: must be 1..{MAX_KEY_BYTES}")
-    value = _bytes(_field(row, "value"), f"value of {key!r}")
-    if len(value) > MAX_VALUE_BYTES:
-        raise InvalidInputError(f"value of {key!r} is {len(value)} bytes, over {MAX_VALUE_BYTES}")
-    ident = _field(row, "identity")
-    identity = default_identity(value) if ident is None else _bytes(ident, "identity")
-    return Record(key, identity, value)
+def raw_records(batch: pa.RecordBatch) -> Iterator[Record]:
+    """The records of a batch of ``key, value[, identity]`` rows."""
+    for k, v, ident in zip(
+        _column(batch, "key"), _column(batch, "value"), _column(batch, "identity"), strict=True
+    ):
+        key = _bytes(k, "key")
+        if not 0 < len(key) <= MAX_KEY_BYTES:
+            raise InvalidInputError(f"key of {len(key)} bytes: must be 1..{MAX_KEY_BYTES}")
+        value = _bytes(v, f"value of {key!r}")
+        if len(value) > MAX_VALUE_BYTES:
+            raise InvalidInputError(
+                f"value of {key!r} is {len(value)} bytes, over {MAX_VALUE_BYTES}"
+            )
+        identity = default_identity(value) if ident is None else _bytes(ident, "identity")
+        yield Record(key, identity, value)
 
 
 def epoch_seconds(value: Any) -> Any:
@@ -141,26 +212,53 @@ def epoch_seconds(value: Any) -> Any:
     return value
 
 
-def object_record(row: Any, ns: Namespace, default_mtime: int) -> Record:
-    path = _field(row, "path")
-    key = check_path(path, MAX_KEY_BYTES)
-    address, atype = ns.for_link(_field(row, "physical_address"))
-    mtime = _field(row, "mtime")
-    entry = ObjectEntry(
-        address,
-        atype,
-        check_size(_field(row, "size")),
-        check_checksum(_field(row, "checksum")),
-        default_mtime if mtime is None else check_mtime(epoch_seconds(mtime)),
-        0,
-        check_content_type(_field(row, "content_type")),
-        check_metadata(_field(row, "metadata")),
-    )
-    identity, data = encode_value(entry)
-    return Record(key, identity, data)
+class ObjectRecords:
+    """Converts batches of object rows to records (module docstring), keeping the entry
+    encoders of one task."""
+
+    def __init__(self, ns: Namespace, default_mtime: int) -> None:
+        self.ns = ns
+        self.default_mtime = default_mtime
+        self.encoders: dict[tuple[int, int, str], BatchEncoder] = {}
+
+    def __call__(self, batch: pa.RecordBatch) -> Iterator[Record]:
+        for_link = self.ns.for_link
+        encoders = self.encoders
+        default_mtime = self.default_mtime
+        for path, address, size, checksum, mtime, content_type, metadata in zip(
+            _column(batch, "path"),
+            _column(batch, "physical_address"),
+            _column(batch, "size"),
+            _column(batch, "checksum"),
+            _column(batch, "mtime"),
+            _column(batch, "content_type"),
+            _column(batch, "metadata"),
+            strict=True,
+        ):
+            key = check_path(path, MAX_KEY_BYTES)
+            addr, atype = for_link(address)
+            size = check_size(size)
+            etag = check_checksum(checksum)
+            mtime = default_mtime if mtime is None else check_mtime(epoch_seconds(mtime))
+            ctype = check_content_type(content_type)
+            if metadata:
+                md = check_metadata(dict(metadata) if isinstance(metadata, list) else metadata)
+                entry = ObjectEntry(addr, atype, size, etag, mtime, 0, ctype, md)
+                identity, data = encode_value(entry)
+            else:
+                enc = encoders.get((mtime, atype, ctype))
+                if enc is None:
+                    if len(encoders) >= MAX_ENCODERS:
+                        encoders.clear()
+                    enc = encoders[mtime, atype, ctype] = BatchEncoder(mtime, 0, atype, ctype)
+                identity, data = enc.encode(addr, size, etag)
+            yield Record(key, identity, data)
 
 
-def record_writer(mode: Mode, ns: Namespace, default_mtime: int) -> Callable[[Any], Record]:
+def record_writer(
+    mode: Mode, ns: Namespace, default_mtime: int
+) -> Callable[[pa.RecordBatch], Iterable[Record]]:
+    """A function from one batch of rows to its records."""
     if mode == "raw":
-        return raw_record
-    return lambda row: object_record(row, ns, default_mtime)
+        return raw_records
+    return ObjectRecords(ns, default_mtime)

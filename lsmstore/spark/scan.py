@@ -121,11 +121,16 @@ def partition_plan(
     *,
     prefix: bytes = b"",
     partition_bytes: int = PARTITION_BYTES,
+    min_partitions: int = 1,
 ) -> tuple[list[ScanPartition], int]:
-    """The partitions for ``ranges`` (a metarange, key order) under ``staged`` files."""
+    """The partitions for ``ranges`` (a metarange, key order) under ``staged`` files:
+    groups of up to ``partition_bytes``, smaller when that makes fewer than
+    ``min_partitions`` (so every core gets a share; a range is never split)."""
     end = prefix_end(prefix) if prefix else None
     chosen = [r for r in ranges if r.max_key >= prefix and (end is None or r.min_key < end)]
-    groups = _groups(chosen, max(1, partition_bytes)) or [[]]
+    total = sum(r.size for r in chosen)
+    target = min(partition_bytes, -(-total // max(1, min_partitions)))
+    groups = _groups(chosen, max(1, target)) or [[]]
     parts: list[ScanPartition] = []
     lo: bytes | None = prefix or None
     for i, group in enumerate(groups):
@@ -155,6 +160,7 @@ async def plan_scan(
     *,
     prefix: bytes = b"",
     partition_bytes: int = PARTITION_BYTES,
+    min_partitions: int = 1,
 ) -> ScanPlan:
     """Resolve ``ref`` in ``repo`` and cut its keys into partitions (module docstring).
 
@@ -178,7 +184,12 @@ async def plan_scan(
         if commit.metarange_id != EMPTY_METARANGE_ID:
             ranges = (await DirectSource(objects).metarange(commit.metarange_id)).ranges
     parts, count = partition_plan(
-        info.storage_namespace, ranges, staged, prefix=prefix, partition_bytes=partition_bytes
+        info.storage_namespace,
+        ranges,
+        staged,
+        prefix=prefix,
+        partition_bytes=partition_bytes,
+        min_partitions=min_partitions,
     )
     return ScanPlan(repo, info.storage_namespace, commit_id, branch, tuple(parts), count)
 

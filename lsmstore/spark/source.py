@@ -9,6 +9,7 @@
 Options (all strings): ``refstore`` (RefStore URL; default: the lsmstore configuration,
 ``LSMSTORE_REFSTORE``), ``format`` (``objects`` | ``raw``, :mod:`lsmstore.spark.rows`),
 ``partitionBytes`` (read partition target, default 64 MiB of committed data),
+``minPartitions`` (reads: smaller partitions when the target makes fewer, default 1),
 ``fileBytes`` (written staging file target, default 64 MiB), ``commit`` (``staging``:
 one group append, the default; ``direct``: a commit onto the branch's base,
 :mod:`lsmstore.spark.direct`), ``message`` (the commit message of a direct commit),
@@ -27,6 +28,7 @@ and sorts them first.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import threading
 import time
@@ -34,8 +36,10 @@ from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
+    DataSourceArrowWriter,
     DataSourceReader,
     DataSourceWriter,
     InputPartition,
@@ -45,11 +49,13 @@ from pyspark.sql.types import StructType
 
 from lsmstore.config import load_config
 from lsmstore.errors import InvalidInputError, UnavailableError
+from lsmstore.graveler.record import Record
 from lsmstore.refstore.names import check_ref_name
 from lsmstore.refstore.url import open_refstore
 from lsmstore.spark import rows, scan, stage
 from lsmstore.spark.location import Location, parse_location
 from lsmstore.staging.files import new_file_id
+from lsmstore.storage.base import ObjectStore
 from lsmstore.storage.url import open_object_store
 
 log = logging.getLogger(__name__)
@@ -91,6 +97,7 @@ class Options:
     refstore: str
     mode: rows.Mode
     partition_bytes: int
+    min_partitions: int
     file_bytes: int
     commit: str
     message: str
@@ -112,6 +119,7 @@ class Options:
                 opts.get("refstore") or cfg.refstore_url,
                 rows.check_mode(opts.get("format", "objects")),
                 int(opts.get("partitionbytes", scan.PARTITION_BYTES)),
+                int(opts.get("minpartitions", 1)),
                 int(opts.get("filebytes", stage.FILE_BYTES)),
                 commit,
                 opts.get("message", "Spark write"),
@@ -174,6 +182,7 @@ async def _plan(opts: Options) -> tuple[scan.ScanPlan, dict[str, str]]:
                 opts.location.ref,
                 prefix=opts.location.prefix,
                 partition_bytes=opts.partition_bytes,
+                min_partitions=opts.min_partitions,
             )
         finally:
             await objects.aclose()
@@ -188,7 +197,7 @@ class LsmReader(DataSourceReader):
     def partitions(self) -> list[InputPartition]:
         return [_Partition(p) for p in self.plan.partitions]
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, _Partition)
         part: scan.ScanPartition = partition.part
         return iter(run(_read(part, self.opts.mode, self.metadata)))
@@ -196,11 +205,21 @@ class LsmReader(DataSourceReader):
 
 async def _read(
     part: scan.ScanPartition, mode: rows.Mode, metadata: dict[str, str]
-) -> list[tuple[Any, ...]]:
+) -> list[pa.RecordBatch]:
+    """The partition's rows as Arrow record batches of up to ``rows.BATCH_ROWS``."""
     objects = open_object_store(part.namespace)
     try:
-        to_row = rows.row_reader(mode, rows.namespace_of(objects.url, part.namespace, metadata))
-        return [to_row(rec) async for rec in scan.scan_partition(objects, part)]
+        to_batch = rows.batch_reader(mode, rows.namespace_of(objects.url, part.namespace, metadata))
+        batches: list[pa.RecordBatch] = []
+        chunk: list[Record] = []
+        async for rec in scan.scan_partition(objects, part):
+            chunk.append(rec)
+            if len(chunk) >= rows.BATCH_ROWS:
+                batches.append(to_batch(chunk))
+                chunk = []
+        if chunk:
+            batches.append(to_batch(chunk))
+        return batches
     finally:
         await objects.aclose()
 
@@ -215,8 +234,9 @@ class FilesMessage(WriterCommitMessage):
     files: list[stage.WrittenFile]
 
 
-class LsmWriter(DataSourceWriter):
-    """Tasks write staging files; the driver stages them as one group."""
+class LsmWriter(DataSourceArrowWriter):
+    """Tasks write staging files; the driver stages them as one group.  Rows arrive as
+    Arrow record batches (:mod:`lsmstore.spark.rows`)."""
 
     def __init__(self, opts: Options) -> None:
         self.opts = opts
@@ -229,20 +249,26 @@ class LsmWriter(DataSourceWriter):
         self.namespace = info.namespace
         self.metadata = info.metadata
 
-    def write(self, iterator: Iterator[Any]) -> FilesMessage:
-        return FilesMessage(run(self._write(iterator)))
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        return run(self._write(iterator))
 
-    async def _write(self, iterator: Iterator[Any]) -> list[stage.WrittenFile]:
+    async def _write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         objects = open_object_store(self.namespace)
         try:
             ns = rows.namespace_of(objects.url, self.namespace, self.metadata)
             to_record = rows.record_writer(self.opts.mode, ns, self.started)
-            records = stage.sorted_unique(to_record(r) for r in iterator)
-            return await stage.write_files(
-                objects, self.opts.location.ref, records, file_bytes=self.opts.file_bytes
-            )
+            records = stage.sorted_unique(itertools.chain.from_iterable(map(to_record, iterator)))
+            return await self._store(objects, records)
         finally:
             await objects.aclose()
+
+    async def _store(self, objects: ObjectStore, records: list[Record]) -> WriterCommitMessage:
+        """One task's sorted, unique records -> what it reports to ``commit()``."""
+        return FilesMessage(
+            await stage.write_files(
+                objects, self.opts.location.ref, records, file_bytes=self.opts.file_bytes
+            )
+        )
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         files = [f for m in messages if isinstance(m, FilesMessage) for f in m.files]

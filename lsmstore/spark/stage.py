@@ -35,6 +35,7 @@ import itertools
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from compactor.policy import file_time
 from lsmstore import layout
@@ -43,6 +44,8 @@ from lsmstore.graveler.record import Record
 from lsmstore.refstore.base import MAX_FILE_IDS, Ref, RefStore
 from lsmstore.staging.files import SIDECAR_SUFFIX, SST_SUFFIX, encode_staging_file, new_file_id
 from lsmstore.storage.base import ObjectStore, PutMode
+
+T = TypeVar("T")
 
 #: Default upper bound on keys + values in one staging file a job writes.
 FILE_BYTES = 64 * 1024 * 1024
@@ -107,17 +110,39 @@ async def write_files(
     return written
 
 
-def order_files(files: Iterable[WrittenFile]) -> list[WrittenFile]:
-    """The job's files in key order; InvalidInputError if two overlap (the rows were not
-    range-partitioned by key: see :func:`lsmstore.spark.save`)."""
-    out = sorted(files, key=lambda f: f.first_key)
+def check_job_age(what: str, oldest: float, now: float, grace_s: float) -> None:
+    """JobTooSlowError when the job's first output (written at ``oldest``) is older than
+    half the grace period: it may already be marked as garbage, so it must not become
+    live (module docstring)."""
+    if now - oldest > grace_s / 2:
+        raise JobTooSlowError(
+            f"{what}: the job's first file is {now - oldest:.0f} s old, more than half the "
+            f"grace period ({grace_s:.0f} s): not staged; re-run the job or raise "
+            "compaction_grace_s"
+        )
+
+
+def order_disjoint(
+    items: Iterable[T], bounds: Callable[[T], tuple[bytes, bytes]], what: str
+) -> list[T]:
+    """A job's outputs (files, ranges) in key order by their ``(first, last)`` keys;
+    InvalidInputError if two overlap (the rows were not range-partitioned by key: see
+    :func:`lsmstore.spark.save`)."""
+    out = sorted(items, key=lambda x: bounds(x)[0])
     for a, b in itertools.pairwise(out):
-        if b.first_key <= a.last_key:
+        (a_first, a_last), (b_first, b_last) = bounds(a), bounds(b)
+        if b_first <= a_last:
             raise InvalidInputError(
-                f"the job's files overlap ({a.first_key!r}..{a.last_key!r} and "
-                f"{b.first_key!r}..{b.last_key!r}): range-partition the rows by key "
+                f"the job's {what} overlap ({a_first!r}..{a_last!r} and "
+                f"{b_first!r}..{b_last!r}): range-partition the rows by key "
                 "(lsmstore.spark.save does)"
             )
+    return out
+
+
+def order_files(files: Iterable[WrittenFile]) -> list[WrittenFile]:
+    """The job's files in key order (:func:`order_disjoint`), at most a branch's worth."""
+    out = order_disjoint(files, lambda f: (f.first_key, f.last_key), "files")
     if len(out) > MAX_FILE_IDS:
         raise InvalidInputError(
             f"the job wrote {len(out)} files, more than a branch holds ({MAX_FILE_IDS}): "
@@ -140,13 +165,12 @@ async def commit_files(
     """Stage the job's files as one unit (module docstring); returns the branch's value."""
     ordered = order_files(files)
     now = clock()
-    oldest = min((file_time(f.file_id) or now for f in ordered), default=now)
-    if now - oldest > grace_s / 2:
-        raise JobTooSlowError(
-            f"{repo}/{branch}: the job's first file is {now - oldest:.0f} s old, more than "
-            f"half the grace period ({grace_s:.0f} s): not staged; re-run the job or raise "
-            "compaction_grace_s"
-        )
+    check_job_age(
+        f"{repo}/{branch}",
+        min((file_time(f.file_id) or now for f in ordered), default=now),
+        now,
+        grace_s,
+    )
     ids = [f.file_id for f in ordered]
     delay = 0.05
     for attempt in range(attempts):

@@ -194,6 +194,20 @@ class MotoServer:
         self._server = None
 
 
+async def new_bucket(endpoint: str, prefix: str = "t") -> str:
+    """A new bucket with a random name (``prefix``) on moto's S3 endpoint."""
+    import uuid
+
+    from aiobotocore.session import get_session
+
+    name = f"{prefix}-{uuid.uuid4().hex[:16]}"
+    async with get_session().create_client(
+        "s3", endpoint_url=endpoint, region_name="us-east-1"
+    ) as client:
+        await client.create_bucket(Bucket=name)
+    return name
+
+
 @contextlib.contextmanager
 def moto_server(threaded: bool = True) -> Iterator[MotoServer]:
     server = MotoServer(threaded=threaded)
