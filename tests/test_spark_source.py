@@ -119,9 +119,11 @@ async def test_objects_read_equals_list_objects(spark: Any, env: Env) -> None:
     await main.commit("objects")
     await main.link_many([ObjectLink("data/007.bin", f"{env.ns}/data/new", size=1, checksum="n")])
     await main.delete_object("data/008.bin")
+    await main.put("raw/key", b"a raw value")  # listed as an inline object
     await main.flush()
     rows = await in_thread(read, spark, "lsm://r/main", **env.opts())
     want = [s async for s in main.list_objects()]
+    assert any(s.path == "raw/key" and s.size == 11 for s in want)
     assert [r.path for r in rows] == [s.path for s in want]
     for r, s in zip(rows, want, strict=True):
         assert (r.physical_address, r.size, r.checksum, r.mtime, r.content_type) == (
