@@ -150,26 +150,26 @@ def _encode_tail(ids: Sequence[str]) -> str:
     return f",{','.join(ids)}," if ids else ","
 
 
-def _tail(item: Mapping[str, Any], where: str) -> tuple[str, ...]:
-    """The consumed tail of a ref item (none if the item has no ``consumed``)."""
-    value = item.get("consumed")
+def _id_list(item: Mapping[str, Any], attr: str, where: str, what: str) -> tuple[str, ...]:
+    """The ids of an :func:`_encode_tail`-encoded attribute of a ref item (none if the
+    item has no ``attr``); ``what`` names it in the error."""
+    value = item.get(attr)
     if value is None:
         return ()
     try:
         return tuple(i for i in value["S"].split(",") if i)
     except (KeyError, TypeError, AttributeError) as e:
-        raise CorruptFileError(where, f"malformed consumed tail: {e!r}") from e
+        raise CorruptFileError(where, f"malformed {what}: {e!r}") from e
+
+
+def _tail(item: Mapping[str, Any], where: str) -> tuple[str, ...]:
+    """The consumed tail of a ref item (none if the item has no ``consumed``)."""
+    return _id_list(item, "consumed", where, "consumed tail")
 
 
 def _groups(item: Mapping[str, Any], where: str) -> tuple[str, ...]:
     """The group ids a ref item remembers (``append_l1_group``)."""
-    value = item.get("groups")
-    if value is None:
-        return ()
-    try:
-        return tuple(i for i in value["S"].split(",") if i)
-    except (KeyError, TypeError, AttributeError) as e:
-        raise CorruptFileError(where, f"malformed group ids: {e!r}") from e
+    return _id_list(item, "groups", where, "group ids")
 
 
 def _item_size(item: Mapping[str, Any]) -> int:
