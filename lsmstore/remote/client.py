@@ -872,16 +872,7 @@ class RemoteBranch(_RemoteReads):
         return await self.head()
 
     async def stage_sst(self, sst: str | os.PathLike[str] | bytes) -> str:
-        if isinstance(sst, bytes | bytearray | memoryview):
-            data = bytes(sst)
-        elif isinstance(sst, str | os.PathLike):
-            path = validate.check_path(sst, "SST path")
-            try:
-                data = await asyncio.to_thread(path.read_bytes)
-            except OSError as e:
-                raise InvalidInputError(f"cannot read SST file {path}: {e}") from e
-        else:
-            raise InvalidInputError(f"stage_sst needs a path or bytes, not {type(sst).__name__}")
+        data = await validate.sst_argument(sst)
         r = await self.repository.http.request(
             "POST", self._lsm + "/sst", data=data,
             headers={"Content-Type": "application/octet-stream"}, ok=(201,), kind="ref",
