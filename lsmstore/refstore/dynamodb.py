@@ -831,21 +831,9 @@ class DynamoRefStore(RefStore):
             new = rule(self._ref(item, where))
             tail = transitions.consume(_tail(item, where), l1_prefix)
             fresh = self._full_item(repo, name, item, new, tail, _groups(item, where))
-            try:
-                await self._request(
-                    "put_item",
-                    what,
-                    mutation=True,
-                    idempotent=False,
-                    TableName=self.table,
-                    Item=fresh,
-                    ConditionExpression="#ver = :ver",
-                    ExpressionAttributeNames={"#ver": "ver"},
-                    ExpressionAttributeValues={":ver": item["ver"]},
-                )
+            if await self._put_over(what, item, fresh):
                 return new
-            except _Rejected:
-                await self._backoff(min(attempt, 4))
+            await self._backoff(min(attempt, 4))
         raise UnavailableError(f"{self.url}: {what} {repo}/{name}: kept losing to other writes")
 
     @staticmethod
@@ -952,6 +940,25 @@ class DynamoRefStore(RefStore):
             values={":branch": _s("branch"), ":expected": _s(expected_base), ":new": _s(new_base)},
         )
 
+    async def _put_over(self, what: str, old: Mapping[str, Any], fresh: dict[str, Any]) -> bool:
+        """Put ``fresh`` in place of ``old`` if no write came between (``ver``); False
+        if one did."""
+        try:
+            await self._request(
+                "put_item",
+                what,
+                mutation=True,
+                idempotent=False,
+                TableName=self.table,
+                Item=fresh,
+                ConditionExpression="#ver = :ver",
+                ExpressionAttributeNames={"#ver": "ver"},
+                ExpressionAttributeValues={":ver": old["ver"]},
+            )
+        except _Rejected:
+            return False
+        return True
+
     def _full_item(
         self,
         repo: str,
@@ -996,21 +1003,10 @@ class DynamoRefStore(RefStore):
             new, new_tail, new_groups = rule(cur, tail, groups)
             if (new, new_tail, new_groups) == (cur, tail, groups):
                 return cur
-            try:
-                await self._request(
-                    "put_item",
-                    what,
-                    mutation=True,
-                    idempotent=False,
-                    TableName=self.table,
-                    Item=self._full_item(repo, name, item, new, new_tail, new_groups),
-                    ConditionExpression="#ver = :ver",
-                    ExpressionAttributeNames={"#ver": "ver"},
-                    ExpressionAttributeValues={":ver": item["ver"]},
-                )
+            fresh = self._full_item(repo, name, item, new, new_tail, new_groups)
+            if await self._put_over(what, item, fresh):
                 return new
-            except _Rejected:
-                await self._backoff(min(attempt, 4))
+            await self._backoff(min(attempt, 4))
         raise UnavailableError(f"{self.url}: {what} {repo}/{name}: kept losing to other writes")
 
     async def _append_l1_many(self, repo: str, branch: str, file_ids: tuple[str, ...]) -> Ref:
