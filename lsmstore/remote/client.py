@@ -382,10 +382,14 @@ class RemoteRepository:
     async def list_branches(
         self, *, prefix: str = "", after: str | None = None, limit: int = 1000
     ) -> list[str]:
+        return await self._ref_names("/branches", prefix, after, limit)
+
+    async def _ref_names(self, path: str, prefix: str, after: str | None, limit: int) -> list[str]:
+        """The names a lakeFS listing of branches or tags (``path``) pages through."""
         return [
             d["id"]
             async for d in self.store._pages(
-                self._base + "/branches", {"prefix": prefix or None, "after": after}, limit,
+                self._base + path, {"prefix": prefix or None, "after": after}, limit,
                 kind="repository",
             )
         ]  # fmt: skip
@@ -420,13 +424,7 @@ class RemoteRepository:
     async def list_tags(
         self, *, prefix: str = "", after: str | None = None, limit: int = 1000
     ) -> list[str]:
-        return [
-            d["id"]
-            async for d in self.store._pages(
-                self._base + "/tags", {"prefix": prefix or None, "after": after}, limit,
-                kind="repository",
-            )
-        ]  # fmt: skip
+        return await self._ref_names("/tags", prefix, after, limit)
 
     # --- workspaces (docs/client.md, "Workspaces") ------------------------------------
 
