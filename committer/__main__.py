@@ -23,7 +23,7 @@ import asyncio
 import logging
 import os
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from committer.job import STEPS
 from committer.worker import Worker
@@ -40,7 +40,7 @@ from lsmstore.service import (
     log_event,
     run_service,
 )
-from lsmstore.storage.base import ObjectMeta, ObjectStore, PutMode
+from lsmstore.storage.base import ForwardingStore, ObjectStore, PutMode
 
 PAUSE_ENV = "COMMITTER_PAUSE_AT"
 PAUSE_STEPS = ("range-uploaded", *STEPS)
@@ -48,37 +48,18 @@ PAUSE_STEPS = ("range-uploaded", *STEPS)
 log = logging.getLogger("committer")
 
 
-class _PauseAfterRangeUpload(ObjectStore):
+class _PauseAfterRangeUpload(ForwardingStore):
     """Passes everything to ``inner``; after the first committed range is stored, calls
     ``pause`` (used only for crash tests)."""
 
     def __init__(self, inner: ObjectStore, pause: Callable[[], Awaitable[None]]) -> None:
-        self.inner = inner
-        self.url = inner.url
+        super().__init__(inner)
         self._pause = pause
-
-    async def get(self, key: str) -> bytes:
-        return await self.inner.get(key)
-
-    async def get_range(self, key: str, start: int, end: int) -> bytes:
-        return await self.inner.get_range(key, start, end)
 
     async def put(self, key: str, data: bytes, mode: PutMode = PutMode.CREATE) -> None:
         await self.inner.put(key, data, mode)
         if key.startswith(layout.RANGES):
             await self._pause()
-
-    async def head(self, key: str) -> ObjectMeta:
-        return await self.inner.head(key)
-
-    async def delete(self, key: str, *, missing_ok: bool = True) -> None:
-        await self.inner.delete(key, missing_ok=missing_ok)
-
-    def list(self, prefix: str = "", *, after: str | None = None) -> AsyncIterator[ObjectMeta]:
-        return self.inner.list(prefix, after=after)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
 
 async def _pause_forever(step: str) -> None:

@@ -35,27 +35,21 @@ exits when its stdin closes (:meth:`MergeWorker.aclose`, or this process dying).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import os
-import pickle
-import sys
 from collections.abc import Awaitable, Callable, Sequence
-from pathlib import Path
 from typing import Any, BinaryIO
 
 from compactor.merge_plan import FILE, NEED, REUSE, L2Input, plan
 from lsmstore.errors import CorruptFileError, LsmError, UnavailableError, UnsupportedFormatError
 from lsmstore.graveler.sst_reader import SSTReader
 from lsmstore.staging.files import encode_staging_file
-from lsmstore.workerpipe import FRAME, READY, child_main, read_message, write_message
+from lsmstore.workerpipe import READY, child_main, read_message, write_message
+from lsmstore.workerproc import AsyncWorkerProcess
 
 log = logging.getLogger(__name__)
 
 MAX_RESTARTS = 3
 START_TIMEOUT = 30.0
-#: The directory the packages are imported from (the child imports them from there too).
-_ROOT = str(Path(__file__).resolve().parents[1])
 
 #: ``fetch(i)``: the bytes of L2 file ``i``; ``on_file(sst, sidecar, records)``;
 #: ``on_reuse(i)``.
@@ -79,7 +73,7 @@ class MergeWorker:
     def __init__(self) -> None:
         self.jobs = 0
         self.restarts = 0
-        self._proc: asyncio.subprocess.Process | None = None
+        self._proc: AsyncWorkerProcess | None = None
         self._lock = asyncio.Lock()
         self._closed = False
 
@@ -126,7 +120,7 @@ class MergeWorker:
 
     async def _job(
         self,
-        proc: asyncio.subprocess.Process,
+        proc: AsyncWorkerProcess,
         l1: list[tuple[str, bytes]],
         l2: Sequence[L2Input],
         target: int,
@@ -135,20 +129,17 @@ class MergeWorker:
         on_file: OnFile,
         on_reuse: OnReuse,
     ) -> int:
-        assert proc.stdin is not None and proc.stdout is not None
-        stdin, stdout = proc.stdin, proc.stdout
         inputs = [(i.first_key, i.last_key, i.data_bytes) for i in l2]
-        await _send(stdin, ("job", len(l1), inputs, target, error_rate))
+        await proc.send(("job", len(l1), inputs, target, error_rate))
         for name, data in l1:
-            await _send(stdin, ("l1", name, data))
+            await proc.send(("l1", name, data))
         l1.clear()  # the bytes live in the worker now
         while True:
-            (n,) = FRAME.unpack(await stdout.readexactly(FRAME.size))
-            msg = pickle.loads(await stdout.readexactly(n))
+            msg = await proc.receive()
             kind = msg[0]
             if kind == "need":
                 name, data = await fetch(msg[1])
-                await _send(stdin, ("l2", name, data))
+                await proc.send(("l2", name, data))
                 del data
             elif kind == "file":
                 await on_file(msg[1], msg[2], msg[3])
@@ -161,16 +152,16 @@ class MergeWorker:
             else:
                 raise ConnectionError(f"unexpected message {kind!r}")
 
-    async def _ensure(self) -> asyncio.subprocess.Process:
+    async def _ensure(self) -> AsyncWorkerProcess:
         proc = self._proc
-        if proc is not None and proc.returncode is None:
+        if proc is not None and proc.alive:
             return proc
         self._proc = None
         if self._closed or self.restarts >= MAX_RESTARTS:
             raise WorkerUnavailable("no merge worker")
         self.restarts += 1
         try:
-            proc = await _start()
+            proc = await AsyncWorkerProcess.start("compactor.merge_worker", START_TIMEOUT)
         except Exception as e:
             log.warning("compaction merge worker did not start (%s); merging in process", e)
             raise WorkerUnavailable(str(e)) from e
@@ -179,9 +170,8 @@ class MergeWorker:
 
     def _kill(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is not None and proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
+        if proc is not None:
+            proc.kill()
 
     async def aclose(self) -> None:
         """Stop the worker (waits for a running job's lock)."""
@@ -190,24 +180,8 @@ class MergeWorker:
         self._closed = True
         async with self._lock:
             proc, self._proc = self._proc, None
-            if proc is None:
-                return
-            if proc.stdin is not None:
-                proc.stdin.close()
-            try:
-                await asyncio.wait_for(proc.wait(), 5.0)
-            except TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                await proc.wait()
-
-
-async def _send(stream: asyncio.StreamWriter, msg: tuple[Any, ...]) -> None:
-    data = pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
-    stream.write(FRAME.pack(len(data)))
-    stream.write(data)
-    del data
-    await stream.drain()
+            if proc is not None:
+                await proc.stop()
 
 
 def _error(msg: tuple[Any, ...]) -> LsmError:
@@ -215,30 +189,6 @@ def _error(msg: tuple[Any, ...]) -> LsmError:
         cls = UnsupportedFormatError if msg[2] else CorruptFileError
         return cls(msg[3], msg[4])
     return LsmError(f"compaction merge worker: {msg[2]}")
-
-
-async def _start() -> asyncio.subprocess.Process:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (_ROOT, env.get("PYTHONPATH")) if p)
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        "from compactor.merge_worker import main; main()",
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        env=env,
-    )
-    assert proc.stdout is not None
-    try:
-        ready = await asyncio.wait_for(proc.stdout.readexactly(FRAME.size), START_TIMEOUT)
-        if FRAME.unpack(ready)[0] != 0:
-            raise RuntimeError("unexpected greeting")
-    except BaseException:
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        await proc.wait()
-        raise
-    return proc
 
 
 # --- the child process -------------------------------------------------------------------

@@ -817,16 +817,7 @@ class Branch(_Reads, ObjectWrites):
         its records become visible at once, or none.  It is validated completely first
         (CorruptFileError, EntryTooLargeError, InvalidInputError; nothing staged).
         Returns the L1 file id."""
-        if isinstance(sst, bytes | bytearray | memoryview):
-            data = bytes(sst)
-        elif isinstance(sst, str | os.PathLike):
-            path = validate.check_path(sst, "SST path")
-            try:
-                data = await asyncio.to_thread(path.read_bytes)
-            except OSError as e:
-                raise InvalidInputError(f"cannot read SST file {path}: {e}") from e
-        else:
-            raise InvalidInputError(f"stage_sst needs a path or bytes, not {type(sst).__name__}")
+        data = await validate.sst_argument(sst)
         return await self._w().stage_sst(data)
 
     async def commit(

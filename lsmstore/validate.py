@@ -19,6 +19,7 @@ Rules every check follows:
 
 from __future__ import annotations
 
+import asyncio
 import math
 import os
 from collections.abc import Iterable, Iterator, Mapping
@@ -228,6 +229,21 @@ def check_path(value: object, what: str) -> Path:
     except UnicodeEncodeError as e:
         raise InvalidInputError(f"{what} {preview(raw)} cannot be encoded: {e.reason}") from None
     return Path(raw)
+
+
+async def sst_argument(sst: object) -> bytes:
+    """The bytes of an SST argument: the bytes themselves, or the contents of a local
+    file path (read in a thread); InvalidInputError for anything else or a file that
+    cannot be read."""
+    if isinstance(sst, bytes | bytearray | memoryview):
+        return bytes(sst)
+    if isinstance(sst, str | os.PathLike):
+        path = check_path(sst, "SST path")
+        try:
+            return await asyncio.to_thread(path.read_bytes)
+        except OSError as e:
+            raise InvalidInputError(f"cannot read SST file {path}: {e}") from e
+    raise InvalidInputError(f"stage_sst needs a path or bytes, not {type_name(sst)}")
 
 
 def check_url_text(

@@ -1,5 +1,6 @@
 """The pipe protocol of the project's worker processes (the staging encoder, the commit
-range encoder, the compaction merge worker), child side.
+range encoder, the compaction merge worker), child side; the parent side is
+:mod:`lsmstore.workerproc`.
 
 Each worker is ``python -c`` on a pair of pipes.  Every message is a pickled tuple
 after its length (8 bytes, little-endian); the child first writes a zero length

@@ -9,6 +9,7 @@ import pickle
 import struct
 
 import pytest
+from helpers.crafted_sst import varint
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -49,18 +50,6 @@ EXAMPLE = ObjectEntry(
 
 
 # --- the rules, written out independently of lsmstore/objects/entry.py ---------------
-
-
-def varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
 
 
 def field(number: int, wire_type: int, payload: bytes) -> bytes:

@@ -17,7 +17,7 @@ from lsmstore.errors import (
     ObjectNotFoundError,
     UnavailableError,
 )
-from lsmstore.storage.base import ObjectStore
+from lsmstore.storage.base import ForwardingStore, ObjectStore
 from lsmstore.storage.memory import MemoryStore
 from lsmstore.testing.faulty_store import FaultyStore
 from lsmstore.testing.store_contract import StoreContract
@@ -68,6 +68,18 @@ async def test_data_is_copied_in() -> None:
 def test_invalid_names(name: str) -> None:
     with pytest.raises(InvalidInputError):
         MemoryStore(name)
+
+
+# --- ForwardingStore (the base of pass-through wrappers) -------------------------------
+
+
+class TestForwardingStoreContract(StoreContract):
+    """A wrapper that overrides nothing is the store it wraps."""
+
+    @pytest.fixture
+    async def store(self) -> AsyncIterator[ObjectStore]:
+        async with ForwardingStore(MemoryStore()) as s:
+            yield s
 
 
 # --- FaultyStore (wrapping a MemoryStore) ------------------------------------------

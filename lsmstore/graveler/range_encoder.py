@@ -29,32 +29,20 @@ request and serves the worker's requests for base ranges and its finished ranges
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import logging
 import os
 import pickle
 import queue
-import subprocess
-import sys
 import threading
 from collections.abc import Callable, Container, Iterable, Sequence
 from operator import itemgetter
-from pathlib import Path
 from typing import Any, BinaryIO
 
 from lsmstore.graveler.record import Record
 from lsmstore.graveler.sst_writer import RANGE, write_committed_sst
-from lsmstore.workerpipe import (
-    FRAME,
-    READY,
-    answer_requests,
-    child_main,
-    read_exactly,
-    read_frame,
-    read_message,
-    write_message,
-)
+from lsmstore.workerpipe import answer_requests, child_main
+from lsmstore.workerproc import WorkerProcess
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +52,6 @@ MAX_STARTS = 3
 #: Seconds a range waits for an idle worker before it is encoded in a thread instead.
 START_TIMEOUT = 60.0
 _key_and_identity: Callable[[Record], tuple[bytes, bytes]] = itemgetter(0, 1)
-#: The directory lsmstore is imported from (the workers import it from there too).
-_ROOT = str(Path(__file__).resolve().parents[2])
 
 
 def range_id(keys: Sequence[bytes], identities: Sequence[bytes]) -> str:
@@ -103,49 +89,6 @@ def encode_range(
     return encode_records(list(map(Record, keys, identities, values)), skip)
 
 
-class _Worker:
-    """One worker process: ``python -c`` running :func:`serve` on its stdin/stdout
-    (blocking I/O, called from a thread, so any event loop may use it)."""
-
-    def __init__(self) -> None:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (_ROOT, env.get("PYTHONPATH")) if p)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", "from lsmstore.graveler.range_encoder import main; main()"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env=env,
-        )
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self._in, self._out = self.proc.stdin, self.proc.stdout
-        self.stdin, self.stdout = self._in, self._out
-        if read_exactly(self._out, FRAME.size) != READY:
-            self.kill()
-            raise OSError("range encoder worker did not start")
-
-    def call(self, request: tuple[Any, ...]) -> tuple[Any, ...]:
-        write_message(self._in, request)
-        body = read_frame(self._out)
-        if body is None:
-            raise OSError("range encoder worker exited")
-        answer: tuple[Any, ...] = pickle.loads(body)
-        return answer
-
-    def kill(self) -> None:
-        with contextlib.suppress(OSError):
-            self.proc.kill()
-        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-            self.proc.wait(5)
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self._in.close()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.kill()
-
-
 class RangeEncoder:
     """Runs :func:`encode_range` in a thread or in worker processes (module docstring)."""
 
@@ -163,8 +106,8 @@ class RangeEncoder:
         self.ranges_in_thread = 0
         self.conversations = 0  # answered by a worker through converse()
         self.restarts = 0
-        self._idle: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
-        self._workers: list[_Worker] = []
+        self._idle: queue.SimpleQueue[WorkerProcess] = queue.SimpleQueue()
+        self._workers: list[WorkerProcess] = []
         self._starting = 0
         self._lock = threading.Lock()
         self._closed = False
@@ -188,7 +131,7 @@ class RangeEncoder:
     def worker_pids(self) -> list[int]:
         """Process IDs of the workers up and running."""
         with self._lock:
-            return [w.proc.pid for w in self._workers]
+            return [w.pid for w in self._workers]
 
     @property
     def started(self) -> int:
@@ -197,7 +140,7 @@ class RangeEncoder:
 
     def _start_one(self) -> None:
         try:
-            worker = _Worker()
+            worker = WorkerProcess("lsmstore.graveler.range_encoder", "range encoder worker")
         except (OSError, ValueError) as e:
             log.warning("range encoder worker did not start (%s); using threads", e)
             with self._lock:
@@ -240,7 +183,7 @@ class RangeEncoder:
         except queue.Empty:
             return None
         try:
-            answer = worker.call(request)
+            answer = worker.request(request)
         except (OSError, ValueError, EOFError, pickle.PickleError) as e:
             log.warning("range encoder worker lost (%s); starting another", e)
             self._lose(worker)
@@ -271,16 +214,14 @@ class RangeEncoder:
         except queue.Empty:
             return None
         try:
-            write_message(worker.stdin, request)
+            worker.send(request)
             while True:
-                msg = read_message(worker.stdout)
-                if msg is None:
-                    raise OSError("range encoder worker exited")
+                msg = worker.receive()
                 if msg[0] in ("ok", "error"):
                     break
                 reply = on_message(msg)
                 if reply is not None:
-                    write_message(worker.stdin, reply)
+                    worker.send(reply)
         except Exception as e:
             log.warning("range encoder worker lost (%s); starting another", e)
             self._lose(worker)
@@ -289,7 +230,7 @@ class RangeEncoder:
         self.conversations += 1
         return msg
 
-    def _lose(self, worker: _Worker) -> None:
+    def _lose(self, worker: WorkerProcess) -> None:
         worker.kill()
         with self._lock:
             if worker in self._workers:

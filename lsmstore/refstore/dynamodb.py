@@ -150,26 +150,26 @@ def _encode_tail(ids: Sequence[str]) -> str:
     return f",{','.join(ids)}," if ids else ","
 
 
-def _tail(item: Mapping[str, Any], where: str) -> tuple[str, ...]:
-    """The consumed tail of a ref item (none if the item has no ``consumed``)."""
-    value = item.get("consumed")
+def _id_list(item: Mapping[str, Any], attr: str, where: str, what: str) -> tuple[str, ...]:
+    """The ids of an :func:`_encode_tail`-encoded attribute of a ref item (none if the
+    item has no ``attr``); ``what`` names it in the error."""
+    value = item.get(attr)
     if value is None:
         return ()
     try:
         return tuple(i for i in value["S"].split(",") if i)
     except (KeyError, TypeError, AttributeError) as e:
-        raise CorruptFileError(where, f"malformed consumed tail: {e!r}") from e
+        raise CorruptFileError(where, f"malformed {what}: {e!r}") from e
+
+
+def _tail(item: Mapping[str, Any], where: str) -> tuple[str, ...]:
+    """The consumed tail of a ref item (none if the item has no ``consumed``)."""
+    return _id_list(item, "consumed", where, "consumed tail")
 
 
 def _groups(item: Mapping[str, Any], where: str) -> tuple[str, ...]:
     """The group ids a ref item remembers (``append_l1_group``)."""
-    value = item.get("groups")
-    if value is None:
-        return ()
-    try:
-        return tuple(i for i in value["S"].split(",") if i)
-    except (KeyError, TypeError, AttributeError) as e:
-        raise CorruptFileError(where, f"malformed group ids: {e!r}") from e
+    return _id_list(item, "groups", where, "group ids")
 
 
 def _item_size(item: Mapping[str, Any]) -> int:
@@ -831,21 +831,9 @@ class DynamoRefStore(RefStore):
             new = rule(self._ref(item, where))
             tail = transitions.consume(_tail(item, where), l1_prefix)
             fresh = self._full_item(repo, name, item, new, tail, _groups(item, where))
-            try:
-                await self._request(
-                    "put_item",
-                    what,
-                    mutation=True,
-                    idempotent=False,
-                    TableName=self.table,
-                    Item=fresh,
-                    ConditionExpression="#ver = :ver",
-                    ExpressionAttributeNames={"#ver": "ver"},
-                    ExpressionAttributeValues={":ver": item["ver"]},
-                )
+            if await self._put_over(what, item, fresh):
                 return new
-            except _Rejected:
-                await self._backoff(min(attempt, 4))
+            await self._backoff(min(attempt, 4))
         raise UnavailableError(f"{self.url}: {what} {repo}/{name}: kept losing to other writes")
 
     @staticmethod
@@ -952,6 +940,25 @@ class DynamoRefStore(RefStore):
             values={":branch": _s("branch"), ":expected": _s(expected_base), ":new": _s(new_base)},
         )
 
+    async def _put_over(self, what: str, old: Mapping[str, Any], fresh: dict[str, Any]) -> bool:
+        """Put ``fresh`` in place of ``old`` if no write came between (``ver``); False
+        if one did."""
+        try:
+            await self._request(
+                "put_item",
+                what,
+                mutation=True,
+                idempotent=False,
+                TableName=self.table,
+                Item=fresh,
+                ConditionExpression="#ver = :ver",
+                ExpressionAttributeNames={"#ver": "ver"},
+                ExpressionAttributeValues={":ver": old["ver"]},
+            )
+        except _Rejected:
+            return False
+        return True
+
     def _full_item(
         self,
         repo: str,
@@ -996,21 +1003,10 @@ class DynamoRefStore(RefStore):
             new, new_tail, new_groups = rule(cur, tail, groups)
             if (new, new_tail, new_groups) == (cur, tail, groups):
                 return cur
-            try:
-                await self._request(
-                    "put_item",
-                    what,
-                    mutation=True,
-                    idempotent=False,
-                    TableName=self.table,
-                    Item=self._full_item(repo, name, item, new, new_tail, new_groups),
-                    ConditionExpression="#ver = :ver",
-                    ExpressionAttributeNames={"#ver": "ver"},
-                    ExpressionAttributeValues={":ver": item["ver"]},
-                )
+            fresh = self._full_item(repo, name, item, new, new_tail, new_groups)
+            if await self._put_over(what, item, fresh):
                 return new
-            except _Rejected:
-                await self._backoff(min(attempt, 4))
+            await self._backoff(min(attempt, 4))
         raise UnavailableError(f"{self.url}: {what} {repo}/{name}: kept losing to other writes")
 
     async def _append_l1_many(self, repo: str, branch: str, file_ids: tuple[str, ...]) -> Ref:

@@ -382,10 +382,14 @@ class RemoteRepository:
     async def list_branches(
         self, *, prefix: str = "", after: str | None = None, limit: int = 1000
     ) -> list[str]:
+        return await self._ref_names("/branches", prefix, after, limit)
+
+    async def _ref_names(self, path: str, prefix: str, after: str | None, limit: int) -> list[str]:
+        """The names a lakeFS listing of branches or tags (``path``) pages through."""
         return [
             d["id"]
             async for d in self.store._pages(
-                self._base + "/branches", {"prefix": prefix or None, "after": after}, limit,
+                self._base + path, {"prefix": prefix or None, "after": after}, limit,
                 kind="repository",
             )
         ]  # fmt: skip
@@ -420,13 +424,7 @@ class RemoteRepository:
     async def list_tags(
         self, *, prefix: str = "", after: str | None = None, limit: int = 1000
     ) -> list[str]:
-        return [
-            d["id"]
-            async for d in self.store._pages(
-                self._base + "/tags", {"prefix": prefix or None, "after": after}, limit,
-                kind="repository",
-            )
-        ]  # fmt: skip
+        return await self._ref_names("/tags", prefix, after, limit)
 
     # --- workspaces (docs/client.md, "Workspaces") ------------------------------------
 
@@ -872,16 +870,7 @@ class RemoteBranch(_RemoteReads):
         return await self.head()
 
     async def stage_sst(self, sst: str | os.PathLike[str] | bytes) -> str:
-        if isinstance(sst, bytes | bytearray | memoryview):
-            data = bytes(sst)
-        elif isinstance(sst, str | os.PathLike):
-            path = validate.check_path(sst, "SST path")
-            try:
-                data = await asyncio.to_thread(path.read_bytes)
-            except OSError as e:
-                raise InvalidInputError(f"cannot read SST file {path}: {e}") from e
-        else:
-            raise InvalidInputError(f"stage_sst needs a path or bytes, not {type(sst).__name__}")
+        data = await validate.sst_argument(sst)
         r = await self.repository.http.request(
             "POST", self._lsm + "/sst", data=data,
             headers={"Content-Type": "application/octet-stream"}, ok=(201,), kind="ref",

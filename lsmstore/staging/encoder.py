@@ -33,17 +33,14 @@ import contextlib
 import hashlib
 import logging
 import os
-import pickle
-import signal
-import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import BinaryIO
 
 from lsmstore.graveler.record import Record, RecordTuple
 from lsmstore.staging.files import encode_staging_file
 from lsmstore.staging.pending import PendingColumns, Staged, make, split
-from lsmstore.workerpipe import FRAME, answer_requests, child_main
+from lsmstore.workerpipe import answer_requests, child_main
+from lsmstore.workerproc import AsyncWorkerProcess
 
 log = logging.getLogger(__name__)
 
@@ -55,9 +52,6 @@ MAX_QUEUED = 1
 MAX_RESTARTS = 3
 #: Seconds the worker may take to start.
 START_TIMEOUT = 30.0
-
-#: The directory lsmstore is imported from (the worker imports it from there too).
-_ROOT = str(Path(__file__).resolve().parents[2])
 
 Columns = tuple[list[bytes], list[bytes], list[bytes | None], PendingColumns | None]
 
@@ -138,7 +132,7 @@ class Encoder:
         self.batches_in_process = 0
         self.batches_in_thread = 0
         self.restarts = 0
-        self._proc: asyncio.subprocess.Process | None = None
+        self._proc: AsyncWorkerProcess | None = None
         self._starting: asyncio.Task[None] | None = None
         self._reader: asyncio.Task[None] | None = None
         self._pending: collections.deque[asyncio.Future[tuple[bytes, bytes]]] = collections.deque()
@@ -167,19 +161,20 @@ class Encoder:
 
     async def _in_process(self, cols: Columns, error_rate: float) -> tuple[bytes, bytes]:
         proc = self._proc
-        if proc is None or proc.returncode is not None or self._reader is None:
+        if proc is None or not proc.alive or self._reader is None:
             self._ensure_started()
             raise _Unavailable
-        if len(self._pending) >= self.max_queued or proc.stdin is None:
+        if len(self._pending) >= self.max_queued:
             raise _Unavailable
-        payload = pickle.dumps((*cols, error_rate), protocol=pickle.HIGHEST_PROTOCOL)
         fut: asyncio.Future[tuple[bytes, bytes]] = asyncio.get_running_loop().create_future()
+        try:
+            proc.write((*cols, error_rate))
+        except (ConnectionError, RuntimeError) as e:  # broken pipe: the worker died
+            self._lost(e)
+            raise _Unavailable(str(e)) from e
         self._pending.append(fut)
         try:
-            proc.stdin.write(FRAME.pack(len(payload)))
-            proc.stdin.write(payload)
-            del payload
-            await proc.stdin.drain()
+            await proc.drain()
         except (ConnectionError, RuntimeError) as e:  # broken pipe: the worker died
             self._lost(e)
         return await fut
@@ -192,27 +187,9 @@ class Encoder:
 
     async def _start(self) -> None:
         try:
-            env = dict(os.environ)
-            env["PYTHONPATH"] = os.pathsep.join(p for p in (_ROOT, env.get("PYTHONPATH")) if p)
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-c",
-                "from lsmstore.staging.encoder import main; main()",
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                env=env,
-            )
-            assert proc.stdout is not None
-            try:
-                ready = await asyncio.wait_for(proc.stdout.readexactly(FRAME.size), START_TIMEOUT)
-                if FRAME.unpack(ready)[0] != 0:
-                    raise RuntimeError("unexpected greeting")
-            except BaseException:
-                _kill(proc)
-                await proc.wait()
-                raise
+            proc = await AsyncWorkerProcess.start("lsmstore.staging.encoder", START_TIMEOUT)
             if self._closed:
-                await self._stop(proc)
+                await proc.stop()
                 return
             self._proc = proc
             self._reader = asyncio.get_running_loop().create_task(self._read(proc))
@@ -223,12 +200,10 @@ class Encoder:
         finally:
             self._starting = None
 
-    async def _read(self, proc: asyncio.subprocess.Process) -> None:
-        assert proc.stdout is not None
+    async def _read(self, proc: AsyncWorkerProcess) -> None:
         try:
             while True:
-                (n,) = FRAME.unpack(await proc.stdout.readexactly(FRAME.size))
-                answer = pickle.loads(await proc.stdout.readexactly(n))
+                answer = await proc.receive()
                 fut = self._pending.popleft()
                 if fut.done():
                     continue
@@ -249,21 +224,12 @@ class Encoder:
             log.warning("encoder worker lost (%s); encoding in threads", error)
         proc, self._proc = self._proc, None
         self._reader = None
-        if proc is not None and proc.returncode is None and not self._closed:
-            _kill(proc)
+        if proc is not None and not self._closed:
+            proc.kill()
         while self._pending:
             fut = self._pending.popleft()
             if not fut.done():
                 fut.set_exception(_Unavailable(str(error)))
-
-    async def _stop(self, proc: asyncio.subprocess.Process) -> None:
-        if proc.stdin is not None:
-            proc.stdin.close()
-        try:
-            await asyncio.wait_for(proc.wait(), 5.0)
-        except TimeoutError:
-            _kill(proc)
-            await proc.wait()
 
     async def aclose(self) -> None:
         """Stop the worker (batches already sent finish first; later ones use threads)."""
@@ -276,25 +242,11 @@ class Encoder:
                 await self._starting
         proc = self._proc
         if proc is not None:
-            await self._stop(proc)
+            await proc.stop()
         if self._reader is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reader
         self._lost(ConnectionError("encoder closed"), quiet=True)
-
-
-def _kill(proc: asyncio.subprocess.Process) -> None:
-    """SIGKILL the worker without reaping it.
-
-    ``proc.kill()`` on the standard event loop goes through ``subprocess.Popen.kill``,
-    which first polls -- and so reaps -- a worker that has just exited (it exits as soon
-    as its stdin closes).  asyncio's child watcher, still waiting for that pid, then
-    logs "Unknown child process pid ..., will report returncode 255".  ``os.kill`` does
-    not reap: until the watcher has, the pid is still our (zombie) child, never another
-    process's."""
-    if proc.returncode is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(proc.pid, signal.SIGKILL)
 
 
 # --- the worker process --------------------------------------------------------------

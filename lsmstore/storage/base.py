@@ -163,3 +163,33 @@ class ObjectStore(abc.ABC):
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+
+class ForwardingStore(ObjectStore):
+    """Passes every call to ``inner``: the base of a wrapper that changes only some
+    calls (it overrides those)."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        self.inner = inner
+        self.url = inner.url
+
+    async def get(self, key: str) -> bytes:
+        return await self.inner.get(key)
+
+    async def get_range(self, key: str, start: int, end: int) -> bytes:
+        return await self.inner.get_range(key, start, end)
+
+    async def put(self, key: str, data: bytes, mode: PutMode = PutMode.CREATE) -> None:
+        await self.inner.put(key, data, mode)
+
+    async def head(self, key: str) -> ObjectMeta:
+        return await self.inner.head(key)
+
+    async def delete(self, key: str, *, missing_ok: bool = True) -> None:
+        await self.inner.delete(key, missing_ok=missing_ok)
+
+    def list(self, prefix: str = "", *, after: str | None = None) -> AsyncIterator[ObjectMeta]:
+        return self.inner.list(prefix, after=after)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()

@@ -25,7 +25,6 @@ import json
 import os
 import random
 import sys
-from collections.abc import AsyncIterator
 
 import uvloop
 
@@ -36,7 +35,7 @@ from lsmstore.config import load_config
 from lsmstore.errors import LsmError, NothingToCommitError, UnavailableError
 from lsmstore.graveler.record import Record, default_identity
 from lsmstore.staging.files import SST_SUFFIX, encode_staging_file
-from lsmstore.storage.base import ObjectMeta, ObjectStore, PutMode
+from lsmstore.storage.base import ForwardingStore, ObjectStore, PutMode
 from lsmstore.storage.url import open_object_store
 
 PAUSE_ENV = "SOAK_WRITER_PAUSE_AT"
@@ -52,37 +51,15 @@ def emit(doc: dict[str, object]) -> None:
     sys.stdout.flush()
 
 
-class _PauseWhenStaged(ObjectStore):
+class _PauseWhenStaged(ForwardingStore):
     """Passes everything to ``inner``; after the first staging SST is stored, pauses
     for ever (used only by the soak's step kills)."""
-
-    def __init__(self, inner: ObjectStore) -> None:
-        self.inner = inner
-        self.url = inner.url
-
-    async def get(self, key: str) -> bytes:
-        return await self.inner.get(key)
-
-    async def get_range(self, key: str, start: int, end: int) -> bytes:
-        return await self.inner.get_range(key, start, end)
 
     async def put(self, key: str, data: bytes, mode: PutMode = PutMode.CREATE) -> None:
         await self.inner.put(key, data, mode)
         if key.startswith(layout.STAGING) and key.endswith(SST_SUFFIX):
             emit({"t": "paused", "step": "staged", "key": key})
             await asyncio.Event().wait()
-
-    async def head(self, key: str) -> ObjectMeta:
-        return await self.inner.head(key)
-
-    async def delete(self, key: str, *, missing_ok: bool = True) -> None:
-        await self.inner.delete(key, missing_ok=missing_ok)
-
-    def list(self, prefix: str = "", *, after: str | None = None) -> AsyncIterator[ObjectMeta]:
-        return self.inner.list(prefix, after=after)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
 
 def _open_objects(namespace: str) -> ObjectStore:

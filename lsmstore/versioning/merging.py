@@ -182,6 +182,30 @@ def _conflict(e: MergeConflictError, what: str) -> MergeConflictError:
     )
 
 
+async def _merge_trees(
+    ctx: RepoContext,
+    base_tree: str,
+    dest_tree: str,
+    source_tree: str,
+    strategy: Strategy | None,
+    what: str,
+) -> trees.MergeResult:
+    """:func:`merge_trees` in ``ctx``; a conflict is reworded in terms of ``what``."""
+    try:
+        return await merge_trees(
+            ctx.source,
+            ctx.objects,
+            base_tree,
+            dest_tree,
+            source_tree,
+            strategy=strategy,
+            policy=ctx.policy,
+            encoder=ctx.range_encoder,
+        )
+    except MergeConflictError as e:
+        raise _conflict(e, what) from None
+
+
 async def _tree(ctx: RepoContext, commit_id: str | None) -> str:
     return (await ctx.commit(commit_id)).metarange_id if commit_id else EMPTY_METARANGE_ID
 
@@ -217,23 +241,15 @@ async def merge(
             return MergeResult(dest, None, False, src, dest, src, attempts=attempt)
         base = await merge_base(ctx, dest, src)
         dest_tree = await _tree(ctx, dest)
-        try:
-            result = await merge_trees(
-                ctx.source,
-                ctx.objects,
-                await _tree(ctx, base),
-                dest_tree,
-                await _tree(ctx, src),
-                strategy=strategy,
-                policy=ctx.policy,
-                encoder=ctx.range_encoder,
-            )
-        except MergeConflictError as e:
-            raise _conflict(
-                e,
-                f"{ctx.name}: merging {source!r} (commit {src[:12]}) into branch {into!r} "
-                f"(commit {dest[:12]})",
-            ) from None
+        result = await _merge_trees(
+            ctx,
+            await _tree(ctx, base),
+            dest_tree,
+            await _tree(ctx, src),
+            strategy,
+            f"{ctx.name}: merging {source!r} (commit {src[:12]}) into branch {into!r} "
+            f"(commit {dest[:12]})",
+        )
         dc, sc = await ctx.commit(dest), await ctx.commit(src)
         if squash and result.metarange_id == dest_tree:
             return MergeResult(dest, None, False, src, dest, base, attempts=attempt)
@@ -293,23 +309,15 @@ async def revert(
         if not dest:
             raise RefNotFoundError(f"{ctx.name}/{branch} has no commit to revert on")
         dest_tree = await _tree(ctx, dest)
-        try:
-            result = await merge_trees(
-                ctx.source,
-                ctx.objects,
-                rc.metarange_id,
-                dest_tree,
-                await _tree(ctx, before),
-                strategy=strategy,
-                policy=ctx.policy,
-                encoder=ctx.range_encoder,
-            )
-        except MergeConflictError as e:
-            raise _conflict(
-                e,
-                f"{ctx.name}: reverting {target!r} (commit {reverted[:12]}) on branch "
-                f"{branch!r} (commit {dest[:12]}): keys changed since",
-            ) from None
+        result = await _merge_trees(
+            ctx,
+            rc.metarange_id,
+            dest_tree,
+            await _tree(ctx, before),
+            strategy,
+            f"{ctx.name}: reverting {target!r} (commit {reverted[:12]}) on branch "
+            f"{branch!r} (commit {dest[:12]}): keys changed since",
+        )
         if result.metarange_id == dest_tree:
             raise NothingToCommitError(
                 f"{ctx.name}/{branch}: reverting {reverted[:12]} changes nothing"

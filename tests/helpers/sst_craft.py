@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import xxhash
 
+from helpers.crafted_sst import varint
 from lsmstore.graveler.record import Record
 from lsmstore.graveler.value import encode_value
 
@@ -20,18 +21,6 @@ MAGIC = 0x88E241B785F4CFF7
 FORMAT_VERSION = 5
 CHECKSUM_XXH3 = 4
 COMPARATOR = b"leveldb.BytewiseComparator"
-
-
-def varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
 
 
 def block(entries: list[tuple[bytes, bytes]], restarts: list[int] | None = None) -> bytes:

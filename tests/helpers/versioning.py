@@ -7,9 +7,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+from compactor.testing import rec as rec  # shared with the compactor tests
 from lsmstore import layout
 from lsmstore.graveler.ranges import RangePolicy
-from lsmstore.graveler.record import Record, default_identity
+from lsmstore.graveler.record import Record
 from lsmstore.graveler.tree import TreeReader
 from lsmstore.refstore.base import Ref, RefStore, Repository
 from lsmstore.refstore.embedded import EmbeddedRefStore
@@ -23,14 +24,6 @@ from lsmstore.versioning.refs import init_default_branch
 REPO = "repo"
 #: Small ranges so that a few thousand keys make many of them.
 TINY = RangePolicy(min_bytes=200, max_bytes=2000, raggedness=8)
-
-
-def rec(key: bytes | str, value: bytes | str | None) -> Record:
-    k = key.encode() if isinstance(key, str) else key
-    if value is None:
-        return Record(k, b"", None)
-    v = value.encode() if isinstance(value, str) else value
-    return Record(k, default_identity(v), v)
 
 
 async def make_repo(
