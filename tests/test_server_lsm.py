@@ -256,3 +256,21 @@ def test_a_reader_reads_raw_values_but_cannot_write_them(server: object) -> None
         assert _kv(reader, repo, "", key="k").content == b"v"
     with httpx.Client(base_url=srv.api, timeout=60) as anonymous:  # type: ignore[attr-defined]
         assert _kv(anonymous, repo, "", key="k").status_code == 401
+
+
+def test_a_forged_entry_cannot_read_outside_the_namespace(admin: httpx.Client) -> None:
+    """A raw value (a kv entry, or a staged SST) may hold any bytes, a ``catalog.Entry``
+    too: one whose address lies outside the namespace and the allowed external prefixes
+    (here: another repository's data) must not make the server read that place with its
+    own credentials -- a key limited to one repository would read any."""
+    from lsmstore.objects.entry import AddressType, ObjectEntry, encode_value
+
+    other, repo = make_repo(admin), make_repo(admin)
+    up = admin.post(f"/repositories/{other}/branches/main/objects", params={"path": "s"},
+                    content=b"the other repository's secret")  # fmt: skip
+    address = up.json()["physical_address"]
+    ident, data = encode_value(ObjectEntry(address, AddressType.FULL, 29, "e", 1))
+    assert _batch(admin, repo, [["kv", "forged", data, ident]]).status_code == 200
+    got = _get(admin, repo, "forged")
+    assert got.status_code == 400, got.text
+    assert b"secret" not in got.content
