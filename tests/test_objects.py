@@ -284,6 +284,24 @@ async def test_external_addresses_need_an_allowed_prefix(env: Env) -> None:
         await env.repo("bad", metadata={ALLOWED_EXTERNAL_PREFIXES_KEY: env.outside + "lake"})
 
 
+async def test_a_forged_entry_reads_nothing_outside_its_places(env: Env) -> None:
+    """A raw value may hold any bytes, a ``catalog.Entry`` too (a remote ``kv`` write, a
+    staged SST): one whose address is outside the namespace and the allowed external
+    prefixes is refused on read as a link to it is refused on write -- else a writer
+    of one repository reads any place the service's credentials reach."""
+    from lsmstore.objects.entry import AddressType, ObjectEntry, encode_value
+
+    async with open_object_store(env.outside_url) as outside:
+        await outside.put("elsewhere/secret", b"not this repository's")
+    repo = await env.repo("forge")
+    main = repo.branch()
+    entry = ObjectEntry(env.outside + "elsewhere/secret", AddressType.FULL, 21, "e", 1)
+    ident, data = encode_value(entry)
+    await main.put("forged", data, identity=ident)
+    with pytest.raises(errors.CorruptFileError):
+        await main.open("forged")
+
+
 async def test_link_many(env: Env) -> None:
     repo = await env.repo()
     main = repo.branch()

@@ -256,3 +256,46 @@ def test_a_reader_reads_raw_values_but_cannot_write_them(server: object) -> None
         assert _kv(reader, repo, "", key="k").content == b"v"
     with httpx.Client(base_url=srv.api, timeout=60) as anonymous:  # type: ignore[attr-defined]
         assert _kv(anonymous, repo, "", key="k").status_code == 401
+
+
+def test_a_forged_entry_cannot_read_outside_the_namespace(admin: httpx.Client) -> None:
+    """A raw value (a kv entry, or a staged SST) may hold any bytes, a ``catalog.Entry``
+    too: one whose address lies outside the namespace and the allowed external prefixes
+    (here: another repository's data) must not make the server read that place with its
+    own credentials -- a key limited to one repository would read any."""
+    from lsmstore.objects.entry import AddressType, ObjectEntry, encode_value
+
+    other, repo = make_repo(admin), make_repo(admin)
+    up = admin.post(f"/repositories/{other}/branches/main/objects", params={"path": "s"},
+                    content=b"the other repository's secret")  # fmt: skip
+    address = up.json()["physical_address"]
+    ident, data = encode_value(ObjectEntry(address, AddressType.FULL, 29, "e", 1))
+    assert _batch(admin, repo, [["kv", "forged", data, ident]]).status_code == 200
+    got = _get(admin, repo, "forged")
+    assert got.status_code == 400, got.text
+    assert b"secret" not in got.content
+
+
+def test_diffs_leave_out_raw_keys_that_are_not_paths(admin: httpx.Client) -> None:
+    """kv entries may write keys that are not UTF-8; a lakeFS diff names paths, so such
+    keys are left out (as object listings leave them out), never a 500."""
+    repo = make_repo(admin)
+    entries = [["kv", b"\xff\xfebin", b"v"], ["kv", b"a\xff/x", b"v"], ["kv", b"b/\xff", b"v"],
+               ["kv", "ok", b"v"]]  # fmt: skip
+    assert _batch(admin, repo, entries).status_code == 200
+    for params in ({}, {"delimiter": "/"}):
+        got = admin.get(f"/repositories/{repo}/branches/main/diff", params=params)
+        assert got.status_code == 200, got.text
+        paths = [r["path"] for r in got.json()["results"]]
+        assert paths == (["b/", "ok"] if params else ["ok"])
+    assert admin.post(f"/repositories/{repo}/branches/main/commits",
+                      json={"message": "raw"}).status_code == 201  # fmt: skip
+    assert admin.post(f"/repositories/{repo}/branches",
+                      json={"name": "b2", "source": "main"}).status_code == 201  # fmt: skip
+    assert _batch(admin, repo, [["kvdelete", b"\xff\xfebin"], ["kv", "new", b"n"]],
+                  branch="b2").status_code == 200  # fmt: skip
+    assert admin.post(f"/repositories/{repo}/branches/b2/commits",
+                      json={"message": "more"}).status_code == 201  # fmt: skip
+    got = admin.get(f"/repositories/{repo}/refs/main/diff/b2")
+    assert got.status_code == 200, got.text
+    assert [r["path"] for r in got.json()["results"]] == ["new"]

@@ -134,6 +134,33 @@ async def test_zero_turns_the_limits_off_and_tracking_is_bounded(records: Record
         bounded.check("c", None)
 
 
+async def test_tracking_holds_no_more_than_a_key_id_of_each_failure(
+    records: RecordStore,
+) -> None:
+    """A login names any access key id (the body bounds it, not the key-id rule): the
+    throttle keeps a key id's first 128 characters at most (no key id is longer), so
+    its memory is bounded by ``max_tracked`` however long the names."""
+    import tracemalloc
+
+    clock = Clock()
+    auth, throttle = make_auth(records, clock, per_key=3, per_client=0)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(8):
+            try:
+                await auth.login(f"{i:02d}" + "k" * 1_000_000, "wrong", "198.51.100.7")
+            except ApiError as e:
+                assert e.status == 401
+            else:
+                raise AssertionError("a login with an unknown key id succeeded")
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert held < 1_000_000, held
+    assert count(throttle, "rejected") == 8
+
+
 @pytest.fixture(scope="module")
 def strict_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     env = {

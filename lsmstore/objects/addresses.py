@@ -92,13 +92,20 @@ class Namespace:
 
     def locate(self, entry: ObjectEntry, path: str) -> Location:
         """Where to read the entry's data; CorruptFileError for an address that no rule
-        can read (e.g. another scheme)."""
+        can read (e.g. another scheme), or that is outside the namespace and the allowed
+        external prefixes: entries come from raw writes and staged SSTs too, unchecked,
+        so reads keep to the places a link may name."""
         try:
             if entry.is_relative():
                 return Location(check_key(entry.address))
             address = entry.address
             if address.startswith(self.base):
                 return Location(self._key_in_namespace(address[len(self.base) :]))
+            if not any(address.startswith(p) for p in self.allowed):
+                raise InvalidInputError(
+                    f"{address!r} is outside the storage namespace and the allowed "
+                    "external prefixes"
+                )
             return self._external(address)
         except InvalidInputError as e:
             raise CorruptFileError(path, f"unreadable physical address: {e}") from None

@@ -19,7 +19,8 @@ knows a key id can lock it out (429) for a window by failing on purpose.  Watch
 has the proxy's address: turn the per-client limit off there (``0``).
 
 State is per process and bounded (``max_tracked`` key ids and addresses each, least
-recently failed forgotten first).  The clock is injectable.
+recently failed forgotten first; of each, its first :data:`MAX_SUBJECT` characters:
+no access key id is longer, but a login may name one of any length).  The clock is injectable.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ from lsmstore.server.errors import ApiError
 T = TypeVar("T")
 
 MAX_TRACKED = 100_000
+#: Characters of a key id or address kept (the longest access key id).
+MAX_SUBJECT = 128
 
 
 class _Window:
@@ -56,6 +59,7 @@ class _Window:
         """Seconds until ``subject`` may try again (0: now)."""
         if subject is None or self.limit <= 0:
             return 0.0
+        subject = subject[:MAX_SUBJECT]
         times = self._failures.get(subject)
         if times is None:
             return 0.0
@@ -71,6 +75,7 @@ class _Window:
     def failed(self, subject: str | None, now: float) -> None:
         if subject is None or self.limit <= 0:
             return
+        subject = subject[:MAX_SUBJECT]
         times = self._failures.get(subject)
         if times is None:
             times = self._failures[subject] = deque(maxlen=self.limit)

@@ -62,7 +62,8 @@ async def diff_page(
     changes: AsyncIterator[Change], request: Request, limit: int
 ) -> list[dict[str, Any]]:
     """Up to ``limit + 1`` lakeFS Diff entries of ``changes`` (in path order), after the
-    request's ``after``, under its ``prefix``, folded on its ``delimiter``."""
+    request's ``after``, under its ``prefix``, folded on its ``delimiter``.  Raw keys that
+    are not UTF-8 name no path and are left out, as object listings leave them out."""
     prefix = request.arg("prefix", "") or ""
     after = request.arg("after", "") or ""
     delimiter = request.arg("delimiter", "") or ""
@@ -78,16 +79,25 @@ async def diff_page(
             cut = path.find(delimiter, len(prefix))
             if cut >= 0:
                 common = path[: cut + len(delimiter)]
-                if common == last_prefix or common <= after:
+                if common == last_prefix or common <= after or not _is_text(common):
                     continue
                 last_prefix = common
                 out.append(models.diff_prefix(common))
                 if len(out) > limit:
                     break
                 continue
-        if path <= after:
+        if path <= after or not _is_text(path):
             continue
         out.append(models.diff(change))
         if len(out) > limit:
             break
     return out
+
+
+def _is_text(path: str) -> bool:
+    """Whether ``path`` (decoded with ``surrogateescape``) was valid UTF-8."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
