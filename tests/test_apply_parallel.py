@@ -8,7 +8,9 @@ import dataclasses
 import os
 import random
 import signal
+import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -205,3 +207,52 @@ async def test_a_worker_killed_costs_its_chunk_a_walk_in_the_parent() -> None:
         assert again.chunks == 4
     finally:
         workers.close()
+
+
+class _StallingStore(MemoryStore):
+    """A store whose reads asked for by the split commit's pool threads (on behalf of
+    the workers) stall -- never answer -- once ``stall`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stall = False
+        self.stalled = 0
+        self.more = asyncio.Event()
+
+    def get(self, key: str, *args: Any, **kwargs: Any) -> Any:
+        if self.stall and threading.current_thread() is not threading.main_thread():
+            return self._never()  # called in a pool thread, run on the event loop
+        return super().get(key, *args, **kwargs)
+
+    async def _never(self) -> bytes:
+        self.stalled += 1
+        self.more.set()
+        await asyncio.Event().wait()  # forever (until cancelled)
+        raise AssertionError("unreachable")
+
+
+@pytest.mark.parametrize("cancels", [1, 2])
+async def test_a_cancelled_split_commit_leaves_no_thread_waiting(
+    pool: RangeEncoder, cancels: int
+) -> None:
+    """A commit cancelled (once, or again while it waits for its chunks) while the workers
+    wait for base ranges the store never delivers ends, and its threads let go of the
+    workers: the next split commit uses them all."""
+    base = [rec(i) for i in range(3000)]
+    changes = random_changes(random.Random(5), 3000, 800)
+    store = _StallingStore()
+    base_id = await write_tree(store, base, POLICY)
+    store.stall = True
+    task = asyncio.ensure_future(
+        apply_changes(DirectSource(store), store, base_id, changes, POLICY, encoder=pool)
+    )
+    while store.stalled < 2:  # both workers' threads wait for a range
+        store.more.clear()
+        await store.more.wait()
+    for _ in range(cancels):
+        task.cancel()
+        await asyncio.sleep(0)
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 120)
+    _, split = await both_ways(pool, base, changes)
+    assert split.chunks == 4

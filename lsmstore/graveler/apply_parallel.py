@@ -47,7 +47,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, BinaryIO, Self
+from typing import Any, BinaryIO, Self, TypeVar
 
 from lsmstore import layout
 from lsmstore.errors import ObjectExistsError, ObjectNotFoundError, UnavailableError
@@ -106,6 +106,12 @@ class _Spec:
     totals: tuple[int, int, int]
     tail: list[Record]
     ranges_read: int
+
+
+T = TypeVar("T")
+
+#: How often a pool thread waiting on the event loop checks that the commit goes on.
+_POLL_S = 0.5
 
 
 class _Abandoned(Exception):
@@ -182,9 +188,14 @@ class ParallelPlan:
         if exc_type is not None:
             self._abandoned.set()
         futures = [c.future for c in self._chunks.values() if c.future is not None]
-        await asyncio.gather(*futures, return_exceptions=True)
-        if self._pool is not None:
-            self._pool.shutdown(wait=False)
+        try:
+            await asyncio.gather(*futures, return_exceptions=True)
+        except BaseException:  # cancelled again while waiting: the threads stop on their own
+            self._abandoned.set()
+            raise
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=False)
 
     # --- in a pool thread: one conversation with a worker ---------------------------
 
@@ -206,7 +217,7 @@ class ParallelPlan:
                 raise _Abandoned
             if msg[0] == "get":
                 try:
-                    data = asyncio.run_coroutine_threadsafe(store.get(msg[1]), loop).result()
+                    data = self._wait(asyncio.run_coroutine_threadsafe(store.get(msg[1]), loop))
                 except ObjectNotFoundError as e:
                     return ("missing", str(e))
                 except Exception as e:
@@ -220,7 +231,7 @@ class ParallelPlan:
         answer = self._encoder.converse(request, on_message)
         try:
             for f in puts:
-                f.result()
+                self._wait(f)
         except Exception:
             return None  # the parent walks the chunk (and meets the store's error itself)
         if answer is None or answer[0] != "ok":
@@ -234,6 +245,18 @@ class ParallelPlan:
             [Record(*t) for t in tail],
             ranges_read,
         )
+
+    def _wait(self, future: concurrent.futures.Future[T]) -> T:
+        """The result of a coroutine run on the event loop, waited for from a pool
+        thread: a thread never outlives an abandoned commit (cancelled, or its loop
+        closed), since nothing would ever run the coroutine then."""
+        while True:
+            try:
+                return future.result(timeout=_POLL_S)
+            except concurrent.futures.TimeoutError:
+                if self._abandoned.is_set():
+                    future.cancel()
+                    raise _Abandoned from None
 
     # --- on the event loop: adoption --------------------------------------------------
 
