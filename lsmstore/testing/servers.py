@@ -268,6 +268,12 @@ class WeedServer:
             *(f"-{role}={port}" for role, port in self.ports.items()),
             "-webdav=false",
             "-admin.ui=false",
+            # Each bucket is a collection that takes a group of volumes; the default
+            # count (free disk / 128 MB volumes) ran out after ~40 buckets on a fuller
+            # disk, so the suite's outcome depended on the disk.  Fixed: small volumes,
+            # a count no run reaches (volumes are not preallocated).
+            "-master.volumeSizeLimitMB=32",
+            "-volume.max=2000",
             "-s3.port.iceberg=0",
             "-s3.port.lance=0",
         ]
