@@ -634,11 +634,13 @@ async def test_raw_values_are_inline_objects(env: Env) -> None:
 def test_spark_object_rows_show_raw_values_as_inline_objects() -> None:
     from lsmstore.graveler.record import Record
     from lsmstore.objects.addresses import Namespace
-    from lsmstore.spark.rows import object_row
+    from lsmstore.spark.rows import object_batch
 
     ns = Namespace("file:///ns", "file:///ns", ())
-    row = object_row(Record(b"raw", b"ident", b"\xff value"), ns)
-    assert row == ("raw", "", 7, b"ident".hex(), 0, "application/octet-stream", {})
+    batch = object_batch([Record(b"raw", b"ident", b"\xff value")], ns)
+    assert list(batch.to_pylist()[0].values()) == [
+        "raw", "", 7, b"ident".hex(), 0, "application/octet-stream", [],
+    ]  # fmt: skip
 
 
 # --- entries compare the way lakeFS compares them -----------------------------------------
