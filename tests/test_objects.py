@@ -322,6 +322,53 @@ async def test_link_many(env: Env) -> None:
     await main.link_many([])
 
 
+def test_link_columns_equal_links_one_by_one() -> None:
+    """A call of common links is checked a column at a time; its records are the ones
+    the per-link checks make, and every call with a link that is not common (or is
+    bad) goes to the per-link checks."""
+    import random
+
+    from lsmstore.config import Config
+    from lsmstore.objects.addresses import Namespace
+    from lsmstore.objects.linking import LinkStager
+
+    base = "file:///ns/repo"
+    stager = LinkStager(Namespace(base, base, ()), Config(), (1_700_000_000, 5))
+
+    def rows(records: list[Any]) -> list[Any]:
+        return [(r[0], *r[2:], r[1].encode(r[2], r[3], r[4])) for r in records]
+
+    rng = random.Random(3)
+    good = [
+        (f"p/{rng.randrange(50):03d}", f"{base}/data/a{i}/b.c_{i}", rng.randrange(1 << 40), f"e{i}")
+        for i in range(200)
+    ]
+    for seq in (good, [ObjectLink(*t) for t in good], good[:1]):
+        columns = stager._columns(list(seq))
+        assert columns is not None and rows(columns) == rows(stager._one_by_one(list(seq)))
+    not_common: list[Any] = [
+        ("p", f"{base}/data/x", 1, "e", "text/csv"),
+        ObjectLink("p", f"{base}/data/x", 1, "e", mtime=5),
+        ObjectLink("p", f"{base}/data/x", 1, "e", metadata={"k": "v"}),
+        ("p", f"{base}/other/x", 1, "e"),
+        ("p", f"{base}/data/.x", 1, "e"),
+        ("p", f"{base}/data/x y", 1, "e"),
+        ("p", f"{base}/data/x\n{base}/data/y", 1, "e"),
+        ("p", f"{base}/data/n/_lsm/x", 1, "e"),
+        ("p", f"{base}/data/x", 1, '"e"'),
+        ("p", f"{base}/data/x", 1, "a\nb"),
+        ("p", f"{base}/data/x", 1 << 63, "e"),
+        ("p", f"{base}/data/x", True, "e"),
+        ("\u00e9", f"{base}/data/x", 1, "e"),
+        ("p" * 1025, f"{base}/data/x", 1, "e"),
+        ("", f"{base}/data/x", 1, "e"),
+        (b"p", f"{base}/data/x", 1, "e"),
+        ["p", f"{base}/data/x", 1, "e"],
+    ]
+    for odd in not_common:
+        assert stager._columns([*good[:5], odd]) is None, odd
+
+
 async def test_link_many_entries_equal_single_links(env: Env) -> None:
     """Every kind of link gives the same entry through link_many as through link."""
     repo = await env.repo()
