@@ -17,6 +17,7 @@ it stages one, so making it cannot fail on good input.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple, Protocol
 
 from lsmstore.graveler.record import Record, RecordTuple
@@ -26,6 +27,12 @@ class EntryMaker(Protocol):
     """Makes ``(identity, value)`` of an entry from its per-record fields."""
 
     def encode(self, address: str, size: int, checksum: str) -> tuple[bytes, bytes]: ...
+
+    def encode_many(
+        self, addresses: Sequence[str], sizes: Sequence[int], checksums: Sequence[str]
+    ) -> tuple[list[bytes], list[bytes]]:
+        """Identities and values of many entries (:meth:`encode` of each)."""
+        ...
 
 
 class Pending(NamedTuple):
@@ -66,12 +73,11 @@ def make(columns: PendingColumns) -> tuple[list[bytes], list[bytes], list[bytes]
     """Keys, identities and values of pending records given as columns."""
     keys, makers, addresses, sizes, checksums = columns
     first = makers[0]
-    if all(m is first for m in makers):  # the common case: one maker for the lot
-        made = list(map(first.encode, addresses, sizes, checksums))
-    else:
-        made = [
-            m.encode(a, n, c)
-            for m, a, n, c in zip(makers, addresses, sizes, checksums, strict=True)
-        ]
-    identities, values = zip(*made, strict=True)
-    return list(keys), list(identities), list(values)
+    if makers.count(first) == len(makers):  # the common case: one maker for the lot
+        identities, values = first.encode_many(addresses, sizes, checksums)
+        return list(keys), identities, values
+    made = [
+        m.encode(a, n, c) for m, a, n, c in zip(makers, addresses, sizes, checksums, strict=True)
+    ]
+    ids, vals = zip(*made, strict=True)
+    return list(keys), list(ids), list(vals)
