@@ -20,10 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import lsmstore
 from lsmstore import errors
 from lsmstore.objects import ALLOWED_EXTERNAL_PREFIXES_KEY, ObjectLink, ObjectStats
+from lsmstore.objects.addresses import PLAIN_KEY, plain_keys
 from lsmstore.objects.entry import decode_entry, encode_value
 from lsmstore.objects.garbage import candidates_prefix, decode_candidates
 from lsmstore.storage.s3 import MIN_PART_SIZE
@@ -320,6 +323,11 @@ async def test_link_many(env: Env) -> None:
             await main.link_many([ObjectLink("ok", f"{base}/data/ok", 1, "e"), bad])
     assert await main.head() == head
     await main.link_many([])
+
+
+@given(st.lists(st.text(alphabet="ab./_-=+ \u00e9", max_size=8), min_size=1, max_size=6))
+def test_plain_keys_of_a_joined_column_equal_matching_each(keys: list[str]) -> None:
+    assert plain_keys("\n".join(keys)) == all(PLAIN_KEY.fullmatch(k) for k in keys)
 
 
 def test_link_columns_equal_links_one_by_one() -> None:

@@ -32,7 +32,7 @@ from lsmstore import layout, validate
 from lsmstore.config import Config
 from lsmstore.errors import InvalidInputError
 from lsmstore.graveler.record import Record
-from lsmstore.objects.addresses import MAX_ADDRESS_BYTES, PLAIN_KEY, Namespace
+from lsmstore.objects.addresses import MAX_ADDRESS_BYTES, PLAIN_KEY, Namespace, plain_keys
 from lsmstore.objects.entry import (
     DEFAULT_CONTENT_TYPE,
     AddressType,
@@ -64,8 +64,8 @@ _LSM = f"/{layout.PREFIX}/"
 #: Checksums that need no stripping or checking: MD5 hex, S3 multipart ETags, ...
 _plain_etag = re.compile(r"[0-9A-Za-z_.:+/=-]{1,1024}").fullmatch
 _plain_key = PLAIN_KEY.fullmatch
-#: Checksums joined by "\n", each plain.
-_plain_etags = re.compile(r"(?:[0-9A-Za-z_.:+/=-]{1,1024}\n)*[0-9A-Za-z_.:+/=-]{1,1024}").fullmatch
+#: Plain checksums joined by "\n": their characters.
+_etag_chars = re.compile(r"[0-9A-Za-z_.:+/=\n-]*").fullmatch
 _LINK_FIELDS = tuple(map(attrgetter, ("path", "physical_address", "size", "checksum")))
 _UNSET_FIELDS = tuple(map(attrgetter, ("content_type", "metadata", "mtime")))
 LINKS = "link_many links"
@@ -114,9 +114,7 @@ class LinkStager:
         self._cut = len(ns.base)
         self._plain_at = len(data_base)
         self._max_path = min(self._max_key, MAX_PATH_BYTES)
-        #: Addresses joined by "\n", each under ``<namespace>/data/`` with a plain key.
-        one = re.escape(data_base) + PLAIN_KEY.pattern
-        self._plain_addresses = re.compile(f"(?:{one}\n)*{one}").fullmatch
+        self._sep_data = "\n" + data_base
         self._relative = itemgetter(slice(self._cut, None))
         self._by_columns = self._defer and self._data_base is not None and "\n" not in data_base
 
@@ -219,15 +217,22 @@ class LinkStager:
             return None
         if max(map(len, addrs)) > MAX_ADDRESS_BYTES:
             return None
-        # "\n" joins them: with no other "\n" in the joined string (the count), every
-        # part the pattern matches is one whole address (checksum), and _LSM cannot
-        # straddle two of them
-        sep = len(seq) - 1
-        joined = "\n".join(addrs)
-        if joined.count("\n") != sep or _LSM in joined or not self._plain_addresses(joined):
+        # "\n" joins them: with no other "\n" in the joined string (the count), each
+        # part between two is one whole address (checksum), and _LSM cannot straddle
+        # two of them; n "\n<namespace>/data/" in "\n" + joined: each starts with it
+        n = len(seq)
+        joined = "\n" + "\n".join(addrs)
+        if joined.count("\n") != n or joined.count(self._sep_data) != n or _LSM in joined:
+            return None
+        if not plain_keys(joined.replace(self._sep_data, "\n")[1:]):
             return None
         joined = "\n".join(etags)
-        if joined.count("\n") != sep or not _plain_etags(joined):
+        if (
+            joined.count("\n") != n - 1
+            or not 0 < min(map(len, etags)) <= max(map(len, etags)) <= MAX_FIELD_BYTES
+        ):
+            return None
+        if not _etag_chars(joined):
             return None
         if not "".join(paths).isascii():
             return None

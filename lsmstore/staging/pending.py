@@ -61,9 +61,13 @@ def split(
     records: list[Staged | RecordTuple],
 ) -> tuple[list[RecordTuple], PendingColumns | None]:
     """The made records of ``records`` and its pending ones as columns (None if none)."""
-    pending = [r for r in records if type(r) is Pending]
-    if not pending:
+    kinds = set(map(type, records))
+    if Pending not in kinds:
         return records, None  # type: ignore[return-value]  # no Pending among them
+    if len(kinds) == 1:  # pending records only (a link_many batch): no filtering
+        keys, makers, addresses, sizes, checksums = zip(*records, strict=True)
+        return [], (keys, makers, addresses, sizes, checksums)
+    pending = [r for r in records if type(r) is Pending]
     made: list[RecordTuple] = [r for r in records if type(r) is not Pending]  # type: ignore[misc]
     keys, makers, addresses, sizes, checksums = zip(*pending, strict=True)
     return made, (keys, makers, addresses, sizes, checksums)
