@@ -23,7 +23,7 @@ whose outcome equals the full checks', which every other link goes through.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from itertools import repeat
 from operator import attrgetter, itemgetter
 from typing import Any
@@ -32,7 +32,7 @@ from lsmstore import layout, validate
 from lsmstore.config import Config
 from lsmstore.errors import InvalidInputError
 from lsmstore.graveler.record import Record
-from lsmstore.objects.addresses import MAX_ADDRESS_BYTES, PLAIN_KEY, Namespace, plain_keys
+from lsmstore.objects.addresses import MAX_ADDRESS_BYTES, PLAIN_KEY, Namespace, plain_key_chars
 from lsmstore.objects.entry import (
     DEFAULT_CONTENT_TYPE,
     AddressType,
@@ -64,8 +64,8 @@ _LSM = f"/{layout.PREFIX}/"
 #: Checksums that need no stripping or checking: MD5 hex, S3 multipart ETags, ...
 _plain_etag = re.compile(r"[0-9A-Za-z_.:+/=-]{1,1024}").fullmatch
 _plain_key = PLAIN_KEY.fullmatch
-#: Plain checksums joined by "\n": their characters.
-_etag_chars = re.compile(r"[0-9A-Za-z_.:+/=\n-]*").fullmatch
+#: The characters of plain checksums (the checksums joined).
+_etag_chars = re.compile(r"[0-9A-Za-z_.:+/=-]*").fullmatch
 _LINK_FIELDS = tuple(map(attrgetter, ("path", "physical_address", "size", "checksum")))
 _UNSET_FIELDS = tuple(map(attrgetter, ("content_type", "metadata", "mtime")))
 LINKS = "link_many links"
@@ -114,9 +114,9 @@ class LinkStager:
         self._cut = len(ns.base)
         self._plain_at = len(data_base)
         self._max_path = min(self._max_key, MAX_PATH_BYTES)
-        self._sep_data = "\n" + data_base
+        self._prefix = itemgetter(slice(0, self._plain_at))
         self._relative = itemgetter(slice(self._cut, None))
-        self._by_columns = self._defer and self._data_base is not None and "\n" not in data_base
+        self._by_columns = self._defer and self._data_base is not None and _LSM not in data_base
 
     def _maker(self, secs: int, nanos: int, atype: AddressType, ct: str) -> BatchEncoder:
         shared = (secs, nanos, atype, ct)
@@ -194,10 +194,14 @@ class LinkStager:
         :meth:`_one_by_one` finds the first bad link and its exact error, or stages
         links that are valid but not common).  Its outcome equals the full checks'."""
         kinds = set(map(type, seq))
+        paths: Sequence[Any]
+        addrs: Sequence[Any]
+        sizes: Sequence[Any]
+        etags: Sequence[Any]
         if kinds == {tuple}:
             if set(map(len, seq)) != {4}:
                 return None
-            paths, addrs, sizes, etags = map(list, zip(*seq, strict=True))
+            paths, addrs, sizes, etags = zip(*seq, strict=True)
         elif kinds == {ObjectLink}:
             n = len(seq)
             for unset in _UNSET_FIELDS:
@@ -217,27 +221,21 @@ class LinkStager:
             return None
         if max(map(len, addrs)) > MAX_ADDRESS_BYTES:
             return None
-        # "\n" joins them: with no other "\n" in the joined string (the count), each
-        # part between two is one whole address (checksum), and _LSM cannot straddle
-        # two of them; n "\n<namespace>/data/" in "\n" + joined: each starts with it
-        n = len(seq)
-        joined = "\n" + "\n".join(addrs)
-        if joined.count("\n") != n or joined.count(self._sep_data) != n or _LSM in joined:
+        n = len(paths)
+        if list(map(self._prefix, addrs)).count(self._data_base) != n:
+            return None  # not every address is under <namespace>/data/
+        relative = list(map(self._relative, addrs))
+        # "data/<key>" of every address joined by "/": one plain key exactly when each
+        # is (the segments of the joined string are theirs); _LSM in it may be a false
+        # alarm (straddling two), never a miss -- either way the outcome is the same
+        joined = "/".join(relative)
+        if _LSM in joined or not plain_key_chars(joined):
             return None
-        if not plain_keys(joined.replace(self._sep_data, "\n")[1:]):
+        if not 0 < min(map(len, etags)) <= max(map(len, etags)) <= MAX_FIELD_BYTES:
             return None
-        joined = "\n".join(etags)
-        if (
-            joined.count("\n") != n - 1
-            or not 0 < min(map(len, etags)) <= max(map(len, etags)) <= MAX_FIELD_BYTES
-        ):
-            return None
-        if not _etag_chars(joined):
-            return None
-        if not "".join(paths).isascii():
+        if not _etag_chars("".join(etags)) or not "".join(paths).isascii():
             return None
         keys = map(str.encode, paths)
-        relative = map(self._relative, addrs)
         rows = zip(keys, repeat(self._common), relative, sizes, etags)
         return list(map(_new_tuple, repeat(Pending), rows))
 
