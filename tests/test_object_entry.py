@@ -345,6 +345,23 @@ def test_encode_many_at_varint_boundaries(repeat: int) -> None:
     )
 
 
+@pytest.mark.parametrize("runs", [[40], [40, 5, 20, 1, 33], [1, 1, 2, 16, 15, 17], [3, 50]])
+def test_pending_runs_of_makers_are_made_as_each_record(runs: list[int]) -> None:
+    """Pending columns holding runs of different makers (batches that coalesced
+    several calls), long and short, travel pickled and are made record for record."""
+    records: list[Pending] = []
+    for r, length in enumerate(runs):
+        maker = BatchEncoder(1700000000 + r % 2, r, 1 + r % 2, "" if r % 3 else "text/csv")
+        records += [
+            Pending(f"k{r}-{i:03d}".encode(), maker, f"data/{r}/{i}", 1 + (i * 7919) % 300, "e")
+            for i in range(length)
+        ]
+    cols = pickle.loads(pickle.dumps(pending.split(list(records))[1]))
+    assert cols is not None
+    expected = [(p.key, *p.maker.encode(p.address, p.size, p.checksum)) for p in records]
+    assert list(zip(*pending.make(cols), strict=True)) == expected
+
+
 def test_largest_entry_without_metadata_fits_the_bound() -> None:
     """Pending records skip the value bound check: it holds for every such entry."""
     e = ObjectEntry(

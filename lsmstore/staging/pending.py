@@ -18,6 +18,7 @@ it stages one, so making it cannot fail on good input.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import is_not
 from typing import NamedTuple, Protocol
 
 from lsmstore.graveler.record import Record, RecordTuple
@@ -74,14 +75,37 @@ def split(
 
 
 def make(columns: PendingColumns) -> tuple[list[bytes], list[bytes], list[bytes]]:
-    """Keys, identities and values of pending records given as columns."""
+    """Keys, identities and values of pending records given as columns.  Each run of
+    records with one maker (a call's links: the memstore keeps insertion order) is
+    made by its :meth:`~EntryMaker.encode_many`, a short run record by record."""
     keys, makers, addresses, sizes, checksums = columns
-    first = makers[0]
-    if makers.count(first) == len(makers):  # the common case: one maker for the lot
-        identities, values = first.encode_many(addresses, sizes, checksums)
+    n = len(makers)
+    if makers.count(makers[0]) == n:  # the common case: one maker for the lot
+        identities, values = makers[0].encode_many(addresses, sizes, checksums)
         return list(keys), identities, values
-    made = [
-        m.encode(a, n, c) for m, a, n, c in zip(makers, addresses, sizes, checksums, strict=True)
-    ]
-    ids, vals = zip(*made, strict=True)
-    return list(keys), list(ids), list(vals)
+    identities, values = [], []
+    changes = list(map(is_not, makers[1:], makers[:-1]))  # True where a run starts, less 1
+    start = 0
+    while start < n:
+        try:
+            end = changes.index(True, start) + 1
+        except ValueError:
+            end = n
+        maker = makers[start]
+        if end - start >= MIN_RUN:
+            ids, vals = maker.encode_many(
+                addresses[start:end], sizes[start:end], checksums[start:end]
+            )
+        else:
+            made = list(map(maker.encode, addresses[start:end], sizes[start:end],
+                            checksums[start:end]))  # fmt: skip
+            ids, vals = [m[0] for m in made], [m[1] for m in made]
+        identities += ids
+        values += vals
+        start = end
+    return list(keys), identities, values
+
+
+#: Runs shorter than this are made record by record (encode_many's set-up would cost
+#: more).
+MIN_RUN = 16
