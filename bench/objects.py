@@ -20,12 +20,15 @@ embedded RefStore (``batch_interval_ms`` 10, compaction in process):
 * **link_many beside put_many**: ``--rounds`` alternating rounds, each of
   ``--links`` records in ``--batch``-record calls (made one after another, or by
   ``--callers`` concurrent tasks): ``put_many`` of 150-byte values
-  (default identities) to one prefix, ``link_many`` of links without metadata to
-  another, on one branch; records/s (median of the rounds), the event-loop thread's
+  (default identities) to one prefix, ``link_many`` of links without metadata given
+  as tuples ``(path, address, size, checksum)`` to another, and as ``ObjectLink`` objects
+  to a third, on one branch (each call's list built in the timed loop, as a caller
+  would); records/s (median of the rounds), the event-loop thread's
   CPU per record and the staging encoder's worker process's CPU per record (Linux:
   ``/proc``; the work moved off the loop, to show it did not vanish);
 * **preparation**: the event loop's CPU per record of one call of ``--prep`` records
-  with the branch's writer replaced by a no-op -- ``link_many``, ``put_many`` and the
+  with the branch's writer replaced by a no-op -- ``link_many`` (tuples, ObjectLinks),
+  ``put_many`` and the
   server's batch endpoint (``apply()`` of ``link`` entries): the caller's side alone,
   robust to a loaded machine;
 * **stat_object, warm**: ``--stats`` objects linked and committed half, staged half;
@@ -69,6 +72,8 @@ from lsmstore.objects import ObjectLink
 from lsmstore.testing.servers import MOTO_ENV, free_port, wait_listening
 
 STAT_TASKS = 100
+TUPLES = "link_many, tuples"
+OBJECT_LINKS = "link_many, ObjectLinks"
 PART_SIZE = 8 << 20
 
 
@@ -175,9 +180,11 @@ async def links_vs_puts(
     base = repo.objects.url.rstrip("/")
     value = os.urandom(150)
     store = repo.store
-    rates: dict[str, list[float]] = {"put_many": [], "link_many": []}
-    cpu: dict[str, list[float]] = {"put_many": [], "link_many": []}
-    wcpu: dict[str, list[float]] = {"put_many": [], "link_many": []}
+    names = ("put_many", TUPLES, OBJECT_LINKS)
+    rates: dict[str, list[float]] = {k: [] for k in names}
+    cpu: dict[str, list[float]] = {k: [] for k in names}
+    wcpu: dict[str, list[float]] = {k: [] for k in names}
+    etag = "d41d8cd98f00b204e9800998ecf8427e"
 
     async def caller(name: str, r: int, starts: Iterator[int]) -> None:
         for b in starts:
@@ -185,18 +192,16 @@ async def links_vs_puts(
                 await branch.put_many(
                     [(f"puts/{r}/{i:08d}", value) for i in range(b, min(n, b + batch))]
                 )
+            elif name == TUPLES:
+                await branch.link_many(
+                    [(f"tuples/{r}/{i:08d}", f"{base}/data/t-{r}-{i:08d}", 4096, etag)
+                     for i in range(b, min(n, b + batch))]
+                )  # fmt: skip
             else:
                 await branch.link_many(
-                    [
-                        ObjectLink(
-                            f"links/{r}/{i:08d}",
-                            f"{base}/data/part-{r}-{i:08d}",
-                            4096,
-                            "d41d8cd98f00b204e9800998ecf8427e",
-                        )
-                        for i in range(b, min(n, b + batch))
-                    ]
-                )
+                    [ObjectLink(f"links/{r}/{i:08d}", f"{base}/data/part-{r}-{i:08d}", 4096, etag)
+                     for i in range(b, min(n, b + batch))]
+                )  # fmt: skip
 
     for i in range(100):  # until the encoder's worker process is up: rounds measure it
         if store.encoder.batches_in_process:
@@ -204,7 +209,7 @@ async def links_vs_puts(
         await branch.put_many([(f"warm/{i}/{j:04d}", value) for j in range(1000)])
         await asyncio.sleep(0.05)
     for r in range(rounds):
-        for name in ("put_many", "link_many"):
+        for name in names:
             w0 = worker_cpu(store)
             t_cpu, t0 = time.thread_time(), time.perf_counter()
             starts = iter(range(0, n, batch))
@@ -241,11 +246,14 @@ async def preparation(repo: lsmstore.Repository, n: int, rounds: int) -> dict[st
         for r in range(rounds):
             links = [ObjectLink(f"p/{r}/{i:08d}", f"{base}/data/p{r}-{i:08d}", 4096, etag)
                      for i in range(n)]  # fmt: skip
+            tuples = [(f"t/{r}/{i:08d}", f"{base}/data/t{r}-{i:08d}", 4096, etag)
+                      for i in range(n)]  # fmt: skip
             puts = [(f"p/{r}/{i:08d}", value) for i in range(n)]
             entries = [["link", f"b/{r}/{i:08d}", f"{base}/data/b{r}-{i:08d}", 4096, etag]
                        for i in range(n)]  # fmt: skip
             calls: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
-                ("link_many", functools.partial(branch.link_many, links)),
+                (TUPLES, functools.partial(branch.link_many, tuples)),
+                (OBJECT_LINKS, functools.partial(branch.link_many, links)),
                 ("put_many", functools.partial(branch.put_many, puts)),
                 ("batch endpoint, link entries", functools.partial(apply, branch, entries, False)),
             ]
@@ -336,8 +344,9 @@ async def amain(args: argparse.Namespace) -> None:
                                  f"{args.callers} caller(s), median of {args.rounds} rounds",
                                  f"{rate:,.0f} records/s, {cpu:.2f} us loop CPU/rec, "
                                  f"{wcpu:.2f} us encoder worker CPU/rec"))  # fmt: skip
-                ratio = res["link_many"][0] / res["put_many"][0]
-                rows.append(("link_many / put_many", f"{ratio:.2f}"))
+                for name in (TUPLES, OBJECT_LINKS):
+                    ratio = res[name][0] / res["put_many"][0]
+                    rows.append((f"{name} / put_many records/s", f"{ratio:.2f}"))
             if args.prep:
                 prep_repo = await store.create_repository(
                     "bench-prep", storage_namespace=(work / "ns-prep").as_uri()

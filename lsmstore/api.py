@@ -24,7 +24,7 @@ from typing import Any, Protocol, Self, runtime_checkable
 from lsmstore.config import Config
 from lsmstore.graveler.commit import Commit
 from lsmstore.graveler.diff import Change
-from lsmstore.objects import ObjectLink, ObjectStats
+from lsmstore.objects import LinkItem, ObjectStats
 from lsmstore.refstore.base import Ref as RefValue
 from lsmstore.staging.reader import Entry, Stat
 from lsmstore.versioning.history import LogEntry
@@ -108,7 +108,17 @@ class BranchAPI(ReadsAPI, Protocol):
         metadata: Mapping[str, str] | None = None,
         if_absent: bool = False,
     ) -> ObjectStats: ...
-    async def link_many(self, links: Iterable[ObjectLink]) -> None: ...
+    async def link_many(self, links: Iterable[LinkItem]) -> None:
+        """Register many objects whose data is already on the store, with one
+        acknowledgement.  Each link is an :class:`ObjectLink` or, cheaper to build, a
+        tuple of its fields in order: ``(path, physical_address, size, checksum)``
+        optionally followed by ``content_type``, ``metadata``, ``mtime``
+        (:data:`~lsmstore.objects.LinkTuple`).  Every link is checked first: one bad
+        link -- a tuple of another length, a field of the wrong type, a path or an
+        address breaking the rules -- raises its InvalidInputError (InvalidNameError
+        for a bad path) and nothing is staged."""
+        ...
+
     async def delete_object(self, path: str) -> None: ...
     async def delete_objects(self, paths: Iterable[str]) -> None: ...
     async def copy_object(

@@ -253,6 +253,72 @@ async def test_objects(target: Target) -> None:
         await old.stat_object("copies/p0")
 
 
+async def test_link_tuples(target: Target) -> None:
+    """link_many takes tuples of ObjectLink's fields in order (4 to 7 of them) beside
+    ObjectLinks, with the same entries; every malformed tuple is the same typed error
+    on every transport, and fails its call before anything is staged."""
+    repo = await target.repo()
+    main = repo.branch()
+    st = await main.upload("seed", b"seed")
+    base = st.physical_address.rsplit("/data/", 1)[0]
+    many = [(f"t/{i:04d}", f"{base}/data/t{i}", i, f"etag{i}") for i in range(300)]
+    await main.link_many(many)
+    await main.link_many(
+        [
+            ("o/4", f"{base}/data/o4", 4, '"quoted"'),
+            ("o/5", f"{base}/data/o5", 5, "e5", "text/csv"),
+            ("o/6", f"{base}/data/o6", 6, "e6", None, {"k": "v"}),
+            ("o/7", f"{base}/data/o7", 7, "e7", "text/plain", None, 1_700_000_000),
+            ObjectLink("o/link", f"{base}/data/ol", 8, "e8"),
+        ]
+    )
+    got = await main.stat_object("t/0123")
+    assert (got.physical_address, got.size, got.checksum) == (f"{base}/data/t123", 123, "etag123")
+    assert [s.path async for s in main.list_objects(prefix="t/")] == [p for p, *_ in many]
+    o4, o5, o6, o7 = [await main.stat_object(f"o/{i}") for i in (4, 5, 6, 7)]
+    assert (o4.checksum, o4.content_type) == ("quoted", "application/octet-stream")
+    assert (o5.size, o5.content_type, o5.metadata) == (5, "text/csv", {})
+    assert (o6.metadata, o6.content_type) == ({"k": "v"}, "application/octet-stream")
+    assert (o7.mtime, o7.content_type) == (1_700_000_000, "text/plain")
+    assert (await main.stat_object("o/link")).physical_address == f"{base}/data/ol"
+
+    ok = ("bad/ok", f"{base}/data/ok", 1, "e")
+    malformed: list[Any] = [
+        ("bad/x", f"{base}/data/x", 1),  # too short
+        ("bad/x", f"{base}/data/x", 1, "e", None, None, None, "extra"),  # too long
+        (),
+        ["bad/x", f"{base}/data/x", 1, "e"],  # a list, not a tuple
+        "bad/x",
+        None,
+        (5, f"{base}/data/x", 1, "e"),  # path not a str
+        ("", f"{base}/data/x", 1, "e"),
+        ("bad/x", 5, 1, "e"),  # address not a str
+        ("bad/x", "", 1, "e"),
+        ("bad/x", f"{base}/data/x", "1", "e"),  # size not an int
+        ("bad/x", f"{base}/data/x", 1.0, "e"),
+        ("bad/x", f"{base}/data/x", True, "e"),
+        ("bad/x", f"{base}/data/x", -1, "e"),
+        ("bad/x", f"{base}/data/x", 1, 5),  # checksum not a str
+        ("bad/x", f"{base}/data/x", 1, ""),
+        ("bad/x", f"{base}/data/x", 1, "a\nb"),
+        ("bad/x", f"{base}/data/x", 1, "e", 5),  # content type not a str
+        ("bad/x", f"{base}/data/x", 1, "e", None, "k=v"),  # metadata not a mapping
+        ("bad/x", f"{base}/data/x", 1, "e", None, {"k": 5}),
+        ("bad/x", f"{base}/data/x", 1, "e", None, None, "1"),  # mtime not an int
+        ("bad/x", f"{base}/data/x", 1, "e", None, None, -1),
+        ("bad/x", f"{base}/data/x\n{base}/data/y", 1, "e"),
+        ("bad/x", f"{base}/data/../x", 1, "e"),
+    ]
+    for bad in malformed:
+        with pytest.raises(InvalidInputError):
+            await main.link_many([ok, bad])
+        with pytest.raises(InvalidInputError):
+            await main.link_many([bad, ("bad/y", f"{base}/data/y", 2, "e")])
+    with pytest.raises(ObjectNotFoundError):
+        await main.stat_object("bad/ok")
+    assert not [s async for s in main.list_objects(prefix="bad/")]
+
+
 async def test_same_typed_errors(target: Target) -> None:
     with pytest.raises(RepositoryNotFoundError):
         await target.store.get_repository("nosuchrepo")

@@ -306,6 +306,62 @@ def test_pending_entries_are_made_as_the_library_encodes(
     assert list(SSTReader(sst, "t.sst")) == expected
 
 
+@given(
+    entries=st.lists(
+        st.tuples(
+            st.one_of(_text, st.from_regex(r"data/[a-z0-9/]{1,150}", fullmatch=True)),
+            st.one_of(st.sampled_from([1, 4096]), st.integers(0, 2**63 - 1)),
+            st.one_of(_text, st.from_regex(r"[0-9a-f]{1,130}", fullmatch=True)),
+        ),
+        max_size=40,
+    ),
+    shared=st.sampled_from([(1700000000, 5, 1, DEFAULT_CONTENT_TYPE), (0, 0, 2, "")]),
+)
+def test_encode_many_equals_encode_of_each(
+    entries: list[tuple[str, int, str]], shared: tuple[int, int, int, str]
+) -> None:
+    """A batch's entries made a column at a time are encode()'s bytes and identities:
+    few sizes or many, long or empty fields (encode's path), size 0."""
+    enc = BatchEncoder(*shared)
+    addresses, sizes, etags = ([e[i] for e in entries] for i in range(3))
+    one_by_one = [enc.encode(*e) for e in entries]
+    assert enc.encode_many(addresses, sizes, etags) == (
+        [m[0] for m in one_by_one],
+        [m[1] for m in one_by_one],
+    )
+
+
+@pytest.mark.parametrize("repeat", [1, 16])
+def test_encode_many_at_varint_boundaries(repeat: int) -> None:
+    """Sizes whose varints are 1 to 9 bytes, each distinct (the packed field's
+    varints) or each repeated (one encoding per size)."""
+    sizes = [1, 127, 128, 16383, 16384, 2**21 - 1, 2**21, 2**28, 2**35, 2**56, 2**63 - 1] * repeat
+    addresses = [f"data/{i}" for i in range(len(sizes))]
+    etags = ["e" * (i % 127 + 1) for i in range(len(sizes))]
+    enc = BatchEncoder(1700000000, 0, 1, DEFAULT_CONTENT_TYPE)
+    identities, data = enc.encode_many(addresses, sizes, etags)
+    assert list(zip(identities, data, strict=True)) == list(
+        map(enc.encode, addresses, sizes, etags)
+    )
+
+
+@pytest.mark.parametrize("runs", [[40], [40, 5, 20, 1, 33], [1, 1, 2, 16, 15, 17], [3, 50]])
+def test_pending_runs_of_makers_are_made_as_each_record(runs: list[int]) -> None:
+    """Pending columns holding runs of different makers (batches that coalesced
+    several calls), long and short, travel pickled and are made record for record."""
+    records: list[Pending] = []
+    for r, length in enumerate(runs):
+        maker = BatchEncoder(1700000000 + r % 2, r, 1 + r % 2, "" if r % 3 else "text/csv")
+        records += [
+            Pending(f"k{r}-{i:03d}".encode(), maker, f"data/{r}/{i}", 1 + (i * 7919) % 300, "e")
+            for i in range(length)
+        ]
+    cols = pickle.loads(pickle.dumps(pending.split(list(records))[1]))
+    assert cols is not None
+    expected = [(p.key, *p.maker.encode(p.address, p.size, p.checksum)) for p in records]
+    assert list(zip(*pending.make(cols), strict=True)) == expected
+
+
 def test_largest_entry_without_metadata_fits_the_bound() -> None:
     """Pending records skip the value bound check: it holds for every such entry."""
     e = ObjectEntry(

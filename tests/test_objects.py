@@ -20,10 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import lsmstore
 from lsmstore import errors
 from lsmstore.objects import ALLOWED_EXTERNAL_PREFIXES_KEY, ObjectLink, ObjectStats
+from lsmstore.objects.addresses import PLAIN_KEY, plain_key_chars
 from lsmstore.objects.entry import decode_entry, encode_value
 from lsmstore.objects.garbage import candidates_prefix, decode_candidates
 from lsmstore.storage.s3 import MIN_PART_SIZE
@@ -338,6 +341,62 @@ async def test_link_many(env: Env) -> None:
             await main.link_many([ObjectLink("ok", f"{base}/data/ok", 1, "e"), bad])
     assert await main.head() == head
     await main.link_many([])
+
+
+@given(st.lists(st.text(alphabet="ab./_-=+ \n\u00e9", max_size=8), min_size=1, max_size=6))
+def test_plain_key_chars_of_keys_joined_equal_matching_each(keys: list[str]) -> None:
+    """Keys joined by "/" are one plain key exactly when each is (link_many's column
+    check of addresses), and plain_key_chars is PLAIN_KEY."""
+    joined = "/".join(keys)
+    assert plain_key_chars(joined) == all(PLAIN_KEY.fullmatch(k) for k in keys)
+    assert plain_key_chars(joined) == bool(PLAIN_KEY.fullmatch(joined))
+
+
+def test_link_columns_equal_links_one_by_one() -> None:
+    """A call of common links is checked a column at a time; its records are the ones
+    the per-link checks make, and every call with a link that is not common (or is
+    bad) goes to the per-link checks."""
+    import random
+
+    from lsmstore.config import Config
+    from lsmstore.objects.addresses import Namespace
+    from lsmstore.objects.linking import LinkStager
+
+    base = "file:///ns/repo"
+    stager = LinkStager(Namespace(base, base, ()), Config(), (1_700_000_000, 5))
+
+    def rows(records: list[Any]) -> list[Any]:
+        return [(r[0], *r[2:], r[1].encode(r[2], r[3], r[4])) for r in records]
+
+    rng = random.Random(3)
+    good = [
+        (f"p/{rng.randrange(50):03d}", f"{base}/data/a{i}/b.c_{i}", rng.randrange(1 << 40), f"e{i}")
+        for i in range(200)
+    ]
+    for seq in (good, [ObjectLink(*t) for t in good], good[:1]):
+        columns = stager._columns(list(seq))
+        assert columns is not None and rows(columns) == rows(stager._one_by_one(list(seq)))
+    not_common: list[Any] = [
+        ("p", f"{base}/data/x", 1, "e", "text/csv"),
+        ObjectLink("p", f"{base}/data/x", 1, "e", mtime=5),
+        ObjectLink("p", f"{base}/data/x", 1, "e", metadata={"k": "v"}),
+        ("p", f"{base}/other/x", 1, "e"),
+        ("p", f"{base}/data/.x", 1, "e"),
+        ("p", f"{base}/data/x y", 1, "e"),
+        ("p", f"{base}/data/x\n{base}/data/y", 1, "e"),
+        ("p", f"{base}/data/n/_lsm/x", 1, "e"),
+        ("p", f"{base}/data/x", 1, '"e"'),
+        ("p", f"{base}/data/x", 1, "a\nb"),
+        ("p", f"{base}/data/x", 1 << 63, "e"),
+        ("p", f"{base}/data/x", True, "e"),
+        ("\u00e9", f"{base}/data/x", 1, "e"),
+        ("p" * 1025, f"{base}/data/x", 1, "e"),
+        ("", f"{base}/data/x", 1, "e"),
+        (b"p", f"{base}/data/x", 1, "e"),
+        ["p", f"{base}/data/x", 1, "e"],
+    ]
+    for odd in not_common:
+        assert stager._columns([*good[:5], odd]) is None, odd
 
 
 async def test_link_many_entries_equal_single_links(env: Env) -> None:

@@ -9,13 +9,15 @@ repository's storage namespace.  ``Branch`` gains ``upload``, ``link``, ``link_m
 
 from lsmstore.objects.addresses import ALLOWED_EXTERNAL_PREFIXES_KEY
 from lsmstore.objects.entry import DEFAULT_CONTENT_TYPE, AddressType, ObjectEntry
-from lsmstore.objects.model import ObjectLink, ObjectStats
+from lsmstore.objects.model import LinkItem, LinkTuple, ObjectLink, ObjectStats
 from lsmstore.objects.reader import ObjectReader
 
 __all__ = [
     "ALLOWED_EXTERNAL_PREFIXES_KEY",
     "DEFAULT_CONTENT_TYPE",
     "AddressType",
+    "LinkItem",
+    "LinkTuple",
     "ObjectEntry",
     "ObjectLink",
     "ObjectReader",

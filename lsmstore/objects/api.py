@@ -54,7 +54,7 @@ from lsmstore.objects.entry import (
 )
 from lsmstore.objects.garbage import record_candidates
 from lsmstore.objects.linking import LinkStager, link_entry, made_record
-from lsmstore.objects.model import ObjectLink, ObjectStats, inline_stats
+from lsmstore.objects.model import LinkItem, ObjectLink, ObjectStats, inline_stats
 from lsmstore.objects.reader import InlineReader, ObjectReader
 from lsmstore.objects.rules import (
     MAX_PATH_BYTES,
@@ -427,12 +427,14 @@ class ObjectWrites(ObjectReads):
                 f"bytes, not {entry.size}"
             )
 
-    async def link_many(self, links: Iterable[ObjectLink]) -> None:
+    async def link_many(self, links: Iterable[LinkItem]) -> None:
         """Register many objects in one batch with one acknowledgement (the
-        high-throughput write path).  Every link is checked first: one bad link stages
-        none.  A path given twice keeps its last link.  Unlike the single-path writes,
-        it looks nothing up, so it records no garbage candidates: data it replaced is
-        found by the GC job's scan for unreferenced ``data/`` objects."""
+        high-throughput write path).  A link is an :class:`ObjectLink` or its tuple form
+        (:data:`~lsmstore.objects.model.LinkTuple`, cheaper to build).  Every link is
+        checked first: one bad link stages none.  A path given twice keeps its last
+        link.  Unlike the single-path writes, it looks nothing up, so it records no
+        garbage candidates: data it replaced is found by the GC job's scan for
+        unreferenced ``data/`` objects."""
         records = self._link_stager(self._now()).stage_all(links)
         if records:
             await self._w().write_staged(records)

@@ -23,14 +23,16 @@ whose outcome equals the full checks', which every other link goes through.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from itertools import repeat
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from lsmstore import layout, validate
 from lsmstore.config import Config
 from lsmstore.errors import InvalidInputError
 from lsmstore.graveler.record import Record
-from lsmstore.objects.addresses import MAX_ADDRESS_BYTES, PLAIN_KEY, Namespace
+from lsmstore.objects.addresses import MAX_ADDRESS_BYTES, PLAIN_KEY, Namespace, plain_key_chars
 from lsmstore.objects.entry import (
     DEFAULT_CONTENT_TYPE,
     AddressType,
@@ -38,7 +40,7 @@ from lsmstore.objects.entry import (
     ObjectEntry,
     encode_value,
 )
-from lsmstore.objects.model import ObjectLink
+from lsmstore.objects.model import ObjectLink, as_link
 from lsmstore.objects.rules import (
     MAX_FIELD_BYTES,
     MAX_PATH_BYTES,
@@ -62,6 +64,11 @@ _LSM = f"/{layout.PREFIX}/"
 #: Checksums that need no stripping or checking: MD5 hex, S3 multipart ETags, ...
 _plain_etag = re.compile(r"[0-9A-Za-z_.:+/=-]{1,1024}").fullmatch
 _plain_key = PLAIN_KEY.fullmatch
+#: The characters of plain checksums (the checksums joined).
+_etag_chars = re.compile(r"[0-9A-Za-z_.:+/=-]*").fullmatch
+_LINK_FIELDS = tuple(map(attrgetter, ("path", "physical_address", "size", "checksum")))
+_UNSET_FIELDS = tuple(map(attrgetter, ("content_type", "metadata", "mtime")))
+LINKS = "link_many links"
 
 
 def link_entry(ns: Namespace, link: ObjectLink, now: tuple[int, int]) -> ObjectEntry:
@@ -106,6 +113,10 @@ class LinkStager:
         self._data_base = data_base if data_base.isascii() else None
         self._cut = len(ns.base)
         self._plain_at = len(data_base)
+        self._max_path = min(self._max_key, MAX_PATH_BYTES)
+        self._prefix = itemgetter(slice(0, self._plain_at))
+        self._relative = itemgetter(slice(self._cut, None))
+        self._by_columns = self._defer and self._data_base is not None and _LSM not in data_base
 
     def _maker(self, secs: int, nanos: int, atype: AddressType, ct: str) -> BatchEncoder:
         shared = (secs, nanos, atype, ct)
@@ -168,18 +179,79 @@ class LinkStager:
         return rec2, address if atype is AddressType.RELATIVE else None
 
     def stage_all(self, links: Iterable[Any]) -> list[Staged]:
-        """The records of ``links`` (``Branch.link_many``'s argument)."""
+        """The records of ``links`` (``Branch.link_many``'s argument: ObjectLinks and
+        link tuples, :data:`~lsmstore.objects.model.LinkTuple`)."""
+        seq = links if type(links) is list else list(validate.check_items(links, LINKS))
+        if not seq:
+            return []
+        records = self._columns(seq) if self._by_columns else None
+        return self._one_by_one(seq) if records is None else records
+
+    def _columns(self, seq: list[Any]) -> list[Staged] | None:
+        """The pending records of a call whose every link is common (see the module
+        docstring), checked a column at a time: a few passes in C over all paths, all
+        addresses ... instead of a Python loop per link; None when a check fails (then
+        :meth:`_one_by_one` finds the first bad link and its exact error, or stages
+        links that are valid but not common).  Its outcome equals the full checks'."""
+        kinds = set(map(type, seq))
+        paths: Sequence[Any]
+        addrs: Sequence[Any]
+        sizes: Sequence[Any]
+        etags: Sequence[Any]
+        if kinds == {tuple}:
+            if set(map(len, seq)) != {4}:
+                return None
+            paths, addrs, sizes, etags = zip(*seq, strict=True)
+        elif kinds == {ObjectLink}:
+            n = len(seq)
+            for unset in _UNSET_FIELDS:
+                if list(map(unset, seq)).count(None) != n:
+                    return None
+            paths, addrs, sizes, etags = (list(map(get, seq)) for get in _LINK_FIELDS)
+        else:
+            return None
+        if set(map(type, paths)) != {str} or set(map(type, addrs)) != {str}:
+            return None
+        if set(map(type, sizes)) != {int} or set(map(type, etags)) != {str}:
+            return None
+        lengths = list(map(len, paths))
+        if not 0 < min(lengths) <= max(lengths) <= self._max_path:
+            return None
+        if not 0 <= min(sizes) <= max(sizes) <= MAX_SIZE:
+            return None
+        if max(map(len, addrs)) > MAX_ADDRESS_BYTES:
+            return None
+        n = len(paths)
+        if list(map(self._prefix, addrs)).count(self._data_base) != n:
+            return None  # not every address is under <namespace>/data/
+        relative = list(map(self._relative, addrs))
+        # "data/<key>" of every address joined by "/": one plain key exactly when each
+        # is (the segments of the joined string are theirs); _LSM in it may be a false
+        # alarm (straddling two), never a miss -- either way the outcome is the same
+        joined = "/".join(relative)
+        if _LSM in joined or not plain_key_chars(joined):
+            return None
+        if not 0 < min(map(len, etags)) <= max(map(len, etags)) <= MAX_FIELD_BYTES:
+            return None
+        if not _etag_chars("".join(etags)) or not "".join(paths).isascii():
+            return None
+        keys = map(str.encode, paths)
+        rows = zip(keys, repeat(self._common), relative, sizes, etags)
+        return list(map(_new_tuple, repeat(Pending), rows))
+
+    def _one_by_one(self, seq: list[Any]) -> list[Staged]:
+        """:meth:`stage_all` link by link, with the full checks where the common ones
+        do not hold; raises the error of the first bad link."""
         max_key = self._max_key
-        max_path = min(max_key, MAX_PATH_BYTES)
+        max_path = self._max_path
         records: list[Staged] = []
         add = records.append
         common = self._common
         defer = self._defer
         plain = self._plain
         stage = self.stage
-        for link in validate.check_items(links, "link_many links"):
-            if type(link) is not ObjectLink:
-                raise InvalidInputError(f"link_many takes ObjectLinks, not {type(link).__name__}")
+        for item in seq:
+            link = item if type(item) is ObjectLink else as_link(item)
             path = link.path
             if type(path) is str and path.isascii() and 0 < len(path) <= max_path:
                 key = path.encode()

@@ -39,6 +39,16 @@ from lsmstore.graveler.commit import Commit
 from lsmstore.graveler.diff import Change
 from lsmstore.graveler.merge import STRATEGIES
 from lsmstore.objects import ObjectLink, ObjectStats
+from lsmstore.objects.addresses import check_address
+from lsmstore.objects.linking import LINKS
+from lsmstore.objects.model import LinkItem, as_link
+from lsmstore.objects.rules import (
+    check_checksum,
+    check_content_type,
+    check_metadata,
+    check_mtime,
+    check_size,
+)
 from lsmstore.refstore.base import Ref as RefValue
 from lsmstore.refstore.base import Repository as RepositoryInfo
 from lsmstore.refstore.base import Workspace
@@ -747,15 +757,23 @@ class RemoteBranch(_RemoteReads):
         )
         return await self.stat_object(path)
 
-    async def link_many(self, links: Iterable[ObjectLink]) -> None:
+    async def link_many(self, links: Iterable[LinkItem]) -> None:
         entries, paths = [], []
-        for link in validate.check_items(links, "link_many links"):
-            if type(link) is not ObjectLink:
-                raise InvalidInputError(f"link_many takes ObjectLinks, not {type(link).__name__}")
+        for item in validate.check_items(links, LINKS):
+            # the fields the server checks without the namespace are checked here too:
+            # a bad link fails its own call, never the others coalesced with it
+            link = as_link(item)
             p = _path(link.path, self._max_key)
+            check_address(link.physical_address)
+            check_size(link.size)
+            check_checksum(link.checksum)
+            check_content_type(link.content_type)
+            md = check_metadata(link.metadata)
+            if link.mtime is not None:
+                check_mtime(link.mtime)
             entries.append(
                 ["link", p, link.physical_address, link.size, link.checksum, link.content_type,
-                 dict(link.metadata) if link.metadata else None, link.mtime]
+                 md or None, link.mtime]
             )  # fmt: skip
             paths.append(p.encode())
         if entries:

@@ -118,12 +118,19 @@ class Memstore:
         d = self._records
         get = d.get
         delta = 0
+        extra = PENDING_EXTRA + RECORD_OVERHEAD
         for rec in records:
-            held = _held(rec)
-            key = held[0]
-            old = get(key)
-            d[key] = held
-            delta += staged_bytes(held)
+            if type(rec) is Pending:  # staged_bytes inlined: the hot case (link_many)
+                key = rec[0]
+                old = get(key)
+                d[key] = rec
+                delta += len(key) + len(rec[2]) + len(rec[4]) + extra
+            else:
+                held = _held(rec)
+                key = held[0]
+                old = get(key)
+                d[key] = held
+                delta += staged_bytes(held)
             if old is not None:
                 delta -= staged_bytes(old)
         self.nbytes += delta

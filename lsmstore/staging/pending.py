@@ -17,6 +17,8 @@ it stages one, so making it cannot fail on good input.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from operator import is_not
 from typing import NamedTuple, Protocol
 
 from lsmstore.graveler.record import Record, RecordTuple
@@ -26,6 +28,12 @@ class EntryMaker(Protocol):
     """Makes ``(identity, value)`` of an entry from its per-record fields."""
 
     def encode(self, address: str, size: int, checksum: str) -> tuple[bytes, bytes]: ...
+
+    def encode_many(
+        self, addresses: Sequence[str], sizes: Sequence[int], checksums: Sequence[str]
+    ) -> tuple[list[bytes], list[bytes]]:
+        """Identities and values of many entries (:meth:`encode` of each)."""
+        ...
 
 
 class Pending(NamedTuple):
@@ -54,24 +62,50 @@ def split(
     records: list[Staged | RecordTuple],
 ) -> tuple[list[RecordTuple], PendingColumns | None]:
     """The made records of ``records`` and its pending ones as columns (None if none)."""
-    pending = [r for r in records if type(r) is Pending]
-    if not pending:
+    kinds = set(map(type, records))
+    if Pending not in kinds:
         return records, None  # type: ignore[return-value]  # no Pending among them
+    if len(kinds) == 1:  # pending records only (a link_many batch): no filtering
+        keys, makers, addresses, sizes, checksums = zip(*records, strict=True)
+        return [], (keys, makers, addresses, sizes, checksums)
+    pending = [r for r in records if type(r) is Pending]
     made: list[RecordTuple] = [r for r in records if type(r) is not Pending]  # type: ignore[misc]
     keys, makers, addresses, sizes, checksums = zip(*pending, strict=True)
     return made, (keys, makers, addresses, sizes, checksums)
 
 
 def make(columns: PendingColumns) -> tuple[list[bytes], list[bytes], list[bytes]]:
-    """Keys, identities and values of pending records given as columns."""
+    """Keys, identities and values of pending records given as columns.  Each run of
+    records with one maker (a call's links: the memstore keeps insertion order) is
+    made by its :meth:`~EntryMaker.encode_many`, a short run record by record."""
     keys, makers, addresses, sizes, checksums = columns
-    first = makers[0]
-    if all(m is first for m in makers):  # the common case: one maker for the lot
-        made = list(map(first.encode, addresses, sizes, checksums))
-    else:
-        made = [
-            m.encode(a, n, c)
-            for m, a, n, c in zip(makers, addresses, sizes, checksums, strict=True)
-        ]
-    identities, values = zip(*made, strict=True)
-    return list(keys), list(identities), list(values)
+    n = len(makers)
+    if makers.count(makers[0]) == n:  # the common case: one maker for the lot
+        identities, values = makers[0].encode_many(addresses, sizes, checksums)
+        return list(keys), identities, values
+    identities, values = [], []
+    changes = list(map(is_not, makers[1:], makers[:-1]))  # True where a run starts, less 1
+    start = 0
+    while start < n:
+        try:
+            end = changes.index(True, start) + 1
+        except ValueError:
+            end = n
+        maker = makers[start]
+        if end - start >= MIN_RUN:
+            ids, vals = maker.encode_many(
+                addresses[start:end], sizes[start:end], checksums[start:end]
+            )
+        else:
+            made = list(map(maker.encode, addresses[start:end], sizes[start:end],
+                            checksums[start:end]))  # fmt: skip
+            ids, vals = [m[0] for m in made], [m[1] for m in made]
+        identities += ids
+        values += vals
+        start = end
+    return list(keys), identities, values
+
+
+#: Runs shorter than this are made record by record (encode_many's set-up would cost
+#: more).
+MIN_RUN = 16
