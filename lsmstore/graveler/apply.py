@@ -22,9 +22,12 @@ this walk (:mod:`lsmstore.graveler.apply_parallel`): the same tree, on every cor
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
+from itertools import accumulate, chain, repeat
+from operator import add, itemgetter
 
 from lsmstore.errors import InvalidInputError
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID, store_metarange
@@ -84,6 +87,55 @@ class _Counts:
 
     def totals(self) -> tuple[int, int, int]:
         return self.added, self.removed, self.changed
+
+
+_KEY = itemgetter(0)
+_IDENTITY = itemgetter(1)
+_VALUE = itemgetter(2)
+
+
+def _cut_index(
+    policy: RangePolicy,
+    cum: list[int],
+    keys: list[bytes],
+    lo: int,
+    out0: int,
+    base0: int,
+    trusted: bool,
+    last_key: bytes,
+) -> int:
+    """Where the policy cuts a run of base records: the first index ``j >= lo`` after
+    which the output is cut, or ``len(cum)`` when it is not cut in the run.
+
+    ``cum[j]``: the run's estimated size up to record ``j``; the output held ``out0 +
+    cum[j]`` after it, the base range ``base0 + cum[j]``.  As :meth:`RangeWriter.push`
+    record by record: cut at the first record that brings the output to ``max_bytes``,
+    or to ``min_bytes`` at a hash boundary.  Inside a trusted base range, a key past
+    ``min_bytes`` (and below ``max_bytes``) of the *base* that is not the range's last
+    is no hash boundary (the base would have cut there), so only the keys around that
+    stretch are hashed."""
+    min_bytes, max_bytes = policy.min_bytes, policy.max_bytes
+    at_max = bisect_left(cum, max_bytes - out0, lo)
+    at_min = bisect_left(cum, min_bytes - out0, lo, at_max)
+    if at_min == at_max:
+        return at_max
+    candidates: Iterable[int]
+    if trusted:
+        base_min = bisect_left(cum, min_bytes - base0, at_min, at_max)
+        base_max = bisect_left(cum, max_bytes - base0, base_min, at_max)
+        last = len(keys) - 1
+        candidates = chain(
+            range(at_min, base_min),
+            (last,) if base_min <= last < base_max and keys[last] == last_key else (),
+            range(base_max, at_max),
+        )
+    else:
+        candidates = range(at_min, at_max)
+    boundary = policy.is_hash_boundary
+    for j in candidates:
+        if boundary(keys[j]):
+            return j
+    return at_max
 
 
 class Walk:
@@ -170,21 +222,40 @@ class Walk:
                     trusted = closed(info) or base.i == self.tree_last
                 continue
             assert info is not None
-            # Inside a trusted base range, a key past min_bytes (and below max_bytes) that
-            # is not the range's last is no hash boundary: the base would have cut there.
-            # Records below the next change are copied in one tight loop.
+            # Records below the next change are copied a run at a time (column work in
+            # C loops; the cut points of a run found by bisecting its cumulative sizes).
             last_key = info.max_key
             adopted = False
-            for record in base.take_below(None if change is None else change.key):
-                key, identity, value = record  # never a tombstone: the cursor checks
-                size = len(key) + len(identity) + len(value) + overhead  # type: ignore[arg-type]
-                base_size += size
-                hint = (
-                    False
-                    if trusted and min_bytes <= base_size < max_bytes and key != last_key
-                    else None
+            stop = None if change is None else change.key
+            while True:
+                run = base.take_run(stop)
+                if not run:
+                    break
+                keys = list(map(_KEY, run))
+                cum = list(
+                    accumulate(
+                        map(
+                            add,
+                            map(
+                                add,
+                                map(add, map(len, keys), map(len, map(_IDENTITY, run))),
+                                map(len, map(_VALUE, run)),
+                            ),
+                            repeat(overhead),
+                        )
+                    )
                 )
-                if push(record, hint, size):
+                n = len(run)
+                lo = 0
+                out0 = writer.size
+                while lo < n:
+                    c = _cut_index(policy, cum, keys, lo, out0, base_size, trusted, last_key)
+                    done = cum[lo - 1] if lo else 0
+                    if c == n:
+                        writer.extend(run[lo:] if lo else run, cum[-1] - done)
+                        break
+                    writer.extend(run[lo : c + 1], cum[c] - done)
+                    writer.cut()
                     await writer.flush()
                     if on_cut is not None:
                         self.change = change
@@ -192,6 +263,12 @@ class Walk:
                             change = self.change
                             adopted = True
                             break
+                    lo = c + 1
+                    out0 = -cum[c]
+                if adopted:
+                    break
+                base_size += cum[-1]
+                base.next()
             if adopted:
                 continue
             record = base.record

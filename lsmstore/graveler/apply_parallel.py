@@ -54,7 +54,7 @@ from lsmstore.errors import ObjectExistsError, ObjectNotFoundError, UnavailableE
 from lsmstore.graveler.apply import Walk
 from lsmstore.graveler.range_encoder import RangeEncoder, encode_records
 from lsmstore.graveler.ranges import RangeInfo, RangePolicy, RangeWriter
-from lsmstore.graveler.record import Record
+from lsmstore.graveler.record import Record, RecordTuple
 from lsmstore.graveler.source import DirectSource
 from lsmstore.graveler.tree import TreeCursor
 from lsmstore.storage.base import ObjectMeta, ObjectStore, PutMode
@@ -373,7 +373,7 @@ class _InlineEncoder(RangeEncoder):
         super().__init__(0)
 
     async def encode(
-        self, records: Sequence[Record], skip: Any, *, in_pool: bool = True
+        self, records: Sequence[RecordTuple], skip: Any, *, in_pool: bool = True
     ) -> tuple[str, bytes | None]:
         return encode_records(records, skip)
 
