@@ -26,14 +26,13 @@ from bisect import bisect_left
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
-from itertools import accumulate, chain, repeat
-from operator import add, itemgetter
+from itertools import chain
 
 from lsmstore.errors import InvalidInputError
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID, store_metarange
 from lsmstore.graveler.range_encoder import RangeEncoder
 from lsmstore.graveler.ranges import RECORD_OVERHEAD, RangePolicy, RangeWriter, record_size
-from lsmstore.graveler.record import Record
+from lsmstore.graveler.record import Record, RecordTuple
 from lsmstore.graveler.source import DirectSource, RangeSource
 from lsmstore.graveler.tree import TreeCursor
 from lsmstore.storage.base import ObjectStore
@@ -89,22 +88,17 @@ class _Counts:
         return self.added, self.removed, self.changed
 
 
-_KEY = itemgetter(0)
-_IDENTITY = itemgetter(1)
-_VALUE = itemgetter(2)
-
-
 def _cut_index(
     policy: RangePolicy,
     cum: list[int],
-    keys: list[bytes],
+    run: list[RecordTuple],
     lo: int,
     out0: int,
     base0: int,
     trusted: bool,
     last_key: bytes,
 ) -> int:
-    """Where the policy cuts a run of base records: the first index ``j >= lo`` after
+    """Where the policy cuts ``run`` (base records): the first index ``j >= lo`` after
     which the output is cut, or ``len(cum)`` when it is not cut in the run.
 
     ``cum[j]``: the run's estimated size up to record ``j``; the output held ``out0 +
@@ -123,17 +117,17 @@ def _cut_index(
     if trusted:
         base_min = bisect_left(cum, min_bytes - base0, at_min, at_max)
         base_max = bisect_left(cum, max_bytes - base0, base_min, at_max)
-        last = len(keys) - 1
+        last = len(run) - 1
         candidates = chain(
             range(at_min, base_min),
-            (last,) if base_min <= last < base_max and keys[last] == last_key else (),
+            (last,) if base_min <= last < base_max and run[last][0] == last_key else (),
             range(base_max, at_max),
         )
     else:
         candidates = range(at_min, at_max)
     boundary = policy.is_hash_boundary
     for j in candidates:
-        if boundary(keys[j]):
+        if boundary(run[j][0]):
             return j
     return at_max
 
@@ -222,8 +216,9 @@ class Walk:
                     trusted = closed(info) or base.i == self.tree_last
                 continue
             assert info is not None
-            # Records below the next change are copied a run at a time (column work in
-            # C loops; the cut points of a run found by bisecting its cumulative sizes).
+            # The base records below the next change are copied a run at a time: sized
+            # in one loop, appended as a slice, and cut where _cut_index finds the
+            # policy cuts (most runs are seen at once not to be cut anywhere).
             last_key = info.max_key
             adopted = False
             stop = None if change is None else change.key
@@ -231,25 +226,30 @@ class Walk:
                 run = base.take_run(stop)
                 if not run:
                     break
-                keys = list(map(_KEY, run))
-                cum = list(
-                    accumulate(
-                        map(
-                            add,
-                            map(
-                                add,
-                                map(add, map(len, keys), map(len, map(_IDENTITY, run))),
-                                map(len, map(_VALUE, run)),
-                            ),
-                            repeat(overhead),
-                        )
-                    )
-                )
+                cum = []  # the run's estimated size up to each record
+                total = 0
+                for key, identity, value in run:  # never a tombstone: the cursor checks
+                    total += len(key) + len(identity) + len(value) + overhead  # type: ignore[arg-type]
+                    cum.append(total)
+                out0 = writer.size
+                if out0 + total < min_bytes or (
+                    # trusted, and the base range is past min_bytes and below max_bytes
+                    # all along the run (and the run ends before the range): no key of
+                    # it is a hash boundary, and no record brings the output to max_bytes
+                    trusted
+                    and out0 + total < max_bytes
+                    and min_bytes <= base_size + cum[0]
+                    and base_size + total < max_bytes
+                    and run[-1][0] != last_key
+                ):
+                    writer.extend(run, total)
+                    base_size += total
+                    base.next()
+                    continue
                 n = len(run)
                 lo = 0
-                out0 = writer.size
                 while lo < n:
-                    c = _cut_index(policy, cum, keys, lo, out0, base_size, trusted, last_key)
+                    c = _cut_index(policy, cum, run, lo, out0, base_size, trusted, last_key)
                     done = cum[lo - 1] if lo else 0
                     if c == n:
                         writer.extend(run[lo:] if lo else run, cum[-1] - done)
@@ -267,7 +267,7 @@ class Walk:
                     out0 = -cum[c]
                 if adopted:
                     break
-                base_size += cum[-1]
+                base_size += total
                 base.next()
             if adopted:
                 continue

@@ -38,6 +38,7 @@ import threading
 from collections.abc import Callable, Container, Iterable, Sequence
 from typing import Any, BinaryIO
 
+from lsmstore.gcfreeze import freeze_startup_state
 from lsmstore.graveler.record import RecordTuple
 from lsmstore.graveler.sst_writer import RANGE, write_committed_columns
 from lsmstore.workerpipe import answer_requests, child_main
@@ -274,11 +275,23 @@ def shared_range_encoder() -> RangeEncoder:
 # --- the worker process ------------------------------------------------------------------
 
 
+def worker_startup() -> None:
+    """What a worker does before its first request: import what a request may need,
+    then freeze that startup state out of the cyclic GC's full collections
+    (:mod:`lsmstore.gcfreeze`): a chunk of a big commit allocates a container per
+    record, and each full collection it triggered walked every module's objects too."""
+    import lsmstore.graveler.apply_parallel  # noqa: F401  # the chunks' code
+
+    freeze_startup_state()
+
+
 def serve(inp: BinaryIO, out: BinaryIO) -> None:
     """Answer requests ``(keys, identities, values, skip)`` with ``("ok", id, sst)``, and
     ``("apply", ...)`` chunks of a split commit
     (:func:`lsmstore.graveler.apply_parallel.serve_chunk`, which talks to the parent
     on the same pipes before it answers), or ``("error", text)``, until ``inp`` closes."""
+
+    worker_startup()
 
     def handle(request: tuple[Any, ...]) -> tuple[Any, ...]:
         if request[0] == "apply":
