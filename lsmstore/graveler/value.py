@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lsmstore.errors import CorruptFileError
+from lsmstore.errors import CorruptFileError, InvalidInputError
 
 
 def _put_length(n: int) -> bytes:
@@ -42,7 +42,7 @@ def encode_values(identities: Sequence[bytes], data: Sequence[bytes]) -> list[by
     """:func:`encode_value` of each pair (columns of equal length), in C loops when every
     length has a precomputed header (a commit encodes every record it rewrites)."""
     if len(identities) != len(data):
-        raise ValueError(f"{len(identities)} identities for {len(data)} values")
+        raise InvalidInputError(f"{len(identities)} identities for {len(data)} values")
     if not identities:
         return []
     if max(map(len, identities)) < len(_LENGTHS) and max(map(len, data)) < len(_LENGTHS):
