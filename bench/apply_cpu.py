@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import cProfile
 import hashlib
 import io
@@ -61,6 +62,10 @@ async def _measure(records: int, every: int, repeat: int, profile: bool) -> dict
 
     if hasattr(range_encoder, "worker_startup"):  # as the worker processes do
         range_encoder.worker_startup()
+    from lsmstore import gcfreeze
+
+    # a worker runs its chunk with the collector paused (where the tree does so)
+    chunk_gc = getattr(gcfreeze, "paused", contextlib.nullcontext)
     policy = RangePolicy()
     sha = hashlib.sha256
 
@@ -100,9 +105,10 @@ async def _measure(records: int, every: int, repeat: int, profile: bool) -> dict
         if prof:
             prof.enable()
         t0 = time.process_time()
-        async with w:
-            await walk.run()
-            result = await w.finish()
+        with chunk_gc():
+            async with w:
+                await walk.run()
+                result = await w.finish()
         cpu = time.process_time() - t0
         if prof:
             prof.disable()

@@ -51,6 +51,7 @@ from typing import Any, BinaryIO, Self
 
 from lsmstore import layout
 from lsmstore.errors import ObjectExistsError, ObjectNotFoundError, UnavailableError
+from lsmstore.gcfreeze import paused
 from lsmstore.graveler.apply import Walk
 from lsmstore.graveler.range_encoder import RangeEncoder, encode_records
 from lsmstore.graveler.ranges import RangeInfo, RangePolicy, RangeWriter
@@ -414,5 +415,8 @@ async def _apply_chunk(request: tuple[Any, ...], inp: BinaryIO, out: BinaryIO) -
 
 
 def serve_chunk(request: tuple[Any, ...], inp: BinaryIO, out: BinaryIO) -> tuple[Any, ...]:
-    """Worker side of one chunk (module docstring): answers its result."""
-    return asyncio.run(_apply_chunk(request, inp, out))
+    """Worker side of one chunk (module docstring): answers its result.  The cyclic GC
+    is paused meanwhile (:func:`lsmstore.gcfreeze.paused`): the chunk's memory is
+    bounded by its ranges, and its records are plain tuples and bytes."""
+    with paused():
+        return asyncio.run(_apply_chunk(request, inp, out))

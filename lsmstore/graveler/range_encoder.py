@@ -39,7 +39,7 @@ from collections.abc import Callable, Container, Iterable, Sequence
 from typing import Any, BinaryIO
 
 from lsmstore.gcfreeze import freeze_startup_state
-from lsmstore.graveler.record import RecordTuple
+from lsmstore.graveler.record import RecordTuple, columns
 from lsmstore.graveler.sst_writer import RANGE, write_committed_columns
 from lsmstore.workerpipe import answer_requests, child_main
 from lsmstore.workerproc import WorkerProcess
@@ -71,10 +71,7 @@ def encode_records(
 ) -> tuple[str, bytes | None]:
     """:func:`encode_range` of records as they are (no columns to ship: a thread, or
     the worker that cut them)."""
-    if not records:
-        return encode_columns((), (), (), skip)
-    keys, identities, values = zip(*records, strict=True)
-    return encode_columns(keys, identities, values, skip)
+    return encode_columns(*columns(records), skip)
 
 
 def encode_columns(

@@ -191,13 +191,7 @@ class RangeWriter:
         key, identity, value = record
         if value is None:
             raise InvalidInputError(f"tombstone for key {key!r} cannot go into a committed range")
-        last = self._last_key
-        if last is not None and key <= last:
-            raise InvalidInputError(
-                f"records must have strictly increasing keys: {key!r} follows {last!r}"
-            )
-        if not key:
-            raise InvalidInputError("committed keys must be non-empty")
+        self._check_next(key)
         self._last_key = key
         self._records.append(record)
         if size is None:
@@ -224,14 +218,7 @@ class RangeWriter:
         (:meth:`cut`).  Only the first key is checked (against the last one appended)."""
         if not records:
             return
-        first = records[0][0]
-        last = self._last_key
-        if last is not None and first <= last:
-            raise InvalidInputError(
-                f"records must have strictly increasing keys: {first!r} follows {last!r}"
-            )
-        if not first:
-            raise InvalidInputError("committed keys must be non-empty")
+        self._check_next(records[0][0])
         self._records += records
         self._size += size
         self._last_key = records[-1][0]
@@ -278,6 +265,12 @@ class RangeWriter:
             raise InvalidInputError(
                 f"records must have strictly increasing keys: {key!r} follows {self._last_key!r}"
             )
+
+    def _check_next(self, key: bytes) -> None:
+        """``key`` may be the next record's: after the last one, and not empty."""
+        self._check_order(key)
+        if not key:
+            raise InvalidInputError("committed keys must be non-empty")
 
     async def finish(self, *, cut_last: bool = True) -> list[RangeInfo]:
         """Cut the last range, wait for every upload, and return all ranges in key order.

@@ -42,7 +42,7 @@ from rocksdict import (
 
 from lsmstore.errors import EntryTooLargeError, InvalidInputError
 from lsmstore.graveler.block_checksum import CRC32C, crc32c_masked
-from lsmstore.graveler.record import Record
+from lsmstore.graveler.record import Record, columns
 from lsmstore.graveler.sst_reader import MAGIC, MAX_BLOCK_SIZE, parse_plain_block
 from lsmstore.graveler.value import encode_value, encode_values
 
@@ -111,12 +111,7 @@ def write_committed_sst(records: Sequence[Record], kind: str) -> bytes:
 
     As :func:`write_sst`; tombstones are refused too (:class:`InvalidInputError`).
     """
-    if kind not in (RANGE, METARANGE):
-        raise InvalidInputError(f"unknown committed file kind {kind!r}")
-    if not records:
-        raise InvalidInputError("cannot write an SST with no records")
-    keys, identities, values = zip(*records, strict=True)
-    return write_committed_columns(keys, identities, values, kind)
+    return write_committed_columns(*columns(records), kind)
 
 
 def write_committed_columns(
