@@ -297,3 +297,33 @@ async def test_base_built_with_another_policy(base_policy: RangePolicy) -> None:
     for info in await TreeReader(DirectSource(store), result.metarange_id).ranges():
         if info.id not in old_ids:  # reused ranges keep their size; new ones obey the policy
             assert info.size < TINY.max_bytes + 64
+
+
+#: Ranges of ~60-230 records spanning several 4 KiB blocks: unchanged runs between sparse
+#: changes cross blocks, and are cut inside by hash boundaries and by max_bytes.
+LONG_RUNS = RangePolicy(min_bytes=2 << 10, max_bytes=8 << 10, raggedness=200)
+
+
+@pytest.mark.parametrize("every", [7, 60, 400, 5000])
+async def test_sparse_changes_give_the_tree_built_from_scratch(every: int) -> None:
+    # The walk copies the records between changes a run at a time and finds the cuts
+    # of a run at once; the tree must be the one records pushed one by one build.
+    rng = random.Random(every)
+    base = {b"key-%07d" % i: rng.randbytes(rng.choice([0, 10, 30])) for i in range(0, 30_000, 3)}
+    ordered = sorted(base)
+    changes: dict[bytes, bytes | None] = {}
+    for i in range(rng.randrange(every), len(ordered), every):
+        op = rng.randrange(3)
+        if op == 0:
+            changes[ordered[i]] = None
+        elif op == 1:
+            changes[ordered[i]] = rng.randbytes(rng.choice([5, 200]))
+        else:
+            changes[ordered[i] + b"+"] = b"inserted"
+    store = MemoryStore()
+    base_id = await write_tree(store, records(base), LONG_RUNS)
+    stream = [tombstone(k) if v is None else put(k, v) for k, v in sorted(changes.items())]
+    result = await apply_changes(DirectSource(store), store, base_id, stream, LONG_RUNS)
+    model = {k: v for k, v in {**base, **changes}.items() if v is not None}
+    assert result.metarange_id == await write_tree(MemoryStore(), records(model), LONG_RUNS)
+    assert await contents(store, result.metarange_id) == records(model)

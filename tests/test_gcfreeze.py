@@ -65,3 +65,24 @@ async def test_off_leaves_the_collector_alone(tmp_path: Path) -> None:
     out = await asyncio.to_thread(run, tmp_path, "off")
     assert out["before_write"] == out["after_write"] == out["after_second_writer"] == 0
     assert out["read"] == "v"
+
+
+def test_paused_turns_the_collector_off_and_back_to_what_it_was() -> None:
+    import gc
+
+    from lsmstore.gcfreeze import paused
+
+    assert gc.isenabled()
+    with paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), paused():
+        raise RuntimeError("the collector comes back on an error too")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the application's choice is kept
+    finally:
+        gc.enable()

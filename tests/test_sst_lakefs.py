@@ -28,7 +28,7 @@ from helpers.rocksdb_files import rocksdb_sst
 from helpers.sst_dump import sst_dump_scan
 
 from lsmstore import layout
-from lsmstore.errors import CorruptFileError, InvalidInputError
+from lsmstore.errors import CorruptFileError, EntryTooLargeError, InvalidInputError
 from lsmstore.graveler.apply import write_tree
 from lsmstore.graveler.ids import file_id
 from lsmstore.graveler.metarange import Metarange, encode_range_data, write_metarange
@@ -37,6 +37,7 @@ from lsmstore.graveler.record import Record, tombstone
 from lsmstore.graveler.source import DirectSource
 from lsmstore.graveler.sst_reader import SSTReader
 from lsmstore.graveler.sst_writer import (
+    MAX_ENTRY_BYTES,
     METARANGE,
     RANGE,
     add_user_properties,
@@ -194,6 +195,28 @@ def test_committed_writer_refuses_tombstones_and_unknown_kinds() -> None:
     assert read_table(write_committed_sst(records(2), METARANGE)).properties[b"type"] == (
         b"metaranges"
     )
+
+
+def test_committed_writer_names_the_record_at_fault() -> None:
+    """The column-at-a-time checks hand bad input to the record-at-a-time writer, whose
+    error names the record; long values (two-byte length headers) encode as lakeFS's."""
+    good = records(40)
+    long_value = Record(good[-1].key + b"~", b"i" * 70, b"x" * 5000)
+    cases: list[tuple[list[Record], type[Exception], str]] = [
+        ([*good[:20], tombstone(good[20].key), *good[21:]], InvalidInputError, "tombstone"),
+        ([good[1], good[0]], InvalidInputError, "strictly increasing"),
+        ([good[0], good[0]], InvalidInputError, "strictly increasing"),
+        ([Record(b"", b"i", b"v"), *good], InvalidInputError, "non-empty"),
+        ([Record(b"big", b"i", bytes(MAX_ENTRY_BYTES))], EntryTooLargeError, "b'big'"),
+        ([], InvalidInputError, "no records"),
+    ]
+    for recs, error, match in cases:
+        with pytest.raises(error, match=match):
+            write_committed_sst(recs, RANGE)
+    mixed = [*good, long_value]
+    assert read_records(write_committed_sst(mixed, RANGE)) == [
+        (r.key, r.identity, r.value) for r in mixed
+    ]
 
 
 # --- the checker refuses what lakeFS refuses ----------------------------------------------------

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lsmstore.errors import CorruptFileError
-from lsmstore.graveler.value import decode_value, encode_value
+from lsmstore.errors import CorruptFileError, InvalidInputError
+from lsmstore.graveler.value import decode_value, encode_value, encode_values
 
 
 def go_put_varint(n: int) -> bytes:
@@ -58,3 +58,15 @@ def test_malformed_values_raise_corrupt_file_error_naming_the_file(buf: bytes) -
         decode_value(buf, "ranges/abc")
     assert info.value.name == "ranges/abc"
     assert str(info.value).startswith("ranges/abc: ")
+
+
+@given(st.lists(st.tuples(st.binary(max_size=1100), st.binary(max_size=1100)), max_size=8))
+def test_encode_values_is_encode_value_of_each(pairs: list[tuple[bytes, bytes]]) -> None:
+    identities = [i for i, _ in pairs]
+    data = [d for _, d in pairs]
+    assert encode_values(identities, data) == [encode_value(i, d) for i, d in pairs]
+
+
+def test_encode_values_wants_columns_of_one_length() -> None:
+    with pytest.raises(InvalidInputError, match="2 identities for 1 values"):
+        encode_values([b"a", b"b"], [b"x"])

@@ -22,15 +22,17 @@ this walk (:mod:`lsmstore.graveler.apply_parallel`): the same tree, on every cor
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
+from itertools import chain
 
 from lsmstore.errors import InvalidInputError
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID, store_metarange
 from lsmstore.graveler.range_encoder import RangeEncoder
 from lsmstore.graveler.ranges import RECORD_OVERHEAD, RangePolicy, RangeWriter, record_size
-from lsmstore.graveler.record import Record
+from lsmstore.graveler.record import Record, RecordTuple
 from lsmstore.graveler.source import DirectSource, RangeSource
 from lsmstore.graveler.tree import TreeCursor
 from lsmstore.storage.base import ObjectStore
@@ -84,6 +86,50 @@ class _Counts:
 
     def totals(self) -> tuple[int, int, int]:
         return self.added, self.removed, self.changed
+
+
+def _cut_index(
+    policy: RangePolicy,
+    cum: list[int],
+    run: list[RecordTuple],
+    lo: int,
+    out0: int,
+    base0: int,
+    trusted: bool,
+    last_key: bytes,
+) -> int:
+    """Where the policy cuts ``run`` (base records): the first index ``j >= lo`` after
+    which the output is cut, or ``len(cum)`` when it is not cut in the run.
+
+    ``cum[j]``: the run's estimated size up to record ``j``; the output held ``out0 +
+    cum[j]`` after it, the base range ``base0 + cum[j]``.  As :meth:`RangeWriter.push`
+    record by record: cut at the first record that brings the output to ``max_bytes``,
+    or to ``min_bytes`` at a hash boundary.  Inside a trusted base range, a key past
+    ``min_bytes`` (and below ``max_bytes``) of the *base* that is not the range's last
+    is no hash boundary (the base would have cut there), so only the keys around that
+    stretch are hashed."""
+    min_bytes, max_bytes = policy.min_bytes, policy.max_bytes
+    at_max = bisect_left(cum, max_bytes - out0, lo)
+    at_min = bisect_left(cum, min_bytes - out0, lo, at_max)
+    if at_min == at_max:
+        return at_max
+    candidates: Iterable[int]
+    if trusted:
+        base_min = bisect_left(cum, min_bytes - base0, at_min, at_max)
+        base_max = bisect_left(cum, max_bytes - base0, base_min, at_max)
+        last = len(run) - 1
+        candidates = chain(
+            range(at_min, base_min),
+            (last,) if base_min <= last < base_max and run[last][0] == last_key else (),
+            range(base_max, at_max),
+        )
+    else:
+        candidates = range(at_min, at_max)
+    boundary = policy.is_hash_boundary
+    for j in candidates:
+        if boundary(run[j][0]):
+            return j
+    return at_max
 
 
 class Walk:
@@ -170,21 +216,46 @@ class Walk:
                     trusted = closed(info) or base.i == self.tree_last
                 continue
             assert info is not None
-            # Inside a trusted base range, a key past min_bytes (and below max_bytes) that
-            # is not the range's last is no hash boundary: the base would have cut there.
-            # Records below the next change are copied in one tight loop.
+            # The base records below the next change are copied a run at a time: sized
+            # in one loop, appended as a slice, and cut where _cut_index finds the
+            # policy cuts (most runs are seen at once not to be cut anywhere).
             last_key = info.max_key
             adopted = False
-            for record in base.take_below(None if change is None else change.key):
-                key, identity, value = record  # never a tombstone: the cursor checks
-                size = len(key) + len(identity) + len(value) + overhead  # type: ignore[arg-type]
-                base_size += size
-                hint = (
-                    False
-                    if trusted and min_bytes <= base_size < max_bytes and key != last_key
-                    else None
-                )
-                if push(record, hint, size):
+            stop = None if change is None else change.key
+            while True:
+                run = base.take_run(stop)
+                if not run:
+                    break
+                cum = []  # the run's estimated size up to each record
+                total = 0
+                for key, identity, value in run:  # never a tombstone: the cursor checks
+                    total += len(key) + len(identity) + len(value) + overhead  # type: ignore[arg-type]
+                    cum.append(total)
+                out0 = writer.size
+                if out0 + total < min_bytes or (
+                    # trusted, and the base range is past min_bytes and below max_bytes
+                    # all along the run (and the run ends before the range): no key of
+                    # it is a hash boundary, and no record brings the output to max_bytes
+                    trusted
+                    and out0 + total < max_bytes
+                    and min_bytes <= base_size + cum[0]
+                    and base_size + total < max_bytes
+                    and run[-1][0] != last_key
+                ):
+                    writer.extend(run, total)
+                    base_size += total
+                    base.next()
+                    continue
+                n = len(run)
+                lo = 0
+                while lo < n:
+                    c = _cut_index(policy, cum, run, lo, out0, base_size, trusted, last_key)
+                    done = cum[lo - 1] if lo else 0
+                    if c == n:
+                        writer.extend(run[lo:] if lo else run, cum[-1] - done)
+                        break
+                    writer.extend(run[lo : c + 1], cum[c] - done)
+                    writer.cut()
                     await writer.flush()
                     if on_cut is not None:
                         self.change = change
@@ -192,6 +263,12 @@ class Walk:
                             change = self.change
                             adopted = True
                             break
+                    lo = c + 1
+                    out0 = -cum[c]
+                if adopted:
+                    break
+                base_size += total
+                base.next()
             if adopted:
                 continue
             record = base.record

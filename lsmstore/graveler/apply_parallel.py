@@ -51,10 +51,11 @@ from typing import Any, BinaryIO, Self, TypeVar
 
 from lsmstore import layout
 from lsmstore.errors import ObjectExistsError, ObjectNotFoundError, UnavailableError
+from lsmstore.gcfreeze import paused
 from lsmstore.graveler.apply import Walk
 from lsmstore.graveler.range_encoder import RangeEncoder, encode_records
 from lsmstore.graveler.ranges import RangeInfo, RangePolicy, RangeWriter
-from lsmstore.graveler.record import Record
+from lsmstore.graveler.record import Record, RecordTuple
 from lsmstore.graveler.source import DirectSource
 from lsmstore.graveler.tree import TreeCursor
 from lsmstore.storage.base import ObjectMeta, ObjectStore, PutMode
@@ -396,7 +397,7 @@ class _InlineEncoder(RangeEncoder):
         super().__init__(0)
 
     async def encode(
-        self, records: Sequence[Record], skip: Any, *, in_pool: bool = True
+        self, records: Sequence[RecordTuple], skip: Any, *, in_pool: bool = True
     ) -> tuple[str, bytes | None]:
         return encode_records(records, skip)
 
@@ -437,5 +438,8 @@ async def _apply_chunk(request: tuple[Any, ...], inp: BinaryIO, out: BinaryIO) -
 
 
 def serve_chunk(request: tuple[Any, ...], inp: BinaryIO, out: BinaryIO) -> tuple[Any, ...]:
-    """Worker side of one chunk (module docstring): answers its result."""
-    return asyncio.run(_apply_chunk(request, inp, out))
+    """Worker side of one chunk (module docstring): answers its result.  The cyclic GC
+    is paused meanwhile (:func:`lsmstore.gcfreeze.paused`): the chunk's memory is
+    bounded by its ranges, and its records are plain tuples and bytes."""
+    with paused():
+        return asyncio.run(_apply_chunk(request, inp, out))

@@ -36,11 +36,11 @@ import pickle
 import queue
 import threading
 from collections.abc import Callable, Container, Iterable, Sequence
-from operator import itemgetter
 from typing import Any, BinaryIO
 
-from lsmstore.graveler.record import Record
-from lsmstore.graveler.sst_writer import RANGE, write_committed_sst
+from lsmstore.gcfreeze import freeze_startup_state
+from lsmstore.graveler.record import RecordTuple, columns
+from lsmstore.graveler.sst_writer import RANGE, write_committed_columns
 from lsmstore.workerpipe import answer_requests, child_main
 from lsmstore.workerproc import WorkerProcess
 
@@ -51,7 +51,6 @@ _sha256 = hashlib.sha256
 MAX_STARTS = 3
 #: Seconds a range waits for an idle worker before it is encoded in a thread instead.
 START_TIMEOUT = 60.0
-_key_and_identity: Callable[[Record], tuple[bytes, bytes]] = itemgetter(0, 1)
 
 
 def range_id(keys: Sequence[bytes], identities: Sequence[bytes]) -> str:
@@ -68,14 +67,24 @@ def _fold_ids(pairs: Iterable[tuple[bytes, bytes]]) -> str:
 
 
 def encode_records(
-    records: Sequence[Record], skip: Container[str] = frozenset()
+    records: Sequence[RecordTuple], skip: Container[str] = frozenset()
 ) -> tuple[str, bytes | None]:
     """:func:`encode_range` of records as they are (no columns to ship: a thread, or
     the worker that cut them)."""
-    rid = _fold_ids(map(_key_and_identity, records))
+    return encode_columns(*columns(records), skip)
+
+
+def encode_columns(
+    keys: Sequence[bytes],
+    identities: Sequence[bytes],
+    values: Sequence[bytes | None],
+    skip: Container[str] = frozenset(),
+) -> tuple[str, bytes | None]:
+    """:func:`encode_range` of columns of any sequence type."""
+    rid = range_id(keys, identities)
     if rid in skip:
         return rid, None
-    return rid, write_committed_sst(records, RANGE)
+    return rid, write_committed_columns(keys, identities, values, RANGE)
 
 
 def encode_range(
@@ -86,7 +95,7 @@ def encode_range(
 ) -> tuple[str, bytes | None]:
     """``(id, sst)`` of a range's records (key order, no tombstones); ``sst`` is None
     when the id is in ``skip`` (already stored)."""
-    return encode_records(list(map(Record, keys, identities, values)), skip)
+    return encode_columns(keys, identities, values, skip)
 
 
 class RangeEncoder:
@@ -155,14 +164,14 @@ class RangeEncoder:
         self._idle.put(worker)
 
     async def encode(
-        self, records: Sequence[Record], skip: Container[str], *, in_pool: bool = True
+        self, records: Sequence[RecordTuple], skip: Container[str], *, in_pool: bool = True
     ) -> tuple[str, bytes | None]:
         """:func:`encode_range` of ``records``: in a worker process when ``in_pool``
         and the workers have started (waiting for a busy one), else in a thread."""
         if in_pool and self.processes and not self._closed:
             keys = [r[0] for r in records]
             identities = [r[1] for r in records]
-            values: list[bytes] = [r[2] for r in records]  # type: ignore[misc]  # no tombstones
+            values = [r[2] for r in records]  # no tombstones: the writer checks
             self.start()
             if self._workers:  # started: wait for an idle one
                 # sent along (pickled); a Container that is not a set is checked after
@@ -263,11 +272,23 @@ def shared_range_encoder() -> RangeEncoder:
 # --- the worker process ------------------------------------------------------------------
 
 
+def worker_startup() -> None:
+    """What a worker does before its first request: import what a request may need,
+    then freeze that startup state out of the cyclic GC's full collections
+    (:mod:`lsmstore.gcfreeze`): a chunk of a big commit allocates a container per
+    record, and each full collection it triggered walked every module's objects too."""
+    import lsmstore.graveler.apply_parallel  # noqa: F401  # the chunks' code
+
+    freeze_startup_state()
+
+
 def serve(inp: BinaryIO, out: BinaryIO) -> None:
     """Answer requests ``(keys, identities, values, skip)`` with ``("ok", id, sst)``, and
     ``("apply", ...)`` chunks of a split commit
     (:func:`lsmstore.graveler.apply_parallel.serve_chunk`, which talks to the parent
     on the same pipes before it answers), or ``("error", text)``, until ``inp`` closes."""
+
+    worker_startup()
 
     def handle(request: tuple[Any, ...]) -> tuple[Any, ...]:
         if request[0] == "apply":

@@ -26,7 +26,7 @@ from typing import Self
 from lsmstore import layout
 from lsmstore.errors import InvalidInputError, ObjectExistsError
 from lsmstore.graveler.range_encoder import RangeEncoder
-from lsmstore.graveler.record import Record
+from lsmstore.graveler.record import Record, RecordTuple, as_record
 from lsmstore.storage.base import ObjectStore, PutMode
 
 FNV_OFFSET = 0xCBF29CE484222325
@@ -103,7 +103,7 @@ class RangeInfo:
 class _Cut:
     """A range cut but not yet named (its ID is computed with its SST)."""
 
-    records: list[Record]
+    records: list[RecordTuple]  # Records, or plain tuples (lighter on the collector)
     size: int
     id: str = ""
 
@@ -149,7 +149,7 @@ class RangeWriter:
         self._existing = existing
         self._encoder = encoder or RangeEncoder(0)
         self._ranges: list[RangeInfo | _Cut] = []
-        self._records: list[Record] = []
+        self._records: list[RecordTuple] = []
         self._size = 0
         self._last_key: bytes | None = None
         self._cuts = 0
@@ -176,7 +176,7 @@ class RangeWriter:
     @property
     def pending(self) -> list[Record]:
         """The records that wait for a cut (after the last cut, in key order)."""
-        return list(self._records)
+        return list(map(as_record, self._records))
 
     def push(
         self, record: Record, hash_boundary: bool | None = None, size: int | None = None
@@ -191,13 +191,7 @@ class RangeWriter:
         key, identity, value = record
         if value is None:
             raise InvalidInputError(f"tombstone for key {key!r} cannot go into a committed range")
-        last = self._last_key
-        if last is not None and key <= last:
-            raise InvalidInputError(
-                f"records must have strictly increasing keys: {key!r} follows {last!r}"
-            )
-        if not key:
-            raise InvalidInputError("committed keys must be non-empty")
+        self._check_next(key)
         self._last_key = key
         self._records.append(record)
         if size is None:
@@ -211,6 +205,28 @@ class RangeWriter:
             self._cut()
             return True
         return False
+
+    @property
+    def size(self) -> int:
+        """The estimated size of the records that wait for a cut."""
+        return self._size
+
+    def extend(self, records: list[RecordTuple], size: int) -> None:
+        """Append records (plain tuples or Records) from a checked source -- strictly
+        increasing non-empty keys, no tombstones -- whose :func:`record_size` sum to
+        ``size``, without cutting: the caller decides where the policy cuts
+        (:meth:`cut`).  Only the first key is checked (against the last one appended)."""
+        if not records:
+            return
+        self._check_next(records[0][0])
+        self._records += records
+        self._size += size
+        self._last_key = records[-1][0]
+
+    def cut(self) -> None:
+        """Cut a range after the records appended so far (then await :meth:`flush`)."""
+        if self._records:
+            self._cut()
 
     async def add(self, record: Record, hash_boundary: bool | None = None) -> None:
         """:meth:`push`, then :meth:`flush` when a range was cut."""
@@ -250,6 +266,12 @@ class RangeWriter:
                 f"records must have strictly increasing keys: {key!r} follows {self._last_key!r}"
             )
 
+    def _check_next(self, key: bytes) -> None:
+        """``key`` may be the next record's: after the last one, and not empty."""
+        self._check_order(key)
+        if not key:
+            raise InvalidInputError("committed keys must be non-empty")
+
     async def finish(self, *, cut_last: bool = True) -> list[RangeInfo]:
         """Cut the last range, wait for every upload, and return all ranges in key order.
         With ``cut_last`` False the records after the last cut stay :attr:`pending`."""
@@ -262,7 +284,7 @@ class RangeWriter:
         for r in self._ranges:
             if isinstance(r, _Cut):
                 recs = r.records
-                r = RangeInfo(r.id, recs[0].key, recs[-1].key, len(recs), r.size)
+                r = RangeInfo(r.id, recs[0][0], recs[-1][0], len(recs), r.size)
             out.append(r)
         self._ranges = list(out)
         return out

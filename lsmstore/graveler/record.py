@@ -16,6 +16,7 @@ a 20 ms pause in the read benchmark, BENCHMARKS.md).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from typing import NamedTuple, TypeAlias
 
 
@@ -44,6 +45,17 @@ def as_record(t: RecordTuple) -> Record:
     """The :class:`Record` of a plain record tuple (one C call, no Python frame)."""
     rec: Record = _new_tuple(Record, t)
     return rec
+
+
+def columns(
+    records: Sequence[RecordTuple],
+) -> tuple[Sequence[bytes], Sequence[bytes], Sequence[bytes | None]]:
+    """Keys, identities and values of ``records`` (Records or plain tuples), one tuple
+    each (built in C)."""
+    if not records:
+        return (), (), ()
+    keys, identities, values = zip(*records, strict=True)
+    return keys, identities, values
 
 
 def tombstone(key: bytes) -> Record:

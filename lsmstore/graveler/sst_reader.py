@@ -418,7 +418,7 @@ def _decode_index_block(
 #: A decoded data block: its keys and its records.  Tuples of plain tuples of bytes,
 #: so a cached block -- the outer tuple too -- is untracked by CPython's collector
 #: after one collection (:mod:`lsmstore.graveler.record`).
-_Block = tuple[tuple[bytes, ...], tuple[RecordTuple, ...]]
+DecodedBlock = tuple[tuple[bytes, ...], tuple[RecordTuple, ...]]
 
 
 class SSTReader:
@@ -465,7 +465,7 @@ class SSTReader:
         self.size = len(data)
         self._data = data
         self._view = memoryview(data)
-        self._cache: OrderedDict[int, bytes | _Block] = OrderedDict()
+        self._cache: OrderedDict[int, bytes | DecodedBlock] = OrderedDict()
         self._cache_size = max(1, block_cache_size)
         self._base_context = 0
         try:
@@ -710,14 +710,14 @@ class SSTReader:
             raise _Bad(f"{what} block at offset {offset}: decompressed size mismatch")
         return out
 
-    def _decode(self, i: int, raw: bytes) -> _Block:
+    def _decode(self, i: int, raw: bytes) -> DecodedBlock:
         keys, records = _decode_data_block(raw, self.name)
         index_keys = self._index_keys
         if keys[-1] > index_keys[i] or (i and keys[0] <= index_keys[i - 1]):
             raise _Bad(f"data block at offset {self._offsets[i]}: keys outside its index range")
         return tuple(keys), tuple(records)
 
-    def _put(self, i: int, entry: bytes | _Block) -> None:
+    def _put(self, i: int, entry: bytes | DecodedBlock) -> None:
         cache = self._cache
         cache[i] = entry
         try:
@@ -727,7 +727,7 @@ class SSTReader:
         except KeyError:  # another thread changed the cache meanwhile
             pass
 
-    def _block(self, i: int, keep: bool = True) -> _Block:
+    def _block(self, i: int, keep: bool = True) -> DecodedBlock:
         """Decoded block ``i``: from the cache, else decoded and (if ``keep``, or it was
         cached undecoded) put there."""
         entry = self._cache.get(i)
@@ -785,16 +785,23 @@ class SSTReader:
     def seek(self, key: bytes = b"") -> Iterator[Record]:
         """Records with key >= ``key``, in key order.  Blocks after the first are decoded
         without displacing cached ones (a scan does not flush the cache)."""
+        for j, (_, records) in self.blocks(key):
+            yield from _as_records(islice(records, j, None) if j else records)
+
+    def blocks(self, key: bytes = b"") -> Iterator[tuple[int, DecodedBlock]]:
+        """The decoded blocks that hold the records with key >= ``key``, in key order,
+        each as ``(start, (keys, records))``: ``start`` is the index of the first such
+        record in the first block (possibly its length), 0 in later ones.  Records are
+        plain tuples; later blocks are decoded without displacing cached ones."""
         index_keys = self._index_keys
         i = bisect_left(index_keys, key)
         n = len(index_keys)
         if i == n:
             return
-        keys, records = self._block(i)
-        j = bisect_left(keys, key)
-        yield from _as_records(islice(records, j, None) if j else records)
+        block = self._block(i)
+        yield bisect_left(block[0], key) if key else 0, block
         for later in range(i + 1, n):
-            yield from _as_records(self._block(later, keep=False)[1])
+            yield 0, self._block(later, keep=False)
 
     def __iter__(self) -> Iterator[Record]:
         return self.seek(b"")

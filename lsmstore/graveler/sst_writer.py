@@ -27,7 +27,10 @@ import contextlib
 import os
 import struct
 import tempfile
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import islice
+from operator import add, lt
 
 from rocksdict import (
     BlockBasedOptions,
@@ -39,9 +42,9 @@ from rocksdict import (
 
 from lsmstore.errors import EntryTooLargeError, InvalidInputError
 from lsmstore.graveler.block_checksum import CRC32C, crc32c_masked
-from lsmstore.graveler.record import Record
+from lsmstore.graveler.record import Record, columns
 from lsmstore.graveler.sst_reader import MAGIC, MAX_BLOCK_SIZE, parse_plain_block
-from lsmstore.graveler.value import encode_value
+from lsmstore.graveler.value import encode_value, encode_values
 
 FORMAT_VERSION = 5  # staging files
 COMMITTED_FORMAT_VERSION = 2  # the only RocksDB format_version lakeFS's readers accept
@@ -108,36 +111,82 @@ def write_committed_sst(records: Sequence[Record], kind: str) -> bytes:
 
     As :func:`write_sst`; tombstones are refused too (:class:`InvalidInputError`).
     """
+    return write_committed_columns(*columns(records), kind)
+
+
+def write_committed_columns(
+    keys: Sequence[bytes],
+    identities: Sequence[bytes],
+    values: Sequence[bytes | None],
+    kind: str,
+) -> bytes:
+    """:func:`write_committed_sst` of records given as columns (one per field, in key
+    order).  The records are checked, sized and value-encoded a column at a time (C
+    loops: this is per-record work of every commit); a column that fails a check is
+    handed to the record-at-a-time writer, which names the record at fault."""
     if kind not in (RANGE, METARANGE):
         raise InvalidInputError(f"unknown committed file kind {kind!r}")
-    size = 0
-    for rec in records:
-        if rec.value is None:
-            raise InvalidInputError(f"tombstone for key {rec.key!r} in a committed file")
-        size += len(rec.key) + len(rec.identity) + len(rec.value) + _RECORD_OVERHEAD
-    data = _write(records, _committed_options)
+    if not keys:
+        raise InvalidInputError("cannot write an SST with no records")
+    if len(identities) != len(keys) or len(values) != len(keys):
+        raise InvalidInputError(
+            f"columns of {len(keys)} keys, {len(identities)} identities, {len(values)} values"
+        )
+    try:
+        value_bytes = sum(map(len, values))  # type: ignore[arg-type]  # None: TypeError
+    except TypeError:
+        key = keys[[v is None for v in values].index(True)]
+        raise InvalidInputError(f"tombstone for key {key!r} in a committed file") from None
+    size = sum(map(len, keys)) + sum(map(len, identities)) + value_bytes
+    size += _RECORD_OVERHEAD * len(keys)
+    encoded = encode_values(identities, values)  # type: ignore[arg-type]  # no tombstones
+    if (
+        not min(map(len, keys))
+        or not all(map(lt, keys, islice(keys, 1, None)))
+        or max(map(add, map(len, keys), map(len, encoded))) > MAX_ENTRY_BYTES
+    ):  # the record-at-a-time writer raises the error naming the record
+        _write(list(map(Record, keys, identities, values)), _committed_options)
+        raise AssertionError("unreachable: the records failed a check")  # pragma: no cover
+    data = _write_checked(keys, encoded, _committed_options)
     return add_user_properties(
         data,
         {
             b"type": kind.encode(),
-            b"min_key": records[0].key,
-            b"max_key": records[-1].key,
-            b"count": b"%d" % len(records),
+            b"min_key": keys[0],
+            b"max_key": keys[-1],
+            b"count": b"%d" % len(keys),
             b"estimated_size_bytes": b"%d" % size,
         },
     )
 
 
+def _write_checked(
+    keys: Sequence[bytes], encoded: Sequence[bytes], options: Callable[[], Options]
+) -> bytes:
+    """SST bytes of checked entries (non-empty, strictly increasing keys; encoded values
+    within bounds)."""
+
+    def feed(writer: SstFileWriter) -> None:
+        deque(map(writer.__setitem__, keys, encoded), maxlen=0)
+
+    return _ram_first(lambda directory: _write_file(feed, directory, options))
+
+
 def _write(records: Iterable[Record], options: Callable[[], Options]) -> bytes:
     records = records if isinstance(records, list | tuple) else list(records)
+    return _ram_first(lambda directory: _write_sst(records, directory, options))
+
+
+def _ram_first(write: Callable[[str | None], bytes]) -> bytes:
+    """``write(directory)`` in the RAM-backed directory, else in the temporary one."""
     if _RAM_DIR is not None:
         try:
-            return _write_sst(records, _RAM_DIR, options)
+            return write(_RAM_DIR)
         except InvalidInputError:
             raise
         except Exception:  # OSError, or RocksDB's "IO error" (e.g. /dev/shm is full)
             pass
-    return _write_sst(records, None, options)
+    return write(None)
 
 
 def _write_sst(
@@ -145,11 +194,7 @@ def _write_sst(
     directory: str | None,
     options: Callable[[], Options] = _staging_options,
 ) -> bytes:
-    fd, path = tempfile.mkstemp(prefix="lsmstore-", suffix=".sst", dir=directory)
-    os.close(fd)
-    try:
-        writer = SstFileWriter(options=options())
-        writer.open(path)
+    def feed(writer: SstFileWriter) -> None:
         prev: bytes | None = None
         for key, identity, value in records:
             if not key:
@@ -171,6 +216,21 @@ def _write_sst(
             prev = key
         if prev is None:
             raise InvalidInputError("cannot write an SST with no records")
+
+    return _write_file(feed, directory, options)
+
+
+def _write_file(
+    feed: Callable[[SstFileWriter], None], directory: str | None, options: Callable[[], Options]
+) -> bytes:
+    """The bytes of the SST ``feed`` puts its entries into (through a temporary file in
+    ``directory``, removed in any case)."""
+    fd, path = tempfile.mkstemp(prefix="lsmstore-", suffix=".sst", dir=directory)
+    os.close(fd)
+    try:
+        writer = SstFileWriter(options=options())
+        writer.open(path)
+        feed(writer)
         writer.finish()
         with open(path, "rb") as f:
             return f.read()

@@ -9,14 +9,19 @@ no tombstones: one found raises :class:`CorruptFileError`.
 from __future__ import annotations
 
 import asyncio
+from bisect import bisect_left
 from collections.abc import AsyncIterator, Iterator, Sequence
+from operator import itemgetter
 
 from lsmstore.errors import CorruptFileError
 from lsmstore.graveler.metarange import Metarange, check_tree_id
 from lsmstore.graveler.ranges import RangeInfo
-from lsmstore.graveler.record import Record
+from lsmstore.graveler.record import Record, RecordTuple
 from lsmstore.graveler.source import RangeSource
-from lsmstore.graveler.sst_reader import SSTReader
+from lsmstore.graveler.sst_reader import DecodedBlock, SSTReader
+
+_VALUE = itemgetter(2)
+_new_tuple = tuple.__new__  # a Record of a plain tuple, made in C
 
 
 def _tombstone(reader: SSTReader, key: bytes) -> CorruptFileError:
@@ -91,11 +96,23 @@ class TreeCursor:
     The cursor is either *at the header* of range ``i`` (nothing read yet; ``record`` is
     None and :attr:`pos` is the range's first key), *inside* it at ``record``, or past the
     last range (``valid`` False, ``pos`` None).  Moving within an entered range is
-    synchronous (the range is in memory).  ``ranges_read`` counts entered ranges.
-    Used by apply, diff and merge; not safe for concurrent use.
+    synchronous (the range is in memory, read a decoded block at a time).
+    ``ranges_read`` counts entered ranges.  Used by apply, diff and merge; not safe for
+    concurrent use.
     """
 
-    __slots__ = ("_it", "_reader", "i", "ranges", "ranges_read", "record", "source")
+    __slots__ = (
+        "_blocks",
+        "_j",
+        "_keys",
+        "_reader",
+        "_recs",
+        "i",
+        "ranges",
+        "ranges_read",
+        "record",
+        "source",
+    )
 
     def __init__(self, source: RangeSource, ranges: Sequence[RangeInfo]) -> None:
         self.source = source
@@ -104,7 +121,10 @@ class TreeCursor:
         self.record: Record | None = None
         self.ranges_read = 0
         self._reader: SSTReader | None = None
-        self._it: Iterator[Record] | None = None
+        self._blocks: Iterator[tuple[int, DecodedBlock]] | None = None
+        self._keys: tuple[bytes, ...] = ()
+        self._recs: tuple[RecordTuple, ...] = ()
+        self._j = 0  # index in _recs of the record after ``record``
 
     @property
     def valid(self) -> bool:
@@ -134,24 +154,37 @@ class TreeCursor:
         reader = await self.source.reader(info.id)
         self.ranges_read += 1
         self._reader = reader
-        self._it = iter(reader)
-        self._step()
+        self._start(reader.blocks())
         if self.record is None or self.record.key != info.min_key:
             first = None if self.record is None else self.record.key
             raise CorruptFileError(
                 reader.name, f"range starts at {first!r}, its metarange says {info.min_key!r}"
             )
 
+    def _start(self, blocks: Iterator[tuple[int, DecodedBlock]]) -> None:
+        self._blocks = blocks
+        self._keys = ()
+        self._recs = ()
+        self._j = 0
+        self._step()
+
     def _step(self) -> None:
-        assert self._it is not None
-        record = next(self._it, None)
-        if record is None:
-            self._end_of_range()
-            return
-        if record.value is None:
+        j = self._j
+        recs = self._recs
+        while j >= len(recs):
+            assert self._blocks is not None
+            block = next(self._blocks, None)
+            if block is None:
+                self._end_of_range()
+                return
+            j, (self._keys, recs) = block
+            self._recs = recs
+        t = recs[j]
+        self._j = j + 1
+        if t[2] is None:
             assert self._reader is not None
-            raise _tombstone(self._reader, record.key)
-        self.record = record
+            raise _tombstone(self._reader, t[0])
+        self.record = _new_tuple(Record, t)
 
     def _end_of_range(self) -> None:
         info = self.ranges[self.i]
@@ -164,25 +197,38 @@ class TreeCursor:
             )
         self.skip_range()
 
-    def take_below(self, stop: bytes | None) -> Iterator[Record]:
-        """Yield the current record and the following ones of the entered range while
-        their keys are below ``stop`` (None: to the range's end), moving past each; the
-        cursor is left on the first record >= ``stop`` or at the next range's header.
-        Consume it fully before moving the cursor otherwise."""
+    def take_run(self, stop: bytes | None) -> list[RecordTuple]:
+        """The current record and the following ones of the entered range whose keys are
+        below ``stop`` (None: to the range's end), as one list (empty when the current
+        record is not below ``stop``, or the cursor is at a header).  The cursor is left
+        on the run's last record: :meth:`next` moves past it."""
         record = self.record
-        it = self._it
-        if record is None or it is None:
-            return
-        while stop is None or record.key < stop:
-            yield record
-            record = next(it, None)
-            if record is None:
-                self._end_of_range()
-                return
-            if record.value is None:
-                assert self._reader is not None
-                raise _tombstone(self._reader, record.key)
-            self.record = record
+        if record is None or (stop is not None and record[0] >= stop):
+            return []
+        run: list[RecordTuple] = [record]
+        keys, recs, j = self._keys, self._recs, self._j
+        blocks = self._blocks
+        assert blocks is not None
+        while True:
+            end = len(recs) if stop is None else bisect_left(keys, stop, j)
+            if end > j:
+                more = recs[j:end]
+                if None in map(_VALUE, more):
+                    assert self._reader is not None
+                    bad = next(t for t in more if t[2] is None)
+                    raise _tombstone(self._reader, bad[0])
+                run += more
+            if end < len(recs):
+                break
+            block = next(blocks, None)  # the block is used up: on into the next one
+            if block is None:
+                break  # the range's end: the next step meets it again
+            end, (keys, recs) = block
+            j = end
+        self._keys, self._recs, self._j = keys, recs, end
+        if len(run) > 1:
+            self.record = _new_tuple(Record, run[-1])
+        return run
 
     def next(self) -> None:
         """Move to the next record (or to the next range's header)."""
@@ -192,7 +238,10 @@ class TreeCursor:
         """Leave the current range (header or inside) for the next range's header."""
         self.i += 1
         self.record = None
-        self._it = None
+        self._blocks = None
+        self._keys = ()
+        self._recs = ()
+        self._j = 0
         self._reader = None
 
     def skip_to(self, key: bytes) -> None:
@@ -204,8 +253,7 @@ class TreeCursor:
                 continue
             if self.record is not None and self.record.key < key:
                 assert self._reader is not None
-                self._it = self._reader.seek(key)
-                self._step()  # max_key >= key: a record is found in this range
+                self._start(self._reader.blocks(key))  # max_key >= key: a record is found
             return
 
     async def lookup(self, key: bytes) -> Record | None:
