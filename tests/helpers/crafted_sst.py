@@ -13,8 +13,8 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from helpers.lakefs_sst import ROCKSDB_MAGIC, masked_crc32c
 from lsmstore.graveler.value import encode_value
+from tests.helpers.lakefs_sst import ROCKSDB_MAGIC, masked_crc32c
 
 
 def varint(n: int) -> bytes:

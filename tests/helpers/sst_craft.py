@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 import xxhash
 
-from helpers.crafted_sst import varint
 from lsmstore.graveler.record import Record
 from lsmstore.graveler.value import encode_value
+from tests.helpers.crafted_sst import varint
 
 MAGIC = 0x88E241B785F4CFF7
 FORMAT_VERSION = 5
