@@ -166,8 +166,9 @@ class Request:
                 raise bad_request("invalid Content-Length") from None
         total = 0
         while True:
-            try:
-                msg = await asyncio.wait_for(self.receive(), self.body_timeout_s)
+            try:  # a timer, not wait_for's task per message
+                async with asyncio.timeout(self.body_timeout_s):
+                    msg = await self.receive()
             except TimeoutError:
                 raise ApiError(408, "timed out reading the request body") from None
             if msg["type"] == "http.disconnect":
