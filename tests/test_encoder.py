@@ -21,7 +21,7 @@ from lsmstore.objects.entry import (
     encode_value,
 )
 from lsmstore.staging import files
-from lsmstore.staging.encoder import Encoder
+from lsmstore.staging.encoder import INLINE_RECORDS, Encoder
 from lsmstore.staging.keys import make_record
 from lsmstore.staging.memstore import Memstore, record_bytes, staged_bytes
 from lsmstore.staging.pending import Pending, Staged
@@ -73,13 +73,16 @@ async def test_worker_and_thread_write_the_same_file() -> None:
     assert got[1][:2] == (len(records), len(records[::7]))
 
 
-async def test_small_batches_stay_in_threads() -> None:
+async def test_small_batches_stay_in_threads_and_tiny_ones_on_the_loop() -> None:
     enc = Encoder(use_process=True, min_records=100)
     try:
         for _ in range(3):
             await enc.encode(_records(50), 0.01)
-        assert (enc.batches_in_process, enc.batches_in_thread) == (0, 3)
+        tiny = _records(INLINE_RECORDS)
+        sst, meta = await enc.encode(tiny, 0.01)
+        assert (enc.batches_in_process, enc.batches_in_thread, enc.batches_inline) == (0, 3, 1)
         assert enc._proc is None and enc._starting is None  # never started
+        assert _contents(sst, meta)[0] == sorted(tiny)
     finally:
         await enc.aclose()
 

@@ -391,7 +391,11 @@ class ObjectWrites(ObjectReads):
         """Register an object whose data is already at ``physical_address`` (a full URI
         inside the storage namespace, or under an allowed external prefix).
         ``verify`` checks that the data exists with exactly ``size`` bytes
-        (InvalidInputError otherwise).  ``mtime`` defaults to now."""
+        (InvalidInputError otherwise).  ``mtime`` defaults to now.
+
+        Like ``link_many``, it looks nothing up unless ``if_absent`` asks it to (and
+        then the path holds no object to replace): the data of a staged object it
+        replaces is left to the GC job's orphan scan, no candidate is recorded."""
         repo = self.repository
         key = check_path(path, repo.store.config.max_key_bytes)
         ns = namespace(repo)
@@ -399,14 +403,14 @@ class ObjectWrites(ObjectReads):
         entry = self._link_entry(ns, link, self._now())
         if verify:
             await self._verify(ns, path, entry)
-        lock = self._lock(key) if if_absent else contextlib.nullcontext()
-        async with lock:
-            exists, old = await self._previous(key)
-            if if_absent and exists:
-                raise ObjectExistsError(path)
-            await self._w().write(self._record(key, entry))
-        new = entry.address if entry.address_type is AddressType.RELATIVE else None
-        await self._replaced([(key, old, new)], "overwritten")
+        record = self._record(key, entry)
+        if if_absent:
+            async with self._lock(key):
+                if (await self._previous(key))[0]:
+                    raise ObjectExistsError(path)
+                await self._w().write(record)
+        else:
+            await self._w().write(record)
         return _stats(path, entry, ns)
 
     async def _verify(self, ns: Namespace, path: str, entry: ObjectEntry) -> None:

@@ -188,8 +188,11 @@ async def apply(branch: Branch, entries: list[Any], json_body: bool) -> int:
         news[i] = data_key
 
     try:
-        await asyncio.gather(*(write_data(i, p) for i, p in puts))
-        final = [r for r in records if r is not None]  # every put has its record now
+        if puts:
+            await asyncio.gather(*(write_data(i, p) for i, p in puts))
+            final = [r for r in records if r is not None]  # every put has its record now
+        else:
+            final = records  # type: ignore[assignment]  # no put: no hole
         looked = list(news)
         olds = await _previous_data(branch, [final[i][0] for i in looked]) if looked else []
         await branch._w().write_staged(final)
@@ -250,6 +253,10 @@ def _data_address(value: bytes | None, staged: bool) -> str | None:
 
 
 def routes(ctx: Context, path: str) -> list[Route]:
+    metrics = ctx.metrics
+    in_flight = metrics.writes_in_flight
+    seconds = metrics.flush_seconds.labels("lsmBatch")  # looked up once, not per request
+
     async def batch(request: Request) -> Response:
         repo = await ctx.repository(request.params["repository"])
         name = check_ref_name(request.params["branch"])
@@ -259,13 +266,13 @@ def routes(ctx: Context, path: str) -> list[Route]:
         entries = decode_body(await request.body(), content_type)
         started = time.perf_counter()
         async with ctx.locks.shared(repo.name, name):
-            ctx.metrics.writes_in_flight.inc()
+            in_flight.inc()
             try:
                 n = await apply(branch, entries, not content_type.startswith(MSGPACK))
             finally:
-                ctx.metrics.writes_in_flight.dec()
-        ctx.metrics.batch_records.observe(n)
-        ctx.metrics.flush_seconds.labels("lsmBatch").observe(time.perf_counter() - started)
+                in_flight.dec()
+        metrics.batch_records.observe(n)
+        seconds.observe(time.perf_counter() - started)
         return json_response({"entries": n})
 
     return [

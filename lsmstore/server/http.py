@@ -153,6 +153,30 @@ class Request:
     async def stream(self, limit: int | None = None) -> AsyncIterator[bytes]:
         """The body's chunks; 413 once more than ``limit`` (default: the server's
         bound) bytes arrived, 408 when the client sends nothing for the timeout."""
+        bound = self._bound(limit)
+        total, more = 0, True
+        while more:
+            chunk, more = await self._next_chunk(total, bound)
+            if chunk:
+                total += len(chunk)
+                yield chunk
+
+    async def body(self, limit: int | None = None) -> bytes:
+        """The whole body, as :meth:`stream` reads it (without an async generator:
+        every write request with a JSON or small body comes this way)."""
+        bound = self._bound(limit)
+        parts: list[bytes] = []
+        total, more = 0, True
+        while more:
+            chunk, more = await self._next_chunk(total, bound)
+            if chunk:
+                total += len(chunk)
+                parts.append(chunk)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def _bound(self, limit: int | None) -> int:
+        """Start reading the body (once only): its bound in bytes, 413 when the
+        declared length is over it."""
         if self._body_read:
             raise RuntimeError("request body already consumed")
         self._body_read = True
@@ -164,26 +188,21 @@ class Request:
                     raise ApiError(413, f"request body larger than {bound} bytes")
             except ValueError:
                 raise bad_request("invalid Content-Length") from None
-        total = 0
-        while True:
-            try:
-                msg = await asyncio.wait_for(self.receive(), self.body_timeout_s)
-            except TimeoutError:
-                raise ApiError(408, "timed out reading the request body") from None
-            if msg["type"] == "http.disconnect":
-                raise ApiError(400, "client disconnected before the body was complete")
-            chunk = msg.get("body", b"")
-            if chunk:
-                total += len(chunk)
-                if total > bound:
-                    raise ApiError(413, f"request body larger than {bound} bytes")
-                yield chunk
-            if not msg.get("more_body", False):
-                return
+        return bound
 
-    async def body(self, limit: int | None = None) -> bytes:
-        parts = [c async for c in self.stream(limit)]
-        return b"".join(parts)
+    async def _next_chunk(self, total: int, bound: int) -> tuple[bytes, bool]:
+        """The next message's bytes (``total`` read so far) and whether more follow."""
+        try:  # a timer, not wait_for's task per message
+            async with asyncio.timeout(self.body_timeout_s):
+                msg = await self.receive()
+        except TimeoutError:
+            raise ApiError(408, "timed out reading the request body") from None
+        if msg["type"] == "http.disconnect":
+            raise ApiError(400, "client disconnected before the body was complete")
+        chunk: bytes = msg.get("body", b"")
+        if chunk and total + len(chunk) > bound:
+            raise ApiError(413, f"request body larger than {bound} bytes")
+        return chunk, bool(msg.get("more_body", False))
 
     async def json(self, limit: int | None = None) -> Any:
         data = await self.body(limit)

@@ -5,7 +5,10 @@ Sorting a sealed batch, writing its SST and building its bloom filter is pure CP
 core it still competes with the event loop that resolves acknowledgements and serves
 reads.  :class:`Encoder` sends batches of at least ``min_records`` records to one
 worker process (:func:`main`, started on first use, one per Store) and encodes smaller
-ones -- where the round trip would cost more than it saves -- in a thread.
+ones -- where the round trip would cost more than it saves -- in a thread, and tiny ones
+(at most :data:`INLINE_RECORDS`) on the event loop: encoding holds the GIL either way,
+and a thread hop would add its own CPU and, on a busy machine, milliseconds of waiting
+to every acknowledgement of the batch.
 
 The worker is an optimisation, never a dependency: while it starts, when it has
 ``max_queued`` batches queued, or if it cannot be started or dies, batches are encoded
@@ -46,6 +49,10 @@ log = logging.getLogger(__name__)
 
 #: Batches smaller than this are encoded in a thread (the round trip costs ~0.3 ms).
 MIN_RECORDS = 64
+#: Batches of at most this many records are encoded on the event loop: ~2 us a record,
+#: less than the CPU of a thread hop, and no wait for a thread and the GIL (milliseconds
+#: on a busy machine, on the acknowledgement of every write of the batch).
+INLINE_RECORDS = 16
 #: Batches queued in the worker at most; more are encoded in a thread meanwhile.
 MAX_QUEUED = 1
 #: Worker (re)starts per Encoder at most; after that, threads only.
@@ -131,6 +138,7 @@ class Encoder:
         self.max_queued = max_queued
         self.batches_in_process = 0
         self.batches_in_thread = 0
+        self.batches_inline = 0
         self.restarts = 0
         self._proc: AsyncWorkerProcess | None = None
         self._starting: asyncio.Task[None] | None = None
@@ -154,6 +162,9 @@ class Encoder:
                 return out
             self.batches_in_thread += 1
             return await asyncio.to_thread(encode_columns, *cols, error_rate)
+        if len(records) <= INLINE_RECORDS:
+            self.batches_inline += 1
+            return encode_records(records, error_rate, pending)
         self.batches_in_thread += 1
         return await asyncio.to_thread(encode_records, records, error_rate, pending)
 

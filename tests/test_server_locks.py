@@ -1,0 +1,126 @@
+"""The server's per-branch reader/writer locks (lsmstore.server.locks): shared holders
+enter together, an exclusive holder waits them out and holds new ones back, a
+cancelled waiter leaves nothing behind, idle branches' locks are dropped."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from lsmstore.server.locks import BranchLocks
+
+
+async def _turns(n: int = 5) -> None:
+    for _ in range(n):
+        await asyncio.sleep(0)
+
+
+async def test_shared_holders_enter_together_and_exclusive_waits_for_them() -> None:
+    locks = BranchLocks()
+    order: list[str] = []
+    first, second = locks.shared("r", "b"), locks.shared("r", "b")
+    await first.__aenter__()
+    await second.__aenter__()  # both in at once
+
+    async def exclusive() -> None:
+        async with locks.exclusive("r", "b"):
+            order.append("exclusive")
+
+    ex = asyncio.create_task(exclusive())
+    await _turns()
+    assert order == []
+    await first.__aexit__(None, None, None)
+    await _turns()
+    assert order == []  # one shared holder is still in
+    await second.__aexit__(None, None, None)
+    await ex
+    assert order == ["exclusive"]
+    assert not locks._locks  # idle: dropped
+
+
+async def test_waiting_exclusive_holds_new_shared_back_then_lets_them_in_together() -> None:
+    locks = BranchLocks()
+    order: list[str] = []
+    held = locks.shared("r", "b")
+    await held.__aenter__()
+    release = asyncio.Event()
+
+    async def exclusive() -> None:
+        async with locks.exclusive("r", "b"):
+            order.append("exclusive")
+            await release.wait()
+
+    async def shared(name: str) -> None:
+        async with locks.shared("r", "b"):
+            order.append(name)
+
+    ex = asyncio.create_task(exclusive())
+    await _turns()
+    late = [asyncio.create_task(shared(f"s{i}")) for i in range(3)]
+    await _turns()
+    assert order == []  # queued behind the waiting exclusive holder
+    await held.__aexit__(None, None, None)
+    await _turns()
+    assert order == ["exclusive"]
+    release.set()
+    await asyncio.gather(ex, *late)
+    assert order == ["exclusive", "s0", "s1", "s2"]
+    assert not locks._locks
+
+
+async def test_other_branches_do_not_wait() -> None:
+    locks = BranchLocks()
+    async with locks.exclusive("r", "b"):
+        async with locks.exclusive("r", "other"), locks.shared("r2", "b"):
+            pass
+
+
+@pytest.mark.parametrize("exclusive", [False, True])
+async def test_cancelled_waiter_leaves_nothing_behind(exclusive: bool) -> None:
+    locks = BranchLocks()
+    entered: list[str] = []
+    held = locks.exclusive("r", "b")
+    await held.__aenter__()
+
+    async def waiter() -> None:
+        async with locks.exclusive("r", "b") if exclusive else locks.shared("r", "b"):
+            entered.append("cancelled one")
+
+    async def later() -> None:
+        async with locks.shared("r", "b"):
+            entered.append("later")
+
+    w = asyncio.create_task(waiter())
+    await _turns()
+    after = asyncio.create_task(later())
+    await _turns()
+    w.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await w
+    await held.__aexit__(None, None, None)
+    await after
+    assert entered == ["later"]
+    assert not locks._locks
+    async with locks.exclusive("r", "b"):  # free again
+        pass
+
+
+async def test_waiter_cancelled_as_it_is_let_in_gives_the_lock_back() -> None:
+    locks = BranchLocks()
+    held = locks.exclusive("r", "b")
+    await held.__aenter__()
+
+    async def waiter() -> None:
+        async with locks.exclusive("r", "b"):
+            raise AssertionError("cancelled before it ran")
+
+    w = asyncio.create_task(waiter())
+    await _turns()
+    await held.__aexit__(None, None, None)  # lets the waiter in...
+    w.cancel()  # ...which is cancelled before it runs
+    with pytest.raises(asyncio.CancelledError):
+        await w
+    assert not locks._locks
+    async with locks.shared("r", "b"):
+        pass
