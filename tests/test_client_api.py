@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiobotocore.session import get_session
 
 import lsmstore
 from lsmstore.errors import (
@@ -35,6 +34,7 @@ from lsmstore.errors import (
 )
 from lsmstore.objects import ObjectLink
 from lsmstore.staging.reader import Entry, Stat
+from lsmstore.testing.servers import new_bucket
 from tests.helpers.remote import lsm_server  # noqa: F401 - the fixture
 
 TRANSPORTS = ["embedded", "redis_s3", "server"]
@@ -51,15 +51,6 @@ class Target:
         return await self.store.create_repository(name, storage_namespace=self.namespace(name))
 
 
-async def _bucket(endpoint: str) -> str:
-    name = f"c-{uuid.uuid4().hex[:16]}"
-    async with get_session().create_client(
-        "s3", endpoint_url=endpoint, region_name="us-east-1"
-    ) as client:
-        await client.create_bucket(Bucket=name)
-    return name
-
-
 @pytest.fixture(params=TRANSPORTS)
 async def target(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Target]:
     kind = request.param
@@ -70,7 +61,7 @@ async def target(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
     elif kind == "redis_s3":
         redis_url = request.getfixturevalue("redis_server_url")
         moto = request.getfixturevalue("moto")
-        bucket = await _bucket(moto.endpoint)
+        bucket = await new_bucket(moto.endpoint, "c")
         url = f"{redis_url}?prefix=c{uuid.uuid4().hex[:8]}:"
         async with lsmstore.connect(url, **settings) as store:
             yield Target(kind, store, lambda n: f"s3://{bucket}/{n}?endpoint_url={moto.endpoint}")
