@@ -235,14 +235,7 @@ class RangeWriter:
 
     async def add_range(self, info: RangeInfo) -> None:
         """Append an existing range whole (its object is already stored)."""
-        if self._records:
-            raise InvalidInputError(
-                f"range {info.id} cannot be appended whole: records wait for a cut"
-            )
-        self._check_order(info.min_key)
-        self._last_key = info.max_key
-        self._ranges.append(info)
-        self.ranges_reused += 1
+        self.add_stored(info, False)
 
     def add_stored(self, info: RangeInfo, written: bool) -> None:
         """Append a range cut, named and stored elsewhere (only while :attr:`empty`):
