@@ -45,6 +45,7 @@ from lsmstore.graveler.block_checksum import CRC32C, crc32c_masked
 from lsmstore.graveler.record import Record, columns
 from lsmstore.graveler.sst_reader import MAGIC, MAX_BLOCK_SIZE, parse_plain_block
 from lsmstore.graveler.value import encode_value, encode_values
+from lsmstore.graveler.varint import encode_uvarint
 
 FORMAT_VERSION = 5  # staging files
 COMMITTED_FORMAT_VERSION = 2  # the only RocksDB format_version lakeFS's readers accept
@@ -252,22 +253,13 @@ _TRAILER_SIZE = 5
 _PROPERTIES = b"rocksdb.properties"
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _plain_block(entries: Sequence[tuple[bytes, bytes]]) -> bytes:
     """An uncompressed block of ``entries`` (sorted), every entry a restart point."""
     out = bytearray()
     restarts = []
     for key, value in entries:
         restarts.append(len(out))
-        out += b"\x00" + _varint(len(key)) + _varint(len(value)) + key + value
+        out += b"\x00" + encode_uvarint(len(key)) + encode_uvarint(len(value)) + key + value
     out += struct.pack(f"<{len(restarts)}I", *restarts)
     out += struct.pack("<I", len(restarts))
     return bytes(out)
@@ -309,14 +301,14 @@ def add_user_properties(data: bytes, props: Mapping[bytes, bytes]) -> bytes:
             raise ValueError(f"property {name!r} is taken")
         entries[name] = value
     new_props = _plain_block(sorted(entries.items()))
-    handles[_PROPERTIES] = _varint(props_offset) + _varint(len(new_props))
+    handles[_PROPERTIES] = encode_uvarint(props_offset) + encode_uvarint(len(new_props))
     new_meta = _plain_block(sorted(handles.items()))
     new_meta_offset = props_offset + len(new_props) + _TRAILER_SIZE
     handles_part = (
-        _varint(new_meta_offset)
-        + _varint(len(new_meta))
-        + _varint(index_offset)
-        + _varint(index_size)
+        encode_uvarint(new_meta_offset)
+        + encode_uvarint(len(new_meta))
+        + encode_uvarint(index_offset)
+        + encode_uvarint(index_size)
     )
     new_footer = (
         bytes((CRC32C,))

@@ -14,16 +14,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lsmstore.errors import CorruptFileError, InvalidInputError
+from lsmstore.graveler.varint import encode_uvarint
 
 
 def _put_length(n: int) -> bytes:
-    u = n << 1
-    out = bytearray()
-    while u >= 0x80:
-        out.append((u & 0x7F) | 0x80)
-        u >>= 7
-    out.append(u)
-    return bytes(out)
+    return encode_uvarint(n << 1)  # zigzag of a non-negative length
 
 
 _LENGTHS = [_put_length(n) for n in range(1024)]  # the common lengths, precomputed

@@ -39,6 +39,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError, Message
 
 from lsmstore.errors import CorruptFileError
+from lsmstore.graveler.varint import encode_uvarint
 from lsmstore.objects.proto.catalog_pb2 import Entry as EntryMessage
 
 #: lakeFS's ``catalog.DefaultContentType``: stored when an object is written without one.
@@ -176,12 +177,7 @@ def _uvarint(n: int) -> bytes:
                 n >> 28,
             )
         )
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
+    return encode_uvarint(n)
 
 
 _BYTE = [bytes((i,)) for i in range(0x80)]
