@@ -12,21 +12,8 @@ from lsmstore.api import StoreAPI
 from lsmstore.cli.graph import Graph
 from lsmstore.cli.output import timestamp
 from lsmstore.cli.runtime import URI, out, parse_metadata, run, settings
-from lsmstore.graveler.commit import Commit
+from lsmstore.server import models
 from lsmstore.uri import LsmURI
-
-
-def commit_fields(commit_id: str, c: Commit) -> dict[str, Any]:
-    return {
-        "id": commit_id,
-        "parents": list(c.parents),
-        "committer": c.committer,
-        "message": c.message,
-        "creation_date": c.created_at,
-        "meta_range_id": c.metarange_id,
-        "metadata": dict(c.metadata),
-        "generation": c.generation,
-    }
 
 
 @click.command("commit")
@@ -49,7 +36,7 @@ def commit(
                 message, metadata=metadata, committer=committer, allow_empty=allow_empty
             )
         head = await repo.branch(uri.ref_or_error).head()
-        return commit_fields(head.base, c)
+        return models.commit(head.base, c)
 
     d = run(body)
     out().done(f"Commit [yellow]{d['id']}[/yellow] on {uri}: {escape(message)}", data=d)
@@ -75,7 +62,7 @@ def log(
     async def body(store: StoreAPI) -> list[dict[str, Any]]:
         repo = await store.get_repository(uri.repository)
         return [
-            commit_fields(e.id, e.commit)
+            models.commit(e.id, e.commit)
             async for e in repo.log(uri.ref_or_error, after=after, limit=amount, first_parent=fp)
         ]
 
@@ -115,7 +102,7 @@ def show(uri: LsmURI) -> None:
         ref = repo.ref(uri.ref_or_error)
         c = await ref.commit()
         cid = ref.id or await ref_head(repo, uri)  # a live branch: its base
-        return commit_fields(cid, c)
+        return models.commit(cid, c)
 
     d = run(body)
     out().record(

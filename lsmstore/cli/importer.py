@@ -25,11 +25,11 @@ from rich.markup import escape
 
 import lsmstore
 from lsmstore.api import StoreAPI
-from lsmstore.cli.commits import commit_fields
 from lsmstore.cli.output import Tracker, human_size
 from lsmstore.cli.runtime import URI, out, parse_metadata, run
 from lsmstore.cli.transfer import DEFAULT_PARALLELISM, pool, upload_file, walk
 from lsmstore.objects import ObjectLink
+from lsmstore.server import models
 from lsmstore.storage.base import ObjectStore
 from lsmstore.storage.url import open_object_store
 from lsmstore.uri import LsmURI
@@ -148,7 +148,7 @@ def import_(
         with o.spinner(f"committing {count} objects"):
             c = await branch.commit(message or f"Import {source}", metadata=metadata)
         new_head = await branch.head()
-        return {"objects": count, "bytes": size, "commit": commit_fields(new_head.base, c)}
+        return {"objects": count, "bytes": size, "commit": models.commit(new_head.base, c)}
 
     d = run(body)
     o.done(

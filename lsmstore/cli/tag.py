@@ -8,9 +8,9 @@ import click
 
 import lsmstore
 from lsmstore.api import StoreAPI
-from lsmstore.cli.commits import commit_fields
 from lsmstore.cli.output import timestamp
 from lsmstore.cli.runtime import URI, confirm, list_names, out, run
+from lsmstore.server import models
 from lsmstore.uri import LsmURI
 
 
@@ -81,7 +81,7 @@ def show(uri: LsmURI) -> None:
             raise lsmstore.RefNotFoundError(f"{uri.repository}: no tag named {name!r}")
         ref = repo.ref(name)
         c = await ref.commit()
-        return {"id": name, "commit_id": ref.id, "commit": commit_fields(ref.id, c)}
+        return {"id": name, "commit_id": ref.id, "commit": models.commit(ref.id, c)}
 
     d = run(body)
     c = d["commit"]
