@@ -13,15 +13,14 @@ Safe for concurrent reads by many tasks; ``aclose()`` makes later calls raise
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from types import TracebackType
-from typing import Self
 
+from lsmstore.closing import AsyncCloseable
 from lsmstore.errors import ClosedError, CorruptFileError, InvalidInputError
 from lsmstore.objects.model import ObjectStats
 from lsmstore.storage.base import STREAM_CHUNK, ObjectStore
 
 
-class ObjectReader:
+class ObjectReader(AsyncCloseable):
     def __init__(self, store: ObjectStore, key: str, stats: ObjectStats) -> None:
         self.stats = stats
         self.path = stats.path
@@ -82,17 +81,6 @@ class ObjectReader:
 
     async def aclose(self) -> None:
         self._closed = True
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 class InlineReader(ObjectReader):

@@ -84,10 +84,10 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Literal, Self
+from typing import Literal
 
 from lsmstore import validate
+from lsmstore.closing import AsyncCloseable
 from lsmstore.errors import ClosedError, EntryTooLargeError, InvalidInputError, InvalidNameError
 from lsmstore.refstore.names import (
     check_commit_id,
@@ -194,7 +194,7 @@ class Workspace:
         )
 
 
-class RefStore(abc.ABC):
+class RefStore(AsyncCloseable, abc.ABC):
     """Async RefStore. Use ``async with`` or call ``aclose()``."""
 
     url: str
@@ -513,17 +513,6 @@ class RefStore(abc.ABC):
 
     async def aclose(self) -> None:
         self._closed = True
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     def _now(self) -> float:
         """Seconds since the epoch (a backend's injectable ``_clock`` if it has one)."""

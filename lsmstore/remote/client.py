@@ -25,6 +25,7 @@ from typing import Any, Self, cast
 import msgpack
 
 from lsmstore import refexpr, validate
+from lsmstore.closing import AsyncCloseable
 from lsmstore.config import Config
 from lsmstore.errors import (
     ClosedError,
@@ -927,7 +928,7 @@ async def _reader_chunks(f: Any) -> AsyncIterator[bytes]:
         yield chunk
 
 
-class RemoteObjectReader:
+class RemoteObjectReader(AsyncCloseable):
     """Ranged reads of one object through the server (``Range`` requests)."""
 
     def __init__(self, repository: RemoteRepository, ref: str, stats: ObjectStats) -> None:
@@ -969,11 +970,3 @@ class RemoteObjectReader:
 
     async def aclose(self) -> None:
         self._closed = True
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()

@@ -38,9 +38,8 @@ import enum
 import re
 from collections.abc import AsyncIterable, AsyncIterator
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Self
 
+from lsmstore.closing import AsyncCloseable
 from lsmstore.errors import ClosedError, InvalidInputError, InvalidNameError
 
 #: Largest chunk :meth:`ObjectStore.get_stream` yields by default.
@@ -81,7 +80,7 @@ def check_key(key: str) -> str:
     return key
 
 
-class ObjectStore(abc.ABC):
+class ObjectStore(AsyncCloseable, abc.ABC):
     """Async object store rooted at one storage namespace."""
 
     url: str  # the storage namespace URL this store was opened from
@@ -164,17 +163,6 @@ class ObjectStore(abc.ABC):
     def _check_open(self) -> None:
         if self._closed:
             raise ClosedError(f"object store {self.url} is closed")
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 class ForwardingStore(ObjectStore):
