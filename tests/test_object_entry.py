@@ -34,7 +34,7 @@ from lsmstore.objects.proto.catalog_pb2 import Entry as EntryMessage
 from lsmstore.objects.rules import MAX_FIELD_BYTES
 from lsmstore.staging import pending
 from lsmstore.staging.encoder import encode_records
-from lsmstore.staging.pending import Pending
+from lsmstore.staging.pending import Pending, maker_of
 
 ETAG = "5eb63bbbe01eeed093cb22bb8f5acdc3"  # MD5 of b"hello world"
 EXAMPLE = ObjectEntry(
@@ -295,7 +295,7 @@ def test_pending_entries_are_made_as_the_library_encodes(
         shared = (mtime, nanos, int(atype), ct)
         maker = makers.setdefault(shared, BatchEncoder(*shared))
         key = f"k{i:03d}".encode()
-        records.append(Pending(key, maker, address, size, etag))
+        records.append((key, maker.spec, address, size, etag))
         e = ObjectEntry(address, atype, size, etag, mtime, nanos, ct, {})
         expected.append(Record(key, *encode_value(e)))
     cols = pickle.loads(pickle.dumps(pending.split(list(records))[1]))
@@ -353,12 +353,15 @@ def test_pending_runs_of_makers_are_made_as_each_record(runs: list[int]) -> None
     for r, length in enumerate(runs):
         maker = BatchEncoder(1700000000 + r % 2, r, 1 + r % 2, "" if r % 3 else "text/csv")
         records += [
-            Pending(f"k{r}-{i:03d}".encode(), maker, f"data/{r}/{i}", 1 + (i * 7919) % 300, "e")
+            (f"k{r}-{i:03d}".encode(), maker.spec, f"data/{r}/{i}", 1 + (i * 7919) % 300, "e")
             for i in range(length)
         ]
     cols = pickle.loads(pickle.dumps(pending.split(list(records))[1]))
     assert cols is not None
-    expected = [(p.key, *p.maker.encode(p.address, p.size, p.checksum)) for p in records]
+    expected = [
+        (key, *maker_of(spec).encode(address, size, etag))
+        for key, spec, address, size, etag in records
+    ]
     assert list(zip(*pending.make(cols), strict=True)) == expected
 
 

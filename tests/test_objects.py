@@ -354,19 +354,21 @@ def test_plain_key_chars_of_keys_joined_equal_matching_each(keys: list[str]) -> 
 
 def test_link_columns_equal_links_one_by_one() -> None:
     """A call of common links is checked a column at a time; its records are the ones
-    the per-link checks make, and every call with a link that is not common (or is
-    bad) goes to the per-link checks."""
+    the per-link checks make, its keys and charge theirs, and every call with a link
+    that is not common (or is bad) goes to the per-link checks."""
     import random
 
     from lsmstore.config import Config
     from lsmstore.objects.addresses import Namespace
     from lsmstore.objects.linking import LinkStager
+    from lsmstore.staging.memstore import staged_bytes
+    from lsmstore.staging.pending import maker_of
 
     base = "file:///ns/repo"
     stager = LinkStager(Namespace(base, base, ()), Config(), (1_700_000_000, 5))
 
     def rows(records: list[Any]) -> list[Any]:
-        return [(r[0], *r[2:], r[1].encode(r[2], r[3], r[4])) for r in records]
+        return [(r[0], *r[2:], maker_of(r[1]).encode(r[2], r[3], r[4])) for r in records]
 
     rng = random.Random(3)
     good = [
@@ -375,7 +377,11 @@ def test_link_columns_equal_links_one_by_one() -> None:
     ]
     for seq in (good, [ObjectLink(*t) for t in good], good[:1]):
         columns = stager._columns(list(seq))
-        assert columns is not None and rows(columns) == rows(stager._one_by_one(list(seq)))
+        assert columns is not None
+        records, (keys, nbytes) = columns
+        assert rows(records) == rows(stager._one_by_one(list(seq)))
+        assert keys == [r[0] for r in records]
+        assert nbytes == sum(map(staged_bytes, records))
     not_common: list[Any] = [
         ("p", f"{base}/data/x", 1, "e", "text/csv"),
         ObjectLink("p", f"{base}/data/x", 1, "e", mtime=5),

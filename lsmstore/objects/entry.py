@@ -202,14 +202,17 @@ class BatchEncoder:
     Sizes must be non-negative (they are checked first).
 
     It is the :class:`~lsmstore.staging.pending.EntryMaker` of pending records (the
-    writer's encoder makes their values, in its worker process): it pickles as its four
-    arguments.  The Spark data source and any other bulk writer of entries can use it
-    the same way -- one per group of entries sharing those four fields."""
+    writer's encoder makes their values, in its worker process): a pending record holds
+    its :attr:`spec`, and it pickles as its four arguments.  The Spark data source and
+    any other bulk writer of entries can use it the same way -- one per group of entries
+    sharing those four fields."""
 
-    __slots__ = ("_args", "_id_tail", "_tail", "_ts")
+    __slots__ = ("_args", "_id_tail", "_tail", "_ts", "spec")
 
     def __init__(self, mtime: int, nanos: int, address_type: int, content_type: str) -> None:
         self._args = (mtime, nanos, int(address_type), content_type)
+        #: The :data:`~lsmstore.staging.pending.MakerSpec` naming this encoder.
+        self.spec = (_SPEC_NAME, *self._args)
         ts = (b"\x08" + _uvarint(mtime) if mtime else b"") + (
             b"\x10" + _uvarint(nanos) if nanos else b""
         )
@@ -298,6 +301,7 @@ class BatchEncoder:
         return list(map(_digest, map(_sha256, typed))), data
 
 
+_SPEC_NAME = f"{__name__}:{BatchEncoder.__name__}"
 #: ``Int64(size) String-type Int64-type`` then ``len(etag)``: the identity's first bytes.
 _ID_HEAD = struct.Struct(">Hq3sq").pack
 _digest = methodcaller("digest")
