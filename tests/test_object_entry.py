@@ -331,6 +331,33 @@ def test_encode_many_equals_encode_of_each(
     )
 
 
+@given(
+    sizes=st.lists(st.integers(1, 2**63 - 1), min_size=1, max_size=30),
+    etag_len=st.integers(1, 127),
+    address_len=st.integers(1, 127),
+    shared=st.sampled_from(
+        [(1700000000, 5, 1, DEFAULT_CONTENT_TYPE), (0, 0, 2, ""), (1, 0, 0, "t")]
+    ),
+)
+def test_encode_many_of_uniform_lengths_is_the_library_s_bytes(
+    sizes: list[int], etag_len: int, address_len: int, shared: tuple[int, int, int, str]
+) -> None:
+    """Columns whose addresses and ETags each have one length (MD5 ETags: shared field
+    heads, each identity's pre-image one struct pack) are made into the protobuf
+    library's bytes and lakeFS's identity, entry for entry."""
+    n = len(sizes)
+    addresses = [f"{i:0{address_len}d}"[-address_len:] for i in range(n)]
+    etags = [hashlib.md5(b"%d" % i).hexdigest()[:etag_len].ljust(etag_len, "e") for i in range(n)]
+    mtime, nanos, atype, ct = shared
+    entries = [
+        ObjectEntry(a, AddressType(atype), size, e, mtime, nanos, ct, {})
+        for a, size, e in zip(addresses, sizes, etags, strict=True)
+    ]
+    identities, data = BatchEncoder(*shared).encode_many(addresses, sizes, etags)
+    assert data == list(map(library_entry, entries))
+    assert identities == list(map(hand_identity, entries))
+
+
 @pytest.mark.parametrize("repeat", [1, 16])
 def test_encode_many_at_varint_boundaries(repeat: int) -> None:
     """Sizes whose varints are 1 to 9 bytes, each distinct (the packed field's
