@@ -263,7 +263,7 @@ class BatchEncoder:
         sizes' varints written by the protobuf runtime in one packed field (or each
         distinct size once, when there are few), the field heads shared and each
         identity's pre-image one ``struct`` pack when all ETags have one length (MD5
-        hex) -- 30-40 % faster than :meth:`encode` per entry.  Entries of an empty or a long
+        hex) -- ~30 % faster than :meth:`encode` per entry.  Entries of an empty or a long
         (128 bytes or more) address or ETag, or of size 0, take :meth:`encode`."""
         if not addresses:
             return [], []
