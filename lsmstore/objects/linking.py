@@ -67,6 +67,7 @@ _plain_etag = re.compile(r"[0-9A-Za-z_.:+/=-]{1,1024}").fullmatch
 _plain_key = PLAIN_KEY.fullmatch
 #: The characters of plain checksums (the checksums joined).
 _etag_chars = re.compile(r"[0-9A-Za-z_.:+/=-]*").fullmatch
+_COLUMN = tuple(map(itemgetter, range(4)))
 _LINK_FIELDS = tuple(map(attrgetter, ("path", "physical_address", "size", "checksum")))
 _UNSET_FIELDS = tuple(map(attrgetter, ("content_type", "metadata", "mtime")))
 LINKS = "link_many links"
@@ -206,7 +207,9 @@ class LinkStager:
         if kinds == {tuple}:
             if set(map(len, seq)) != {4}:
                 return None
-            paths, addrs, sizes, etags = zip(*seq, strict=True)
+            # a column a pass: zip(*seq) would make an iterator per link, each a new
+            # object for the cyclic collector (its collections were 0.2 us a link)
+            paths, addrs, sizes, etags = (list(map(get, seq)) for get in _COLUMN)
         elif kinds == {ObjectLink}:
             n = len(seq)
             for unset in _UNSET_FIELDS:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import importlib
 from collections.abc import Sequence
-from operator import is_not
+from operator import is_not, itemgetter
 from typing import Any, Protocol, TypeAlias
 
 from lsmstore.graveler.record import Record, RecordTuple
@@ -75,9 +75,7 @@ PENDING_EXTRA = 64
 
 #: Pending records as columns: keys, makers (one object shared by many records: pickled
 #: once), addresses, sizes, checksums.
-PendingColumns = tuple[
-    tuple[bytes, ...], tuple[MakerSpec, ...], tuple[str, ...], tuple[int, ...], tuple[str, ...]
-]
+PendingColumns = tuple[list[bytes], list[MakerSpec], list[str], list[int], list[str]]
 
 
 def split(
@@ -88,12 +86,20 @@ def split(
     if 5 not in lengths:
         return records, None  # type: ignore[return-value]  # no pending record among them
     if len(lengths) == 1:  # pending records only (a link_many batch): no filtering
-        keys, makers, addresses, sizes, checksums = zip(*records, strict=True)
-        return [], (keys, makers, addresses, sizes, checksums)
-    pending = [r for r in records if len(r) == 5]
+        return [], _columns(records)  # type: ignore[arg-type]  # all pending
+    pending: list[Pending] = [r for r in records if len(r) == 5]
     made: list[RecordTuple] = [r for r in records if len(r) != 5]
-    keys, makers, addresses, sizes, checksums = zip(*pending, strict=True)
-    return made, (keys, makers, addresses, sizes, checksums)
+    return made, _columns(pending)
+
+
+_FIELD = tuple(map(itemgetter, range(5)))
+
+
+def _columns(records: list[Pending]) -> PendingColumns:
+    """The columns of pending records, a column a pass (``zip(*records)`` would make an
+    iterator per record, each a new object for the cyclic collector)."""
+    keys, makers, addresses, sizes, checksums = (list(map(get, records)) for get in _FIELD)
+    return keys, makers, addresses, sizes, checksums
 
 
 def make(columns: PendingColumns) -> tuple[list[bytes], list[bytes], list[bytes]]:
