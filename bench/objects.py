@@ -245,7 +245,7 @@ async def preparation(repo: lsmstore.Repository, n: int, rounds: int) -> dict[st
     value = os.urandom(150)
     writer = branch._w()
 
-    async def nothing(records: Any) -> None:
+    async def nothing(records: Any, *known: Any) -> None:
         pass
 
     for name in ("write_many", "write_staged"):
