@@ -48,16 +48,12 @@ class EntryMaker(Protocol):
 MakerSpec: TypeAlias = tuple[Any, ...]
 
 #: ``(key, maker spec, address, size, checksum)``: a plain tuple (see the module
-#: docstring); :func:`is_pending` tells it from a made record.
+#: docstring), told from a made record by its length (``len(rec) == 5``, inline where
+#: records are sorted out: a call per record would cost more than the test).
 Pending: TypeAlias = tuple[bytes, MakerSpec, str, int, str]
 
 #: What the writer stages: made records, and pending ones.
 Staged: TypeAlias = Record | RecordTuple | Pending
-
-
-def is_pending(rec: Staged) -> bool:
-    """Whether ``rec`` is a pending record (5 fields; a made record has 3)."""
-    return len(rec) == 5
 
 
 @functools.lru_cache(maxsize=256)
