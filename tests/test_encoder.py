@@ -24,7 +24,7 @@ from lsmstore.staging import files
 from lsmstore.staging.encoder import INLINE_RECORDS, Encoder
 from lsmstore.staging.keys import make_record
 from lsmstore.staging.memstore import Memstore, record_bytes, staged_bytes
-from lsmstore.staging.pending import Pending, Staged
+from lsmstore.staging.pending import Staged
 
 
 def _records(n: int, seed: int = 1) -> list[Record]:
@@ -164,9 +164,9 @@ async def test_pending_records_are_made_beside_the_others(use_process: bool) -> 
     worker, or in the thread -- into the entry encode_value gives, beside made records,
     deferred identities and tombstones in one file."""
     maker = BatchEncoder(1700000000, 5, int(AddressType.RELATIVE), DEFAULT_CONTENT_TYPE)
-    links = [Pending(b"l%04d" % i, maker, f"data/x{i}", i, f"etag{i}") for i in range(300)]
+    links = [(b"l%04d" % i, maker.spec, f"data/x{i}", i, f"etag{i}") for i in range(300)]
     other = BatchEncoder(1600000000, 0, int(AddressType.FULL), "text/csv")
-    links.append(Pending(b"full", other, "s3://b/elsewhere", 7, "e"))
+    links.append((b"full", other.spec, "s3://b/elsewhere", 7, "e"))
     put = make_record(b"p", b"value", None, 1024, 1024, defer_identity=True)
     records: list[Staged] = [*links, put, tombstone(b"gone")]
     enc = Encoder(use_process=use_process, min_records=10)
@@ -193,12 +193,33 @@ def test_a_memstore_charges_pending_records_and_their_replacements() -> None:
     maker = BatchEncoder(1, 0, 1, "")
     mem = Memstore()
     rec = Record(b"k", b"i", b"v" * 10)
-    link = Pending(b"k", maker, "data/a", 1, "etag")
+    link = (b"k", maker.spec, "data/a", 1, "etag")
     assert mem.add_many([rec]) == record_bytes(rec)
     assert mem.add_staged([link]) == staged_bytes(link) - record_bytes(rec)
     assert mem.add_many([rec]) == record_bytes(rec) - staged_bytes(link)  # after a pending one
     assert mem.nbytes == record_bytes(rec) and mem.records() == [rec]
     assert staged_bytes(link) >= len(b"k") + len(maker.encode("data/a", 1, "etag")[1])
+
+
+def test_a_memstore_takes_known_pending_calls_as_the_record_loop_does() -> None:
+    """A call's pending records given with their keys and charge (link_many's column
+    path) leave the memstore as the record-by-record path does: all keys new, a key
+    given twice in the call, a key already held."""
+    spec = BatchEncoder(1, 0, 1, "").spec
+    held = (b"k1", b"i", b"v" * 10)
+    calls = [
+        [(b"a%d" % i, spec, f"data/{i}", i, "etag") for i in range(50)],
+        [(b"b", spec, "data/1", 1, "e"), (b"c", spec, "data/22", 1, "e"),
+         (b"b", spec, "data/333", 1, "e1")],
+        [(b"k0", spec, "data/x", 1, "e"), (b"k1", spec, "data/yy", 2, "ee")],
+    ]  # fmt: skip
+    for call in calls:
+        fast, slow = Memstore(), Memstore()
+        for mem in (fast, slow):
+            mem.add_many([held, (b"k0", b"j", b"w")])
+        known = ([r[0] for r in call], sum(map(staged_bytes, call)))
+        assert fast.add_staged(call, known) == slow.add_staged(call)
+        assert fast.nbytes == slow.nbytes and fast.records() == slow.records()
 
 
 def test_closing_on_the_standard_event_loop_leaves_no_unknown_child(

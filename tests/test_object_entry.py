@@ -34,7 +34,7 @@ from lsmstore.objects.proto.catalog_pb2 import Entry as EntryMessage
 from lsmstore.objects.rules import MAX_FIELD_BYTES
 from lsmstore.staging import pending
 from lsmstore.staging.encoder import encode_records
-from lsmstore.staging.pending import Pending
+from lsmstore.staging.pending import Pending, maker_of
 
 ETAG = "5eb63bbbe01eeed093cb22bb8f5acdc3"  # MD5 of b"hello world"
 EXAMPLE = ObjectEntry(
@@ -295,7 +295,7 @@ def test_pending_entries_are_made_as_the_library_encodes(
         shared = (mtime, nanos, int(atype), ct)
         maker = makers.setdefault(shared, BatchEncoder(*shared))
         key = f"k{i:03d}".encode()
-        records.append(Pending(key, maker, address, size, etag))
+        records.append((key, maker.spec, address, size, etag))
         e = ObjectEntry(address, atype, size, etag, mtime, nanos, ct, {})
         expected.append(Record(key, *encode_value(e)))
     cols = pickle.loads(pickle.dumps(pending.split(list(records))[1]))
@@ -331,6 +331,33 @@ def test_encode_many_equals_encode_of_each(
     )
 
 
+@given(
+    sizes=st.lists(st.integers(1, 2**63 - 1), min_size=1, max_size=30),
+    etag_len=st.integers(1, 127),
+    address_len=st.integers(1, 127),
+    shared=st.sampled_from(
+        [(1700000000, 5, 1, DEFAULT_CONTENT_TYPE), (0, 0, 2, ""), (1, 0, 0, "t")]
+    ),
+)
+def test_encode_many_of_uniform_lengths_is_the_library_s_bytes(
+    sizes: list[int], etag_len: int, address_len: int, shared: tuple[int, int, int, str]
+) -> None:
+    """Columns whose addresses and ETags each have one length (MD5 ETags: shared field
+    heads, each identity's pre-image one struct pack) are made into the protobuf
+    library's bytes and lakeFS's identity, entry for entry."""
+    n = len(sizes)
+    addresses = [f"{i:0{address_len}d}"[-address_len:] for i in range(n)]
+    etags = [hashlib.md5(b"%d" % i).hexdigest()[:etag_len].ljust(etag_len, "e") for i in range(n)]
+    mtime, nanos, atype, ct = shared
+    entries = [
+        ObjectEntry(a, AddressType(atype), size, e, mtime, nanos, ct, {})
+        for a, size, e in zip(addresses, sizes, etags, strict=True)
+    ]
+    identities, data = BatchEncoder(*shared).encode_many(addresses, sizes, etags)
+    assert data == list(map(library_entry, entries))
+    assert identities == list(map(hand_identity, entries))
+
+
 @pytest.mark.parametrize("repeat", [1, 16])
 def test_encode_many_at_varint_boundaries(repeat: int) -> None:
     """Sizes whose varints are 1 to 9 bytes, each distinct (the packed field's
@@ -353,12 +380,15 @@ def test_pending_runs_of_makers_are_made_as_each_record(runs: list[int]) -> None
     for r, length in enumerate(runs):
         maker = BatchEncoder(1700000000 + r % 2, r, 1 + r % 2, "" if r % 3 else "text/csv")
         records += [
-            Pending(f"k{r}-{i:03d}".encode(), maker, f"data/{r}/{i}", 1 + (i * 7919) % 300, "e")
+            (f"k{r}-{i:03d}".encode(), maker.spec, f"data/{r}/{i}", 1 + (i * 7919) % 300, "e")
             for i in range(length)
         ]
     cols = pickle.loads(pickle.dumps(pending.split(list(records))[1]))
     assert cols is not None
-    expected = [(p.key, *p.maker.encode(p.address, p.size, p.checksum)) for p in records]
+    expected = [
+        (key, *maker_of(spec).encode(address, size, etag))
+        for key, spec, address, size, etag in records
+    ]
     assert list(zip(*pending.make(cols), strict=True)) == expected
 
 

@@ -27,7 +27,7 @@ import lsmstore
 from lsmstore import errors
 from lsmstore.objects import ALLOWED_EXTERNAL_PREFIXES_KEY, ObjectLink, ObjectStats
 from lsmstore.objects.addresses import PLAIN_KEY, plain_key_chars
-from lsmstore.objects.entry import decode_entry, encode_value
+from lsmstore.objects.entry import AddressType, ObjectEntry, decode_entry, encode_value
 from lsmstore.objects.garbage import candidates_prefix, decode_candidates
 from lsmstore.storage.s3 import MIN_PART_SIZE
 from lsmstore.storage.url import open_object_store
@@ -343,6 +343,54 @@ async def test_link_many(env: Env) -> None:
     await main.link_many([])
 
 
+async def test_a_bad_link_in_a_large_call_stages_nothing(env: Env) -> None:
+    """A call of thousands of common links (checked a column at a time) with one bad
+    link -- first, last, of each kind -- raises its typed error and stages none of them;
+    the same call without it stages every link, with the entry encode_value makes."""
+    repo = await env.repo()
+    main = repo.branch()
+    base = repo.objects.url.rstrip("/")
+    etag = "d41d8cd98f00b204e9800998ecf8427e"
+    good: list[Any] = [
+        (f"big/{i:05d}", f"{base}/data/big-{i:05d}", 4096 + i, etag) for i in range(3000)
+    ]
+    bad_links: list[tuple[Any, type[errors.LsmError]]] = [
+        (("big/x", f"{base}/data/../_lsm/x", 1, etag), errors.InvalidInputError),
+        (("big/x", f"{base}/data/x", True, etag), errors.InvalidInputError),
+        (("big/x", f"{base}/data/x", -1, etag), errors.InvalidInputError),
+        (("big/x", f"{base}/data/x", 1, "a\nb"), errors.InvalidInputError),
+        (("big/x", env.outside + "x", 1, etag), errors.InvalidInputError),
+        (("big/x", f"{base}/data/x", 1), errors.InvalidInputError),
+        (["big/x", f"{base}/data/x", 1, etag], errors.InvalidInputError),
+        (("", f"{base}/data/x", 1, etag), errors.InvalidNameError),
+        (ObjectLink("big/x", f"{base}/data/x", 1, etag, metadata={"k": 1}),  # type: ignore[dict-item]
+         errors.InvalidInputError),
+    ]  # fmt: skip
+    head = await main.head()
+    for bad, error in bad_links:
+        for at in (0, len(good)):
+            call = [*good[:at], bad, *good[at:]]
+            with pytest.raises(error):
+                await main.link_many(call)
+    await main.flush()
+    assert await main.head() == head
+    assert [s async for s in main.list_objects("big/")] == []
+    await main.link_many(good)
+    listed = [s async for s in main.list_objects("big/")]
+    assert [s.path for s in listed] == [g[0] for g in good]
+    for stats, (_, address, size, checksum) in zip(listed, good, strict=True):
+        assert (stats.physical_address, stats.size, stats.checksum) == (address, size, checksum)
+    for i in (0, 1234, len(good) - 1):
+        path, address, size, checksum = good[i]
+        value, stat = await main.lookup(path)
+        made = decode_entry(value, path)  # the call's time: the one field not given
+        entry = ObjectEntry(
+            address[len(base) + 1 :], AddressType.RELATIVE, size, checksum, made.mtime,
+            made.mtime_nanos,
+        )  # fmt: skip
+        assert (stat.identity, value) == encode_value(entry)
+
+
 @given(st.lists(st.text(alphabet="ab./_-=+ \n\u00e9", max_size=8), min_size=1, max_size=6))
 def test_plain_key_chars_of_keys_joined_equal_matching_each(keys: list[str]) -> None:
     """Keys joined by "/" are one plain key exactly when each is (link_many's column
@@ -354,19 +402,21 @@ def test_plain_key_chars_of_keys_joined_equal_matching_each(keys: list[str]) -> 
 
 def test_link_columns_equal_links_one_by_one() -> None:
     """A call of common links is checked a column at a time; its records are the ones
-    the per-link checks make, and every call with a link that is not common (or is
-    bad) goes to the per-link checks."""
+    the per-link checks make, its keys and charge theirs, and every call with a link
+    that is not common (or is bad) goes to the per-link checks."""
     import random
 
     from lsmstore.config import Config
     from lsmstore.objects.addresses import Namespace
     from lsmstore.objects.linking import LinkStager
+    from lsmstore.staging.memstore import staged_bytes
+    from lsmstore.staging.pending import maker_of
 
     base = "file:///ns/repo"
     stager = LinkStager(Namespace(base, base, ()), Config(), (1_700_000_000, 5))
 
     def rows(records: list[Any]) -> list[Any]:
-        return [(r[0], *r[2:], r[1].encode(r[2], r[3], r[4])) for r in records]
+        return [(r[0], *r[2:], maker_of(r[1]).encode(r[2], r[3], r[4])) for r in records]
 
     rng = random.Random(3)
     good = [
@@ -375,7 +425,11 @@ def test_link_columns_equal_links_one_by_one() -> None:
     ]
     for seq in (good, [ObjectLink(*t) for t in good], good[:1]):
         columns = stager._columns(list(seq))
-        assert columns is not None and rows(columns) == rows(stager._one_by_one(list(seq)))
+        assert columns is not None
+        records, (keys, nbytes) = columns
+        assert rows(records) == rows(stager._one_by_one(list(seq)))
+        assert keys == [r[0] for r in records]
+        assert nbytes == sum(map(staged_bytes, records))
     not_common: list[Any] = [
         ("p", f"{base}/data/x", 1, "e", "text/csv"),
         ObjectLink("p", f"{base}/data/x", 1, "e", mtime=5),

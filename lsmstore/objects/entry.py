@@ -202,14 +202,17 @@ class BatchEncoder:
     Sizes must be non-negative (they are checked first).
 
     It is the :class:`~lsmstore.staging.pending.EntryMaker` of pending records (the
-    writer's encoder makes their values, in its worker process): it pickles as its four
-    arguments.  The Spark data source and any other bulk writer of entries can use it
-    the same way -- one per group of entries sharing those four fields."""
+    writer's encoder makes their values, in its worker process): a pending record holds
+    its :attr:`spec`, and it pickles as its four arguments.  The Spark data source and
+    any other bulk writer of entries can use it the same way -- one per group of entries
+    sharing those four fields."""
 
-    __slots__ = ("_args", "_id_tail", "_tail", "_ts")
+    __slots__ = ("_args", "_id_tail", "_tail", "_ts", "spec")
 
     def __init__(self, mtime: int, nanos: int, address_type: int, content_type: str) -> None:
         self._args = (mtime, nanos, int(address_type), content_type)
+        #: The :data:`~lsmstore.staging.pending.MakerSpec` naming this encoder.
+        self.spec = (_SPEC_NAME, *self._args)
         ts = (b"\x08" + _uvarint(mtime) if mtime else b"") + (
             b"\x10" + _uvarint(nanos) if nanos else b""
         )
@@ -258,8 +261,9 @@ class BatchEncoder:
         """:meth:`encode` of many entries: their identities and their data, the same
         bytes made a column at a time -- every per-entry step a ``map`` in C, the
         sizes' varints written by the protobuf runtime in one packed field (or each
-        distinct size once, when there are few) -- 15-30 % faster than :meth:`encode`
-        per entry.  Entries of an empty or a long
+        distinct size once, when there are few), the field heads shared and each
+        identity's pre-image one ``struct`` pack when all ETags have one length (MD5
+        hex) -- ~30 % faster than :meth:`encode` per entry.  Entries of an empty or a long
         (128 bytes or more) address or ETag, or of size 0, take :meth:`encode`."""
         if not addresses:
             return [], []
@@ -267,9 +271,8 @@ class BatchEncoder:
         t = list(map(str.encode, etags))
         la = list(map(len, a))
         lt = list(map(len, t))
-        if not (0 < min(la) and max(la) < 0x80 and 0 < min(lt) and max(lt) < 0x80) or not all(
-            sizes
-        ):
+        a_min, a_max, t_min, t_max = min(la), max(la), min(lt), max(lt)
+        if not (0 < a_min and a_max < 0x80 and 0 < t_min and t_max < 0x80) or not all(sizes):
             made = list(map(self.encode, addresses, sizes, etags))
             return [m[0] for m in made], [m[1] for m in made]
         distinct = set(sizes)
@@ -277,27 +280,39 @@ class BatchEncoder:
             varints: Iterable[bytes] = map({n: _uvarint(n) for n in distinct}.__getitem__, sizes)
         else:
             varints = _varints(sizes)
+        # a field head of one length for the lot (e.g. all ETags MD5 hex) is one object
+        a_heads = (
+            repeat(_ADDRESS_HEAD[a_min]) if a_min == a_max else map(_ADDRESS_HEAD.__getitem__, la)
+        )
+        t_heads = repeat(_ETAG_HEAD[t_min]) if t_min == t_max else map(_ETAG_HEAD.__getitem__, lt)
         data = list(
             map(
                 b"".join,
                 zip(
-                    map(_ADDRESS_HEAD.__getitem__, la),
+                    a_heads,
                     a,
-                    repeat(self._ts),
-                    repeat(b"\x18"),
+                    repeat(self._ts + b"\x18"),
                     varints,
-                    map(_ETAG_HEAD.__getitem__, lt),
+                    t_heads,
                     t,
                     repeat(self._tail),
                     strict=False,  # the repeats are endless
                 ),
             )
         )
-        heads = map(_ID_HEAD, repeat(0x0208), sizes, repeat(b"\x01\x02\x08"), lt)
-        typed = map(b"".join, zip(heads, t, repeat(self._id_tail), strict=False))
+        id_tail = self._id_tail
+        typed: Iterable[bytes]
+        if t_min == t_max:  # one struct packs each identity's whole pre-image
+            pack = struct.Struct(f">2sq11s{t_min}s{len(id_tail)}s").pack
+            mid = b"\x01\x02\x08" + _pack_q(t_min)
+            typed = map(pack, repeat(b"\x02\x08"), sizes, repeat(mid), t, repeat(id_tail))
+        else:
+            heads = map(_ID_HEAD, repeat(0x0208), sizes, repeat(b"\x01\x02\x08"), lt)
+            typed = map(b"".join, zip(heads, t, repeat(id_tail), strict=False))
         return list(map(_digest, map(_sha256, typed))), data
 
 
+_SPEC_NAME = f"{__name__}:{BatchEncoder.__name__}"
 #: ``Int64(size) String-type Int64-type`` then ``len(etag)``: the identity's first bytes.
 _ID_HEAD = struct.Struct(">Hq3sq").pack
 _digest = methodcaller("digest")

@@ -52,7 +52,8 @@ from lsmstore.objects.rules import (
     check_path,
     check_size,
 )
-from lsmstore.staging.pending import Pending, Staged
+from lsmstore.staging.memstore import pending_bytes
+from lsmstore.staging.pending import Staged
 
 #: An upper bound of the ``catalog.Entry`` bytes of an entry without metadata: its
 #: address, checksum and content type at their limits plus every other field and the
@@ -66,6 +67,7 @@ _plain_etag = re.compile(r"[0-9A-Za-z_.:+/=-]{1,1024}").fullmatch
 _plain_key = PLAIN_KEY.fullmatch
 #: The characters of plain checksums (the checksums joined).
 _etag_chars = re.compile(r"[0-9A-Za-z_.:+/=-]*").fullmatch
+_COLUMN = tuple(map(itemgetter, range(4)))
 _LINK_FIELDS = tuple(map(attrgetter, ("path", "physical_address", "size", "checksum")))
 _UNSET_FIELDS = tuple(map(attrgetter, ("content_type", "metadata", "mtime")))
 LINKS = "link_many links"
@@ -129,8 +131,7 @@ class LinkStager:
         self, key: bytes, maker: BatchEncoder, address: str, size: int, etag: str
     ) -> Staged:
         if self._defer:
-            rec: Pending = _new_tuple(Pending, (key, maker, address, size, etag))
-            return rec
+            return (key, maker.spec, address, size, etag)
         return made_record(key, *maker.encode(address, size, etag), self._max_value)
 
     def _plain(self, link: ObjectLink) -> str | None:
@@ -178,21 +179,26 @@ class LinkStager:
         rec2 = self._record(key, maker, address, size, etag)
         return rec2, address if atype is AddressType.RELATIVE else None
 
-    def stage_all(self, links: Iterable[Any]) -> list[Staged]:
+    def stage_all(
+        self, links: Iterable[Any]
+    ) -> tuple[list[Staged], tuple[list[bytes], int] | None]:
         """The records of ``links`` (``Branch.link_many``'s argument: ObjectLinks and
-        link tuples, :data:`~lsmstore.objects.model.LinkTuple`)."""
+        link tuples, :data:`~lsmstore.objects.model.LinkTuple`), and, when they are
+        pending records checked a column at a time, their keys and charge (what
+        :meth:`~lsmstore.staging.writer.Writer.write_staged` takes as ``known``)."""
         seq = links if type(links) is list else list(validate.check_items(links, LINKS))
         if not seq:
-            return []
-        records = self._columns(seq) if self._by_columns else None
-        return self._one_by_one(seq) if records is None else records
+            return [], None
+        made = self._columns(seq) if self._by_columns else None
+        return (self._one_by_one(seq), None) if made is None else made
 
-    def _columns(self, seq: list[Any]) -> list[Staged] | None:
+    def _columns(self, seq: list[Any]) -> tuple[list[Staged], tuple[list[bytes], int]] | None:
         """The pending records of a call whose every link is common (see the module
         docstring), checked a column at a time: a few passes in C over all paths, all
         addresses ... instead of a Python loop per link; None when a check fails (then
         :meth:`_one_by_one` finds the first bad link and its exact error, or stages
-        links that are valid but not common).  Its outcome equals the full checks'."""
+        links that are valid but not common).  Its outcome equals the full checks'.
+        Also the records' keys and charge, from the lengths the checks measured."""
         kinds = set(map(type, seq))
         paths: Sequence[Any]
         addrs: Sequence[Any]
@@ -201,7 +207,9 @@ class LinkStager:
         if kinds == {tuple}:
             if set(map(len, seq)) != {4}:
                 return None
-            paths, addrs, sizes, etags = zip(*seq, strict=True)
+            # a column a pass: zip(*seq) would make an iterator per link, each a new
+            # object for the cyclic collector (its collections were 0.2 us a link)
+            paths, addrs, sizes, etags = (list(map(get, seq)) for get in _COLUMN)
         elif kinds == {ObjectLink}:
             n = len(seq)
             for unset in _UNSET_FIELDS:
@@ -233,11 +241,13 @@ class LinkStager:
             return None
         if not 0 < min(map(len, etags)) <= max(map(len, etags)) <= MAX_FIELD_BYTES:
             return None
-        if not _etag_chars("".join(etags)) or not "".join(paths).isascii():
+        all_etags = "".join(etags)
+        if not _etag_chars(all_etags) or not "".join(paths).isascii():
             return None
-        keys = map(str.encode, paths)
-        rows = zip(keys, repeat(self._common), relative, sizes, etags)
-        return list(map(_new_tuple, repeat(Pending), rows))
+        keys = list(map(str.encode, paths))
+        # ASCII paths: as many bytes as characters; the addresses less the n - 1 joints
+        nbytes = pending_bytes(n, sum(lengths), len(joined) - n + 1, len(all_etags))
+        return list(zip(keys, repeat(self._common.spec), relative, sizes, etags)), (keys, nbytes)
 
     def _one_by_one(self, seq: list[Any]) -> list[Staged]:
         """:meth:`stage_all` link by link, with the full checks where the common ones
@@ -246,7 +256,7 @@ class LinkStager:
         max_path = self._max_path
         records: list[Staged] = []
         add = records.append
-        common = self._common
+        common = self._common.spec
         defer = self._defer
         plain = self._plain
         stage = self.stage
@@ -259,7 +269,7 @@ class LinkStager:
                 key = check_path(path, max_key)
             relative = plain(link)
             if relative is not None and defer:
-                add(_new_tuple(Pending, (key, common, relative, link.size, link.checksum)))
+                add((key, common, relative, link.size, link.checksum))
             else:
                 add(stage(key, link)[0])
         return records

@@ -37,10 +37,13 @@ import hashlib
 import logging
 import os
 from collections.abc import Sequence
+from itertools import repeat
+from operator import methodcaller
 from typing import BinaryIO
 
 from lsmstore.graveler.record import Record, RecordTuple
 from lsmstore.staging.files import encode_staging_file
+from lsmstore.staging.keys import DEFERRED_IDENTITY
 from lsmstore.staging.pending import PendingColumns, Staged, make, split
 from lsmstore.workerpipe import answer_requests, child_main
 from lsmstore.workerproc import AsyncWorkerProcess
@@ -94,18 +97,30 @@ def encode_columns(
         keys = keys + pkeys
         identities = identities + pidentities
         values = [*values, *pvalues]
+    deferred = identities.count(DEFERRED_IDENTITY)
+    if deferred == len(values) and None not in values:  # a put_many batch: hash them all
+        identities = list(map(_digest, map(hashlib.sha256, values)))  # type: ignore[arg-type]
+    elif deferred:
+        sha256 = hashlib.sha256
+        identities = [
+            sha256(v).digest() if not i and v is not None else i
+            for i, v in zip(identities, values, strict=True)
+        ]
+    # built a column at a time, in key order: no Python frame per record
     order = sorted(range(len(keys)), key=keys.__getitem__)
-    sha256 = hashlib.sha256
-    records: list[Record] = []
-    add = records.append
-    for i in order:
-        value = values[i]
-        ident = identities[i]
-        if not ident and value is not None:
-            ident = sha256(value).digest()
-        add(Record(keys[i], ident, value))
+    rows = zip(
+        map(keys.__getitem__, order),
+        map(identities.__getitem__, order),
+        map(values.__getitem__, order),
+        strict=True,
+    )
+    records: list[Record] = list(map(_new_tuple, repeat(Record), rows))
     sst, meta, _ = encode_staging_file(records, error_rate)
     return sst, meta
+
+
+_new_tuple = tuple.__new__
+_digest = methodcaller("digest")
 
 
 def encode_records(

@@ -33,18 +33,24 @@ def record_bytes(rec: RecordTuple) -> int:
     return len(rec[0]) + (len(value) if value is not None else 0) + RECORD_OVERHEAD
 
 
+def pending_bytes(n: int, key_bytes: int, address_chars: int, checksum_chars: int) -> int:
+    """:func:`staged_bytes` summed over ``n`` pending records of these total lengths of
+    keys, addresses and checksums."""
+    return key_bytes + address_chars + checksum_chars + n * (PENDING_EXTRA + RECORD_OVERHEAD)
+
+
 def staged_bytes(rec: Staged | Held) -> int:
     """:func:`record_bytes` of a made or a pending record (its value's parts)."""
-    if type(rec) is Pending:
+    if len(rec) == 5:  # pending
         return len(rec[0]) + len(rec[2]) + len(rec[4]) + PENDING_EXTRA + RECORD_OVERHEAD
-    return record_bytes(rec)  # type: ignore[arg-type]  # a record tuple
+    return record_bytes(rec)  # a record tuple
 
 
 def _held(rec: Staged | Held) -> Held:
-    """What the memstore keeps of ``rec``: a pending record as is, a made one as a plain
-    tuple (a ``Record`` would stay tracked by the cyclic collector)."""
-    t = type(rec)
-    if t is tuple or t is Pending:
+    """What the memstore keeps of ``rec``: a plain tuple as is (a made or a pending
+    record), a ``Record`` as a plain tuple (it would stay tracked by the cyclic
+    collector)."""
+    if type(rec) is tuple:
         return rec
     return (rec[0], rec[1], rec[2])  # type: ignore[return-value]  # a Record
 
@@ -72,15 +78,15 @@ class Memstore:
 
     def get(self, key: bytes) -> Staged | None:
         t = self._records.get(key)
-        if t is None or type(t) is Pending:
+        if t is None or len(t) == 5:  # absent, or pending
             return t
-        return as_record(t)  # type: ignore[arg-type]  # a record tuple
+        return as_record(t)  # a record tuple
 
     def add(self, rec: RecordTuple | Pending) -> int:
         """Insert or replace ``rec``; returns the change of :attr:`nbytes`."""
+        if len(rec) == 5:  # pending
+            return self.add_staged((rec,))
         if type(rec) is not tuple:
-            if type(rec) is Pending:
-                return self.add_staged((rec,))
             rec = _held(rec)  # a Record: keep a plain tuple
         records = self._records
         key, _, value = cast(RecordTuple, rec)
@@ -112,15 +118,29 @@ class Memstore:
         self.nbytes += delta
         return delta
 
-    def add_staged(self, records: Iterable[Staged | Held]) -> int:
-        """:meth:`add_many` of records of which some may be pending."""
+    def add_staged(
+        self, records: Iterable[Staged | Held], known: tuple[list[bytes], int] | None = None
+    ) -> int:
+        """:meth:`add_many` of records of which some may be pending.  ``known``: the
+        keys of ``records`` and their summed :func:`staged_bytes`, where the caller has
+        them at no cost and every record is a pending one (a ``link_many`` call): then,
+        when no key is held yet, they are inserted by one ``dict.update``."""
         self.has_pending = True
         d = self._records
+        if known is not None:
+            keys, nbytes = known
+            if not d or d.keys().isdisjoint(keys):
+                before = len(d)
+                d.update(zip(keys, records, strict=True))
+                if len(d) - before != len(keys):  # a key given twice: charge what stayed
+                    nbytes = sum(map(staged_bytes, map(d.__getitem__, set(keys))))
+                self.nbytes += nbytes
+                return nbytes
         get = d.get
         delta = 0
         extra = PENDING_EXTRA + RECORD_OVERHEAD
         for rec in records:
-            if type(rec) is Pending:  # staged_bytes inlined: the hot case (link_many)
+            if len(rec) == 5:  # pending; staged_bytes inlined: the hot case (link_many)
                 key = rec[0]
                 old = get(key)
                 d[key] = rec
@@ -144,7 +164,4 @@ class Memstore:
     def sorted_records(self) -> list[Staged]:
         """The records in key order (the memstore is left unchanged)."""
         records = self._records
-        return [
-            r if type(r) is Pending else as_record(r)  # type: ignore[arg-type]
-            for r in (records[k] for k in sorted(records))
-        ]
+        return [r if len(r) == 5 else as_record(r) for r in (records[k] for k in sorted(records))]

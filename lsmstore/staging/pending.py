@@ -1,9 +1,14 @@
 """Pending records: staged writes whose identity and value the encoder computes.
 
-A :class:`Pending` record holds what its value is made of -- an object entry's address,
-size and checksum -- and the :class:`EntryMaker` that turns them into ``(identity,
-value)``: a small picklable object shared by the records of one call (the fields a
-batch shares: modification time, address type, content type).  The writer stages it
+A :data:`Pending` record holds what its value is made of -- an object entry's address,
+size and checksum -- and the :data:`MakerSpec` of the :class:`EntryMaker` that turns
+them into ``(identity, value)``: a tuple naming the maker's factory and its arguments
+(the fields a batch shares: modification time, address type, content type), one object
+shared by the records of a call.  It is a plain 5-tuple of bytes, str and int -- a
+made record is a 3-tuple -- so, like the made records (:mod:`lsmstore.graveler.record`),
+the cyclic garbage collector stops tracking it at its first collection: a NamedTuple
+or a tuple holding the maker object itself would be walked by every full collection
+while it waits in the memstore, and costs twice as much to build.  The writer stages it
 like any record; the encoder makes its value while encoding the batch's L1 file, in the
 encoder's worker process when the batch goes there (else in the thread that encodes
 it), so hashing and serialising entries costs the event loop nothing.
@@ -17,9 +22,11 @@ it stages one, so making it cannot fail on good input.
 
 from __future__ import annotations
 
+import functools
+import importlib
 from collections.abc import Sequence
-from operator import is_not
-from typing import NamedTuple, Protocol
+from operator import is_not, itemgetter
+from typing import Any, Protocol, TypeAlias
 
 from lsmstore.graveler.record import Record, RecordTuple
 
@@ -36,16 +43,27 @@ class EntryMaker(Protocol):
         ...
 
 
-class Pending(NamedTuple):
-    key: bytes
-    maker: EntryMaker
-    address: str
-    size: int
-    checksum: str
+#: An :class:`EntryMaker` named by its factory, ``"module:name"``, and the arguments to
+#: call it with (plain values): ``maker_of(spec)`` is the maker.
+MakerSpec: TypeAlias = tuple[Any, ...]
 
+#: ``(key, maker spec, address, size, checksum)``: a plain tuple (see the module
+#: docstring), told from a made record by its length (``len(rec) == 5``, inline where
+#: records are sorted out: a call per record would cost more than the test).
+Pending: TypeAlias = tuple[bytes, MakerSpec, str, int, str]
 
 #: What the writer stages: made records, and pending ones.
-Staged = Record | Pending
+Staged: TypeAlias = Record | RecordTuple | Pending
+
+
+@functools.lru_cache(maxsize=256)
+def maker_of(spec: MakerSpec) -> EntryMaker:
+    """The maker ``spec`` names (one per distinct spec while it is in use)."""
+    module, _, name = spec[0].partition(":")
+    factory = getattr(importlib.import_module(module), name)
+    maker: EntryMaker = factory(*spec[1:])
+    return maker
+
 
 #: Bytes charged to a pending record on top of key, address and checksum: the fields
 #: its value shares with its batch and the protobuf framing.
@@ -53,35 +71,41 @@ PENDING_EXTRA = 64
 
 #: Pending records as columns: keys, makers (one object shared by many records: pickled
 #: once), addresses, sizes, checksums.
-PendingColumns = tuple[
-    tuple[bytes, ...], tuple[EntryMaker, ...], tuple[str, ...], tuple[int, ...], tuple[str, ...]
-]
+PendingColumns = tuple[list[bytes], list[MakerSpec], list[str], list[int], list[str]]
 
 
 def split(
     records: list[Staged | RecordTuple],
 ) -> tuple[list[RecordTuple], PendingColumns | None]:
     """The made records of ``records`` and its pending ones as columns (None if none)."""
-    kinds = set(map(type, records))
-    if Pending not in kinds:
-        return records, None  # type: ignore[return-value]  # no Pending among them
-    if len(kinds) == 1:  # pending records only (a link_many batch): no filtering
-        keys, makers, addresses, sizes, checksums = zip(*records, strict=True)
-        return [], (keys, makers, addresses, sizes, checksums)
-    pending = [r for r in records if type(r) is Pending]
-    made: list[RecordTuple] = [r for r in records if type(r) is not Pending]  # type: ignore[misc]
-    keys, makers, addresses, sizes, checksums = zip(*pending, strict=True)
-    return made, (keys, makers, addresses, sizes, checksums)
+    lengths = set(map(len, records))
+    if 5 not in lengths:
+        return records, None  # type: ignore[return-value]  # no pending record among them
+    if len(lengths) == 1:  # pending records only (a link_many batch): no filtering
+        return [], _columns(records)  # type: ignore[arg-type]  # all pending
+    pending: list[Pending] = [r for r in records if len(r) == 5]
+    made: list[RecordTuple] = [r for r in records if len(r) != 5]
+    return made, _columns(pending)
+
+
+_FIELD = tuple(map(itemgetter, range(5)))
+
+
+def _columns(records: list[Pending]) -> PendingColumns:
+    """The columns of pending records, a column a pass (``zip(*records)`` would make an
+    iterator per record, each a new object for the cyclic collector)."""
+    keys, makers, addresses, sizes, checksums = (list(map(get, records)) for get in _FIELD)
+    return keys, makers, addresses, sizes, checksums
 
 
 def make(columns: PendingColumns) -> tuple[list[bytes], list[bytes], list[bytes]]:
     """Keys, identities and values of pending records given as columns.  Each run of
-    records with one maker (a call's links: the memstore keeps insertion order) is
+    records with one maker spec (a call's links: the memstore keeps insertion order) is
     made by its :meth:`~EntryMaker.encode_many`, a short run record by record."""
     keys, makers, addresses, sizes, checksums = columns
     n = len(makers)
     if makers.count(makers[0]) == n:  # the common case: one maker for the lot
-        identities, values = makers[0].encode_many(addresses, sizes, checksums)
+        identities, values = maker_of(makers[0]).encode_many(addresses, sizes, checksums)
         return list(keys), identities, values
     identities, values = [], []
     changes = list(map(is_not, makers[1:], makers[:-1]))  # True where a run starts, less 1
@@ -91,7 +115,7 @@ def make(columns: PendingColumns) -> tuple[list[bytes], list[bytes], list[bytes]
             end = changes.index(True, start) + 1
         except ValueError:
             end = n
-        maker = makers[start]
+        maker = maker_of(makers[start])
         if end - start >= MIN_RUN:
             ids, vals = maker.encode_many(
                 addresses[start:end], sizes[start:end], checksums[start:end]

@@ -264,11 +264,16 @@ class BranchWriter:
         """
         await self._write_many(records, record_bytes, pending=False)
 
-    async def write_staged(self, records: Sequence[Staged | RecordTuple]) -> None:
+    async def write_staged(
+        self,
+        records: Sequence[Staged | RecordTuple],
+        known: tuple[list[bytes], int] | None = None,
+    ) -> None:
         """:meth:`write_many` of records of which some may be pending
         (:mod:`lsmstore.staging.pending`): their values are made while the batch is
-        encoded, off the event loop."""
-        await self._write_many(records, staged_bytes, pending=True)
+        encoded, off the event loop.  ``known``: their keys and charge, when every
+        record is pending (:meth:`Memstore.add_staged`)."""
+        await self._write_many(records, staged_bytes, pending=True, known=known)
 
     async def _write_many(
         self,
@@ -276,11 +281,12 @@ class BranchWriter:
         charge: Callable[[Any], int],
         *,
         pending: bool,
+        known: tuple[list[bytes], int] | None = None,
     ) -> None:
         self._check_open()
         if not records:
             return
-        size = sum(map(charge, records))
+        size = sum(map(charge, records)) if known is None else known[1]
         if size > self.config.max_pending_bytes:
             raise EntryTooLargeError(
                 f"put_many of {len(records)} records ({size} bytes) exceeds the writer's "
@@ -289,10 +295,14 @@ class BranchWriter:
             )
         if self._room or self._pending_bytes + size > self._max_pending:
             await self._wait_room(size)
-        await self._stage(records, size, pending)
+        await self._stage(records, size, pending, known)
 
     def _stage(
-        self, records: Sequence[Staged | RecordTuple], size: int, pending: bool = False
+        self,
+        records: Sequence[Staged | RecordTuple],
+        size: int,
+        pending: bool = False,
+        known: tuple[list[bytes], int] | None = None,
     ) -> asyncio.Future[None]:
         """Insert into the current memstore (no await in between: one batch).  A full
         memstore is closed first, so these records start the next batch (the flusher
@@ -311,7 +321,7 @@ class BranchWriter:
         if not n:
             self._wake.set()
         if pending:
-            self._pending_bytes += mem.add_staged(records)
+            self._pending_bytes += mem.add_staged(records, known)
         else:  # made records only
             self._pending_bytes += (
                 mem.add(records[0]) if len(records) == 1 else mem.add_many(records)  # type: ignore[arg-type]
