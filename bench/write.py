@@ -145,6 +145,7 @@ class Probe:
         self.lags: list[float] = []  # ms
         self.gc: dict[int, list[float]] = {0: [], 1: [], 2: []}  # generation -> pauses (ms)
         self.gc_cpu: list[float] = []  # CPU ms of each full collection (robust to load)
+        self.young_cpu = 0.0  # CPU ms of the generation 0 and 1 collections, in all
         self._t_gc = self._cpu_gc = 0.0
         self._task: asyncio.Task[None] | None = None
 
@@ -155,6 +156,8 @@ class Probe:
             self.gc[info["generation"]].append((time.perf_counter() - self._t_gc) * 1000)
             if info["generation"] == 2:
                 self.gc_cpu.append((time.thread_time() - self._cpu_gc) * 1000)
+            else:
+                self.young_cpu += (time.thread_time() - self._cpu_gc) * 1000
 
     async def _tick(self) -> None:
         loop = asyncio.get_running_loop()
@@ -185,7 +188,7 @@ class Probe:
             f"(CPU {max(self.gc_cpu, default=0):.1f}), "
             f"total {sum(full):.0f} ms (CPU {sum(self.gc_cpu):.0f}); "
             f"gen-0/1 GCs {len(self.gc[0]) + len(self.gc[1])}, "
-            f"max {max(self.gc[0] + self.gc[1], default=0):.1f} ms"
+            f"max {max(self.gc[0] + self.gc[1], default=0):.1f} ms, CPU {self.young_cpu:.0f} ms"
         )
 
 
