@@ -148,7 +148,8 @@ class Config:
     #: On the first write of a process, collect garbage once and move every object
     #: alive then (modules, classes, functions: the startup state of the application
     #: and the library) into CPython's permanent generation (``gc.freeze``), so later
-    #: full collections walk only objects created since (docs/write-path.md).
+    #: full collections walk only objects created since, and raise the young
+    #: generation's threshold from CPython's default to 7,000 (docs/write-path.md).
     #: ``auto``/``on``: do it; ``off``: leave the collector alone.
     gc_freeze: str = "auto"
     #: How often a compactor re-checks branches (the age trigger) and sweeps garbage.

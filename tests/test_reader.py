@@ -235,3 +235,23 @@ async def test_file_collected_under_a_read_is_retried_on_a_fresh_ref(tmp_path: P
     assert got is not None and got.value == b"v" and staged
     assert (await listing_task).key == b"k"
     await rs.aclose()
+
+
+async def test_warm_reads_agree_with_lookup_and_peek_the_cache_once_per_file() -> None:
+    """``lookup_cached`` answers what ``lookup`` answers; a snapshot asks the file cache
+    for a file's reader once, then keeps it (a warm read costs no cache lookup)."""
+    from lsmstore.cache import FileCache
+
+    objects = MemoryStore()
+    ref = await layered(objects)
+    cache = FileCache()
+    files = Files(objects, cache, CachedSource(objects, cache), SidecarCache(1000))
+    keys = [b"k0", b"k1", b"k2", b"k3", b"k11", b"k9", b"zz"]
+    snap = await Snapshot.load(ref, files, BRANCH)
+    expect = [await snap.lookup(k) for k in keys]  # fetches every file a key needs
+    snap = Snapshot(snap.ref, files, snap.l1, snap.l2, snap.tree, snap.metarange)
+    first = [snap.lookup_cached(k) for k in keys]
+    hits = cache.stats.hits_ram
+    again = [snap.lookup_cached(k) for k in keys]
+    assert first == again == expect
+    assert cache.stats.hits_ram == hits  # the snapshot kept the readers it peeked
