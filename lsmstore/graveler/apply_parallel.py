@@ -10,8 +10,9 @@ those after it).  Each chunk goes to a worker process of the
 (:class:`lsmstore.graveler.apply.Walk`) *as if the output were cut right before the
 chunk*: it fetches the base ranges it enters through its pipe (the parent reads them
 from the store), names and encodes each range it cuts and hands it to the parent, which
-uploads it; it answers with its output ranges, the counts at each cut, and the records
-after its last cut (the *tail*).
+uploads it (ranges cross the pipe out of band: :mod:`lsmstore.workerpipe`); it answers
+with its output ranges, the counts at each cut, and the records after its last cut (the
+*tail*).
 
 Why the result is the sequential one: the output's cuts depend only on the record
 stream and the state since the last cut (ranges.py), so two walks over the same stream
@@ -374,7 +375,7 @@ class _PipeStore(ObjectStore):
         raise UnavailableError(str(answer[1]))
 
     async def put(self, key: str, data: bytes, mode: PutMode = PutMode.CREATE) -> None:
-        write_message(self._out, ("put", key, data))
+        write_message(self._out, ("put", key, data), out_of_band=True)
         self.put_keys.add(key)
 
     async def get_range(self, key: str, start: int, end: int) -> bytes:
