@@ -202,6 +202,8 @@ class ParallelPlan:
     # --- in a pool thread: one conversation with a worker ---------------------------
 
     def _run_chunk(self, chunk: _Chunk, loop: asyncio.AbstractEventLoop) -> _Spec | None:
+        if self._abandoned.is_set():
+            return None  # not begun: no worker is broken off (killed) for nothing
         ranges = self._ranges
         request = (
             "apply",
