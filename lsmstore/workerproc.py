@@ -160,7 +160,9 @@ class WorkerProcess:
         return self.proc.poll() is None
 
     def send(self, msg: tuple[Any, ...]) -> None:
-        write_message(self._in, msg)
+        """Write ``msg``, big byte strings out of band (the child reads with
+        :mod:`lsmstore.workerpipe`)."""
+        write_message(self._in, msg, out_of_band=True)
 
     def receive(self) -> tuple[Any, ...]:
         """The worker's next message; OSError when it has exited."""

@@ -19,13 +19,14 @@ from hypothesis import strategies as st
 from lsmstore import layout
 from lsmstore.errors import ObjectNotFoundError
 from lsmstore.graveler.apply import ApplyResult, apply_changes, write_tree
-from lsmstore.graveler.apply_parallel import plan_chunks
+from lsmstore.graveler.apply_parallel import _prefetch_order, plan_chunks
 from lsmstore.graveler.range_encoder import RangeEncoder
 from lsmstore.graveler.ranges import RangeInfo, RangePolicy
 from lsmstore.graveler.record import Record, tombstone
 from lsmstore.graveler.source import DirectSource
 from lsmstore.graveler.tree import TreeReader
 from lsmstore.storage.memory import MemoryStore
+from lsmstore.testing.faulty_store import FaultyStore
 from tests.helpers.range_pool import running_pool
 
 #: ~130-byte records: ranges of 16-60 records, cut by hash or by size in about equal parts
@@ -160,6 +161,35 @@ def test_plan_chunks_shares_touched_ranges() -> None:
     assert plan_chunks(ranges, keys, 1) == []
     starts = plan_chunks(ranges, keys, 4)
     assert starts[0] == 0 and len(starts) == 4 and starts == sorted(set(starts))
+
+
+def test_prefetch_order_names_only_ranges_holding_a_change() -> None:
+    ranges = [RangeInfo(str(i), b"k%03d0" % i, b"k%03d5" % i, 10, 100) for i in range(6)]
+    keys = [layout.range_key(r.id) for r in ranges]
+    # before the tree, in a gap (k0017: after range 1's last key), in ranges 2 and 4
+    changes = [Record(k, b"i", b"v") for k in (b"a", b"k0017", b"k0021", b"k0043")]
+    first, order = _prefetch_order(ranges, changes)
+    assert first == keys[2]
+    assert order == {keys[0]: keys[2], keys[1]: keys[2], keys[2]: keys[4], keys[3]: keys[4]}
+    assert _prefetch_order(ranges, [Record(b"z", b"i", b"v")]) == (None, {})
+
+
+async def test_ranges_fetched_ahead_are_ranges_read(pool: RangeEncoder) -> None:
+    """Fetching ahead costs no GET the walk would not make: sparse edits far apart
+    (most ranges passed whole), then dense ones."""
+    base = [rec(i) for i in range(4000)]
+    for changes in (
+        [rec(i, b"c") for i in (20, 21, 900, 901, 1700, 2600, 2601, 3500, 3990)],
+        random_changes(random.Random(11), 4000, 800),
+    ):
+        store = FaultyStore(MemoryStore())
+        src = DirectSource(store)
+        base_id = await write_tree(store, base, POLICY)
+        ranges = {layout.range_key(r.id) for r in (await src.metarange(base_id)).ranges}
+        store.log.clear()
+        split = await apply_changes(src, store, base_id, changes, POLICY, encoder=pool)
+        assert split.chunks
+        assert sum(op == "get" and key in ranges for op, key in store.log) == split.ranges_read
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

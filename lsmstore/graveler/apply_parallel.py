@@ -9,9 +9,10 @@ those after it).  Each chunk goes to a worker process of the
 :class:`~lsmstore.graveler.range_encoder.RangeEncoder` pool, which runs the same walk
 (:class:`lsmstore.graveler.apply.Walk`) *as if the output were cut right before the
 chunk*: it fetches the base ranges it enters through its pipe (the parent reads them
-from the store), names and encodes each range it cuts and hands it to the parent, which
-uploads it; it answers with its output ranges, the counts at each cut, and the records
-after its last cut (the *tail*).
+from the store, the next one while the worker works on the current one), names and
+encodes each range it cuts and hands it to the parent, which uploads it (ranges cross
+the pipe out of band: :mod:`lsmstore.workerpipe`); it answers with its output ranges,
+the counts at each cut, and the records after its last cut (the *tail*).
 
 Why the result is the sequential one: the output's cuts depend only on the record
 stream and the state since the last cut (ranges.py), so two walks over the same stream
@@ -201,6 +202,8 @@ class ParallelPlan:
     # --- in a pool thread: one conversation with a worker ---------------------------
 
     def _run_chunk(self, chunk: _Chunk, loop: asyncio.AbstractEventLoop) -> _Spec | None:
+        if self._abandoned.is_set():
+            return None  # not begun: no worker is broken off (killed) for nothing
         ranges = self._ranges
         request = (
             "apply",
@@ -212,13 +215,25 @@ class ParallelPlan:
         )
         puts: list[concurrent.futures.Future[None]] = []
         store = self._store
+        # The worker reads the chunk's ranges in order, surely those holding a change:
+        # the next of these is always being fetched while it works on the current one.
+        first, following = _prefetch_order(ranges[chunk.start : chunk.end], chunk.changes)
+        ahead: dict[str, concurrent.futures.Future[bytes]] = {}
+
+        def fetch_ahead(key: str | None) -> None:
+            if key is not None and key not in ahead:
+                ahead[key] = asyncio.run_coroutine_threadsafe(store.get(key), loop)
 
         def on_message(msg: tuple[Any, ...]) -> tuple[Any, ...] | None:
             if self._abandoned.is_set():
                 raise _Abandoned
             if msg[0] == "get":
+                key = msg[1]
+                fetch_ahead(key)
+                future = ahead.pop(key)
+                fetch_ahead(following.get(key))
                 try:
-                    data = self._wait(asyncio.run_coroutine_threadsafe(store.get(msg[1]), loop))
+                    data = self._wait(future)
                 except ObjectNotFoundError as e:
                     return ("missing", str(e))
                 except Exception as e:
@@ -229,7 +244,12 @@ class ParallelPlan:
                 return None
             raise OSError(f"unexpected message from an apply worker: {msg[0]!r}")
 
-        answer = self._encoder.converse(request, on_message)
+        fetch_ahead(first)
+        try:
+            answer = self._encoder.converse(request, on_message)
+        finally:
+            for stale in ahead.values():
+                stale.cancel()
         try:
             for f in puts:
                 self._wait(f)
@@ -318,6 +338,32 @@ class ParallelPlan:
         walk.change = change
 
 
+def _prefetch_order(
+    ranges: Sequence[RangeInfo], changes: Sequence[Record]
+) -> tuple[str | None, dict[str, str]]:
+    """The key of the first range of a chunk that holds one of ``changes`` (between its
+    first and last keys), and for the key of each range, the key of the next such range
+    after it.  The worker's walk enters such a range whatever comes before it, so
+    fetching it ahead is never a wasted read."""
+    mins = [r.min_key for r in ranges]
+    touched = sorted(
+        {
+            i
+            for i, key in ((bisect_right(mins, c.key) - 1, c.key) for c in changes)
+            if i >= 0 and key <= ranges[i].max_key
+        }
+    )
+    keys = [layout.range_key(r.id) for r in ranges]
+    order: dict[str, str] = {}
+    t = 0
+    for i, key in enumerate(keys):
+        while t < len(touched) and touched[t] <= i:
+            t += 1
+        if t < len(touched):
+            order[key] = keys[touched[t]]
+    return (keys[touched[0]] if touched else None), order
+
+
 def _info_tuple(info: RangeInfo) -> tuple[str, bytes, bytes, int, int]:
     return (info.id, info.min_key, info.max_key, info.count, info.size)
 
@@ -374,7 +420,7 @@ class _PipeStore(ObjectStore):
         raise UnavailableError(str(answer[1]))
 
     async def put(self, key: str, data: bytes, mode: PutMode = PutMode.CREATE) -> None:
-        write_message(self._out, ("put", key, data))
+        write_message(self._out, ("put", key, data), out_of_band=True)
         self.put_keys.add(key)
 
     async def get_range(self, key: str, start: int, end: int) -> bytes:

@@ -297,7 +297,7 @@ def serve(inp: BinaryIO, out: BinaryIO) -> None:
             return serve_chunk(request, inp, out)
         return encode_range(*request)
 
-    answer_requests(inp, out, handle)
+    answer_requests(inp, out, handle, out_of_band=True)  # SSTs: megabytes
 
 
 def main() -> None:
