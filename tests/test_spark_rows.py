@@ -16,6 +16,7 @@ from lsmstore.graveler.record import Record
 from lsmstore.objects.addresses import ALLOWED_EXTERNAL_PREFIXES_KEY
 from lsmstore.objects.entry import AddressType, ObjectEntry, encode_value, parse_entry
 from lsmstore.spark import rows
+from lsmstore.spark.entry_columns import decode_entries
 
 NS = "file:///bench/ns"
 T0 = 1_767_225_600
@@ -253,3 +254,83 @@ def test_timestamp_mtimes_and_empty_batches() -> None:
     assert parse_entry(rec.value or b"", "a").last_modified.seconds == int(t.timestamp())
     empty = pa.RecordBatch.from_pydict({k: [] for k in SCHEMA.names}, schema=SCHEMA)
     assert list(conv(empty)) == []
+
+
+# --- reads: entries decoded a column at a time ----------------------------------------------
+
+
+def _entry(rng: random.Random, i: int) -> ObjectEntry:
+    return ObjectEntry(
+        address=_pick_str(
+            rng, f"data/x/{i}", f"data/ü/{i}", "data/" + "a" * rng.randrange(100, 400), "s3://b/k"
+        ),
+        address_type=_pick(rng, AddressType.RELATIVE, AddressType.FULL, *[AddressType(0)] * 1),
+        size=_pick(rng, 0, 1, 127, 128, i, 2**35, 2**63 - 1),
+        etag=_pick_str(rng, "", "e", f"{i:032x}", "é" * rng.randrange(1, 200)),
+        mtime=_pick(rng, 0, 1, T0, 2**33, 253402300799),
+        mtime_nanos=_pick(rng, 0, 0, 1, 999_999_999),
+        content_type=_pick_str(rng, "application/octet-stream", "text/plain", "", "ü" * 70),
+        metadata=_pick(rng, {}, {}, {}, {"k": "v"}),
+    )
+
+
+def _batch_records(rng: random.Random, n: int, odd: float) -> list[Record]:
+    out = []
+    for i in range(n):
+        key = f"k/{i:05d}/{rng.random()}".encode()
+        if rng.random() < odd:
+            raw = _pick(
+                rng,
+                b"\xff raw value",  # an inline object: not an entry
+                b"\x0a\x01a\x0a\x01b",  # the address twice (the last wins)
+                b"\x18\x05\x0a\x01a",  # fields out of order
+                b"\x0a\x01a\x50\x01",  # an unknown field
+                b"\x0a\x02\xc3\x28",  # an address that is not UTF-8
+                b"\x0a\x01a\x30\x07",  # an unknown address type
+                b"\x0a\x00",  # an empty address
+                b"\x0a\x01a\x18" + b"\xff" * 9 + b"\x01",  # a negative size
+            )
+            out.append(Record(key, b"ident", raw))
+            continue
+        out.append(Record(key, *encode_value(_entry(rng, i))))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_entries_decoded_a_column_at_a_time_equal_the_protobuf_library(seed: int) -> None:
+    rng = random.Random(seed)
+    ns = _namespace()
+    odd = _pick(rng, 0.0, 0.0, 0.01, 0.3)
+    records = _batch_records(rng, rng.randrange(1, 300), odd)
+    want = rows.parsed_batch(records, ns)
+    assert rows.object_batch(records, ns).equals(want)
+    plain = [r for r in records if not parse_entry_or_none(r)]
+    if plain:
+        assert rows.object_batch(plain, ns).equals(rows.parsed_batch(plain, ns))
+        if not odd:  # the column path read them
+            assert decode_entries([r.value or b"" for r in plain], ns.base) is not None
+
+
+def test_a_path_that_is_not_utf8_fails_either_way() -> None:
+    records = [Record(b"\xff\xfe/x", *encode_value(_entry(random.Random(1), 1)))]
+    with pytest.raises(UnicodeEncodeError):
+        rows.parsed_batch(records, _namespace())
+    with pytest.raises(UnicodeEncodeError):
+        rows.object_batch(records, _namespace())
+
+
+def parse_entry_or_none(rec: Record) -> bool:
+    """True when the record has metadata or is no entry (the per-record path's cases)."""
+    try:
+        return bool(parse_entry(rec.value or b"", "x").metadata)
+    except Exception:
+        return True
+
+
+def test_a_plain_batch_is_decoded_a_column_at_a_time() -> None:
+    rng = random.Random(7)
+    entries = [_entry(rng, i) for i in range(500)]
+    entries = [e for e in entries if not e.metadata]
+    datas = [encode_value(e)[1] for e in entries]
+    assert decode_entries(datas, NS + "/") is not None
+    assert decode_entries([*datas, b"\x0a\x01a\x50\x01"], NS + "/") is None

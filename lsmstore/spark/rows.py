@@ -23,12 +23,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import repeat
 from typing import Any, Literal
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lsmstore import layout
 from lsmstore.errors import CorruptFileError, InvalidInputError
-from lsmstore.graveler.record import Record, default_identity
+from lsmstore.graveler.record import Record, RecordTuple, default_identity
 from lsmstore.objects.addresses import (
     ALLOWED_EXTERNAL_PREFIXES_KEY,
     MAX_ADDRESS_BYTES,
@@ -57,6 +58,7 @@ from lsmstore.objects.rules import (
     check_path,
     check_size,
 )
+from lsmstore.spark.entry_columns import decode_entries
 
 Mode = Literal["objects", "raw"]
 MODES: tuple[Mode, ...] = ("objects", "raw")
@@ -112,9 +114,17 @@ def namespace_of(store_url: str, storage_namespace: str, metadata: Mapping[str, 
 
 
 def object_batch(records: Sequence[Record], ns: Namespace) -> pa.RecordBatch:
-    """Object entries as one batch (:data:`OBJECT_ARROW`).  Reads the parsed messages'
-    fields straight into the columns (an :class:`ObjectEntry` per record would cost three
-    times the parse)."""
+    """Object entries as one batch (:data:`OBJECT_ARROW`): a batch of entries in the
+    usual layout decoded a column at a time (:mod:`lsmstore.spark.entry_columns`), any
+    other by :func:`parsed_batch`."""
+    fast = _decoded_batch(records, ns)
+    return fast if fast is not None else parsed_batch(records, ns)
+
+
+def parsed_batch(records: Sequence[Record], ns: Namespace) -> pa.RecordBatch:
+    """:func:`object_batch` by the protobuf library, one message per record: reads the
+    parsed messages' fields straight into the columns (an :class:`ObjectEntry` per
+    record would cost three times the parse)."""
     paths: list[str] = []
     addresses: list[str] = []
     sizes: list[int] = []
@@ -157,6 +167,26 @@ def object_batch(records: Sequence[Record], ns: Namespace) -> pa.RecordBatch:
         [pa.array(c, f.type) for c, f in zip(columns, OBJECT_ARROW, strict=True)],
         schema=OBJECT_ARROW,
     )
+
+
+def _decoded_batch(records: Sequence[RecordTuple], ns: Namespace) -> pa.RecordBatch | None:
+    """:func:`object_batch` by :func:`~lsmstore.spark.entry_columns.decode_entries`, or
+    None when it does not read the entries or a path is not UTF-8."""
+    values = [r[2] for r in records]
+    if None in values:
+        return None
+    columns = decode_entries(values, ns.base)  # type: ignore[arg-type]  # no tombstones
+    if columns is None:
+        return None
+    try:
+        paths = pa.array([r[0] for r in records], pa.binary()).cast(pa.string())
+    except pa.ArrowInvalid:
+        return None  # not UTF-8: the per-record path escapes it
+    n = len(records)
+    metadata = pa.MapArray.from_arrays(
+        pa.array(np.zeros(n + 1, np.int32)), pa.array([], pa.string()), pa.array([], pa.string())
+    )
+    return pa.RecordBatch.from_arrays([paths, *columns, metadata], schema=OBJECT_ARROW)
 
 
 def raw_batch(records: Sequence[Record]) -> pa.RecordBatch:
