@@ -334,3 +334,34 @@ def test_a_plain_batch_is_decoded_a_column_at_a_time() -> None:
     datas = [encode_value(e)[1] for e in entries]
     assert decode_entries(datas, NS + "/") is not None
     assert decode_entries([*datas, b"\x0a\x01a\x50\x01"], NS + "/") is None
+
+
+# --- reads: a partition's records in chunks ---------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(6))
+async def test_partition_chunks_equal_the_record_scan(seed: int) -> None:
+    """Read a block at a time (no staged files), a partition gives the records of the
+    record-at-a-time scan, for bounds inside blocks, between them and outside the keys."""
+    from lsmstore.graveler.ranges import RangePolicy
+    from lsmstore.spark import direct, scan
+    from lsmstore.storage.memory import MemoryStore
+
+    rng = random.Random(seed)
+    store = MemoryStore()
+    keys = sorted({f"k{rng.randrange(10**6):07d}".encode() for _ in range(3000)})
+    records = [Record(k, b"i" * 32, b"v" * rng.randrange(0, 300)) for k in keys]
+    policy = RangePolicy(min_bytes=20_000, max_bytes=60_000, raggedness=7)
+    ranges = await direct.write_ranges(store, records, policy)
+    assert len(ranges) > 3
+    ids = tuple(r.id for r in ranges)
+    bounds = [None, b"", b"a", b"k0", b"z", *(rng.choice(keys) for _ in range(4))]
+    bounds += [rng.choice(keys) + b"\0" for _ in range(2)]
+    for _ in range(8):
+        lo, hi = rng.choice(bounds), rng.choice(bounds)
+        part = scan.ScanPartition(0, "mem://x", ids, (), lo or None, hi or None)
+        want = [tuple(r) async for r in scan.scan_partition(store, part)]
+        rows_ = rng.choice([1, 7, 100, 8192])
+        chunks = [c async for c in scan.scan_partition_chunks(store, part, rows_)]
+        assert [r for c in chunks for r in c] == want
+        assert all(len(c) == rows_ for c in chunks[:-1]) and all(chunks)

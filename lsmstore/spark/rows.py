@@ -113,7 +113,7 @@ def namespace_of(store_url: str, storage_namespace: str, metadata: Mapping[str, 
 # --- reads: records -> batches -------------------------------------------------------------
 
 
-def object_batch(records: Sequence[Record], ns: Namespace) -> pa.RecordBatch:
+def object_batch(records: Sequence[RecordTuple], ns: Namespace) -> pa.RecordBatch:
     """Object entries as one batch (:data:`OBJECT_ARROW`): a batch of entries in the
     usual layout decoded a column at a time (:mod:`lsmstore.spark.entry_columns`), any
     other by :func:`parsed_batch`."""
@@ -121,7 +121,7 @@ def object_batch(records: Sequence[Record], ns: Namespace) -> pa.RecordBatch:
     return fast if fast is not None else parsed_batch(records, ns)
 
 
-def parsed_batch(records: Sequence[Record], ns: Namespace) -> pa.RecordBatch:
+def parsed_batch(records: Sequence[RecordTuple], ns: Namespace) -> pa.RecordBatch:
     """:func:`object_batch` by the protobuf library, one message per record: reads the
     parsed messages' fields straight into the columns (an :class:`ObjectEntry` per
     record would cost three times the parse)."""
@@ -134,13 +134,13 @@ def parsed_batch(records: Sequence[Record], ns: Namespace) -> pa.RecordBatch:
     metadata: list[list[tuple[str, str]]] = []
     base = ns.base
     relative, by_prefix = int(AddressType.RELATIVE), int(AddressType.BY_PREFIX_DEPRECATED)
-    for rec in records:
-        assert rec.value is not None
-        path = rec.key.decode("utf-8", "surrogateescape")
+    for key, identity, value in records:
+        assert value is not None
+        path = key.decode("utf-8", "surrogateescape")
         try:
-            m = parse_entry(rec.value, path)
+            m = parse_entry(value, path)
         except CorruptFileError:  # a raw value: an inline object (docs/objects.md)
-            s = inline_stats(path, rec.value, rec.identity)
+            s = inline_stats(path, value, identity)
             paths.append(path)
             addresses.append(s.physical_address)
             sizes.append(s.size)
@@ -189,19 +189,19 @@ def _decoded_batch(records: Sequence[RecordTuple], ns: Namespace) -> pa.RecordBa
     return pa.RecordBatch.from_arrays([paths, *columns, metadata], schema=OBJECT_ARROW)
 
 
-def raw_batch(records: Sequence[Record]) -> pa.RecordBatch:
+def raw_batch(records: Sequence[RecordTuple]) -> pa.RecordBatch:
     """Raw records as one batch (:data:`RAW_ARROW`)."""
     return pa.RecordBatch.from_arrays(
         [
-            pa.array([r.key for r in records], pa.binary()),
-            pa.array([r.identity for r in records], pa.binary()),
-            pa.array([r.value for r in records], pa.binary()),
+            pa.array([r[0] for r in records], pa.binary()),
+            pa.array([r[1] for r in records], pa.binary()),
+            pa.array([r[2] for r in records], pa.binary()),
         ],
         schema=RAW_ARROW,
     )
 
 
-def batch_reader(mode: Mode, ns: Namespace) -> Callable[[Sequence[Record]], pa.RecordBatch]:
+def batch_reader(mode: Mode, ns: Namespace) -> Callable[[Sequence[RecordTuple]], pa.RecordBatch]:
     if mode == "raw":
         return raw_batch
     return lambda records: object_batch(records, ns)

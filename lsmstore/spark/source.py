@@ -212,16 +212,10 @@ async def _read(
     objects = open_object_store(part.namespace)
     try:
         to_batch = rows.batch_reader(mode, rows.namespace_of(objects.url, part.namespace, metadata))
-        batches: list[pa.RecordBatch] = []
-        chunk: list[Record] = []
-        async for rec in scan.scan_partition(objects, part):
-            chunk.append(rec)
-            if len(chunk) >= rows.BATCH_ROWS:
-                batches.append(to_batch(chunk))
-                chunk = []
-        if chunk:
-            batches.append(to_batch(chunk))
-        return batches
+        return [
+            to_batch(chunk)
+            async for chunk in scan.scan_partition_chunks(objects, part, rows.BATCH_ROWS)
+        ]
     finally:
         await objects.aclose()
 
