@@ -37,6 +37,7 @@ import pyarrow.parquet as pq
 import lsmstore
 from lsmstore.gc import collect_repository
 from lsmstore.gc.retention import Retention
+from lsmstore.gcfreeze import paused
 from lsmstore.objects.model import ObjectLink
 from lsmstore.spark import jobs
 from lsmstore.storage.url import open_object_store
@@ -175,7 +176,8 @@ def stage_costs(n: int) -> dict[str, float]:
     object entries shaped like the inventory's: Arrow batch -> records (checks and
     entry encoding), sort, committed range encoding (a direct import's tasks), staging
     file encoding (a staged import's tasks), SST decoding and records -> Arrow batch
-    (an export's tasks), and the Arrow -> Parquet write of those batches."""
+    (an export's tasks), and the Arrow -> Parquet write of those batches.  With the
+    cyclic collector paused, as the tasks run (``LsmWriter.write``, ``LsmReader.read``)."""
     import pyarrow.parquet as pq_
 
     from lsmstore.graveler.sst_reader import SSTReader
@@ -255,7 +257,9 @@ def main(argv: list[str]) -> int:
     )
     args = p.parse_args(argv)
     if args.stages:
-        print(json.dumps({"load": os.getloadavg(), **stage_costs(args.stages)}, indent=1))
+        with paused():
+            costs = stage_costs(args.stages)
+        print(json.dumps({"load": os.getloadavg(), **costs}, indent=1))
         return 0
     root = Path(args.dir or tempfile.mkdtemp(prefix="lsm-bench-spark-"))
     root.mkdir(parents=True, exist_ok=True)

@@ -20,14 +20,20 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from itertools import repeat
 from typing import Any, Literal
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from lsmstore import layout
 from lsmstore.errors import CorruptFileError, InvalidInputError
-from lsmstore.graveler.record import Record, default_identity
+from lsmstore.graveler.record import Record, RecordTuple, default_identity
 from lsmstore.objects.addresses import (
     ALLOWED_EXTERNAL_PREFIXES_KEY,
+    MAX_ADDRESS_BYTES,
+    PLAIN_KEY,
     Namespace,
     parse_allowed_prefixes,
 )
@@ -41,6 +47,10 @@ from lsmstore.objects.entry import (
 )
 from lsmstore.objects.model import inline_stats
 from lsmstore.objects.rules import (
+    MAX_FIELD_BYTES,
+    MAX_MTIME,
+    MAX_PATH_BYTES,
+    MAX_SIZE,
     check_checksum,
     check_content_type,
     check_metadata,
@@ -48,6 +58,7 @@ from lsmstore.objects.rules import (
     check_path,
     check_size,
 )
+from lsmstore.spark.entry_columns import decode_entries
 
 Mode = Literal["objects", "raw"]
 MODES: tuple[Mode, ...] = ("objects", "raw")
@@ -102,10 +113,18 @@ def namespace_of(store_url: str, storage_namespace: str, metadata: Mapping[str, 
 # --- reads: records -> batches -------------------------------------------------------------
 
 
-def object_batch(records: Sequence[Record], ns: Namespace) -> pa.RecordBatch:
-    """Object entries as one batch (:data:`OBJECT_ARROW`).  Reads the parsed messages'
-    fields straight into the columns (an :class:`ObjectEntry` per record would cost three
-    times the parse)."""
+def object_batch(records: Sequence[RecordTuple], ns: Namespace) -> pa.RecordBatch:
+    """Object entries as one batch (:data:`OBJECT_ARROW`): a batch of entries in the
+    usual layout decoded a column at a time (:mod:`lsmstore.spark.entry_columns`), any
+    other by :func:`parsed_batch`."""
+    fast = _decoded_batch(records, ns)
+    return fast if fast is not None else parsed_batch(records, ns)
+
+
+def parsed_batch(records: Sequence[RecordTuple], ns: Namespace) -> pa.RecordBatch:
+    """:func:`object_batch` by the protobuf library, one message per record: reads the
+    parsed messages' fields straight into the columns (an :class:`ObjectEntry` per
+    record would cost three times the parse)."""
     paths: list[str] = []
     addresses: list[str] = []
     sizes: list[int] = []
@@ -115,13 +134,13 @@ def object_batch(records: Sequence[Record], ns: Namespace) -> pa.RecordBatch:
     metadata: list[list[tuple[str, str]]] = []
     base = ns.base
     relative, by_prefix = int(AddressType.RELATIVE), int(AddressType.BY_PREFIX_DEPRECATED)
-    for rec in records:
-        assert rec.value is not None
-        path = rec.key.decode("utf-8", "surrogateescape")
+    for key, identity, value in records:
+        assert value is not None
+        path = key.decode("utf-8", "surrogateescape")
         try:
-            m = parse_entry(rec.value, path)
+            m = parse_entry(value, path)
         except CorruptFileError:  # a raw value: an inline object (docs/objects.md)
-            s = inline_stats(path, rec.value, rec.identity)
+            s = inline_stats(path, value, identity)
             paths.append(path)
             addresses.append(s.physical_address)
             sizes.append(s.size)
@@ -150,19 +169,39 @@ def object_batch(records: Sequence[Record], ns: Namespace) -> pa.RecordBatch:
     )
 
 
-def raw_batch(records: Sequence[Record]) -> pa.RecordBatch:
+def _decoded_batch(records: Sequence[RecordTuple], ns: Namespace) -> pa.RecordBatch | None:
+    """:func:`object_batch` by :func:`~lsmstore.spark.entry_columns.decode_entries`, or
+    None when it does not read the entries or a path is not UTF-8."""
+    values = [r[2] for r in records]
+    if None in values:
+        return None
+    columns = decode_entries(values, ns.base)  # type: ignore[arg-type]  # no tombstones
+    if columns is None:
+        return None
+    try:
+        paths = pa.array([r[0] for r in records], pa.binary()).cast(pa.string())
+    except pa.ArrowInvalid:
+        return None  # not UTF-8: the per-record path escapes it
+    n = len(records)
+    metadata = pa.MapArray.from_arrays(
+        pa.array(np.zeros(n + 1, np.int32)), pa.array([], pa.string()), pa.array([], pa.string())
+    )
+    return pa.RecordBatch.from_arrays([paths, *columns, metadata], schema=OBJECT_ARROW)
+
+
+def raw_batch(records: Sequence[RecordTuple]) -> pa.RecordBatch:
     """Raw records as one batch (:data:`RAW_ARROW`)."""
     return pa.RecordBatch.from_arrays(
         [
-            pa.array([r.key for r in records], pa.binary()),
-            pa.array([r.identity for r in records], pa.binary()),
-            pa.array([r.value for r in records], pa.binary()),
+            pa.array([r[0] for r in records], pa.binary()),
+            pa.array([r[1] for r in records], pa.binary()),
+            pa.array([r[2] for r in records], pa.binary()),
         ],
         schema=RAW_ARROW,
     )
 
 
-def batch_reader(mode: Mode, ns: Namespace) -> Callable[[Sequence[Record]], pa.RecordBatch]:
+def batch_reader(mode: Mode, ns: Namespace) -> Callable[[Sequence[RecordTuple]], pa.RecordBatch]:
     if mode == "raw":
         return raw_batch
     return lambda records: object_batch(records, ns)
@@ -212,18 +251,171 @@ def epoch_seconds(value: Any) -> Any:
     return value
 
 
+#: RE2 patterns of :meth:`ObjectRecords.fast_rows`: a field without control characters
+#: (``rules._check_field``), and a checksum with nothing to strip either.
+_NO_CONTROL = "[^\\x00-\\x1f\\x7f]"
+_PLAIN_CHECKSUM = f'^[^\\x00-\\x1f\\x7f "]({_NO_CONTROL}*[^\\x00-\\x1f\\x7f "])?$'
+_FIELD = f"^{_NO_CONTROL}+$"
+_new_tuple = tuple.__new__
+
+
 class ObjectRecords:
     """Converts batches of object rows to records (module docstring), keeping the entry
-    encoders of one task."""
+    encoders of one task.
+
+    A batch is checked a column at a time first (:meth:`fast_rows`: Arrow compute
+    kernels): the rows that pass are encoded a column at a time too
+    (:meth:`BatchEncoder.encode_many` per modification time and content type); every
+    other row -- user metadata, an address outside ``<namespace>/data/``, a checksum
+    with quotes to strip, any value a check may refuse, a column of an unexpected type
+    -- goes through the per-row checks of the object API (:meth:`row_records`), which
+    raise the error naming it.  Both paths give the same records
+    (``tests/test_spark_rows.py``)."""
 
     def __init__(self, ns: Namespace, default_mtime: int) -> None:
         self.ns = ns
         self.default_mtime = default_mtime
         self.encoders: dict[tuple[int, int, str], BatchEncoder] = {}
+        self._data = f"{ns.base}{layout.DATA}"
+        self._plain_rest = "^" + PLAIN_KEY.pattern + "$"
+        self._lsm = f"/{layout.PREFIX}/"
 
     def __call__(self, batch: pa.RecordBatch) -> Iterator[Record]:
-        for_link = self.ns.for_link
+        fast = self.fast_rows(batch)
+        if fast is None:
+            yield from self.row_records(batch)
+            return
+        slow = pc.invert(fast)
+        if pc.any(slow).as_py():
+            yield from self.row_records(batch.filter(slow))
+            batch = batch.filter(fast)
+        yield from self.column_records(batch)
+
+    def _encoder(self, mtime: int, atype: int, ctype: str) -> BatchEncoder:
         encoders = self.encoders
+        enc = encoders.get((mtime, atype, ctype))
+        if enc is None:
+            if len(encoders) >= MAX_ENCODERS:
+                encoders.clear()
+            enc = encoders[mtime, atype, ctype] = BatchEncoder(mtime, 0, atype, ctype)
+        return enc
+
+    def fast_rows(self, batch: pa.RecordBatch) -> pa.Array | None:
+        """A boolean mask of the rows the column-wise path takes (None: none of them,
+        the batch has a column of a type that path does not take).  A row is taken when
+        every check of :meth:`row_records` passes without changing a value: path of
+        1..``MAX_KEY_BYTES`` bytes; address under ``<namespace>/data/`` with a plain
+        key (no escapes, no dot or empty segment, no ``_lsm`` segment), at most
+        ``MAX_ADDRESS_BYTES``; size >= 0; checksum of 1..``MAX_FIELD_BYTES`` bytes
+        without control characters and nothing to strip; mtime absent or in range;
+        content type absent or like the checksum; no metadata."""
+        names = batch.schema.names
+        if not {"path", "physical_address", "size", "checksum"} <= set(names):
+            return None
+
+        def col(name: str) -> pa.Array | None:
+            return batch.column(name) if name in names else None
+
+        path, address, size, checksum = map(
+            batch.column, ("path", "physical_address", "size", "checksum")
+        )
+        mtime, ctype, metadata = col("mtime"), col("content_type"), col("metadata")
+        strings = (
+            pa.types.is_string(path.type),
+            pa.types.is_string(address.type),
+            pa.types.is_string(checksum.type),
+        )
+        if (
+            not all(strings)
+            or not pa.types.is_signed_integer(size.type)
+            or (
+                mtime is not None
+                and not pa.types.is_signed_integer(mtime.type)
+                and not pa.types.is_null(mtime.type)
+            )
+            or (
+                ctype is not None
+                and not pa.types.is_string(ctype.type)
+                and not pa.types.is_null(ctype.type)
+            )
+            or (
+                metadata is not None
+                and not pa.types.is_map(metadata.type)
+                and not pa.types.is_null(metadata.type)
+            )
+        ):
+            return None
+        key_bytes = pc.binary_length(path)
+        rest = pc.utf8_slice_codeunits(address, len(self.ns.base))
+        masks = [
+            pc.greater(key_bytes, 0),
+            pc.less_equal(key_bytes, min(MAX_KEY_BYTES, MAX_PATH_BYTES)),
+            pc.starts_with(address, self._data),
+            pc.less_equal(pc.binary_length(address), MAX_ADDRESS_BYTES),
+            pc.match_substring_regex(rest, self._plain_rest),
+            pc.invert(pc.match_substring(rest, self._lsm)),
+            pc.greater_equal(size, 0),
+            pc.less_equal(size, MAX_SIZE),
+            pc.match_substring_regex(checksum, _PLAIN_CHECKSUM),
+            pc.less_equal(pc.binary_length(checksum), MAX_FIELD_BYTES),
+        ]
+        if mtime is not None and not pa.types.is_null(mtime.type):
+            masks.append(pc.fill_null(pc.greater_equal(mtime, 0), True))
+            masks.append(pc.fill_null(pc.less_equal(mtime, MAX_MTIME), True))
+        if ctype is not None and not pa.types.is_null(ctype.type):
+            masks.append(pc.fill_null(pc.match_substring_regex(ctype, _FIELD), True))
+            masks.append(
+                pc.fill_null(pc.less_equal(pc.binary_length(ctype), MAX_FIELD_BYTES), True)
+            )
+        if metadata is not None and not pa.types.is_null(metadata.type):
+            offsets = metadata.offsets  # a map's entries per row (no kernel takes maps)
+            empty = pc.equal(pc.subtract(offsets[1:], offsets[:-1]), 0)
+            masks.append(pc.or_(metadata.is_null(), empty))
+        mask = masks[0]
+        for m in masks[1:]:
+            mask = pc.and_kleene(mask, m)
+        return pc.fill_null(mask, False)  # a null in a required column: the row path
+
+    def column_records(self, batch: pa.RecordBatch) -> Iterator[Record]:
+        """The records of rows :meth:`fast_rows` took, encoded a column at a time."""
+        n = batch.num_rows
+        if not n:
+            return
+        keys = batch.column("path").cast(pa.binary()).to_pylist()
+        base = len(self.ns.base)
+        addresses = pc.utf8_slice_codeunits(batch.column("physical_address"), base).to_pylist()
+        sizes = batch.column("size").to_pylist()
+        etags = batch.column("checksum").to_pylist()
+        names = batch.schema.names
+        mtimes: list[int] = (
+            pc.fill_null(batch.column("mtime"), self.default_mtime).to_pylist()
+            if "mtime" in names and not pa.types.is_null(batch.column("mtime").type)
+            else [self.default_mtime] * n
+        )
+        ctypes: list[str] = (
+            pc.fill_null(batch.column("content_type"), DEFAULT_CONTENT_TYPE).to_pylist()
+            if "content_type" in names and not pa.types.is_null(batch.column("content_type").type)
+            else [DEFAULT_CONTENT_TYPE] * n
+        )
+        relative = int(AddressType.RELATIVE)
+        groups: dict[tuple[int, str], list[int]] = {}
+        if mtimes.count(mtimes[0]) == n and ctypes.count(ctypes[0]) == n:
+            groups[mtimes[0], ctypes[0]] = list(range(n))
+        else:
+            for i, group in enumerate(zip(mtimes, ctypes, strict=True)):
+                groups.setdefault(group, []).append(i)
+        for (mtime, ctype), rows in groups.items():
+            enc = self._encoder(mtime, relative, ctype)
+            if len(rows) == n:
+                k, a, s, e = keys, addresses, sizes, etags
+            else:
+                k, a, s, e = ([c[i] for i in rows] for c in (keys, addresses, sizes, etags))
+            identities, data = enc.encode_many(a, s, e)
+            yield from map(_new_tuple, repeat(Record), zip(k, identities, data, strict=True))
+
+    def row_records(self, batch: pa.RecordBatch) -> Iterator[Record]:
+        """The records of a batch, each row checked and encoded on its own."""
+        for_link = self.ns.for_link
         default_mtime = self.default_mtime
         for path, address, size, checksum, mtime, content_type, metadata in zip(
             _column(batch, "path"),
@@ -246,12 +438,7 @@ class ObjectRecords:
                 entry = ObjectEntry(addr, atype, size, etag, mtime, 0, ctype, md)
                 identity, data = encode_value(entry)
             else:
-                enc = encoders.get((mtime, atype, ctype))
-                if enc is None:
-                    if len(encoders) >= MAX_ENCODERS:
-                        encoders.clear()
-                    enc = encoders[mtime, atype, ctype] = BatchEncoder(mtime, 0, atype, ctype)
-                identity, data = enc.encode(addr, size, etag)
+                identity, data = self._encoder(mtime, atype, ctype).encode(addr, size, etag)
             yield Record(key, identity, data)
 
 

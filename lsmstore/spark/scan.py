@@ -22,6 +22,7 @@ re-run; committed ranges are immutable and stay while the commit is kept.
 from __future__ import annotations
 
 import asyncio
+from bisect import bisect_left
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -29,7 +30,7 @@ from lsmstore import layout, refexpr
 from lsmstore.graveler.commit import read_commit
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID
 from lsmstore.graveler.ranges import RangeInfo
-from lsmstore.graveler.record import Record
+from lsmstore.graveler.record import Record, RecordTuple, as_record
 from lsmstore.graveler.source import DirectSource
 from lsmstore.graveler.sst_reader import SSTReader
 from lsmstore.refstore.base import RefStore
@@ -194,11 +195,12 @@ async def plan_scan(
     return ScanPlan(repo, info.storage_namespace, commit_id, branch, tuple(parts), count)
 
 
-async def _committed(
+async def _committed_blocks(
     objects: ObjectStore, range_ids: Sequence[str], lo: bytes | None
-) -> AsyncIterator[Record]:
-    """The records of consecutive ranges from ``lo``, fetching the next range while
-    the current one is read."""
+) -> AsyncIterator[tuple[Sequence[bytes], Sequence[RecordTuple]]]:
+    """The decoded blocks of consecutive ranges from ``lo`` -- ``(keys, records)``, the
+    first block's starting at ``lo`` --, fetching the next range while the current one
+    is read."""
     if not range_ids:
         return
 
@@ -212,11 +214,20 @@ async def _committed(
             reader = await nxt
             if i + 1 < len(range_ids):
                 nxt = asyncio.ensure_future(fetch(range_ids[i + 1]))
-            for rec in reader.seek(lo or b""):
-                yield rec
+            for start, (keys, records) in reader.blocks(lo or b""):
+                yield (keys[start:], records[start:]) if start else (keys, records)
     finally:
         if not nxt.done():
             nxt.cancel()
+
+
+async def _committed(
+    objects: ObjectStore, range_ids: Sequence[str], lo: bytes | None
+) -> AsyncIterator[Record]:
+    """The records of consecutive ranges from ``lo`` (:func:`_committed_blocks`)."""
+    async for _, records in _committed_blocks(objects, range_ids, lo):
+        for rec in records:
+            yield as_record(rec)
 
 
 async def scan_partition(objects: ObjectStore, part: ScanPartition) -> AsyncIterator[Record]:
@@ -235,3 +246,36 @@ async def scan_partition(objects: ObjectStore, part: ScanPartition) -> AsyncIter
             break
         if rec.value is not None:
             yield rec
+
+
+async def scan_partition_chunks(
+    objects: ObjectStore, part: ScanPartition, rows: int
+) -> AsyncIterator[list[RecordTuple]]:
+    """:func:`scan_partition` in lists of ``rows`` records (the last one shorter), as
+    plain record tuples.  A partition without staged files is read a decoded block at
+    a time, with no Python step per record but the tombstone filter (committed ranges
+    hold none; a foreign file might)."""
+    chunk: list[RecordTuple] = []
+    if part.staged:
+        async for rec in scan_partition(objects, part):
+            chunk.append(rec)
+            if len(chunk) >= rows:
+                yield chunk
+                chunk = []
+    else:
+        hi = part.hi
+        async for keys, records in _committed_blocks(objects, part.ranges, part.lo):
+            if not keys:  # lo is past this block's keys
+                continue
+            if hi is not None and keys[-1] >= hi:  # the partition ends in this block
+                chunk += [r for r in records[: bisect_left(keys, hi)] if r[2] is not None]
+                break
+            chunk += [r for r in records if r[2] is not None]
+            while len(chunk) >= rows:
+                yield chunk[:rows]
+                chunk = chunk[rows:]
+    while len(chunk) > rows:
+        yield chunk[:rows]
+        chunk = chunk[rows:]
+    if chunk:
+        yield chunk

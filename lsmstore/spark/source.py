@@ -49,6 +49,7 @@ from pyspark.sql.types import StructType
 
 from lsmstore.config import load_config
 from lsmstore.errors import InvalidInputError, UnavailableError
+from lsmstore.gcfreeze import paused
 from lsmstore.graveler.record import Record
 from lsmstore.refstore.names import check_ref_name
 from lsmstore.refstore.url import open_refstore
@@ -200,7 +201,8 @@ class LsmReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, _Partition)
         part: scan.ScanPartition = partition.part
-        return iter(run(_read(part, self.opts.mode, self.metadata)))
+        with paused():  # see write()
+            return iter(run(_read(part, self.opts.mode, self.metadata)))
 
 
 async def _read(
@@ -210,16 +212,10 @@ async def _read(
     objects = open_object_store(part.namespace)
     try:
         to_batch = rows.batch_reader(mode, rows.namespace_of(objects.url, part.namespace, metadata))
-        batches: list[pa.RecordBatch] = []
-        chunk: list[Record] = []
-        async for rec in scan.scan_partition(objects, part):
-            chunk.append(rec)
-            if len(chunk) >= rows.BATCH_ROWS:
-                batches.append(to_batch(chunk))
-                chunk = []
-        if chunk:
-            batches.append(to_batch(chunk))
-        return batches
+        return [
+            to_batch(chunk)
+            async for chunk in scan.scan_partition_chunks(objects, part, rows.BATCH_ROWS)
+        ]
     finally:
         await objects.aclose()
 
@@ -250,7 +246,12 @@ class LsmWriter(DataSourceArrowWriter):
         self.metadata = info.metadata
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        return run(self._write(iterator))
+        # A task holds its records (a million, by default) while it sorts and encodes
+        # them: each full collection of the cyclic collector would walk all of them,
+        # 1.7 us a record in all (BENCHMARKS.md, Spark).  They make no cycles; the
+        # collector runs again when the task is done.
+        with paused():
+            return run(self._write(iterator))
 
     async def _write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         objects = open_object_store(self.namespace)
