@@ -180,6 +180,15 @@ def _settle(fut: asyncio.Future[None], error: BaseException | None) -> None:
             fut.set_exception(error)
 
 
+def _tell(
+    loop: asyncio.AbstractEventLoop, fut: asyncio.Future[None], error: BaseException | None
+) -> None:
+    """From a worker thread: resolve ``fut`` on ``loop`` (nothing if the loop is closed:
+    its waiter is gone, and the thread still finishes its work)."""
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(_settle, fut, error)
+
+
 def _retrieved(fut: asyncio.Future[None]) -> None:
     """Mark a future's exception seen: its waiter may be gone (it re-raises nowhere)."""
     if not fut.cancelled():
@@ -363,9 +372,9 @@ class LocalStore(ObjectStore):
                     os.unlink(path)
                 raise self._unavailable(key, e) from e
         except BaseException as e:
-            loop.call_soon_threadsafe(_settle, written, e)
+            _tell(loop, written, e)
             raise
-        loop.call_soon_threadsafe(_settle, written, None)
+        _tell(loop, written, None)
         try:
             try:
                 os.fsync(fd)
