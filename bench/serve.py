@@ -2,7 +2,7 @@
 library in the same run (the ceiling).
 
 ``python -m bench serve [--seconds 10] [--connections 256] [--batch 1000]
-[--skip-library] [--phases stat,ls,upload,link,batch,halfload]`` (``./dev.sh bench
+[--skip-library] [--phases stat,ls,upload,link,batch,halfload] [--rate R]`` (``./dev.sh bench
 serve``; needs ``wrk``: ``apt-get install wrk``).
 
 A real server process (``python -m lsmstore.server``, embedded RefStore and local-file
@@ -18,8 +18,11 @@ processes on the same machine:
 * **stat/s** (``GET .../objects/stat``) and **listing pages/s** (``GET .../objects/ls``,
   100 entries a page) with ``--connections`` connections;
 * **latency at half load**: an open-loop client (aiohttp, 2 processes) issues uploads
-  at half the measured writes/s for ``--seconds``; latency is counted from each
-  request's scheduled time (p50/p99/p99.9);
+  at half the measured writes/s (or at ``--rate``/s: the same load for every tree of
+  an A/B) for ``--seconds``; latency is counted from each
+  request's scheduled time (p50/p99/p99.9), with the failed requests, how late the
+  client itself sent (p99: a client too slow for the rate shows here) and the server's
+  and the client's CPU per upload;
 * **our app's own cost** (``app``): CPU µs per stat through the ASGI app driven
   in-process, without sockets or uvicorn;
 * **library ceiling** (same run): the same operations through ``lsmstore.connect``
@@ -164,26 +167,40 @@ def _ms(text: str) -> float:
 
 def _open_loop_worker(url: str, auth: tuple[str, str], rate: float, seconds: float, wid: int,
                       q: Any) -> None:  # fmt: skip
+    """Send uploads at fixed times; each latency counts from the request's scheduled
+    time (coordinated-omission free: a late send or a queued connection counts).
+    Reports the latencies of the acknowledged ones, the failures, how late the sends
+    went out (the client's own lag) and the client's CPU."""
     import aiohttp
 
-    async def run() -> list[float]:
+    async def run() -> dict[str, Any]:
         lat: list[float] = []
+        late: list[float] = []
+        failed = 0
         conn = aiohttp.TCPConnector(limit=256)
         headers = {"Authorization": aiohttp.encode_basic_auth(*auth)}
+        cpu0 = time.process_time()
         async with aiohttp.ClientSession(url, connector=conn, headers=headers) as s:
             start = time.perf_counter()
             n = int(rate * seconds)
             tasks = []
 
             async def one(i: int, due: float) -> None:
-                async with s.post(
-                    "/api/v1/repositories/bench/branches/main/objects",
-                    params={"path": f"ol/{wid}/{i}"},
-                    data=b"0123456789abcdef",
-                ) as r:
-                    await r.read()
-                    if r.status == 201:
-                        lat.append(time.perf_counter() - due)
+                nonlocal failed
+                late.append(time.perf_counter() - due)
+                try:
+                    async with s.post(
+                        "/api/v1/repositories/bench/branches/main/objects",
+                        params={"path": f"ol/{wid}/{i}"},
+                        data=b"0123456789abcdef",
+                    ) as r:
+                        await r.read()
+                        if r.status == 201:
+                            lat.append(time.perf_counter() - due)
+                        else:
+                            failed += 1
+                except (aiohttp.ClientError, OSError):
+                    failed += 1
 
             for i in range(n):
                 due = start + i / rate
@@ -191,8 +208,8 @@ def _open_loop_worker(url: str, auth: tuple[str, str], rate: float, seconds: flo
                 if delay > 0:
                     await asyncio.sleep(delay)
                 tasks.append(asyncio.create_task(one(i, due)))
-            await asyncio.gather(*tasks, return_exceptions=True)
-        return lat
+            await asyncio.gather(*tasks)
+        return {"lat": lat, "late": late, "failed": failed, "cpu": time.process_time() - cpu0}
 
     q.put(asyncio.run(run()))
 
@@ -200,24 +217,41 @@ def _open_loop_worker(url: str, auth: tuple[str, str], rate: float, seconds: flo
 def open_loop(
     server: ServerProcess, rate: float, seconds: float, procs: int = 2
 ) -> dict[str, float]:
+    """Uploads at ``rate``/s for ``seconds`` from ``procs`` client processes; latency
+    percentiles (ms, from the scheduled send times), failures, the p99 of the sends'
+    own lag (ms: a client too slow for the rate shows here) and the client's and the
+    server's CPU per request (µs)."""
     ctx = multiprocessing.get_context("spawn")
     q = ctx.Queue()
     ps = [ctx.Process(target=_open_loop_worker,
                       args=(server.url, server.admin, rate / procs, seconds, w, q))
           for w in range(procs)]  # fmt: skip
+    cpu0 = _cpu_s(server.proc.pid)
     for p in ps:
         p.start()
     lat: list[float] = []
+    late: list[float] = []
+    failed, client_cpu = 0, 0.0
     for _ in ps:
-        lat += q.get(timeout=seconds + 300)
+        got = q.get(timeout=seconds + 300)
+        lat += got["lat"]
+        late += got["late"]
+        failed += got["failed"]
+        client_cpu += got["cpu"]
     for p in ps:
         p.join()
+    server_cpu = _cpu_s(server.proc.pid) - cpu0
     lat.sort()
+    late.sort()
 
-    def pct(x: float) -> float:
-        return lat[min(len(lat) - 1, int(x / 100 * len(lat)))] * 1000 if lat else 0.0
+    def pct(xs: list[float], x: float) -> float:
+        return xs[min(len(xs) - 1, int(x / 100 * len(xs)))] * 1000 if xs else 0.0
 
-    return {"rate": rate, "n": len(lat), "p50": pct(50), "p99": pct(99), "p999": pct(99.9)}
+    sent = max(1, len(late))
+    return {"rate": rate, "n": len(lat), "failed": failed, "p50": pct(lat, 50),
+            "p99": pct(lat, 99), "p999": pct(lat, 99.9), "late_p99": pct(late, 99),
+            "client_cpu_us": client_cpu / sent * 1e6,
+            "server_cpu_us": server_cpu / sent * 1e6}  # fmt: skip
 
 
 async def app_cpu(home: Path, n: int = 5000) -> float:
@@ -313,6 +347,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--connections", type=int, default=256)
     ap.add_argument("--batch", type=int, default=1000)
     ap.add_argument("--skip-library", action="store_true")
+    ap.add_argument("--rate", type=float, default=0.0,
+                    help="uploads/s of halfload (default: half the upload phase's)")  # fmt: skip
     ap.add_argument("--phases", default=",".join(PHASES),
                     help=f"comma-separated subset of {','.join(PHASES)}")  # fmt: skip
     args = ap.parse_args(argv)
@@ -366,7 +402,7 @@ def main(argv: list[str]) -> int:
                 )
             )
         w = {"rps": 0.0}
-        if "upload" in phases or "halfload" in phases:
+        if "upload" in phases or ("halfload" in phases and not args.rate):
             lua = tmp / "upload.lua"
             lua.write_text(UPLOAD_LUA)
             w = measured(str(lua), server.url + "/", args.connections, ["w"])
@@ -412,11 +448,15 @@ def main(argv: list[str]) -> int:
                              f"{b['non2xx']:.0f}, server CPU {b['cpu_us']:,.0f} µs/request",
                              ))  # fmt: skip
         if "halfload" in phases:
-            half = max(100.0, w["rps"] / 2)
+            half = args.rate or max(100.0, w["rps"] / 2)
             ol = open_loop(server, half, args.seconds)
-            rows.append((f"upload latency at half load ({half:,.0f}/s, open loop)",
+            what = "fixed rate" if args.rate else "half load"
+            rows.append((f"upload latency at {what} ({half:,.0f}/s, open loop)",
                          f"p50 {ol['p50']:.1f} ms", f"p99 {ol['p99']:.1f} ms, p99.9 "
-                         f"{ol['p999']:.1f} ms ({ol['n']:,} acked)"))  # fmt: skip
+                         f"{ol['p999']:.1f} ms ({ol['n']:,} acked, {ol['failed']:,} failed; "
+                         f"sends late by p99 {ol['late_p99']:.1f} ms; CPU per upload: "
+                         f"server {ol['server_cpu_us']:,.0f} µs, client "
+                         f"{ol['client_cpu_us']:,.0f} µs)"))  # fmt: skip
     finally:
         server.stop()
     if "app" in phases:

@@ -3,6 +3,9 @@
 * between the data upload and the staging of its entry: the acknowledged upload is
   intact, the unacknowledged one has no entry and left exactly one unreferenced data
   object (found by the GC job's orphan scan);
+* after the entry's L1 file is uploaded while the data is not yet durable (its
+  directory fsync never ends): the entry was not appended, the acknowledged upload is
+  intact (local namespace: the store whose data fsyncs overlap the batch);
 * in the middle of streaming the data: no entry and no data object (a local temp file
   that no key names; on S3 an incomplete multipart upload, invisible to reads and
   listings), and the path can be uploaded again.
@@ -123,3 +126,22 @@ async def test_kill_while_streaming_data(setup: tuple[str, str, str], tmp_path: 
             assert len(leftovers) == 1 and leftovers[0].startswith(".lsm-tmp.")
         await main.upload("streamed", b"after the crash")
         assert await (await main.open("streamed")).read() == b"after the crash"
+
+
+async def test_kill_while_the_data_is_not_yet_durable(tmp_path: Path) -> None:
+    refstore, ns = f"local://{tmp_path / 'refs'}", (tmp_path / "ns").as_uri()
+    async with lsmstore.connect(refstore, home=str(tmp_path / "home")) as store:
+        await store.create_repository("crash", storage_namespace=ns)
+    lines = await asyncio.to_thread(
+        run_and_kill, [refstore, str(tmp_path / "child"), "crash", "durable"], until="uploaded"
+    )
+    assert lines[:2] == ["acked", "uploaded"]
+    async with lsmstore.connect(refstore, home=str(tmp_path / "home")) as store:
+        repo = await store.get_repository("crash")
+        main = repo.branch()
+        assert await (await main.open("acked")).read() == b"acknowledged before the crash"
+        with pytest.raises(lsmstore.ObjectNotFoundError):
+            await main.stat_object("pending")
+        assert len(await data_keys(repo)) == 2  # the pending upload's data: referenced by nothing
+        await main.upload("pending", b"again")
+        assert await (await main.open("pending")).read() == b"again"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import hashlib
 import os
 import signal
@@ -15,7 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from lsmstore.errors import InvalidInputError, InvalidNameError, ObjectNotFoundError
+from lsmstore.errors import (
+    InvalidInputError,
+    InvalidNameError,
+    ObjectNotFoundError,
+    UnavailableError,
+)
+from lsmstore.storage import local
 from lsmstore.storage.base import ObjectStore, PutMode
 from lsmstore.storage.local import TMP_MARK, LocalStore
 from lsmstore.testing.store_contract import StoreContract, collect
@@ -186,3 +193,40 @@ def test_puts_into_one_directory_share_its_fsync() -> None:
         release[2].set()
         assert third.result(60) is None
     assert calls == [0, 1, 2]
+
+
+async def test_put_fresh_is_durable_when_its_future_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``put_fresh`` returns once the file is written and readable; its future ends
+    after the file's fsync and then the directory's; a failed fsync fails the future
+    (the put itself had returned)."""
+    store = LocalStore(tmp_path)
+    await store.put("data/first", b"")  # the directory exists: no fsync of a new one
+    order: list[str] = []
+    gate = threading.Event()
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        assert gate.wait(60)
+        real_fsync(fd)
+        order.append("file")
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(local, "_sync_dir", lambda path: order.append(path))
+    durable = await store.put_fresh("data/x", b"fresh")
+    assert await store.get("data/x") == b"fresh"
+    assert not durable.done() and order == []
+    gate.set()
+    await durable
+    assert order == ["file", str(tmp_path / "data")]
+    assert [p.name for p in (tmp_path / "data").iterdir() if p.name.startswith(TMP_MARK)] == []
+
+    def failing(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", failing)
+    durable = await store.put_fresh("data/y", b"lost?")
+    with pytest.raises(UnavailableError, match="Input/output error") as e:
+        await durable
+    assert e.value.outcome_unknown

@@ -15,6 +15,7 @@ from lsmstore.errors import ClosedError, EntryTooLargeError, UnavailableError
 from lsmstore.refstore.base import Ref, Repository
 from lsmstore.refstore.embedded import EmbeddedRefStore
 from lsmstore.staging.writer import BranchWriter
+from lsmstore.storage.base import ForwardingStore, ObjectStore, PutMode
 from lsmstore.storage.memory import MemoryStore
 from lsmstore.testing.faulty_store import FaultyStore
 
@@ -320,5 +321,74 @@ async def test_append_order_holds_when_uploads_finish_out_of_order(tmp_path: Pat
     assert [f[0].key for f in files] == [b"k%02d" % i for i in range(60)]
     assert w.stats.batches == 60 and w.stats.failed_batches == 0
     assert sum(t.group for t in w.stats.flushes if t.append) == 60  # each in one call
+    await w.aclose()
+    await rs.aclose()
+
+
+class _CountedPuts(ForwardingStore):
+    """Counts the puts that landed; ``until(n)`` waits for the n-th."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        super().__init__(inner)
+        self.puts = 0
+        self._landed = asyncio.Condition()
+
+    async def put(self, key: str, data: bytes, mode: PutMode = PutMode.CREATE) -> None:
+        await super().put(key, data, mode)
+        async with self._landed:
+            self.puts += 1
+            self._landed.notify_all()
+
+    async def until(self, n: int) -> None:
+        async with self._landed:
+            await self._landed.wait_for(lambda: self.puts >= n)
+
+
+async def test_a_batch_appends_only_once_the_data_its_writes_name_is_durable(
+    tmp_path: Path,
+) -> None:
+    """``write(record, durable)`` (an upload's data still being fsynced): the batch is
+    encoded and uploaded, but neither appended nor taken along by an earlier batch's
+    append before the future is done; a later batch waits behind it."""
+    rs = await embedded_refstore(tmp_path)
+    objects = _CountedPuts(MemoryStore())
+    w = BranchWriter(rs, objects, REPO, BRANCH, cfg(tmp_path, batch_interval_ms=1))
+    data: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    first = asyncio.create_task(w.write(rec("a", b"1"), data))
+    await objects.until(2)  # its L1 file (SST and sidecar) is uploaded
+    second = asyncio.create_task(w.write(rec("b", b"2")))
+    await objects.until(4)  # the next batch's too
+    await asyncio.sleep(0.05)  # give the writer every chance to (wrongly) append
+    assert await l1_files(rs, objects) == []
+    assert not first.done() and not second.done()
+    data.set_result(None)
+    await asyncio.gather(first, second)
+    assert [[r.key for r in f] for f in await l1_files(rs, objects)] == [[b"a"], [b"b"]]
+    await w.aclose()
+    await rs.aclose()
+
+
+async def test_data_that_fails_to_become_durable_fails_its_batch_unappended(
+    tmp_path: Path,
+) -> None:
+    rs = await embedded_refstore(tmp_path)
+    objects = MemoryStore()
+    w = BranchWriter(rs, objects, REPO, BRANCH, cfg(tmp_path, batch_interval_ms=20))
+    loop = asyncio.get_running_loop()
+    bad: asyncio.Future[None] = loop.create_future()
+    good: asyncio.Future[None] = loop.create_future()
+    good.set_result(None)
+    writes = [
+        asyncio.create_task(w.write(rec("a", b"1"), good)),
+        asyncio.create_task(w.write(rec("b", b"2"), bad)),
+        asyncio.create_task(w.write(rec("c", b"3"))),
+    ]
+    bad.set_exception(UnavailableError("fsync failed"))
+    for task in writes:  # one batch: every write of it fails
+        with pytest.raises(UnavailableError, match="fsync failed"):
+            await task
+    await w.write(rec("d", b"4"))
+    assert [[r.key for r in f] for f in await l1_files(rs, objects)] == [[b"d"]]
+    assert w.stats.failed_batches == 1
     await w.aclose()
     await rs.aclose()

@@ -334,23 +334,29 @@ class ObjectWrites(ObjectReads):
                 raise ObjectExistsError(path)
             data_key = layout.data_key(new_file_id(repo.store.clock))
             payload = source.small()
-            if payload is not None:  # one put: fewer worker-thread hops than a stream
-                await repo.objects.put(data_key, payload, PutMode.CREATE)
+            durable = None
+            if payload is not None:
+                # One worker-thread hop; its data becomes durable while the entry is
+                # staged and batched, and the writer appends the entry only after.
+                durable = await repo.objects.put_fresh(data_key, payload)
             else:
                 await repo.objects.put_stream(data_key, source, PutMode.CREATE)
             secs, nanos = self._now()
             entry = ObjectEntry(
                 data_key, AddressType.RELATIVE, source.size, source.md5hex, secs, nanos, ct, md
             )
-            await self._stage_new_data(key, entry)
+            await self._stage_new_data(key, entry, durable)
         await self._replaced([(key, old, data_key)], "overwritten")
         return _stats(path, entry, ns)
 
-    async def _stage_new_data(self, key: bytes, entry: ObjectEntry) -> None:
-        """Stage the entry of freshly written data; on failure delete the data (the
-        entry surely did not land) or record it as a candidate (it may have)."""
+    async def _stage_new_data(
+        self, key: bytes, entry: ObjectEntry, durable: asyncio.Future[None] | None = None
+    ) -> None:
+        """Stage the entry of freshly written data (``durable``: the data's durability,
+        when it is still being made durable); on failure delete the data (the entry
+        surely did not land) or record it as a candidate (it may have)."""
         try:
-            await self._w().write(self._record(key, entry))
+            await self._w().write(self._record(key, entry), durable)
         except BaseException as e:
             repo = self.repository
             unknown = not isinstance(e, LsmError) or (

@@ -8,6 +8,10 @@ docs/write-path.md walks through it; the contract in short:
   RefStore has appended the file id to the branch's L1 list.  If the upload or the
   append fails, every write of the batch raises the error (a typed
   :mod:`lsmstore.errors` exception) and none of it is visible.
+* A write may name data still being made durable (``write(record, durable=future)``,
+  an upload's ``put_fresh``): its batch is appended (or taken along by an earlier
+  batch's append) only once every such future of the batch is done; one that fails
+  fails the batch, unappended, like a failed upload.
 * A batch closes ``batch_interval_ms`` after the previous one closed (at once if that
   is past: an idle writer adds no delay to a lone write), or sooner when it passes
   ``batch_max_bytes``/``batch_max_records`` (a write finding the memstore that full
@@ -112,9 +116,11 @@ class FlushTrace:
 
     ``window``: from when the flusher first saw the batch non-empty until it waited
     for a slot; ``slot``: waiting for an in-flight slot (the batch still fills);
-    ``admit``: waiting below the L1 hard limit; ``encode``, ``upload``; ``turn``:
-    waiting for the previous batch's append; ``append``: the RefStore call (0 for a
-    batch an earlier batch's call took along, see ``group``).
+    ``admit``: waiting below the L1 hard limit; ``encode``, ``upload``; ``data``:
+    waiting, after the upload, for the data its writes name to be durable
+    (``write(durable=...)``); ``turn``: waiting for the previous batch's append;
+    ``append``: the RefStore call (0 for a batch an earlier batch's call took along,
+    see ``group``).
     ``depth``: the in-flight limit when the batch was sealed.
     """
 
@@ -126,6 +132,7 @@ class FlushTrace:
     admit: float = 0.0
     encode: float = 0.0
     upload: float = 0.0
+    data: float = 0.0
     turn: float = 0.0
     append: float = 0.0
 
@@ -137,6 +144,7 @@ class _Batch:
         "appended",
         "carried",
         "done",
+        "durable",
         "file_id",
         "mem",
         "next",
@@ -150,13 +158,15 @@ class _Batch:
         self.seq = seq
         self.seen = 0.0  # when the flusher first saw it non-empty (perf_counter; 0: not yet)
         self.trace = FlushTrace()
-        self.file_id: str | None = None  # set once its files are uploaded
+        self.file_id: str | None = None  # set once uploaded and its writes' data durable
         #: The batch sealed next in the same append chain (it appends after this one).
         self.next: _Batch | None = None
         #: The outcome of an earlier batch's append that took this one along.
         self.carried: Ref | BaseException | None = None
         self.mem = Memstore()
         self.waiters: list[asyncio.Future[None]] = []
+        #: Durability of the data its writes name (see ``BranchWriter.write``).
+        self.durable: list[asyncio.Future[None]] = []
         # Resolved when this batch's turn to append is over: result None lets the next
         # batch append; an exception makes it fail unappended.
         self.appended: asyncio.Future[None] = loop.create_future()
@@ -171,6 +181,17 @@ def _resolve(waiters: list[asyncio.Future[None]], error: BaseException | None) -
                 w.set_result(None)
             else:
                 w.set_exception(error)
+
+
+async def _all_done(futures: list[asyncio.Future[None]]) -> None:
+    """Wait for every future (most are done already); raise the first one's error."""
+    waiting = [f for f in futures if not f.done()]
+    if waiting:
+        await asyncio.wait(waiting)
+    for f in futures:
+        error = f.exception()
+        if error is not None:
+            raise error
 
 
 class BranchWriter:
@@ -234,13 +255,15 @@ class BranchWriter:
         if self._closing:
             raise ClosedError(f"writer of {self.repo}/{self.branch} is closed")
 
-    async def write(self, record: RecordTuple) -> None:
-        """Stage one validated record and wait for its acknowledgement."""
+    async def write(self, record: RecordTuple, durable: asyncio.Future[None] | None = None) -> None:
+        """Stage one validated record and wait for its acknowledgement.  ``durable``:
+        the record names data not yet durable (an object store's ``put_fresh``); its
+        batch is not appended before that future is done, and fails if it fails."""
         self._check_open()
         size = record_bytes(record)
         if self._room or self._pending_bytes + size > self._max_pending:
             await self._wait_room(size)
-        await self._stage((record,), size)
+        await self._stage((record,), size, durable=durable)
 
     def try_stage(self, record: RecordTuple) -> asyncio.Future[None] | None:
         """:meth:`write` without a coroutine, when the record fits at once (the common
@@ -303,6 +326,7 @@ class BranchWriter:
         size: int,
         pending: bool = False,
         known: tuple[list[bytes], int] | None = None,
+        durable: asyncio.Future[None] | None = None,
     ) -> asyncio.Future[None]:
         """Insert into the current memstore (no await in between: one batch).  A full
         memstore is closed first, so these records start the next batch (the flusher
@@ -328,6 +352,8 @@ class BranchWriter:
             )
         fut: asyncio.Future[None] = self._loop.create_future()
         batch.waiters.append(fut)
+        if durable is not None:
+            batch.durable.append(durable)
         if mem.nbytes >= max_bytes or len(mem.map) >= max_records:
             self._wake.set()
         return fut
@@ -567,9 +593,14 @@ class BranchWriter:
                 trace.encode = now() - t
                 t = now()
                 sst_size = len(sst)
-                file_id = batch.file_id = await self._upload(sst, meta)
+                uploaded = await self._upload(sst, meta)
                 trace.upload = now() - t
                 del sst, meta
+                if batch.durable:  # before an earlier batch's append can take it along
+                    t = now()
+                    await _all_done(batch.durable)
+                    trace.data = now() - t
+                file_id = batch.file_id = uploaded
             except Exception as e:
                 error = e
             # Our turn comes when the previous batch's append is over.

@@ -22,6 +22,12 @@ Contract (checked by :mod:`lsmstore.testing.store_contract` for every backend):
   as a multipart upload).  If the iterator raises, or the caller is cancelled, nothing
   is published and nothing partial is left behind that a key can name (S3 aborts the
   multipart upload; a local store removes its temp file).
+* ``put_fresh`` creates an object under a fresh key nothing names yet, returning once
+  it is written and readable, with a future that ends once it is durable: the caller
+  may do other work (stage an entry naming it) before it waits, and must wait before
+  anything durable names the key.  Until then a crash may leave the key missing,
+  empty or partial (never another object's bytes).  Backends whose puts are durable
+  when they return give an already-done future.
 * ``get_stream`` yields bytes ``[start, end)`` in chunks of at most ``chunk_size``;
   a missing key raises :class:`ObjectNotFoundError` from the first iteration.
 * Any failure to reach the backend (connection refused, timeout, 5xx after the
@@ -34,6 +40,7 @@ Contract (checked by :mod:`lsmstore.testing.store_contract` for every backend):
 from __future__ import annotations
 
 import abc
+import asyncio
 import enum
 import re
 from collections.abc import AsyncIterable, AsyncIterator
@@ -126,6 +133,23 @@ class ObjectStore(AsyncCloseable, abc.ABC):
         del parts
         await self.put(key, data, mode)
         return ObjectMeta(key, len(data))
+
+    async def put_fresh(self, key: str, data: bytes) -> asyncio.Future[None]:
+        """Create ``data`` under ``key``, a key nothing names yet and nothing reads before
+        the returned future is done; return once the object is written and readable.
+        The future ends once it is durable (or raises why it is not: then the object
+        may or may not survive a crash).  Raises ObjectExistsError when the key is
+        present, like a CREATE :meth:`put` (see the module docstring).
+
+        This default is a CREATE :meth:`put` and a future already done: right for a
+        backend whose puts are durable when they return, and for wrappers that forward
+        ``put``.  A backend whose durability is a separate, slow step (an fsync) does it
+        in the future, so that it overlaps the caller's next steps.
+        """
+        await self.put(key, data, PutMode.CREATE)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        done.set_result(None)
+        return done
 
     async def get_stream(
         self, key: str, start: int = 0, end: int | None = None, *, chunk_size: int = STREAM_CHUNK

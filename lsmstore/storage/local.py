@@ -23,6 +23,12 @@ support hard links.  ``list`` walks the directories under the prefix in key orde
 reading one directory at a time: its cost is proportional to the number of entries under
 the prefix (subtrees entirely at or before ``after`` are skipped).
 
+**Fresh puts** (:meth:`LocalStore.put_fresh`, a data object under a new unique key):
+the file is written under its key directly, and the caller goes on (stages the
+entry naming it) while the same worker thread fsyncs the file and then the directory;
+the caller's writer waits for that before the entry becomes durable.  A crash before
+then leaves the file missing, empty or partial, and nothing durable names it.
+
 All file I/O runs in worker threads (reads in the default pool, puts in the write pool).
 """
 
@@ -149,14 +155,44 @@ _write_pool: ThreadPoolExecutor | None = None
 _write_pool_pid = 0
 
 
-async def _in_write_pool(fn: Callable[..., T], *args: object) -> T:
-    """Run ``fn(*args)`` in the write pool (created on first use, anew in a forked child)."""
+def _write_pool_future(fn: Callable[..., T], *args: object) -> asyncio.Future[T]:
+    """Start ``fn(*args)`` in the write pool (created on first use, anew in a forked
+    child); its future."""
     global _write_pool, _write_pool_pid
     pool = _write_pool
     if pool is None or _write_pool_pid != os.getpid():
         pool = _write_pool = ThreadPoolExecutor(WRITE_THREADS, thread_name_prefix="lsm-put")
         _write_pool_pid = os.getpid()
-    return await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
+    return asyncio.get_running_loop().run_in_executor(pool, fn, *args)
+
+
+async def _in_write_pool(fn: Callable[..., T], *args: object) -> T:
+    """Run ``fn(*args)`` in the write pool."""
+    return await _write_pool_future(fn, *args)
+
+
+def _settle(fut: asyncio.Future[None], error: BaseException | None) -> None:
+    """Resolve ``fut`` (on its loop) unless its waiter gave up."""
+    if not fut.done():
+        if error is None:
+            fut.set_result(None)
+        else:
+            fut.set_exception(error)
+
+
+def _tell(
+    loop: asyncio.AbstractEventLoop, fut: asyncio.Future[None], error: BaseException | None
+) -> None:
+    """From a worker thread: resolve ``fut`` on ``loop`` (nothing if the loop is closed:
+    its waiter is gone, and the thread still finishes its work)."""
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(_settle, fut, error)
+
+
+def _retrieved(fut: asyncio.Future[None]) -> None:
+    """Mark a future's exception seen: its waiter may be gone (it re-raises nowhere)."""
+    if not fut.cancelled():
+        fut.exception()
 
 
 def _discard(tmp: str, f: BinaryIO) -> None:
@@ -265,15 +301,7 @@ class LocalStore(ObjectStore):
         """A new temp file beside ``path`` (creating the directories), open for writing."""
         directory = os.path.dirname(path)
         tmp = os.path.join(directory, f"{TMP_MARK}{os.path.basename(path)}.{secrets.token_hex(8)}")
-        try:
-            self._ensure_dir(key, directory)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-        except (IsADirectoryError, NotADirectoryError) as e:
-            raise InvalidNameError(
-                f"object key {key!r} conflicts with an existing object or key prefix"
-            ) from e
-        except OSError as e:
-            raise self._unavailable(key, e) from e
+        fd = self._create(key, tmp, directory)
         return tmp, open(fd, "wb")  # closed by _publish/_discard
 
     def _publish(self, key: str, path: str, tmp: str, f: BinaryIO, mode: PutMode) -> None:
@@ -320,6 +348,72 @@ class LocalStore(ObjectStore):
     async def put(self, key: str, data: bytes, mode: PutMode = PutMode.CREATE) -> None:
         path = self._path(key)
         await _in_write_pool(self._put, key, path, data, mode)
+
+    def _put_fresh(
+        self,
+        key: str,
+        path: str,
+        data: bytes,
+        loop: asyncio.AbstractEventLoop,
+        written: asyncio.Future[None],
+    ) -> None:
+        """Write ``data`` straight to ``path`` (a fresh key: no temp file, no link),
+        tell ``written`` on ``loop``, then fsync the file and its directory."""
+        directory = os.path.dirname(path)
+        try:
+            fd = self._create(key, path, directory)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+            except OSError as e:
+                os.close(fd)
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+                raise self._unavailable(key, e) from e
+        except BaseException as e:
+            _tell(loop, written, e)
+            raise
+        _tell(loop, written, None)
+        try:
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            _sync_dir(directory)
+        except OSError as e:
+            raise self._unavailable(key, e, outcome_unknown=True) from e
+
+    def _create(self, key: str, path: str, directory: str) -> int:
+        """A new file at ``path`` (creating the directories), open for writing."""
+        try:
+            self._ensure_dir(key, directory)
+            return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        except FileExistsError:
+            if os.path.isdir(path):
+                raise InvalidNameError(
+                    f"object key {key!r} conflicts with an existing key prefix"
+                ) from None
+            raise ObjectExistsError(key) from None
+        except (IsADirectoryError, NotADirectoryError) as e:
+            raise InvalidNameError(
+                f"object key {key!r} conflicts with an existing object or key prefix"
+            ) from e
+        except OSError as e:
+            raise self._unavailable(key, e) from e
+
+    async def put_fresh(self, key: str, data: bytes) -> asyncio.Future[None]:
+        """One hop to the write pool: the file is written under its key directly (the
+        key is fresh: no reader, no temp file to publish), the caller goes on once it
+        is, and the thread goes on to fsync the file and the directory (shared with the
+        directory's other puts): the returned future."""
+        path = self._path(key)
+        loop = asyncio.get_running_loop()
+        written: asyncio.Future[None] = loop.create_future()
+        durable = _write_pool_future(self._put_fresh, key, path, data, loop, written)
+        durable.add_done_callback(_retrieved)
+        await written
+        return durable
 
     async def put_stream(
         self, key: str, chunks: AsyncIterable[bytes], mode: PutMode = PutMode.CREATE

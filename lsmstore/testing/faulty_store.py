@@ -224,6 +224,15 @@ class FaultyStore(ObjectStore):
         await self.inner.put(key, data, mode)
         self._after(later, "put", key)
 
+    async def put_fresh(self, key: str, data: bytes) -> asyncio.Future[None]:
+        """The inner store's ``put_fresh`` (its own durability step), with the faults of
+        ``put``; a fault raised after the call leaves the object written."""
+        self._enter(key)
+        later = await self._before("put", key)
+        durable = await self.inner.put_fresh(key, data)
+        self._after(later, "put", key)
+        return durable
+
     async def head(self, key: str) -> ObjectMeta:
         self._enter(key)
         later = await self._before("head", key)

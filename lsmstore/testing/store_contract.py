@@ -121,6 +121,23 @@ class StoreContract:
         assert all(isinstance(r, ObjectExistsError) for r in losers), losers
         assert await store.get("race") == payloads[winners[0]]
 
+    async def test_put_fresh(self, store: ObjectStore) -> None:
+        durable = await store.put_fresh("fresh/a", b"fresh bytes")
+        assert await store.get("fresh/a") == b"fresh bytes"  # readable once it returns
+        await durable
+        assert durable.done() and durable.exception() is None
+        assert (await store.head("fresh/a")).size == 11
+        empty = await store.put_fresh("fresh/empty", b"")
+        await empty
+        assert await store.get("fresh/empty") == b""
+        with pytest.raises(ObjectExistsError):
+            await store.put_fresh("fresh/a", b"other")
+        assert await store.get("fresh/a") == b"fresh bytes"
+        await asyncio.gather(*[await store.put_fresh(f"fresh/n{i}", b"%d" % i) for i in range(20)])
+        assert [m.key async for m in store.list("fresh/n")] == sorted(
+            f"fresh/n{i}" for i in range(20)
+        )
+
     # --- ranges, head, delete ----------------------------------------------------------
 
     async def test_get_range(self, store: ObjectStore) -> None:
@@ -297,6 +314,7 @@ class StoreContract:
             lambda: store.head(key),
             lambda: store.delete(key),
             lambda: store.put_stream(key, aiter_of([b"v"])),
+            lambda: store.put_fresh(key, b"v"),
             lambda: collect_stream(store, key),
         ]
         for call in calls:
@@ -315,6 +333,7 @@ class StoreContract:
             lambda: store.delete("k"),
             lambda: collect(store),
             lambda: store.put_stream("k3", aiter_of([b"v"])),
+            lambda: store.put_fresh("k4", b"v"),
             lambda: collect_stream(store, "k"),
         ]
         for call in calls:

@@ -8,6 +8,11 @@ python child_uploader.py REFSTORE HOME REPO MODE
   staging file's put is held.
 * ``stream``: uploads ``streamed`` from an async iterator of 1 MiB chunks that prints
   ``chunk N`` after handing over each and never ends after the sixth.
+* ``durable`` (a local namespace): uploads ``acked`` (prints ``acked``), then uploads
+  ``pending`` while the fsync of the data directory never ends: its data is written
+  and its entry staged, its batch's L1 file is uploaded, and the batch waits for the
+  data to be durable; prints ``uploaded`` once both L1 objects have landed (and the
+  writer had a moment to append wrongly).
 """
 
 from __future__ import annotations
@@ -15,13 +20,15 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import threading
 from collections.abc import AsyncIterator
 
 import uvloop
 
 from lsmstore.client import Store
 from lsmstore.config import load_config
-from lsmstore.storage.base import ObjectStore
+from lsmstore.storage import local
+from lsmstore.storage.base import ForwardingStore, ObjectStore, PutMode
 from lsmstore.storage.url import open_object_store
 from lsmstore.testing.faulty_store import FaultyStore
 
@@ -34,13 +41,49 @@ async def endless() -> AsyncIterator[bytes]:
     yield b""
 
 
+class _L1Landed(ForwardingStore):
+    """Sets ``landed`` once two L1 objects (an SST and its sidecar) are stored."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        super().__init__(inner)
+        self.l1 = 0
+        self.landed = asyncio.Event()
+
+    async def put(self, key: str, data: bytes, mode: PutMode = PutMode.CREATE) -> None:
+        await super().put(key, data, mode)
+        if "/L1/" in key:
+            self.l1 += 1
+            if self.l1 >= 2:
+                self.landed.set()
+
+    async def put_fresh(self, key: str, data: bytes) -> asyncio.Future[None]:
+        return await self.inner.put_fresh(key, data)
+
+
+def _hang_data_dir_fsyncs() -> None:
+    """From now on the fsync of a ``data`` directory never ends (the process is killed)."""
+    real = local._sync_dir
+
+    def sync_dir(path: str) -> None:
+        if os.path.basename(path) == "data":
+            threading.Event().wait()
+        real(path)
+
+    local._sync_dir = sync_dir
+
+
 async def main() -> None:
     refstore, home, repo_name, mode = sys.argv[1:]
     stores: dict[str, FaultyStore] = {}
 
+    landed: dict[str, _L1Landed] = {}
+
     def open_objects(url: str) -> ObjectStore:
         if mode == "stream":  # the real store: it streams (a wrapper's put_stream gathers)
             return open_object_store(url)
+        if mode == "durable":
+            landed[url] = _L1Landed(open_object_store(url))
+            return landed[url]
         stores[url] = FaultyStore(open_object_store(url))
         return stores[url]
 
@@ -55,6 +98,17 @@ async def main() -> None:
             task = asyncio.create_task(main.upload("pending", b"written, never staged"))
             await gate.entered.wait()
             print("staging", flush=True)
+            await task
+        elif mode == "durable":
+            await main.upload("acked", b"acknowledged before the crash")
+            print("acked", flush=True)
+            store_ = landed[repo.storage_namespace]
+            store_.l1, store_.landed = 0, asyncio.Event()
+            _hang_data_dir_fsyncs()
+            task = asyncio.create_task(main.upload("pending", b"written, never durable"))
+            await store_.landed.wait()
+            await asyncio.sleep(0.2)  # give the writer every chance to (wrongly) append
+            print("uploaded", flush=True)
             await task
         else:
             await main.upload("streamed", endless())
