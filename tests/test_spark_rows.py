@@ -336,6 +336,34 @@ def test_a_plain_batch_is_decoded_a_column_at_a_time() -> None:
     assert decode_entries([*datas, b"\x0a\x01a\x50\x01"], NS + "/") is None
 
 
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    return bytes((*out, n))
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"",  # an empty inline object
+        b"\x0a" + _varint(2**63 - 1) + b"\x18\x05",  # a length past any entry, a field after
+        b"\x0a" + _varint(2**63 - 8) + b"abc\x18\x01",
+        b"\x0a\x01a\x12" + _varint(2**62) + b"\x08\x01\x18\x01",  # the timestamp's
+        b"\x0a\x01a\x22" + b"\xff" * 8 + b"\x7f\x30\x01",  # the ETag's, 9 bytes
+    ],
+)
+def test_raw_values_and_claimed_lengths_read_as_by_the_library(raw: bytes) -> None:
+    """Raw values (inline objects: any bytes) beside entries read as the per-record path
+    reads them; a claimed length is bounded by its entry before it moves a position."""
+    ns = _namespace()
+    entry = Record(b"k/0", *encode_value(_entry(random.Random(3), 0)))
+    for records in ([Record(b"k/1", b"ident", raw)], [entry, Record(b"k/1", b"ident", raw)]):
+        assert rows.object_batch(records, ns).equals(rows.parsed_batch(records, ns))
+    assert decode_entries([raw], ns.base) is None
+
+
 # --- reads: a partition's records in chunks ---------------------------------------------
 
 
