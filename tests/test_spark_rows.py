@@ -5,11 +5,14 @@ per-row error."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from typing import Any
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lsmstore.errors import InvalidInputError
 from lsmstore.graveler.record import Record
@@ -362,6 +365,34 @@ def test_raw_values_and_claimed_lengths_read_as_by_the_library(raw: bytes) -> No
     for records in ([Record(b"k/1", b"ident", raw)], [entry, Record(b"k/1", b"ident", raw)]):
         assert rows.object_batch(records, ns).equals(rows.parsed_batch(records, ns))
     assert decode_entries([raw], ns.base) is None
+
+
+_PIECES = st.sampled_from(
+    [b"\x0a", b"\x12", b"\x18", b"\x22", b"\x2a", b"\x30", b"\x3a", b"\x08", b"\x10",
+     b"\xff" * 9 + b"\x7f", b"\xff" * 10 + b"\x01", b"\x80", b"\x00", b"\x05", b"a", b"\xc3"]
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    cut=st.integers(0, 400),
+    inserted=st.lists(st.tuples(st.integers(0, 400), st.lists(_PIECES, max_size=4)), max_size=3),
+    seed=st.integers(0, 50),
+)
+def test_crafted_values_read_as_by_the_library(
+    cut: int, inserted: list[tuple[int, list[bytes]]], seed: int
+) -> None:
+    """An entry cut short or with tags, varints of any length and bytes put in reads as
+    the per-record path reads it (an entry, an inline object), never an error of its own."""
+    ns = _namespace()
+    entry = _entry(random.Random(seed), seed)
+    data = bytearray(encode_value(dataclasses.replace(entry, metadata={}))[1])
+    del data[cut:]
+    for at, pieces in inserted:
+        data[at:at] = b"".join(pieces)
+    records = [Record(b"k/0", *encode_value(_entry(random.Random(1), 1))),
+               Record(b"k/1", b"ident", bytes(data))]  # fmt: skip
+    assert rows.object_batch(records, ns).equals(rows.parsed_batch(records, ns))
 
 
 # --- reads: a partition's records in chunks ---------------------------------------------
