@@ -10,7 +10,8 @@ own (pickle protocol 5's out-of-band buffers), so neither side copies them into 
 of a pickle; the blocking readers here take both forms (the asyncio side of
 :mod:`lsmstore.workerproc` only the in-band one: its children write in-band).
 Request/answer workers answer ``("ok", *result)`` or ``("error", "Type: text")`` for
-each request, so one bad request never ends the worker.
+each request, so one bad request never ends the worker -- unless a message could not be
+read whole (:func:`answer_requests`): then nothing after it can be found.
 """
 
 from __future__ import annotations
@@ -59,8 +60,16 @@ def _buffers(f: IO[bytes]) -> Iterator[bytes]:
         yield data
 
 
+class BrokenStream(EOFError):
+    """A message could not be read whole: the stream may stand inside it (before some
+    of its out-of-band frames), so no later message can be found."""
+
+
 def _loads(body: bytes, f: IO[bytes]) -> tuple[Any, ...]:
-    msg: tuple[Any, ...] = pickle.loads(body, buffers=_buffers(f))
+    try:
+        msg: tuple[Any, ...] = pickle.loads(body, buffers=_buffers(f))
+    except Exception as e:
+        raise BrokenStream(f"{type(e).__name__}: {e}") from e
     return msg
 
 
@@ -103,18 +112,26 @@ def answer_requests(
 ) -> None:
     """Say ready, then answer each request of ``inp`` with ``("ok", *handle(request))``
     or ``("error", text)`` until ``inp`` closes (``out_of_band``: as
-    :func:`write_message`, for a parent that reads with this module)."""
+    :func:`write_message`, for a parent that reads with this module).  A message of
+    ``inp`` that cannot be read whole (:class:`BrokenStream`: the request, or one
+    ``handle`` reads) is answered as an error, then the worker ends: what follows on
+    ``inp`` may be the rest of that message, and its answers would be taken for the
+    next requests'."""
     out.write(READY)
     out.flush()
     while (body := read_frame(inp)) is not None:
         answer: tuple[Any, ...]
+        broken = False
         try:
             request = _loads(body, inp)
             del body  # the request may be large: hold one copy, not two
             answer = ("ok", *handle(request))
         except Exception as e:
+            broken = isinstance(e, BrokenStream)
             answer = ("error", f"{type(e).__name__}: {e}")
         write_message(out, answer, out_of_band=out_of_band)
+        if broken:
+            return
 
 
 def child_main(serve: Callable[[BinaryIO, BinaryIO], None]) -> None:

@@ -4,8 +4,11 @@ range and bloom filter, listing with prefix/after/limit/delimiter."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import random
+import weakref
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers.staging import BRANCH, REPO, DirectCache, commit_tree, embedded_refstore, rec
@@ -17,7 +20,14 @@ from lsmstore.graveler.record import Record
 from lsmstore.graveler.source import CachedSource
 from lsmstore.refstore.base import Ref, RefStore
 from lsmstore.staging.files import encode_staging_file, new_file_id
-from lsmstore.staging.reader import BranchView, Files, SidecarCache, Snapshot, prefix_end
+from lsmstore.staging.reader import (
+    WARM_READERS,
+    BranchView,
+    Files,
+    SidecarCache,
+    Snapshot,
+    prefix_end,
+)
 from lsmstore.staging.refcache import RefCache
 from lsmstore.storage.base import ObjectStore
 from lsmstore.storage.memory import MemoryStore
@@ -255,3 +265,63 @@ async def test_warm_reads_agree_with_lookup_and_peek_the_cache_once_per_file() -
     again = [snap.lookup_cached(k) for k in keys]
     assert first == again == expect
     assert cache.stats.hits_ram == hits  # the snapshot kept the readers it peeked
+
+
+class _Peeked:
+    """A reader handed out by :class:`_ReloadingCache` (a new object each time)."""
+
+    def __init__(self, reader: Any) -> None:
+        self._reader = reader
+
+    def get(self, key: bytes) -> Record | None:
+        found: Record | None = self._reader.get(key)
+        return found
+
+    def grow_block_cache(self, n: int) -> None:
+        self._reader.grow_block_cache(n)
+
+
+class _ReloadingCache:
+    """A file cache whose every peek hands out a new reader object, as one does that
+    evicted a file and loaded it again; it keeps none of them."""
+
+    def __init__(self) -> None:
+        self._parsed: dict[tuple[str, str], Any] = {}
+        self.handed: list[weakref.ref[_Peeked]] = []
+
+    async def get(self, store: ObjectStore, key: str, parse: Any, *, kind: str = "raw") -> Any:
+        if (key, kind) not in self._parsed:
+            self._parsed[key, kind] = parse(await store.get(key), key)
+        return self._parsed[key, kind]
+
+    def peek(self, store: ObjectStore, key: str, kind: str = "raw") -> _Peeked | None:
+        reader = self._parsed.get((key, kind))
+        if reader is None:
+            return None
+        peeked = _Peeked(reader)
+        self.handed.append(weakref.ref(peeked))
+        return peeked
+
+
+async def test_a_snapshot_keeps_a_bounded_number_of_warm_readers() -> None:
+    """A snapshot lives as long as its ref (a quiet branch's, for hours): the readers it
+    keeps for warm reads are bounded in number, not every file and range it ever read
+    once the file cache has let them go."""
+    objects = MemoryStore()
+    base = await commit_tree(
+        objects, [rec(f"b{i:04d}", b"base" * 10) for i in range(600)], max_bytes=500
+    )
+    l2 = [await stage(objects, "L2", [rec(f"s{i:03d}", b"l2")]) for i in range(60)]
+    cache = _ReloadingCache()
+    files = Files(objects, cache, CachedSource(objects, cache), SidecarCache(1000))
+    snap = await Snapshot.load(Ref("branch", base, tuple(l2), ()), files, BRANCH)
+    assert snap.metarange is not None and len(snap.metarange.ranges) > 2 * WARM_READERS
+    keys = [f"b{i:04d}".encode() for i in range(0, 600, 7)] + [
+        f"s{i:03d}".encode() for i in range(60)
+    ]
+    for key in keys:
+        found = await snap.lookup(key)
+        assert found[0] is not None
+        assert snap.lookup_cached(key) == snap.lookup_cached(key) == found
+    gc.collect()
+    assert sum(ref() is not None for ref in cache.handed) <= WARM_READERS

@@ -5,11 +5,14 @@ per-row error."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from typing import Any
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lsmstore.errors import InvalidInputError
 from lsmstore.graveler.record import Record
@@ -334,6 +337,62 @@ def test_a_plain_batch_is_decoded_a_column_at_a_time() -> None:
     datas = [encode_value(e)[1] for e in entries]
     assert decode_entries(datas, NS + "/") is not None
     assert decode_entries([*datas, b"\x0a\x01a\x50\x01"], NS + "/") is None
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    return bytes((*out, n))
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"",  # an empty inline object
+        b"\x0a" + _varint(2**63 - 1) + b"\x18\x05",  # a length past any entry, a field after
+        b"\x0a" + _varint(2**63 - 8) + b"abc\x18\x01",
+        b"\x0a\x01a\x12" + _varint(2**62) + b"\x08\x01\x18\x01",  # the timestamp's
+        b"\x0a\x01a\x22" + b"\xff" * 8 + b"\x7f\x30\x01",  # the ETag's, 9 bytes
+    ],
+)
+def test_raw_values_and_claimed_lengths_read_as_by_the_library(raw: bytes) -> None:
+    """Raw values (inline objects: any bytes) beside entries read as the per-record path
+    reads them; a claimed length is bounded by its entry before it moves a position."""
+    ns = _namespace()
+    entry = Record(b"k/0", *encode_value(_entry(random.Random(3), 0)))
+    for records in ([Record(b"k/1", b"ident", raw)], [entry, Record(b"k/1", b"ident", raw)]):
+        assert rows.object_batch(records, ns).equals(rows.parsed_batch(records, ns))
+    assert decode_entries([raw], ns.base) is None
+
+
+_PIECES = st.sampled_from(
+    [b"\x0a", b"\x12", b"\x18", b"\x22", b"\x2a", b"\x30", b"\x3a", b"\x08", b"\x10",
+     b"\xff" * 9 + b"\x7f", b"\xff" * 10 + b"\x01", b"\x80", b"\x00", b"\x05", b"a", b"\xc3"]
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    cut=st.integers(0, 400),
+    inserted=st.lists(st.tuples(st.integers(0, 400), st.lists(_PIECES, max_size=4)), max_size=3),
+    seed=st.integers(0, 50),
+)
+def test_crafted_values_read_as_by_the_library(
+    cut: int, inserted: list[tuple[int, list[bytes]]], seed: int
+) -> None:
+    """An entry cut short or with tags, varints of any length and bytes put in reads as
+    the per-record path reads it (an entry, an inline object), never an error of its own."""
+    ns = _namespace()
+    entry = _entry(random.Random(seed), seed)
+    data = bytearray(encode_value(dataclasses.replace(entry, metadata={}))[1])
+    del data[cut:]
+    for at, pieces in inserted:
+        data[at:at] = b"".join(pieces)
+    records = [Record(b"k/0", *encode_value(_entry(random.Random(1), 1))),
+               Record(b"k/1", b"ident", bytes(data))]  # fmt: skip
+    assert rows.object_batch(records, ns).equals(rows.parsed_batch(records, ns))
 
 
 # --- reads: a partition's records in chunks ---------------------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import os
 import pickle
+from typing import Any
 
 import pytest
 
@@ -92,3 +93,54 @@ def test_range_encoder_worker_answers_a_big_range_out_of_band() -> None:
     assert len(sst) >= OUT_OF_BAND_BYTES
     assert (kind, rid) == ("ok", encode_range(keys, ids, values)[0])  # type: ignore[arg-type]
     assert list(SSTReader(sst, "r.sst")) == records
+
+
+def _refuse() -> None:
+    raise ValueError("refused while unpickling")
+
+
+class _Unloadable:
+    """Pickles fine; unpickling it raises."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _refuse, ()
+
+
+def test_a_request_that_fails_to_unpickle_ends_the_worker_after_its_answer() -> None:
+    """Unpickling stopped inside a request: the stream may stand before its remaining
+    out-of-band frames, so nothing after it can be told apart from them (one would be
+    read as a request, its answer taken for the next request's).  The worker answers
+    the error and ends; the parent replaces it."""
+    requests = io.BytesIO()
+    write_message(requests, ("echo", BIG, _Unloadable(), OTHER), out_of_band=True)
+    write_message(requests, ("echo", b"x"), out_of_band=True)
+    requests.seek(0)
+    answers = io.BytesIO()
+    answer_requests(requests, answers, lambda r: (len(r[1]), r[1]))
+    answers.seek(0)
+    assert answers.read(FRAME.size) == READY
+    answer = read_message(answers)
+    assert answer is not None and answer[0] == "error" and "refused" in answer[1]
+    assert read_message(answers) is None
+
+
+def test_a_message_the_handler_fails_to_read_ends_the_worker_after_its_answer() -> None:
+    """The same for a message a conversation reads inside a request (a chunk's ranges)."""
+    requests = io.BytesIO()
+    write_message(requests, ("converse",))
+    write_message(requests, ("range", BIG, _Unloadable(), OTHER), out_of_band=True)
+    write_message(requests, ("echo", b"x"))
+    requests.seek(0)
+    answers = io.BytesIO()
+
+    def handle(request: tuple[Any, ...]) -> tuple[Any, ...]:
+        if request[0] == "converse":
+            read_message(requests)
+        return ()
+
+    answer_requests(requests, answers, handle)
+    answers.seek(0)
+    assert answers.read(FRAME.size) == READY
+    answer = read_message(answers)
+    assert answer is not None and answer[0] == "error"
+    assert read_message(answers) is None

@@ -85,7 +85,7 @@ class _Cursor:
         elsewhere); one past its entry ends that entry's fast path."""
         length = self.varint(where).astype(np.int64)
         start = self.pos.copy()
-        over = where & (start + length > self.end)
+        over = where & (length > self.end - start)  # start + length may overflow
         self.ok &= ~over
         length = np.where(where & ~over, length, 0)
         self.pos = self.pos + length
@@ -121,8 +121,8 @@ def decode_entries(
     if not n:
         return None
     lengths = np.fromiter(map(len, datas), np.int64, n)
-    if int(lengths.sum()) >= 1 << 31:
-        return None
+    if not lengths.all() or int(lengths.sum()) >= 1 << 31:
+        return None  # an empty value has no address (and the cursor needs a byte)
     end = np.cumsum(lengths)
     c = _Cursor(np.frombuffer(b"".join(datas), np.uint8), end - lengths, end)
 

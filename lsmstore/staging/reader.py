@@ -102,6 +102,10 @@ def _parse_sidecar(data: bytes, name: str) -> Sidecar:
 STAGING_BLOCK_CACHE = 4096
 
 
+#: Readers a :class:`Snapshot` keeps for warm point reads (files and ranges together).
+WARM_READERS = 16
+
+
 def _parse_sst(data: bytes, name: str) -> SSTReader:
     return SSTReader(data, name, block_cache_size=STAGING_BLOCK_CACHE)
 
@@ -237,6 +241,7 @@ class Snapshot:
         "_ranges",
         "_readers",
         "_shapes",
+        "_warm",
         "files",
         "l1",
         "l2",
@@ -279,10 +284,13 @@ class Snapshot:
         # The readers a warm point read found in the file cache, per staging file (by
         # its place in the plan) and per committed range: peeked once per snapshot
         # instead of once per read (the cache's key tuple, LRU move and counter cost
-        # ~0.4 us a read).  A snapshot lives until the branch's ref changes, so it
-        # holds at most its own files beyond the cache's eviction.
+        # ~0.4 us a read).  A snapshot lives until the branch's ref changes -- a quiet
+        # branch's for hours --, so it keeps at most WARM_READERS of them (then forgets
+        # them all and starts again): the files beyond the cache's eviction it holds
+        # are that many, not every file and range it ever read.
         self._readers: list[SSTReader | None] = [None] * len(self._plan)
         self._ranges: dict[str, SSTReader] = {}
+        self._warm = 0
 
     @classmethod
     async def load(cls, ref: Ref, files: Files, branch: str) -> Snapshot:
@@ -323,9 +331,11 @@ class Snapshot:
             else:  # every bit set: the file may hold the key
                 reader = readers[n]
                 if reader is None:
-                    reader = readers[n] = self.files.peek_sst(f)
+                    reader = self.files.peek_sst(f)
                     if reader is None:
                         return None
+                    self._keep()
+                    readers[n] = reader
                 rec = reader.get(key)
                 if rec is not None:
                     return rec, True
@@ -342,11 +352,21 @@ class Snapshot:
             reader = self.files.peek_range(info.id)
             if reader is None:
                 return None
+            self._keep()
             self._ranges[info.id] = reader
         rec = reader.get(key)
         if rec is not None and rec.value is None:
             return None  # a corrupt range: lookup() raises the error
         return rec, False
+
+    def _keep(self) -> None:
+        """Make room for one more warm reader (see ``__init__``)."""
+        if self._warm >= WARM_READERS:
+            readers = self._readers
+            readers[:] = [None] * len(readers)  # in place: lookup_cached holds the list
+            self._ranges.clear()
+            self._warm = 0
+        self._warm += 1
 
     async def lookup(self, key: bytes) -> tuple[Record | None, bool]:
         """``(record, staged)``: the newest record of ``key`` (a tombstone is returned
