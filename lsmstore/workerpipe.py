@@ -31,11 +31,16 @@ READY = FRAME.pack(0)
 OUT_OF_BAND_BYTES = 1 << 16
 
 
+#: The most one read asks for: memory follows the bytes that arrive, never a length
+#: a frame claims (a broken peer's huge length ends in None at the stream's end).
+READ_CHUNK = 1 << 24
+
+
 def read_exactly(f: IO[bytes], n: int) -> bytes | None:
     """``n`` bytes from ``f``, or None when it ends first."""
     parts = []
     while n:
-        chunk = f.read(n)
+        chunk = f.read(min(n, READ_CHUNK))
         if not chunk:
             return None
         parts.append(chunk)
