@@ -1,5 +1,6 @@
-"""The server's HTTP plumbing below the routes: the router's remembered matches and the
-transport that sends each response in one write (lsmstore.server.protocol)."""
+"""The server's HTTP plumbing below the routes: the router's remembered matches, the
+request body's timer, and the transport that sends each response in one write
+(lsmstore.server.protocol)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import httpx
 import pytest
 from helpers.server import make_repo
 
+from lsmstore.server.errors import ApiError
 from lsmstore.server.http import Request, Response
 from lsmstore.server.protocol import FLUSH_BYTES, CoalescingTransport
 from lsmstore.server.routing import Route, Router
@@ -64,6 +66,53 @@ class _Recorder:
 
 async def _turn() -> None:
     await asyncio.sleep(0)
+
+
+def _body_request(receive: Any, timeout_s: float) -> Request:
+    scope = {"method": "POST", "path": "/x", "headers": [(b"content-length", b"4")]}
+    return Request(scope, receive, max_body_bytes=100, body_timeout_s=timeout_s)
+
+
+async def test_body_arriving_in_time_is_read_and_its_timer_cancelled() -> None:
+    parts = iter([{"type": "http.request", "body": b"ab", "more_body": True},
+                  {"type": "http.request", "body": b"cd", "more_body": False}])  # fmt: skip
+
+    async def receive() -> dict[str, Any]:
+        await asyncio.sleep(0)
+        return next(parts)
+
+    loop = asyncio.get_running_loop()
+    assert await _body_request(receive, 0.05).body() == b"abcd"
+    await asyncio.sleep(0.1)  # past the timeout: a timer left behind would cancel us now
+    assert not asyncio.current_task().cancelling()  # type: ignore[union-attr]
+    assert loop.is_running()
+
+
+async def test_body_that_stops_arriving_is_408_and_the_task_stays_usable() -> None:
+    async def receive() -> dict[str, Any]:
+        await asyncio.Event().wait()  # a client that sends nothing more
+        raise AssertionError("unreachable")
+
+    with pytest.raises(ApiError) as e:
+        await _body_request(receive, 0.01).body()
+    assert e.value.status == 408
+    assert not asyncio.current_task().cancelling()  # type: ignore[union-attr]
+    await asyncio.sleep(0)  # not cancelled again
+
+
+async def test_cancelling_a_body_read_is_a_cancellation_not_a_408() -> None:
+    started = asyncio.Event()
+
+    async def receive() -> dict[str, Any]:
+        started.set()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    reader = asyncio.create_task(_body_request(receive, 60).body())
+    await started.wait()
+    reader.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await reader
 
 
 async def test_writes_of_one_loop_turn_leave_together() -> None:
