@@ -102,6 +102,10 @@ class Config:
     cache_disk_bytes: int = 4 * GiB
     #: N: a batch is flushed this many milliseconds after its first write...
     batch_interval_ms: float = 10.0
+    #: ...stretched while many writes wait for acknowledgement (N x waiting / 64, at
+    #: most this): fewer, larger L1 files when the server is saturated, N otherwise.
+    #: Equal to (or below) N: never stretched.
+    batch_interval_max_ms: float = 40.0
     #: ...or sooner once the memstore holds this many bytes or records.
     batch_max_bytes: int = 8 * MiB
     batch_max_records: int = 100_000
@@ -315,6 +319,7 @@ _BOUNDS: dict[str, tuple[float, float, bool]] = {
     "cache_ram_bytes": (0, _BYTES, False),
     "cache_disk_bytes": (0, _BYTES, False),
     "batch_interval_ms": (0, 3_600_000, False),
+    "batch_interval_max_ms": (0, 3_600_000, False),
     "batch_max_bytes": (1, _BYTES, False),
     "batch_max_records": (1, _COUNT, False),
     "max_inflight_batches": (0, 1024, False),
