@@ -180,6 +180,71 @@ async def test_repository_misses_share_one_read(
             await asyncio.gather(*(ctx.repository("nosuch") for _ in range(3)))
 
 
+async def test_a_branch_deleted_under_the_batch_routes_memo_still_gets_404(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batch route reads a branch for its 404 once per second, not per request; a
+    branch deleted meanwhile (by another process: here the library, past the server)
+    fails the write at its L1 append, 404, nothing acknowledged; a deletion through
+    the server is forgotten at once."""
+    import base64
+    import json
+
+    import lsmstore
+    from lsmstore.server.app import App
+    from lsmstore.server.serve import make_context
+
+    monkeypatch.setenv("LSMSTORE_HOME", str(tmp_path / "home"))
+    async with lsmstore.connect() as store:
+        assert isinstance(store, lsmstore.Store)  # embedded
+        repo = await store.create_repository("r", storage_namespace=(tmp_path / "r").as_uri())
+        ctx = make_context(store.config, store)
+        app = App(ctx)
+        key, secret = await ctx.auth.create_key("admin")
+        cred = b"Basic " + base64.b64encode(f"{key.access_key_id}:{secret}".encode())
+        heads: list[str] = []
+        real_head = lsmstore.Branch.head
+
+        async def head(self: lsmstore.Branch) -> Any:
+            heads.append(self.name)
+            return await real_head(self)
+
+        monkeypatch.setattr(lsmstore.Branch, "head", head)
+
+        async def call(method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
+            scope = {"type": "http", "method": method, "path": "/api/v1" + path,
+                     "query_string": b"", "headers": [(b"host", b"t"), (b"authorization", cred),
+                     (b"content-type", b"application/json")]}  # fmt: skip
+            out: list[Any] = []
+
+            async def receive() -> dict[str, Any]:
+                return {"type": "http.request", "body": body, "more_body": False}
+
+            async def send(msg: Any) -> None:
+                out.append(msg)
+
+            await app(scope, receive, send)
+            return out[0]["status"], out[1]["body"]
+
+        def kv(k: str) -> bytes:
+            return json.dumps([["kv", k, base64.b64encode(b"v").decode()]]).encode()
+
+        for b in ("b", "c"):
+            await repo.create_branch(b)
+            assert (await call("POST", f"/lsm/repositories/r/branches/{b}/batch", kv("k1")))[
+                0
+            ] == 200
+        assert (await call("POST", "/lsm/repositories/r/branches/b/batch", kv("k2")))[0] == 200
+        assert heads == ["b", "c"]  # read once, then remembered
+        await repo.delete_branch("b")  # past the server: its memo still says "exists"
+        status, body = await call("POST", "/lsm/repositories/r/branches/b/batch", kv("k3"))
+        assert status == 404, body  # the append found no branch
+        assert heads == ["b", "c"]
+        assert (await call("DELETE", "/repositories/r/branches/c"))[0] == 204
+        status, body = await call("POST", "/lsm/repositories/r/branches/c/batch", kv("k3"))
+        assert status == 404 and heads == ["b", "c", "c"]  # forgotten: read again
+
+
 async def test_requests_in_flight_are_rendered(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
