@@ -23,7 +23,8 @@ processes on the same machine:
   request's scheduled time (p50/p99/p99.9), with the failed requests, how late the
   client itself sent (p99: a client too slow for the rate shows here) and the server's
   and the client's CPU per upload;
-* **our app's own cost** (``app``): CPU µs per stat through the ASGI app driven
+* **our app's own cost** (``app``, ``applink``): CPU µs per stat (per one-link
+  request) through the ASGI app driven
   in-process, without sockets or uvicorn;
 * **library ceiling** (same run): the same operations through ``lsmstore.connect``
   in one process -- 256 tasks uploading, ``link_many`` of ``--batch`` links, 256 tasks
@@ -56,7 +57,7 @@ from typing import Any
 from lsmstore.testing.server_process import ServerProcess, start_server
 
 REPO = "bench"
-PHASES = ("stat", "ls", "upload", "link", "batch", "halfload", "app")
+PHASES = ("stat", "ls", "upload", "link", "batch", "halfload", "app", "applink")
 
 UPLOAD_LUA = """
 local counter = 0
@@ -254,9 +255,12 @@ def open_loop(
             "server_cpu_us": server_cpu / sent * 1e6}  # fmt: skip
 
 
-async def app_cpu(home: Path, n: int = 5000) -> float:
-    """CPU µs per ``statObject`` through the ASGI app driven in-process (no sockets,
-    no uvicorn; 50 requests at a time): our own per-request cost, apart from the stack's."""
+async def app_cpu(home: Path, n: int = 5000, op: str = "stat") -> float:
+    """CPU µs per request through the ASGI app driven in-process (no sockets, no
+    uvicorn): our own per-request cost, apart from the stack's.  ``op`` ``stat``:
+    ``statObject``, 50 requests at a time; ``link``: one link per batch request, 256 at
+    a time (this process's CPU, its write threads included; not the encoder's and
+    compactor's worker processes)."""
     import lsmstore
     from lsmstore.server.app import App
     from lsmstore.server.serve import make_context
@@ -274,9 +278,22 @@ async def app_cpu(home: Path, n: int = 5000) -> float:
                  "path": f"/api/v1/repositories/{REPO}/refs/main/objects/stat",
                  "headers": [(b"host", b"bench"), (b"authorization", cred)]}  # fmt: skip
         statuses: list[int] = []
+        at = 50
+        bodies = iter(())
+        if op == "link":
+            up = await repo.branch("main").stat_object("s/one")
+            at = 256
+            scope.update(
+                method="POST",
+                query_string=b"",
+                path=f"/api/v1/lsm/repositories/{REPO}/branches/main/batch",
+            )
+            scope["headers"] = [*scope["headers"], (b"content-type", b"application/json")]
+            bodies = (json.dumps([["link", f"k/{i}", up.physical_address, 16, up.checksum]])
+                      .encode() for i in range(10_000_000))  # fmt: skip
 
         async def receive() -> dict[str, Any]:
-            return {"type": "http.request", "body": b"", "more_body": False}
+            return {"type": "http.request", "body": next(bodies, b""), "more_body": False}
 
         async def send(msg: MutableMapping[str, Any]) -> None:
             if msg["type"] == "http.response.start":
@@ -284,13 +301,13 @@ async def app_cpu(home: Path, n: int = 5000) -> float:
 
         async def rounds(k: int) -> None:
             for _ in range(k):
-                await asyncio.gather(*(app(dict(scope), receive, send) for _ in range(50)))
+                await asyncio.gather(*(app(dict(scope), receive, send) for _ in range(at)))
 
         await rounds(4)  # warm: key check, repository, snapshot
         assert set(statuses) == {200}, statuses
         cpu0 = time.process_time()
-        await rounds(n // 50)
-        return (time.process_time() - cpu0) / (n // 50 * 50) * 1e6
+        await rounds(n // at)
+        return (time.process_time() - cpu0) / (n // at * at) * 1e6
 
 
 async def library(home: Path, seconds: float, batch: int) -> dict[str, float]:
@@ -462,6 +479,12 @@ def main(argv: list[str]) -> int:
     if "app" in phases:
         us = asyncio.run(app_cpu(tmp / "app"))
         rows.append(("ASGI app in process: CPU per stat", f"{us:,.1f} µs", "no sockets"))
+    if "applink" in phases:
+        import uvloop  # as the server runs
+
+        us = uvloop.run(app_cpu(tmp / "applink", 25_600, "link"))
+        rows.append(("ASGI app in process: CPU per one-link request", f"{us:,.1f} µs",
+                     "no sockets; 256 at a time"))  # fmt: skip
     if not args.skip_library:
         lib = asyncio.run(library(tmp / "lib", args.seconds, args.batch))
         rows.append(("library: uploads/s (256 tasks)", f"{lib['writes']:,.0f}", "same machine"))

@@ -102,6 +102,11 @@ class Config:
     cache_disk_bytes: int = 4 * GiB
     #: N: a batch is flushed this many milliseconds after its first write...
     batch_interval_ms: float = 10.0
+    #: ...stretched while many writes wait for acknowledgement (N x waiting / 64, at
+    #: most this): fewer, larger L1 files when the writer is saturated.  Off by default
+    #: (equal to N: never stretched): a closed-loop client's rate is capped at its
+    #: tasks per window (docs/decisions.md).
+    batch_interval_max_ms: float = 10.0
     #: ...or sooner once the memstore holds this many bytes or records.
     batch_max_bytes: int = 8 * MiB
     batch_max_records: int = 100_000
@@ -316,6 +321,7 @@ _BOUNDS: dict[str, tuple[float, float, bool]] = {
     "cache_ram_bytes": (0, _BYTES, False),
     "cache_disk_bytes": (0, _BYTES, False),
     "batch_interval_ms": (0, 3_600_000, False),
+    "batch_interval_max_ms": (0, 3_600_000, False),
     "batch_max_bytes": (1, _BYTES, False),
     "batch_max_records": (1, _COUNT, False),
     "max_inflight_batches": (0, 1024, False),

@@ -1,5 +1,6 @@
-"""The server's HTTP plumbing below the routes: the router's remembered matches and the
-transport that sends each response in one write (lsmstore.server.protocol)."""
+"""The server's HTTP plumbing below the routes: the router's remembered matches, the
+request body's timer, and the transport that sends each response in one write
+(lsmstore.server.protocol)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import httpx
 import pytest
 from helpers.server import make_repo
 
+from lsmstore.server.errors import ApiError
 from lsmstore.server.http import Request, Response
 from lsmstore.server.protocol import FLUSH_BYTES, CoalescingTransport
 from lsmstore.server.routing import Route, Router
@@ -64,6 +66,53 @@ class _Recorder:
 
 async def _turn() -> None:
     await asyncio.sleep(0)
+
+
+def _body_request(receive: Any, timeout_s: float) -> Request:
+    scope = {"method": "POST", "path": "/x", "headers": [(b"content-length", b"4")]}
+    return Request(scope, receive, max_body_bytes=100, body_timeout_s=timeout_s)
+
+
+async def test_body_arriving_in_time_is_read_and_its_timer_cancelled() -> None:
+    parts = iter([{"type": "http.request", "body": b"ab", "more_body": True},
+                  {"type": "http.request", "body": b"cd", "more_body": False}])  # fmt: skip
+
+    async def receive() -> dict[str, Any]:
+        await asyncio.sleep(0)
+        return next(parts)
+
+    loop = asyncio.get_running_loop()
+    assert await _body_request(receive, 0.05).body() == b"abcd"
+    await asyncio.sleep(0.1)  # past the timeout: a timer left behind would cancel us now
+    assert not asyncio.current_task().cancelling()  # type: ignore[union-attr]
+    assert loop.is_running()
+
+
+async def test_body_that_stops_arriving_is_408_and_the_task_stays_usable() -> None:
+    async def receive() -> dict[str, Any]:
+        await asyncio.Event().wait()  # a client that sends nothing more
+        raise AssertionError("unreachable")
+
+    with pytest.raises(ApiError) as e:
+        await _body_request(receive, 0.01).body()
+    assert e.value.status == 408
+    assert not asyncio.current_task().cancelling()  # type: ignore[union-attr]
+    await asyncio.sleep(0)  # not cancelled again
+
+
+async def test_cancelling_a_body_read_is_a_cancellation_not_a_408() -> None:
+    started = asyncio.Event()
+
+    async def receive() -> dict[str, Any]:
+        started.set()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    reader = asyncio.create_task(_body_request(receive, 60).body())
+    await started.wait()
+    reader.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await reader
 
 
 async def test_writes_of_one_loop_turn_leave_together() -> None:
@@ -129,6 +178,71 @@ async def test_repository_misses_share_one_read(
         assert reads == ["r", "r", "r"]  # the forgotten read was not cached
         with pytest.raises(lsmstore.RepositoryNotFoundError):
             await asyncio.gather(*(ctx.repository("nosuch") for _ in range(3)))
+
+
+async def test_a_branch_deleted_under_the_batch_routes_memo_still_gets_404(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batch route reads a branch for its 404 once per second, not per request; a
+    branch deleted meanwhile (by another process: here the library, past the server)
+    fails the write at its L1 append, 404, nothing acknowledged; a deletion through
+    the server is forgotten at once."""
+    import base64
+    import json
+
+    import lsmstore
+    from lsmstore.server.app import App
+    from lsmstore.server.serve import make_context
+
+    monkeypatch.setenv("LSMSTORE_HOME", str(tmp_path / "home"))
+    async with lsmstore.connect() as store:
+        assert isinstance(store, lsmstore.Store)  # embedded
+        repo = await store.create_repository("r", storage_namespace=(tmp_path / "r").as_uri())
+        ctx = make_context(store.config, store)
+        app = App(ctx)
+        key, secret = await ctx.auth.create_key("admin")
+        cred = b"Basic " + base64.b64encode(f"{key.access_key_id}:{secret}".encode())
+        heads: list[str] = []
+        real_head = lsmstore.Branch.head
+
+        async def head(self: lsmstore.Branch) -> Any:
+            heads.append(self.name)
+            return await real_head(self)
+
+        monkeypatch.setattr(lsmstore.Branch, "head", head)
+
+        async def call(method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
+            scope = {"type": "http", "method": method, "path": "/api/v1" + path,
+                     "query_string": b"", "headers": [(b"host", b"t"), (b"authorization", cred),
+                     (b"content-type", b"application/json")]}  # fmt: skip
+            out: list[Any] = []
+
+            async def receive() -> dict[str, Any]:
+                return {"type": "http.request", "body": body, "more_body": False}
+
+            async def send(msg: Any) -> None:
+                out.append(msg)
+
+            await app(scope, receive, send)
+            return out[0]["status"], out[1]["body"]
+
+        def kv(k: str) -> bytes:
+            return json.dumps([["kv", k, base64.b64encode(b"v").decode()]]).encode()
+
+        for b in ("b", "c"):
+            await repo.create_branch(b)
+            assert (await call("POST", f"/lsm/repositories/r/branches/{b}/batch", kv("k1")))[
+                0
+            ] == 200
+        assert (await call("POST", "/lsm/repositories/r/branches/b/batch", kv("k2")))[0] == 200
+        assert heads == ["b", "c"]  # read once, then remembered
+        await repo.delete_branch("b")  # past the server: its memo still says "exists"
+        status, body = await call("POST", "/lsm/repositories/r/branches/b/batch", kv("k3"))
+        assert status == 404, body  # the append found no branch
+        assert heads == ["b", "c"]
+        assert (await call("DELETE", "/repositories/r/branches/c"))[0] == 204
+        status, body = await call("POST", "/lsm/repositories/r/branches/c/batch", kv("k3"))
+        assert status == 404 and heads == ["b", "c", "c"]  # forgotten: read again
 
 
 async def test_requests_in_flight_are_rendered(

@@ -49,6 +49,33 @@ async def test_batch_closes_by_time(tmp_path: Path) -> None:
     await rs.aclose()
 
 
+async def test_window_stretches_while_many_writes_wait(tmp_path: Path) -> None:
+    rs = await embedded_refstore(tmp_path)
+    objects = MemoryStore()
+    c = cfg(tmp_path, batch_interval_ms=10, batch_interval_max_ms=40)
+    w = BranchWriter(rs, objects, REPO, BRANCH, c)
+    rs_off = await embedded_refstore(tmp_path / "off")
+    # the default configuration never stretches
+    off = BranchWriter(rs_off, MemoryStore(), REPO, BRANCH, cfg(tmp_path, batch_interval_ms=10))
+    assert w._window() == pytest.approx(0.010)
+    # staged without awaiting: all of them wait for acknowledgement at once
+    futs = [w.try_stage(rec(f"k{i:03}", b"v")) for i in range(64)]
+    assert w._window() == pytest.approx(0.010)  # up to 64 waiting: the short window
+    futs += [w.try_stage(rec(f"l{i:03}", b"v")) for i in range(64)]
+    assert w._window() == pytest.approx(0.020)  # 128 waiting: 10 ms x 128 / 64
+    futs += [w.try_stage(rec(f"m{i:03}", b"v")) for i in range(400)]
+    assert w._window() == pytest.approx(0.040)  # bounded by batch_interval_max_ms
+    others = [off.try_stage(rec(f"k{i:03}", b"v")) for i in range(528)]
+    assert off._window() == pytest.approx(0.010)  # max = interval: never stretched
+    await asyncio.gather(*futs, *others)
+    assert w._window() == pytest.approx(0.010)  # acknowledged: the short window again
+    assert sum(len(f) for f in await l1_files(rs, objects)) == 528
+    await w.aclose()
+    await off.aclose()
+    await rs.aclose()
+    await rs_off.aclose()
+
+
 async def test_batch_closes_by_size_not_before(tmp_path: Path) -> None:
     rs = await embedded_refstore(tmp_path)
     objects = MemoryStore()

@@ -16,7 +16,8 @@ from lsmstore.server.locks import BranchLocks
 from lsmstore.server.metrics import Metrics
 from lsmstore.tasks import retrieve_exception
 
-#: How long a repository record read from the RefStore is reused by this process.
+#: How long a repository record read from the RefStore is reused by this process, and
+#: how long a branch seen to exist is taken to exist by the batch route's 404 check.
 REPOSITORY_TTL_S = 1.0
 
 
@@ -31,6 +32,7 @@ class Context:
     draining: bool = False
     _repos: dict[str, tuple[float, Repository]] = field(default_factory=dict)
     _loading: dict[str, asyncio.Future[Repository]] = field(default_factory=dict)
+    _branches: dict[tuple[str, str], float] = field(default_factory=dict)
 
     async def repository(self, name: str) -> Repository:
         """The repository (RepositoryNotFoundError / InvalidNameError), cached briefly.
@@ -64,3 +66,22 @@ class Context:
     def forget_repository(self, name: str) -> None:
         self._repos.pop(name, None)
         self._loading.pop(name, None)
+        for key in [k for k in self._branches if k[0] == name]:
+            del self._branches[key]
+
+    def branch_seen(self, repo: str, name: str) -> bool:
+        """Whether the branch was seen to exist within :data:`REPOSITORY_TTL_S` (by
+        :meth:`saw_branch`).  Only a shortcut for answering 404 early: a write to a
+        branch deleted meanwhile by another process still fails, at its L1 append
+        ("ref not found", 404), and nothing of it is acknowledged."""
+        until = self._branches.get((repo, name))
+        return until is not None and until > self.clock()
+
+    def saw_branch(self, repo: str, name: str) -> None:
+        if len(self._branches) > 10_000:
+            self._branches.clear()
+        self._branches[(repo, name)] = self.clock() + REPOSITORY_TTL_S
+
+    def forget_branch(self, repo: str, name: str) -> None:
+        """The branch was deleted through this process: check it again."""
+        self._branches.pop((repo, name), None)

@@ -13,7 +13,8 @@ docs/write-path.md walks through it; the contract in short:
   batch's append) only once every such future of the batch is done; one that fails
   fails the batch, unappended, like a failed upload.
 * A batch closes ``batch_interval_ms`` after the previous one closed (at once if that
-  is past: an idle writer adds no delay to a lone write), or sooner when it passes
+  is past: an idle writer adds no delay to a lone write; the window stretches while
+  many writes wait, see :meth:`BranchWriter._window`), or sooner when it passes
   ``batch_max_bytes``/``batch_max_records`` (a write finding the memstore that full
   starts the next batch); so a writer makes at most one L1 file per window under a
   steady load of small writes, and ack latency is the rest of the window plus the
@@ -91,6 +92,9 @@ AUTO_MAX_INFLIGHT = 64
 MAX_APPEND_GROUP = 64
 #: Flushes kept in :attr:`WriterStats.flushes`.
 TRACED_FLUSHES = 1024
+#: Writes waiting for acknowledgement per ``batch_interval_ms`` of window: past it the
+#: window stretches (see BranchWriter._window).
+WAITING_PER_WINDOW = 64
 
 
 @dataclass(slots=True)
@@ -235,6 +239,7 @@ class BranchWriter:
         self._slot_free = asyncio.Event()
         self._flush_s = 0.0  # recent flush time, seal to appended (see depth())
         self._pending_bytes = 0  # memstore + in-flight batches
+        self._waiting = 0  # writes staged, not yet acknowledged (futures unresolved)
         self._room: collections.deque[tuple[int, asyncio.Future[None]]] = collections.deque()
         self._granted = 0  # writes let in by _grant_room that have not staged yet
         self._wake = asyncio.Event()
@@ -354,6 +359,7 @@ class BranchWriter:
         batch.waiters.append(fut)
         if durable is not None:
             batch.durable.append(durable)
+        self._waiting += 1
         if mem.nbytes >= max_bytes or len(mem.map) >= max_records:
             self._wake.set()
         return fut
@@ -422,10 +428,24 @@ class BranchWriter:
     # --- the flusher -------------------------------------------------------------------
 
     def _window(self) -> float:
-        """The batching window in seconds, stretched past the L1 soft limit."""
+        """The batching window in seconds: ``batch_interval_ms``, stretched while more
+        than :data:`WAITING_PER_WINDOW` writes wait for acknowledgement (in proportion,
+        up to ``batch_interval_max_ms``), and past the L1 soft limit.
+
+        Many waiting writes mean a saturated writer (256 clients each waiting on its
+        write); every window's flush has a fixed cost (an L1 file: encode, two puts,
+        fsyncs, an append, a file for compaction to merge) that a longer window shares
+        among more writes, while the clients' wait is set by that saturation more
+        than by the window.  A lightly loaded writer (a few writes per window) keeps
+        the short window: its writes' latency is the window plus one flush."""
         cfg = self.config
+        ms = cfg.batch_interval_ms
+        waiting = self._waiting
+        if waiting > WAITING_PER_WINDOW:
+            ms = max(ms, min(cfg.batch_interval_max_ms, ms * waiting / WAITING_PER_WINDOW))
         excess = self.stats.l1_length - cfg.l1_soft_limit
-        ms = cfg.batch_interval_ms + (cfg.l1_slowdown_ms * excess if excess > 0 else 0.0)
+        if excess > 0:
+            ms += cfg.l1_slowdown_ms * excess
         return ms / 1000.0
 
     def depth(self) -> int:
@@ -657,6 +677,7 @@ class BranchWriter:
             batch.appended.set_exception(poison)
             batch.appended.exception()  # mark retrieved: no batch may be queued behind
         self._pending_bytes -= batch.mem.nbytes
+        self._waiting -= len(batch.waiters)
         _resolve(batch.waiters, error)
         batch.done.set_result(None)
         self._grant_room()

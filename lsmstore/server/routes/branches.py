@@ -59,6 +59,7 @@ def routes(ctx: Context) -> list[Route]:
             raise RefNotFoundError(f"{repo.name}: no branch named {name!r}") from None
         async with ctx.locks.exclusive(repo.name, name):
             await repo.delete_branch(name)
+            ctx.forget_branch(repo.name, name)
         return empty(204)
 
     async def reset_branch(request: Request) -> Response:
