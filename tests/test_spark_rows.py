@@ -314,12 +314,15 @@ def test_entries_decoded_a_column_at_a_time_equal_the_protobuf_library(seed: int
             assert decode_entries([r.value or b"" for r in plain], ns.base) is not None
 
 
-def test_a_path_that_is_not_utf8_fails_either_way() -> None:
-    records = [Record(b"\xff\xfe/x", *encode_value(_entry(random.Random(1), 1)))]
-    with pytest.raises(UnicodeEncodeError):
-        rows.parsed_batch(records, _namespace())
-    with pytest.raises(UnicodeEncodeError):
-        rows.object_batch(records, _namespace())
+def test_a_raw_key_that_is_not_utf8_is_left_out_as_list_objects_leaves_it() -> None:
+    rng = random.Random(1)
+    good = [Record(f"p/{i}".encode(), *encode_value(_entry(rng, i))) for i in range(3)]
+    bad = Record(b"\xff\xfe/x", *encode_value(_entry(rng, 9)))
+    ns = _namespace()
+    want = rows.object_batch(good, ns)
+    assert want.num_rows == 3
+    assert rows.object_batch([good[0], bad, *good[1:]], ns).equals(want)
+    assert rows.object_batch([bad], ns).num_rows == 0
 
 
 def parse_entry_or_none(rec: Record) -> bool:

@@ -116,9 +116,23 @@ def namespace_of(store_url: str, storage_namespace: str, metadata: Mapping[str, 
 def object_batch(records: Sequence[RecordTuple], ns: Namespace) -> pa.RecordBatch:
     """Object entries as one batch (:data:`OBJECT_ARROW`): a batch of entries in the
     usual layout decoded a column at a time (:mod:`lsmstore.spark.entry_columns`), any
-    other by :func:`parsed_batch`."""
-    fast = _decoded_batch(records, ns)
-    return fast if fast is not None else parsed_batch(records, ns)
+    other by :func:`parsed_batch`.  Raw keys that are not UTF-8 are left out, as
+    ``list_objects`` leaves them out: no object path names them (a raw read shows them)."""
+    try:
+        fast = _decoded_batch(records, ns)
+        return fast if fast is not None else parsed_batch(records, ns)
+    except UnicodeEncodeError:  # rare: filter only when a key needs it
+        kept = [r for r in records if _is_utf8(r[0])]
+        fast = _decoded_batch(kept, ns)
+        return fast if fast is not None else parsed_batch(kept, ns)
+
+
+def _is_utf8(key: bytes) -> bool:
+    try:
+        key.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def parsed_batch(records: Sequence[RecordTuple], ns: Namespace) -> pa.RecordBatch:
