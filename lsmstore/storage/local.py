@@ -30,7 +30,7 @@ the caller's writer waits for that before the entry becomes durable.  A crash be
 then leaves the file missing, empty or partial, and nothing durable names it.
 
 **Incremental write-back** (:data:`SYNC_BYTES`, RocksDB's ``bytes_per_sync``): a put
-larger than that is written in pieces of that size, and after each piece the kernel is
+whose file reaches that size is written in pieces of that size, and after each piece the kernel is
 asked to start writing it back (``sync_file_range(SYNC_FILE_RANGE_WRITE)``, which
 waits for nothing and makes nothing durable).  A large file (a compaction's L2 output)
 then reaches its own fsync with little left to write, instead of handing the journal
@@ -72,7 +72,7 @@ TMP_MARK = ".lsm-tmp."
 #: concurrent fsyncs for the filesystem to batch them (BENCHMARKS.md, "Server").
 WRITE_THREADS = 64
 
-#: A put larger than this is written in pieces of this size, each one's write-back
+#: A put whose file reaches this size is written in pieces of this size, each one's write-back
 #: started before the next (module docstring); 0 turns it off.
 SYNC_BYTES = 1 << 20
 
