@@ -4,6 +4,13 @@
 of ``n`` sequential CREATE puts and gets of 64 KiB, and the rate of ``n`` puts and gets
 with 16 in flight.  LocalStore writes under a temp dir (fsync of file and directory on
 every put); S3Store talks to moto's threaded server on loopback over real HTTP.
+
+``python -m bench storage --beside-large [--rounds 4] [--seconds 4]``: the tail of a
+flush's upload while a compaction writes, on LocalStore alone.  One task puts an L1
+file's pair (a 200 KiB SST and a 4 KiB sidecar, in parallel) every 10 ms while another
+puts 8 MiB objects (L2 outputs) back to back; each round runs once with large puts'
+incremental write-back off (``SYNC_BYTES = 0``) and once on (1 MiB pieces), in
+alternation.  Prints the pair's p50 / p99 / max and the large puts' MB/s.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from pathlib import Path
 
 import uvloop
 
+from lsmstore.storage import local
 from lsmstore.storage.base import ObjectStore
 from lsmstore.storage.local import LocalStore
 from lsmstore.storage.s3 import S3Store
@@ -77,9 +85,72 @@ async def amain(n: int) -> None:
         )
 
 
+async def beside_large(store: LocalStore, seconds: float, tag: str) -> list[float]:
+    """Pair latencies (s) of small puts every 10 ms while 8 MiB puts run; returns
+    [p50, p99, max, large MB/s]."""
+    sst, meta, big = os.urandom(200 << 10), os.urandom(4 << 10), os.urandom(8 << 20)
+    stop = asyncio.Event()
+    large = 0
+
+    async def compaction() -> None:
+        nonlocal large
+        while not stop.is_set() and large < 10_000:
+            await store.put(f"{tag}/L2/{large}", big)
+            large += 1
+
+    pairs: list[float] = []
+    task = asyncio.create_task(compaction())
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds and len(pairs) < 100_000:
+        t = time.perf_counter()
+        i = len(pairs)
+        await asyncio.gather(
+            store.put(f"{tag}/L1/{i}.sst", sst), store.put(f"{tag}/L1/{i}.m", meta)
+        )
+        pairs.append(time.perf_counter() - t)
+        await asyncio.sleep(max(0.0, 0.01 - (time.perf_counter() - t)))
+    stop.set()
+    await task
+    elapsed = time.perf_counter() - start
+    pairs.sort()
+    return [
+        pairs[len(pairs) // 2],
+        pairs[min(len(pairs) - 1, int(0.99 * len(pairs)))],
+        pairs[-1],
+        large * 8 * 1.048576 / elapsed,
+    ]
+
+
+async def amain_beside_large(rounds: int, seconds: float) -> None:
+    print(
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, nproc={os.cpu_count()}, load average "
+        f"{os.getloadavg()[0]:.1f}; L1 pair every 10 ms beside back-to-back 8 MiB puts\n"
+    )
+    print("| round | large puts' write-back | pair p50 / p99 / max ms | 8 MiB puts MB/s | load |")
+    print("|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        async with LocalStore(Path(tmp)) as store:
+            for r in range(1, rounds + 1):
+                for piece in (0, 1 << 20):
+                    local.SYNC_BYTES = piece
+                    p50, p99, top, mbs = await beside_large(store, seconds, f"r{r}-{piece}")
+                    label = "1 MiB pieces" if piece else "off (one fsync)"
+                    print(
+                        f"| {r} | {label} | {p50 * 1e3:.1f} / {p99 * 1e3:.1f} / "
+                        f"{top * 1e3:.1f} | {mbs:.0f} | {os.getloadavg()[0]:.1f} |"
+                    )
+    local.SYNC_BYTES = 1 << 20
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench storage")
     parser.add_argument("--n", type=int, default=200)
+    parser.add_argument("--beside-large", action="store_true")
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--seconds", type=float, default=4.0)
     args = parser.parse_args(argv)
-    uvloop.run(amain(args.n))
+    if args.beside_large:
+        uvloop.run(amain_beside_large(args.rounds, args.seconds))
+    else:
+        uvloop.run(amain(args.n))
     return 0

@@ -516,7 +516,8 @@ class Slate(System):
 
 
 def describe_flushes(traces: list[FlushTrace]) -> str:
-    """p50 / p90 / max in ms of each phase of the traced flushes (FlushTrace)."""
+    """p50 / p90 / p99 / max / mean in ms of each phase of the traced flushes
+    (FlushTrace), and of ``flush``: all of a batch's time after its window closed."""
     if not traces:
         return "no flushes traced"
     parts = [
@@ -524,12 +525,17 @@ def describe_flushes(traces: list[FlushTrace]) -> str:
         f"depth max {max(t.depth for t in traces)}, "
         f"batches appended in a group of >1 {sum(t.group > 1 for t in traces)}"
     ]
-    for phase in ("window", "slot", "admit", "encode", "upload", "turn", "append"):
-        ms = [getattr(t, phase) * 1000 for t in traces]
+    after_window = ("slot", "admit", "encode", "upload", "data", "turn", "append")
+    phases: dict[str, list[float]] = {
+        phase: [getattr(t, phase) * 1000 for t in traces] for phase in ("window", *after_window)
+    }
+    phases["flush"] = [sum(getattr(t, p) for p in after_window) * 1000 for t in traces]
+    for phase, ms in phases.items():
         parts.append(
-            f"{phase} {pct(ms, 0.5):.1f}/{pct(ms, 0.9):.1f}/{max(ms):.1f}/{sum(ms) / len(ms):.1f}"
+            f"{phase} {pct(ms, 0.5):.1f}/{pct(ms, 0.9):.1f}/{pct(ms, 0.99):.1f}/"
+            f"{max(ms):.1f}/{sum(ms) / len(ms):.1f}"
         )
-    return ", ".join(parts) + " ms (p50/p90/max/mean)"
+    return ", ".join(parts) + " ms (p50/p90/p99/max/mean)"
 
 
 def chunks(items: list[Any], size: int) -> list[list[Any]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import hashlib
+import itertools
 import os
 import signal
 import subprocess
@@ -230,3 +231,61 @@ async def test_put_fresh_is_durable_when_its_future_ends(
     with pytest.raises(UnavailableError, match="Input/output error") as e:
         await durable
     assert e.value.outcome_unknown
+
+
+async def test_large_puts_start_write_back_piece_by_piece(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A put past ``SYNC_BYTES`` is written in pieces of that size, each piece's
+    write-back started once it is written (consecutive ranges covering the file, the
+    bytes already there); a smaller put starts none.  The objects read back whole."""
+    piece = 4096
+    monkeypatch.setattr(local, "SYNC_BYTES", piece)
+    started: list[tuple[str, int, int]] = []
+
+    def start(fd: int, offset: int, n: int) -> None:
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        assert os.path.getsize(path) == offset + n  # the piece is written
+        started.append((os.path.basename(path), offset, n))
+
+    monkeypatch.setattr(local, "_start_writeback", start)
+    store = LocalStore(tmp_path)
+    data = os.urandom(3 * piece + 100)
+
+    await store.put("big", data)
+    assert await store.get("big") == data
+    assert [(o, n) for _, o, n in started] == [
+        (0, piece),
+        (piece, piece),
+        (2 * piece, piece),
+        (3 * piece, 100),
+    ]
+    assert all(name.startswith(TMP_MARK) for name, _, _ in started)
+
+    started.clear()
+    await store.put("small", data[: piece - 1])
+    durable = await store.put_fresh("fresh", data[:100])
+    await durable
+    assert started == []
+
+    started.clear()
+    durable = await store.put_fresh("fresh-big", data)
+    await durable
+    assert await store.get("fresh-big") == data
+    assert [(o, n) for _, o, n in started][-1] == (3 * piece, 100)
+
+    async def source() -> AsyncIterator[bytes]:
+        for i in range(0, len(data), 1000):
+            yield data[i : i + 1000]
+
+    started.clear()
+    monkeypatch.setattr(LocalStore, "WRITE_BYTES", 2 * piece)
+    await store.put_stream("streamed", source())
+    assert await store.get("streamed") == data
+    offsets = [(o, n) for _, o, n in started]
+    assert offsets[0][0] == 0 and all(a + m == b for (a, m), (b, _) in itertools.pairwise(offsets))
+    assert sum(n for _, n in offsets) == len(data)
+
+
+def test_write_back_hint_is_found_on_linux() -> None:
+    assert local._start_writeback is not None or not sys.platform.startswith("linux")
