@@ -129,7 +129,10 @@ class LinkStager:
         make one per request)."""
         new = object.__new__(LinkStager)
         new.__dict__.update(self.__dict__)
-        new._timed(now)
+        new._now = now
+        common = self._common.at(now[0], now[1])
+        new._makers = {(now[0], now[1], AddressType.RELATIVE, DEFAULT_CONTENT_TYPE): common}
+        new._common = common
         return new
 
     def _maker(self, secs: int, nanos: int, atype: AddressType, ct: str) -> BatchEncoder:
