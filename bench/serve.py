@@ -2,8 +2,8 @@
 library in the same run (the ceiling).
 
 ``python -m bench serve [--seconds 10] [--connections 256] [--batch 1000]
-[--skip-library] [--phases stat,ls,upload,link,batch,halfload] [--rate R]`` (``./dev.sh bench
-serve``; needs ``wrk``: ``apt-get install wrk``).
+[--skip-library] [--phases stat,ls,upload,link,batch,halfload] [--rate R]
+[--increasing-keys]`` (``./dev.sh bench serve``; needs ``wrk``: ``apt-get install wrk``).
 
 A real server process (``python -m lsmstore.server``, embedded RefStore and local-file
 object store under a fresh ``$LSMSTORE_HOME``, compaction in process) and client
@@ -88,10 +88,12 @@ end
 function init(args)
   address = args[1]
   checksum = args[2]
+  fmt = args[3]
 end
 request = function()
   counter = counter + 1
-  local body = '[["link","k/' .. id .. '/' .. counter .. '","' .. address .. '",16,"' ..
+  local body = '[["link","k/' .. id .. '/' .. string.format(fmt, counter) .. '","' ..
+               address .. '",16,"' ..
                checksum .. '"]]'
   local headers = {}
   for k, v in pairs(wrk.headers) do headers[k] = v end
@@ -366,6 +368,10 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--skip-library", action="store_true")
     ap.add_argument("--rate", type=float, default=0.0,
                     help="uploads/s of halfload (default: half the upload phase's)")  # fmt: skip
+    ap.add_argument("--increasing-keys", action="store_true",
+                    help="link phase: zero-padded counters, so each wrk thread's keys "
+                    "increase (default: k/<thread>/<n> unpadded, new keys land all over "
+                    "L2 and every compaction rewrites all of it)")  # fmt: skip
     ap.add_argument("--phases", default=",".join(PHASES),
                     help=f"comma-separated subset of {','.join(PHASES)}")  # fmt: skip
     args = ap.parse_args(argv)
@@ -435,7 +441,8 @@ def main(argv: list[str]) -> int:
             llua = tmp / "link.lua"
             llua.write_text(LINK_LUA)
             lk = measured(str(llua), server.url + "/", args.connections,
-                          [up["physical_address"], up["checksum"]])  # fmt: skip
+                          [up["physical_address"], up["checksum"],
+                           "%012d" if args.increasing_keys else "%d"])  # fmt: skip
             rows.append(
                 (
                     f"single-object writes/s (one link per request, {args.connections} conns)",

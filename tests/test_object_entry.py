@@ -416,3 +416,17 @@ def test_largest_entry_without_metadata_fits_the_bound() -> None:
 def test_field_lengths_and_sizes_at_varint_boundaries(length: int, size: int) -> None:
     e = ObjectEntry("a" * length, AddressType.FULL, size, "e" * length, 1, 0, "t", {})
     assert encode_value(e) == (hand_identity(e), library_entry(e))
+
+
+@given(
+    st.integers(0, 2**40), st.integers(0, 999_999_999), st.integers(0, 2**40),
+    st.integers(0, 999_999_999), st.sampled_from([0, 1]), st.sampled_from(["", "text/csv"]),
+)  # fmt: skip
+def test_batch_encoder_at_another_time_is_a_fresh_encoder(
+    secs: int, nanos: int, secs2: int, nanos2: int, atype: int, ctype: str
+) -> None:
+    moved = BatchEncoder(secs, nanos, atype, ctype).at(secs2, nanos2)
+    fresh = BatchEncoder(secs2, nanos2, atype, ctype)
+    assert moved.spec == fresh.spec
+    assert moved.encode("data/x", 7, "etag") == fresh.encode("data/x", 7, "etag")
+    assert pickle.loads(pickle.dumps(moved)).spec == fresh.spec

@@ -12,6 +12,7 @@ import asyncio
 import dataclasses
 import hashlib
 import io
+import itertools
 import json
 import os
 import uuid
@@ -849,3 +850,24 @@ async def test_entries_written_by_lakefs_read_back(env: Env) -> None:
         assert stats.content_type == "application/octet-stream" and stats.mtime == 7
         assert await (await main.open(path)).read() == b"old bytes"
     assert [s.physical_address async for s in main.list_objects()] == [f"{base}/data/old"] * 2
+
+
+async def test_link_calls_take_their_own_time(env: Env) -> None:
+    """Each call's links get that call's time, though the stager's rules are cached."""
+    repo = await env.repo()
+    main = repo.branch()
+    base = repo.objects.url.rstrip("/")
+    store = repo.store
+    real = store.clock
+    try:
+        for secs, path in ((1_000, "t/a"), (2_000, "t/b")):
+            ticks = itertools.count()
+
+            def clock(s: int = secs, n: itertools.count[int] = ticks) -> float:
+                return s + 0.25 + next(n) * 1e-6
+
+            store.clock = clock
+            await main.link_many([ObjectLink(path, f"{base}/data/{path[-1]}", 1, "e")])
+    finally:
+        store.clock = real
+    assert [(await main.stat_object(p)).mtime for p in ("t/a", "t/b")] == [1_000, 2_000]

@@ -124,3 +124,45 @@ async def test_waiter_cancelled_as_it_is_let_in_gives_the_lock_back() -> None:
     assert not locks._locks
     async with locks.shared("r", "b"):
         pass
+
+
+async def test_shared_holders_share_one_reader_acquisition() -> None:
+    locks = BranchLocks()
+    holds = [locks.shared("r", "b") for _ in range(100)]
+    for h in holds:
+        await h.__aenter__()
+    lock = locks._locks[("r", "b")].lock
+    assert lock.reader_lock.locked and len(lock._reader_lock._lock._owning) == 1
+    late = locks.shared("r", "b")
+    step = late.__aenter__().__await__()
+    with pytest.raises(StopIteration):  # an open group: in without suspending
+        next(step)
+    for h in [*holds, late]:
+        await h.__aexit__(None, None, None)
+    await _turns()
+    assert not lock.reader_lock.locked and not locks._locks
+    async with locks.exclusive("r", "b"):
+        pass
+
+
+async def test_group_whose_waiters_were_all_cancelled_gives_the_lock_back() -> None:
+    locks = BranchLocks()
+    held = locks.exclusive("r", "b")
+    await held.__aenter__()
+    lock = locks._locks[("r", "b")].lock
+
+    async def shared() -> None:
+        async with locks.shared("r", "b"):
+            raise AssertionError("cancelled before it entered")
+
+    waiters = [asyncio.create_task(shared()) for _ in range(3)]
+    await _turns()
+    for w in waiters:
+        w.cancel()
+    for w in waiters:
+        with pytest.raises(asyncio.CancelledError):
+            await w
+    await held.__aexit__(None, None, None)
+    await _turns()
+    assert not lock.reader_lock.locked and not lock.writer_lock.locked
+    assert not locks._locks

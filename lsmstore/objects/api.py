@@ -90,6 +90,9 @@ def namespace(repo: Repository) -> Namespace:
 
 
 _namespaces: weakref.WeakKeyDictionary[Repository, Namespace] = weakref.WeakKeyDictionary()
+#: Per repository, a :class:`LinkStager` whose ``at`` makes each call's (its rules are
+#: the namespace's and the store configuration's, both fixed for a repository object).
+_stagers: weakref.WeakKeyDictionary[Repository, LinkStager] = weakref.WeakKeyDictionary()
 
 #: One lock per (store, repository, branch, path) while an ``if_absent`` write checks and
 #: stages; weakly held, so a lock lives only while someone waits on or holds it.
@@ -452,7 +455,10 @@ class ObjectWrites(ObjectReads):
     def _link_stager(self, now: tuple[int, int]) -> LinkStager:
         """A :class:`LinkStager` of this branch's repository for one call."""
         repo = self.repository
-        return LinkStager(namespace(repo), repo.store.config, now)
+        stager = _stagers.get(repo)
+        if stager is None:
+            stager = _stagers[repo] = LinkStager(namespace(repo), repo.store.config, now)
+        return stager.at(now)  # never the cached one itself: its makers would grow
 
     async def delete_object(self, path: str) -> None:
         """Delete the object at ``path``; ObjectNotFoundError when there is none."""

@@ -210,18 +210,30 @@ class BatchEncoder:
     __slots__ = ("_args", "_id_tail", "_tail", "_ts", "spec")
 
     def __init__(self, mtime: int, nanos: int, address_type: int, content_type: str) -> None:
-        self._args = (mtime, nanos, int(address_type), content_type)
+        self._timed(mtime, nanos, int(address_type), content_type)
+        ct = content_type.encode("utf-8")
+        self._tail = (b"\x30" + _uvarint(address_type) if address_type else b"") + (
+            b"\x3a" + _uvarint(len(ct)) + ct if ct else b""
+        )
+        self._id_tail = _EMPTY_MAP + (_string(content_type) if content_type else b"")
+
+    def _timed(self, mtime: int, nanos: int, address_type: int, content_type: str) -> None:
+        self._args = (mtime, nanos, address_type, content_type)
         #: The :data:`~lsmstore.staging.pending.MakerSpec` naming this encoder.
         self.spec = (_SPEC_NAME, *self._args)
         ts = (b"\x08" + _uvarint(mtime) if mtime else b"") + (
             b"\x10" + _uvarint(nanos) if nanos else b""
         )
         self._ts = b"\x12" + _uvarint(len(ts)) + ts
-        ct = content_type.encode("utf-8")
-        self._tail = (b"\x30" + _uvarint(address_type) if address_type else b"") + (
-            b"\x3a" + _uvarint(len(ct)) + ct if ct else b""
-        )
-        self._id_tail = _EMPTY_MAP + (_string(content_type) if content_type else b"")
+
+    def at(self, mtime: int, nanos: int) -> BatchEncoder:
+        """An encoder of the same address type and content type for another time
+        (their encoded fields are reused: one is made per one-link request)."""
+        new = object.__new__(BatchEncoder)
+        new._tail = self._tail
+        new._id_tail = self._id_tail
+        new._timed(mtime, nanos, self._args[2], self._args[3])
+        return new
 
     def encode_with_metadata(
         self, address: str, size: int, etag: str, metadata: Mapping[str, str]

@@ -102,13 +102,11 @@ class LinkStager:
 
     def __init__(self, ns: Namespace, config: Config, now: tuple[int, int]) -> None:
         self._ns = ns
-        self._now = now
         self._max_key = config.max_key_bytes
         self._max_value = config.max_value_bytes
         #: Pending records only where every entry without metadata fits the bound.
         self._defer = config.max_value_bytes >= MAX_ENTRY_WITHOUT_METADATA
-        self._makers: dict[tuple[int, int, AddressType, str], BatchEncoder] = {}
-        self._common = self._maker(now[0], now[1], AddressType.RELATIVE, DEFAULT_CONTENT_TYPE)
+        self._timed(now)
         data_base = ns.base + layout.DATA
         # ASCII namespaces only: then an address of plain characters has as many bytes
         # as characters, and its length is its UTF-8 size
@@ -119,6 +117,23 @@ class LinkStager:
         self._prefix = itemgetter(slice(0, self._plain_at))
         self._relative = itemgetter(slice(self._cut, None))
         self._by_columns = self._defer and self._data_base is not None and _LSM not in data_base
+
+    def _timed(self, now: tuple[int, int]) -> None:
+        self._now = now
+        self._makers: dict[tuple[int, int, AddressType, str], BatchEncoder] = {}
+        self._common = self._maker(now[0], now[1], AddressType.RELATIVE, DEFAULT_CONTENT_TYPE)
+
+    def at(self, now: tuple[int, int]) -> LinkStager:
+        """A stager of the same namespace and configuration for a call at ``now``: the
+        derived rules are copied, not worked out again (the server's one-link requests
+        make one per request)."""
+        new = object.__new__(LinkStager)
+        new.__dict__.update(self.__dict__)
+        new._now = now
+        common = self._common.at(now[0], now[1])
+        new._makers = {(now[0], now[1], AddressType.RELATIVE, DEFAULT_CONTENT_TYPE): common}
+        new._common = common
+        return new
 
     def _maker(self, secs: int, nanos: int, atype: AddressType, ct: str) -> BatchEncoder:
         shared = (secs, nanos, atype, ct)

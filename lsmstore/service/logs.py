@@ -40,15 +40,21 @@ def current_request_id() -> str | None:
     return _request_id.get()
 
 
-@contextlib.contextmanager
-def request_context(request_id: str | None = None) -> Iterator[str]:
-    """Log lines inside carry ``request_id`` (a new one unless given)."""
-    rid = request_id or new_request_id()
-    token = _request_id.set(rid)
-    try:
-        yield rid
-    finally:
-        _request_id.reset(token)
+class request_context:
+    """Log lines inside carry ``request_id`` (a new one unless given).  A plain class,
+    not a ``contextmanager`` generator: the server enters one per request."""
+
+    __slots__ = ("_rid", "_token")
+
+    def __init__(self, request_id: str | None = None) -> None:
+        self._rid = request_id or new_request_id()
+
+    def __enter__(self) -> str:
+        self._token = _request_id.set(self._rid)
+        return self._rid
+
+    def __exit__(self, *exc: object) -> None:
+        _request_id.reset(self._token)
 
 
 def _timestamp(created: float) -> str:
