@@ -114,17 +114,7 @@ def _rows(seed: int, n: int, *, valid: bool) -> dict[str, list[Any]]:
     return out
 
 
-SCHEMA = pa.schema(
-    [
-        ("path", pa.string()),
-        ("physical_address", pa.string()),
-        ("size", pa.int64()),
-        ("checksum", pa.string()),
-        ("mtime", pa.int64()),
-        ("content_type", pa.string()),
-        ("metadata", pa.map_(pa.string(), pa.string())),
-    ]
-)
+SCHEMA = rows.OBJECT_ARROW  # the write side takes the columns the read side gives
 
 
 def _both(batch: pa.RecordBatch, ns: Any) -> tuple[list[Record], list[Record]]:
