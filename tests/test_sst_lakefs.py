@@ -35,12 +35,13 @@ from lsmstore.graveler.metarange import Metarange, encode_range_data, write_meta
 from lsmstore.graveler.ranges import RangeInfo, RangePolicy, record_size
 from lsmstore.graveler.record import Record, tombstone
 from lsmstore.graveler.source import DirectSource
-from lsmstore.graveler.sst_reader import SSTReader
+from lsmstore.graveler.sst_reader import SSTReader, parse_plain_block
 from lsmstore.graveler.sst_writer import (
     MAX_ENTRY_BYTES,
     METARANGE,
     RANGE,
     add_user_properties,
+    write_committed_columns,
     write_committed_sst,
     write_sst,
 )
@@ -217,6 +218,71 @@ def test_committed_writer_names_the_record_at_fault() -> None:
     assert read_records(write_committed_sst(mixed, RANGE)) == [
         (r.key, r.identity, r.value) for r in mixed
     ]
+
+
+#: Properties RocksDB gives every file it writes its own value of.
+_PER_FILE = (
+    b"rocksdb.creation.time",
+    b"rocksdb.file.creation.time",
+    b"rocksdb.creating.session.identity",
+)
+
+
+def _timeless(data: bytes) -> tuple[bytes, dict[bytes, bytes]]:
+    """An SST's bytes before its properties block, and its properties but those RocksDB
+    gives each file (the rest of the file follows from these)."""
+    p = len(data) - 53 + 1  # the footer's metaindex handle, after the checksum type
+    meta_offset, p = _uvarint(data, p)
+    meta_size, _ = _uvarint(data, p)
+    handles = dict(parse_plain_block(data[meta_offset : meta_offset + meta_size]))
+    props_offset, _ = _uvarint(handles[b"rocksdb.properties"], 0)
+    props = read_table(data).properties
+    return data[:props_offset], {k: v for k, v in props.items() if k not in _PER_FILE}
+
+
+def _uvarint(buf: bytes, p: int) -> tuple[int, int]:
+    n = shift = 0
+    while buf[p] & 0x80:
+        n |= (buf[p] & 0x7F) << shift
+        p, shift = p + 1, shift + 7
+    return n | buf[p] << shift, p + 1
+
+
+def test_committed_writer_given_the_size_writes_the_same_bytes() -> None:
+    """A range writer's cut passes its records' size (and skips the column checks): the
+    bytes are those of the checking path, on random records -- shared prefixes, empty
+    and long values, long keys, one-record ranges."""
+    rng = random.Random(5)
+    for n in (1, 2, 15, 16, 17, 300):
+        keys: set[bytes] = set()
+        while len(keys) < n:
+            prefix = rng.choice([b"", b"a", b"tables/events/part=00001/obj-", b"k" * 300])
+            keys.add(prefix + rng.randbytes(rng.randrange(0, 4)) + b"%d" % rng.randrange(99))
+        recs = []
+        for key in sorted(keys):
+            value = rng.randbytes(rng.choice([0, 1, 63, 64, 120, 8191, 8192, 20_000]))
+            recs.append(Record(key, rng.randbytes(rng.choice([0, 32, 70])), value))
+        size = sum(map(record_size, recs))
+        cols = ([r.key for r in recs], [r.identity for r in recs], [r.value for r in recs])
+        given = write_committed_columns(*cols, RANGE, size=size)
+        assert _timeless(given) == _timeless(write_committed_sst(recs, RANGE))
+        assert read_table(given).properties[b"estimated_size_bytes"] == b"%d" % size
+
+
+def test_committed_writer_entry_bound_at_its_edge() -> None:
+    """An entry of exactly MAX_ENTRY_BYTES is written, one byte more is refused, with or
+    without the size given (the size decides whether entries are measured)."""
+    identity = b"i" * 32
+    value_bytes = MAX_ENTRY_BYTES - 1 - (1 + 32 + 4)  # key, value headers of 1 and 4 bytes
+    for extra, ok in ((0, True), (1, False)):
+        rec = Record(b"k", identity, bytes(value_bytes + extra))
+        for size in (None, record_size(rec)):
+            if ok:
+                data = write_committed_columns([rec.key], [identity], [rec.value], RANGE, size=size)
+                assert list(SSTReader(data, "edge")) == [rec]
+            else:
+                with pytest.raises(EntryTooLargeError):
+                    write_committed_columns([rec.key], [identity], [rec.value], RANGE, size=size)
 
 
 # --- the checker refuses what lakeFS refuses ----------------------------------------------------

@@ -443,9 +443,14 @@ class _InlineEncoder(RangeEncoder):
         super().__init__(0)
 
     async def encode(
-        self, records: Sequence[RecordTuple], skip: Any, *, in_pool: bool = True
+        self,
+        records: Sequence[RecordTuple],
+        skip: Any,
+        *,
+        in_pool: bool = True,
+        size: int | None = None,
     ) -> tuple[str, bytes | None]:
-        return encode_records(records, skip)
+        return encode_records(records, skip, size)
 
 
 async def _apply_chunk(request: tuple[Any, ...], inp: BinaryIO, out: BinaryIO) -> tuple[Any, ...]:

@@ -67,11 +67,11 @@ def _fold_ids(pairs: Iterable[tuple[bytes, bytes]]) -> str:
 
 
 def encode_records(
-    records: Sequence[RecordTuple], skip: Container[str] = frozenset()
+    records: Sequence[RecordTuple], skip: Container[str] = frozenset(), size: int | None = None
 ) -> tuple[str, bytes | None]:
     """:func:`encode_range` of records as they are (no columns to ship: a thread, or
     the worker that cut them)."""
-    return encode_columns(*columns(records), skip)
+    return encode_columns(*columns(records), skip, size)
 
 
 def encode_columns(
@@ -79,12 +79,13 @@ def encode_columns(
     identities: Sequence[bytes],
     values: Sequence[bytes | None],
     skip: Container[str] = frozenset(),
+    size: int | None = None,
 ) -> tuple[str, bytes | None]:
     """:func:`encode_range` of columns of any sequence type."""
     rid = range_id(keys, identities)
     if rid in skip:
         return rid, None
-    return rid, write_committed_columns(keys, identities, values, RANGE)
+    return rid, write_committed_columns(keys, identities, values, RANGE, size=size)
 
 
 def encode_range(
@@ -92,10 +93,13 @@ def encode_range(
     identities: list[bytes],
     values: list[bytes],
     skip: Container[str] = frozenset(),
+    size: int | None = None,
 ) -> tuple[str, bytes | None]:
     """``(id, sst)`` of a range's records (key order, no tombstones); ``sst`` is None
-    when the id is in ``skip`` (already stored)."""
-    return encode_columns(keys, identities, values, skip)
+    when the id is in ``skip`` (already stored).  ``size``: the records' estimated size
+    when they were cut by a :class:`~lsmstore.graveler.ranges.RangeWriter` (checked
+    already: see :func:`~lsmstore.graveler.sst_writer.write_committed_columns`)."""
+    return encode_columns(keys, identities, values, skip, size)
 
 
 class RangeEncoder:
@@ -164,10 +168,16 @@ class RangeEncoder:
         self._idle.put(worker)
 
     async def encode(
-        self, records: Sequence[RecordTuple], skip: Container[str], *, in_pool: bool = True
+        self,
+        records: Sequence[RecordTuple],
+        skip: Container[str],
+        *,
+        in_pool: bool = True,
+        size: int | None = None,
     ) -> tuple[str, bytes | None]:
-        """:func:`encode_range` of ``records``: in a worker process when ``in_pool``
-        and the workers have started (waiting for a busy one), else in a thread."""
+        """:func:`encode_range` of ``records`` (and their ``size``, when a range writer
+        cut them): in a worker process when ``in_pool`` and the workers have started
+        (waiting for a busy one), else in a thread."""
         if in_pool and self.processes and not self._closed:
             keys = [r[0] for r in records]
             identities = [r[1] for r in records]
@@ -176,13 +186,15 @@ class RangeEncoder:
             if self._workers:  # started: wait for an idle one
                 # sent along (pickled); a Container that is not a set is checked after
                 frozen = frozenset(skip) if isinstance(skip, set | frozenset) else frozenset()
-                answer = await asyncio.to_thread(self._call, (keys, identities, values, frozen))
+                answer = await asyncio.to_thread(
+                    self._call, (keys, identities, values, frozen, size)
+                )
                 if answer is not None:
                     self.ranges_in_pool += 1
                     rid, sst = answer
                     return (rid, None) if rid in skip else (rid, sst)
         self.ranges_in_thread += 1
-        return await asyncio.to_thread(encode_records, records, skip)
+        return await asyncio.to_thread(encode_records, records, skip, size)
 
     def _call(self, request: tuple[Any, ...]) -> tuple[str, bytes | None] | None:
         """Run one request on an idle worker (blocking); None: no answer (the caller
@@ -283,7 +295,7 @@ def worker_startup() -> None:
 
 
 def serve(inp: BinaryIO, out: BinaryIO) -> None:
-    """Answer requests ``(keys, identities, values, skip)`` with ``("ok", id, sst)``, and
+    """Answer requests ``(keys, identities, values, skip, size)`` with ``("ok", id, sst)``, and
     ``("apply", ...)`` chunks of a split commit
     (:func:`lsmstore.graveler.apply_parallel.serve_chunk`, which talks to the parent
     on the same pipes before it answers), or ``("error", text)``, until ``inp`` closes."""

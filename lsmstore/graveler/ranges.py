@@ -303,7 +303,9 @@ class RangeWriter:
             self._pending.add(asyncio.create_task(self._upload(cut, in_pool)))
 
     async def _upload(self, cut: _Cut, in_pool: bool) -> None:
-        cut.id, data = await self._encoder.encode(cut.records, self._existing, in_pool=in_pool)
+        cut.id, data = await self._encoder.encode(
+            cut.records, self._existing, in_pool=in_pool, size=cut.size
+        )
         if data is None:
             self.ranges_reused += 1
             return

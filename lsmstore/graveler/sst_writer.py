@@ -61,6 +61,9 @@ MAX_ENTRY_BYTES = MAX_BLOCK_SIZE - (1 << 16)
 
 #: Per-record overhead of the estimated size (as ``ranges.RECORD_OVERHEAD``).
 _RECORD_OVERHEAD = 16
+#: What an entry's two value length headers (varints of up to 10 bytes each) can add
+#: beyond that overhead: an entry is at most its record's estimated size plus this.
+_HEADERS_OVER_OVERHEAD = 2 * 10 - _RECORD_OVERHEAD
 
 #: RAM-backed directories tried first for the writer's temporary file.
 RAM_DIRS = ("/dev/shm",)
@@ -120,11 +123,18 @@ def write_committed_columns(
     identities: Sequence[bytes],
     values: Sequence[bytes | None],
     kind: str,
+    *,
+    size: int | None = None,
 ) -> bytes:
     """:func:`write_committed_sst` of records given as columns (one per field, in key
     order).  The records are checked, sized and value-encoded a column at a time (C
     loops: this is per-record work of every commit); a column that fails a check is
-    handed to the record-at-a-time writer, which names the record at fault."""
+    handed to the record-at-a-time writer, which names the record at fault.
+
+    ``size``: the records' estimated size (the sum of their ``ranges.record_size``),
+    passed by a caller that has it and whose records are already checked -- non-empty,
+    strictly increasing keys, no tombstone (a :class:`~lsmstore.graveler.ranges.
+    RangeWriter`'s cut): then the columns are neither summed nor checked again."""
     if kind not in (RANGE, METARANGE):
         raise InvalidInputError(f"unknown committed file kind {kind!r}")
     if not keys:
@@ -133,18 +143,24 @@ def write_committed_columns(
         raise InvalidInputError(
             f"columns of {len(keys)} keys, {len(identities)} identities, {len(values)} values"
         )
-    try:
-        value_bytes = sum(map(len, values))  # type: ignore[arg-type]  # None: TypeError
-    except TypeError:
-        key = keys[[v is None for v in values].index(True)]
-        raise InvalidInputError(f"tombstone for key {key!r} in a committed file") from None
-    size = sum(map(len, keys)) + sum(map(len, identities)) + value_bytes
-    size += _RECORD_OVERHEAD * len(keys)
+    checked = size is not None
+    if size is None:
+        try:
+            value_bytes = sum(map(len, values))  # type: ignore[arg-type]  # None: TypeError
+        except TypeError:
+            key = keys[[v is None for v in values].index(True)]
+            raise InvalidInputError(f"tombstone for key {key!r} in a committed file") from None
+        size = sum(map(len, keys)) + sum(map(len, identities)) + value_bytes
+        size += _RECORD_OVERHEAD * len(keys)
     encoded = encode_values(identities, values)  # type: ignore[arg-type]  # no tombstones
     if (
-        not min(map(len, keys))
-        or not all(map(lt, keys, islice(keys, 1, None)))
-        or max(map(add, map(len, keys), map(len, encoded))) > MAX_ENTRY_BYTES
+        not checked and (not min(map(len, keys)) or not all(map(lt, keys, islice(keys, 1, None))))
+    ) or (
+        # an entry (key and encoded value) is at most its record's size plus two length
+        # headers' worth of bytes beyond the overhead: only a big range can hold one
+        # over the bound, so only a big range's entries are measured
+        size + _HEADERS_OVER_OVERHEAD > MAX_ENTRY_BYTES
+        and max(map(add, map(len, keys), map(len, encoded))) > MAX_ENTRY_BYTES
     ):  # the record-at-a-time writer raises the error naming the record
         _write(list(map(Record, keys, identities, values)), _committed_options)
         raise AssertionError("unreachable: the records failed a check")  # pragma: no cover
