@@ -72,15 +72,21 @@ async def data_keys(repo: lsmstore.Repository) -> list[str]:
     return [m.key async for m in repo.objects.list("data/")]
 
 
+async def crash_child(refstore: str, ns: str, tmp_path: Path, mode: str, until: str) -> list[str]:
+    """Create repository "crash", run the child uploader in ``mode`` and kill -9 it once
+    it prints ``until``; its lines."""
+    async with lsmstore.connect(refstore, home=str(tmp_path / "home")) as store:
+        await store.create_repository("crash", storage_namespace=ns)
+    return await asyncio.to_thread(
+        run_and_kill, [refstore, str(tmp_path / "child"), "crash", mode], until=until
+    )
+
+
 async def test_kill_between_data_upload_and_staging(
     setup: tuple[str, str, str], tmp_path: Path
 ) -> None:
     refstore, ns, _ = setup
-    async with lsmstore.connect(refstore, home=str(tmp_path / "home")) as store:
-        await store.create_repository("crash", storage_namespace=ns)
-    lines = await asyncio.to_thread(
-        run_and_kill, [refstore, str(tmp_path / "child"), "crash", "stage"], until="staging"
-    )
+    lines = await crash_child(refstore, ns, tmp_path, "stage", "staging")
     assert lines[:2] == ["acked", "staging"]
     async with lsmstore.connect(refstore, home=str(tmp_path / "home")) as store:
         repo = await store.get_repository("crash")
@@ -101,11 +107,7 @@ async def test_kill_between_data_upload_and_staging(
 
 async def test_kill_while_streaming_data(setup: tuple[str, str, str], tmp_path: Path) -> None:
     refstore, ns, bucket = setup
-    async with lsmstore.connect(refstore, home=str(tmp_path / "home")) as store:
-        await store.create_repository("crash", storage_namespace=ns)
-    lines = await asyncio.to_thread(
-        run_and_kill, [refstore, str(tmp_path / "child"), "crash", "stream"], until="chunk 5"
-    )
+    lines = await crash_child(refstore, ns, tmp_path, "stream", "chunk 5")
     assert lines[-1] == "chunk 5"
     async with lsmstore.connect(refstore, home=str(tmp_path / "home")) as store:
         repo = await store.get_repository("crash")
@@ -130,11 +132,7 @@ async def test_kill_while_streaming_data(setup: tuple[str, str, str], tmp_path: 
 
 async def test_kill_while_the_data_is_not_yet_durable(tmp_path: Path) -> None:
     refstore, ns = f"local://{tmp_path / 'refs'}", (tmp_path / "ns").as_uri()
-    async with lsmstore.connect(refstore, home=str(tmp_path / "home")) as store:
-        await store.create_repository("crash", storage_namespace=ns)
-    lines = await asyncio.to_thread(
-        run_and_kill, [refstore, str(tmp_path / "child"), "crash", "durable"], until="uploaded"
-    )
+    lines = await crash_child(refstore, ns, tmp_path, "durable", "uploaded")
     assert lines[:2] == ["acked", "uploaded"]
     async with lsmstore.connect(refstore, home=str(tmp_path / "home")) as store:
         repo = await store.get_repository("crash")

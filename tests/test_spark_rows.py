@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from lsmstore.errors import InvalidInputError
 from lsmstore.graveler.record import Record
+from lsmstore.graveler.varint import encode_uvarint
 from lsmstore.objects.addresses import ALLOWED_EXTERNAL_PREFIXES_KEY
 from lsmstore.objects.entry import AddressType, ObjectEntry, encode_value, parse_entry
 from lsmstore.spark import rows
@@ -332,21 +333,13 @@ def test_a_plain_batch_is_decoded_a_column_at_a_time() -> None:
     assert decode_entries([*datas, b"\x0a\x01a\x50\x01"], NS + "/") is None
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    return bytes((*out, n))
-
-
 @pytest.mark.parametrize(
     "raw",
     [
         b"",  # an empty inline object
-        b"\x0a" + _varint(2**63 - 1) + b"\x18\x05",  # a length past any entry, a field after
-        b"\x0a" + _varint(2**63 - 8) + b"abc\x18\x01",
-        b"\x0a\x01a\x12" + _varint(2**62) + b"\x08\x01\x18\x01",  # the timestamp's
+        b"\x0a" + encode_uvarint(2**63 - 1) + b"\x18\x05",  # a length past any entry, a field after
+        b"\x0a" + encode_uvarint(2**63 - 8) + b"abc\x18\x01",
+        b"\x0a\x01a\x12" + encode_uvarint(2**62) + b"\x08\x01\x18\x01",  # the timestamp's
         b"\x0a\x01a\x22" + b"\xff" * 8 + b"\x7f\x30\x01",  # the ETag's, 9 bytes
     ],
 )

@@ -14,16 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lsmstore.graveler.value import encode_value
+from lsmstore.graveler.varint import encode_uvarint
 from tests.helpers.lakefs_sst import ROCKSDB_MAGIC, masked_crc32c
 
-
-def varint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
+varint = encode_uvarint
 
 
 def entry(key: bytes, value: bytes, shared: int = 0) -> bytes:
