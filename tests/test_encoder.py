@@ -10,9 +10,11 @@ import random
 import pytest
 import uvloop
 
-from lsmstore.errors import InvalidInputError
+from lsmstore.errors import EntryTooLargeError, InvalidInputError
 from lsmstore.graveler.record import Record, default_identity, tombstone
 from lsmstore.graveler.sst_reader import SSTReader
+from lsmstore.graveler.sst_writer import MAX_ENTRY_BYTES, write_sst, write_sst_columns
+from lsmstore.graveler.value import encode_value as graveler_value
 from lsmstore.objects.entry import (
     DEFAULT_CONTENT_TYPE,
     AddressType,
@@ -174,7 +176,8 @@ async def test_pending_records_are_made_beside_the_others(use_process: bool) -> 
         if use_process:
             await _worker_ready(enc, _records(100, seed=5))
         before = enc.batches_in_process
-        got = _contents(*await enc.encode(records, 0.01, pending=True))[0]
+        made = _contents(*await enc.encode(records, 0.01, pending=True))
+        got = made[0]
         assert enc.batches_in_process == before + use_process
     finally:
         await enc.aclose()
@@ -187,6 +190,37 @@ async def test_pending_records_are_made_beside_the_others(use_process: bool) -> 
     expected.append(Record(b"full", *encode_value(full)))
     expected += [Record(b"p", default_identity(b"value"), b"value"), tombstone(b"gone")]
     assert got == sorted(expected)
+    # the columns' file and sidecar (counts, data bytes, bloom) are the record-at-a-time
+    # encoding's, byte for byte
+    sst, meta, _ = files.encode_staging_file(sorted(expected), 0.01)
+    assert made == _contents(sst, meta)
+
+
+@pytest.mark.parametrize(
+    ("keys", "encoded", "error", "match"),
+    [
+        ([], [], InvalidInputError, "no records"),
+        ([b"a"], [], InvalidInputError, "columns of 1 keys and 0 values"),
+        ([b"", b"a"], [b"\x00\x00", b"\x00\x00"], InvalidInputError, "non-empty"),
+        ([b"b", b"a"], [b"\x00\x00", None], InvalidInputError, "b'a' follows b'b'"),
+        ([b"a", b"a"], [None, None], InvalidInputError, "strictly increasing"),
+        ([b"a", b"b"], [None, b"\x00" * MAX_ENTRY_BYTES], EntryTooLargeError, "b'b' of"),
+    ],
+)
+def test_staging_columns_are_checked_as_records_are(
+    keys: list[bytes], encoded: list[bytes | None], error: type[Exception], match: str
+) -> None:
+    """write_sst_columns refuses what write_sst refuses, naming the key at fault."""
+    with pytest.raises(error, match=match):
+        write_sst_columns(keys, encoded)
+
+
+def test_staging_columns_hold_tombstones_and_values() -> None:
+    records = sorted(_records(500, seed=9))
+    encoded = [None if r.value is None else graveler_value(r.identity, r.value) for r in records]
+    sst = write_sst_columns([r.key for r in records], encoded)
+    assert list(SSTReader(sst, "t.sst")) == records
+    assert len(sst) == len(write_sst(records))  # the same entries and blocks
 
 
 def test_a_memstore_charges_pending_records_and_their_replacements() -> None:

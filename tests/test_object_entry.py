@@ -18,6 +18,7 @@ from lsmstore.graveler.record import Record
 from lsmstore.graveler.sst_reader import SSTReader
 from lsmstore.graveler.value import decode_value
 from lsmstore.graveler.value import encode_value as graveler_value
+from lsmstore.objects import entry_block
 from lsmstore.objects.addresses import MAX_ADDRESS_BYTES
 from lsmstore.objects.entry import (
     DEFAULT_CONTENT_TYPE,
@@ -29,6 +30,7 @@ from lsmstore.objects.entry import (
     encode_value,
     entry_identity,
 )
+from lsmstore.objects.entry_block import MIN_BLOCK
 from lsmstore.objects.linking import MAX_ENTRY_WITHOUT_METADATA
 from lsmstore.objects.proto.catalog_pb2 import Entry as EntryMessage
 from lsmstore.objects.rules import MAX_FIELD_BYTES
@@ -430,3 +432,112 @@ def test_batch_encoder_at_another_time_is_a_fresh_encoder(
     assert moved.spec == fresh.spec
     assert moved.encode("data/x", 7, "etag") == fresh.encode("data/x", 7, "etag")
     assert pickle.loads(pickle.dumps(moved)).spec == fresh.spec
+
+
+# --- entries a block at a time (lsmstore.objects.entry_block) --------------------------
+
+_LAYOUT_ADDRESSES = [f"data/part-{i:05d}-c000.parquet" for i in range(3)] + ["a", "data/é/x"]
+
+
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.sampled_from(_LAYOUT_ADDRESSES),
+            st.sampled_from([0, 1, 127, 128, 4096, 2**21, 2**63 - 1]),
+            st.sampled_from(["d41d8cd98f00b204e9800998ecf8427e", "", "é-2", "x" * 128]),
+        ),
+        min_size=MIN_BLOCK,
+        max_size=MIN_BLOCK * 3,
+    ),
+    shared=st.sampled_from(
+        [(1700000000, 5, 1, DEFAULT_CONTENT_TYPE), (0, 0, 2, ""), (1, 0, 0, "text/é")]
+    ),
+)
+def test_entries_made_a_block_at_a_time_are_the_library_s(
+    rows: list[tuple[str, int, str]], shared: tuple[int, int, int, str]
+) -> None:
+    """Blocks of one layout or several (address, ETag and size varint lengths, empty
+    fields, size 0, non-ASCII): each value is the graveler encoding of lakeFS's
+    identity and the protobuf library's entry bytes, in the rows' order."""
+    addresses, sizes, etags = ([r[i] for r in rows] for i in range(3))
+    mtime, nanos, atype, ct = shared
+    entries = [
+        ObjectEntry(a, AddressType(atype), size, e, mtime, nanos, ct, {}) for a, size, e in rows
+    ]
+    data = list(map(library_entry, entries))
+    identities = list(map(hand_identity, entries))
+    enc = BatchEncoder(*shared)
+    made = entry_block.encode_block(
+        addresses,
+        sizes,
+        etags,
+        timestamp=enc._ts,
+        tail=enc._tail,
+        identity_tail=enc._id_tail,
+    )
+    layouts = {(len(a.encode()), len(e.encode()), len(varint(s)) if s else 0) for a, s, e in rows}
+    if len(layouts) > entry_block.MAX_LAYOUTS:
+        assert made is None  # declined: encode_values_many takes encode_many's path
+    else:
+        assert made is not None
+    expected = (identities, list(map(graveler_value, identities, data)), sum(map(len, data)))
+    assert made is None or made == expected
+    assert enc.encode_values_many(addresses, sizes, etags) == expected
+
+
+@pytest.mark.parametrize("n", [MIN_BLOCK - 1, MIN_BLOCK, 1000])
+def test_a_block_of_one_layout_at_varint_boundaries(n: int) -> None:
+    """Every size varint length (1 to 9 bytes), each a block of one layout, and the
+    smallest block and below it (encode_many's path): the same bytes either way."""
+    enc = BatchEncoder(1700000000, 0, 1, DEFAULT_CONTENT_TYPE)
+    for size in [1, 127, 128, 16383, 16384, 2**21, 2**28, 2**35, 2**42, 2**49, 2**56, 2**63 - 1]:
+        addresses = [f"data/{i:06d}" for i in range(n)]
+        etags = [hashlib.md5(b"%d" % i).hexdigest() for i in range(n)]
+        sizes = [size] * n
+        identities, data = enc.encode_many(addresses, sizes, etags)
+        assert enc.encode_values_many(addresses, sizes, etags) == (
+            identities,
+            list(map(graveler_value, identities, data)),
+            sum(map(len, data)),
+        )
+
+
+def test_a_block_of_too_many_layouts_is_declined() -> None:
+    """More layouts than MAX_LAYOUTS: encode_block declines, encode_values_many makes
+    the same bytes entry by entry."""
+    n = 200
+    addresses = [f"data/{'x' * (i % (entry_block.MAX_LAYOUTS + 1))}" for i in range(n)]
+    sizes = [1 + i for i in range(n)]
+    etags = ["e"] * n
+    enc = BatchEncoder(1700000000, 0, 1, DEFAULT_CONTENT_TYPE)
+    shared = {"timestamp": enc._ts, "tail": enc._tail, "identity_tail": enc._id_tail}
+    assert entry_block.encode_block(addresses, sizes, etags, **shared) is None
+    identities, data = enc.encode_many(addresses, sizes, etags)
+    assert enc.encode_values_many(addresses, sizes, etags) == (
+        identities,
+        list(map(graveler_value, identities, data)),
+        sum(map(len, data)),
+    )
+
+
+@pytest.mark.parametrize("runs", [[300], [100, 5, 80], [1, 70, 2]])
+def test_pending_runs_are_made_encoded_as_each_record(runs: list[int]) -> None:
+    """The encoder's form of pending records (make_encoded): runs of different makers,
+    long (a block) and short, pickled as they travel: each value is the graveler
+    encoding of make's identity and value, and the total is the values' length."""
+    records: list[Pending] = []
+    for r, length in enumerate(runs):
+        maker = BatchEncoder(1700000000 + r, r, 1 + r % 2, "" if r % 2 else "text/csv")
+        records += [
+            (f"k{r}-{i:03d}".encode(), maker.spec, f"data/{r}/{i:04d}", 1 + i % 200, "e" * 32)
+            for i in range(length)
+        ]
+    cols = pickle.loads(pickle.dumps(pending.split(list(records))[1]))
+    assert cols is not None
+    keys, identities, values = pending.make(cols)
+    assert pending.make_encoded(cols) == (
+        keys,
+        identities,
+        list(map(graveler_value, identities, values)),
+        sum(map(len, values)),
+    )

@@ -177,14 +177,48 @@ def write_committed_columns(
     )
 
 
+def write_sst_columns(keys: Sequence[bytes], encoded: Sequence[bytes | None]) -> bytes:
+    """:func:`write_sst` of entries given as columns, in key order: the keys and their
+    encoded values (:func:`~lsmstore.graveler.value.encode_value`; None for a
+    tombstone), checked a column at a time, with the same errors."""
+    if not keys:
+        raise InvalidInputError("cannot write an SST with no records")
+    if len(encoded) != len(keys):
+        raise InvalidInputError(f"columns of {len(keys)} keys and {len(encoded)} values")
+    if not min(map(len, keys)):
+        raise InvalidInputError("SST keys must be non-empty")
+    ordered = list(map(lt, keys, islice(keys, 1, None)))
+    if not all(ordered):
+        i = ordered.index(False)
+        raise InvalidInputError(
+            f"SST keys must be strictly increasing: {keys[i + 1]!r} follows {keys[i]!r}"
+        )
+    live = encoded if None not in encoded else [e for e in encoded if e is not None]
+    if live and max(map(len, keys)) + max(map(len, live)) > MAX_ENTRY_BYTES:  # type: ignore[arg-type]
+        for key, value in zip(keys, encoded, strict=True):
+            if value is not None and len(key) + len(value) > MAX_ENTRY_BYTES:
+                raise EntryTooLargeError(
+                    f"record {key!r} of {len(key) + len(value)} bytes exceeds the "
+                    f"{MAX_ENTRY_BYTES} an SST entry may hold"
+                )
+    return _write_checked(keys, encoded, _staging_options)
+
+
 def _write_checked(
-    keys: Sequence[bytes], encoded: Sequence[bytes], options: Callable[[], Options]
+    keys: Sequence[bytes], encoded: Sequence[bytes | None], options: Callable[[], Options]
 ) -> bytes:
     """SST bytes of checked entries (non-empty, strictly increasing keys; encoded values
-    within bounds)."""
+    within bounds; None: a tombstone)."""
 
     def feed(writer: SstFileWriter) -> None:
-        deque(map(writer.__setitem__, keys, encoded), maxlen=0)
+        if None not in encoded:
+            deque(map(writer.__setitem__, keys, encoded), maxlen=0)
+            return
+        for key, value in zip(keys, encoded, strict=True):
+            if value is None:
+                del writer[key]
+            else:
+                writer[key] = value
 
     return _ram_first(lambda directory: _write_file(feed, directory, options))
 

@@ -39,7 +39,9 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError, Message
 
 from lsmstore.errors import CorruptFileError
+from lsmstore.graveler.value import encode_values
 from lsmstore.graveler.varint import encode_uvarint
+from lsmstore.objects.entry_block import MIN_BLOCK, encode_block
 from lsmstore.objects.proto.catalog_pb2 import Entry as EntryMessage
 
 #: lakeFS's ``catalog.DefaultContentType``: stored when an object is written without one.
@@ -322,6 +324,28 @@ class BatchEncoder:
             heads = map(_ID_HEAD, repeat(0x0208), sizes, repeat(b"\x01\x02\x08"), lt)
             typed = map(b"".join, zip(heads, t, repeat(id_tail), strict=False))
         return list(map(_digest, map(_sha256, typed))), data
+
+    def encode_values_many(
+        self, addresses: Sequence[str], sizes: Sequence[int], etags: Sequence[str]
+    ) -> tuple[list[bytes], list[bytes], int]:
+        """The identities of many entries, their graveler values
+        (:func:`~lsmstore.graveler.value.encode_value` of identity and data: what an
+        L1 file holds) and the total length of their data: a block at a time with
+        numpy where it pays (:mod:`lsmstore.objects.entry_block`), else from
+        :meth:`encode_many`."""
+        if len(addresses) >= MIN_BLOCK:
+            made = encode_block(
+                addresses,
+                sizes,
+                etags,
+                timestamp=self._ts,
+                tail=self._tail,
+                identity_tail=self._id_tail,
+            )
+            if made is not None:
+                return made
+        identities, data = self.encode_many(addresses, sizes, etags)
+        return identities, encode_values(identities, data), sum(map(len, data))
 
 
 _SPEC_NAME = f"{__name__}:{BatchEncoder.__name__}"

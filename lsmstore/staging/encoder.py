@@ -37,14 +37,14 @@ import hashlib
 import logging
 import os
 from collections.abc import Sequence
-from itertools import repeat
 from operator import methodcaller
 from typing import BinaryIO
 
-from lsmstore.graveler.record import Record, RecordTuple
-from lsmstore.staging.files import encode_staging_file
+from lsmstore.graveler.record import RecordTuple
+from lsmstore.graveler.value import encode_value, encode_values
+from lsmstore.staging.files import encode_staging_columns
 from lsmstore.staging.keys import DEFERRED_IDENTITY
-from lsmstore.staging.pending import PendingColumns, Staged, make, split
+from lsmstore.staging.pending import PendingColumns, Staged, make_encoded, split
 from lsmstore.workerpipe import answer_requests, child_main
 from lsmstore.workerproc import AsyncWorkerProcess
 
@@ -90,15 +90,12 @@ def encode_columns(
 
     A put whose identity is empty (:data:`~lsmstore.staging.keys.DEFERRED_IDENTITY`)
     gets the default, SHA-256 of its value; a pending record the identity and value
-    its maker makes.
+    its maker makes.  Every step is a column at a time: the values encoded, the
+    columns put in key order, the SST and its sidecar written.
     """
-    if pending is not None:
-        pkeys, pidentities, pvalues = make(pending)
-        keys = keys + pkeys
-        identities = identities + pidentities
-        values = [*values, *pvalues]
     deferred = identities.count(DEFERRED_IDENTITY)
-    if deferred == len(values) and None not in values:  # a put_many batch: hash them all
+    tombstones = values.count(None) if values else 0
+    if deferred == len(values) and not tombstones:  # a put_many batch: hash them all
         identities = list(map(_digest, map(hashlib.sha256, values)))  # type: ignore[arg-type]
     elif deferred:
         sha256 = hashlib.sha256
@@ -106,20 +103,30 @@ def encode_columns(
             sha256(v).digest() if not i and v is not None else i
             for i, v in zip(identities, values, strict=True)
         ]
-    # built a column at a time, in key order: no Python frame per record
+    data_bytes = sum(map(len, keys))
+    encoded: list[bytes | None]
+    if not tombstones:
+        data_bytes += sum(map(len, values))  # type: ignore[arg-type]  # no None
+        encoded = encode_values(identities, values)  # type: ignore[arg-type,assignment]
+    else:
+        encoded = [
+            None if v is None else encode_value(i, v)
+            for i, v in zip(identities, values, strict=True)
+        ]
+        data_bytes += sum(len(v) for v in values if v is not None)
+    if pending is not None:
+        pkeys, _, pencoded, pdata = make_encoded(pending)
+        keys = keys + pkeys
+        encoded += pencoded
+        data_bytes += sum(map(len, pkeys)) + pdata
+    # in key order, a column at a time: no Python frame per record
     order = sorted(range(len(keys)), key=keys.__getitem__)
-    rows = zip(
-        map(keys.__getitem__, order),
-        map(identities.__getitem__, order),
-        map(values.__getitem__, order),
-        strict=True,
-    )
-    records: list[Record] = list(map(_new_tuple, repeat(Record), rows))
-    sst, meta, _ = encode_staging_file(records, error_rate)
+    keys = list(map(keys.__getitem__, order))
+    encoded = list(map(encoded.__getitem__, order))
+    sst, meta, _ = encode_staging_columns(keys, encoded, data_bytes, error_rate)
     return sst, meta
 
 
-_new_tuple = tuple.__new__
 _digest = methodcaller("digest")
 
 

@@ -35,7 +35,7 @@ from pybloom_live.pybloom import make_hashfuncs
 from lsmstore.errors import CorruptFileError, EntryTooLargeError, InvalidInputError
 from lsmstore.graveler.record import Record
 from lsmstore.graveler.sst_reader import SSTReader
-from lsmstore.graveler.sst_writer import write_sst
+from lsmstore.graveler.sst_writer import write_sst, write_sst_columns
 
 SIDECAR_MAGIC = b"LSMSIDE1"
 SIDECAR_SUFFIX = ".meta"
@@ -351,6 +351,22 @@ def encode_staging_file(records: list[Record], error_rate: float) -> tuple[bytes
         raise InvalidInputError("a staging file needs at least one record")
     sst = write_sst(records)
     sc = sidecar_of(records, len(sst), error_rate)
+    return sst, encode_sidecar(sc), sc
+
+
+def encode_staging_columns(
+    keys: list[bytes], encoded: list[bytes | None], data_bytes: int, error_rate: float
+) -> tuple[bytes, bytes, Sidecar]:
+    """:func:`encode_staging_file` of records given as columns in key order: the keys,
+    their encoded values (:func:`~lsmstore.graveler.value.encode_value`; None for a
+    tombstone) and the sidecar's ``data_bytes`` (the keys' and the values' data
+    lengths summed).  Each column is checked and written in C loops, not a Python
+    step per record (the encoder's path)."""
+    if not keys:
+        raise InvalidInputError("a staging file needs at least one record")
+    sst = write_sst_columns(keys, encoded)
+    bloom = build_bloom(keys, len(keys), error_rate)
+    sc = Sidecar(len(keys), encoded.count(None), len(sst), data_bytes, keys[0], keys[-1], bloom)
     return sst, encode_sidecar(sc), sc
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 import importlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from operator import is_not, itemgetter
 from typing import Any, Protocol, TypeAlias
 
@@ -40,6 +40,14 @@ class EntryMaker(Protocol):
         self, addresses: Sequence[str], sizes: Sequence[int], checksums: Sequence[str]
     ) -> tuple[list[bytes], list[bytes]]:
         """Identities and values of many entries (:meth:`encode` of each)."""
+        ...
+
+    def encode_values_many(
+        self, addresses: Sequence[str], sizes: Sequence[int], checksums: Sequence[str]
+    ) -> tuple[list[bytes], list[bytes], int]:
+        """Identities of many entries, their graveler values
+        (:func:`~lsmstore.graveler.value.encode_value` of identity and value: what a
+        staging file holds) and their values' total length."""
         ...
 
 
@@ -103,19 +111,9 @@ def make(columns: PendingColumns) -> tuple[list[bytes], list[bytes], list[bytes]
     records with one maker spec (a call's links: the memstore keeps insertion order) is
     made by its :meth:`~EntryMaker.encode_many`, a short run record by record."""
     keys, makers, addresses, sizes, checksums = columns
-    n = len(makers)
-    if makers.count(makers[0]) == n:  # the common case: one maker for the lot
-        identities, values = maker_of(makers[0]).encode_many(addresses, sizes, checksums)
-        return list(keys), identities, values
-    identities, values = [], []
-    changes = list(map(is_not, makers[1:], makers[:-1]))  # True where a run starts, less 1
-    start = 0
-    while start < n:
-        try:
-            end = changes.index(True, start) + 1
-        except ValueError:
-            end = n
-        maker = maker_of(makers[start])
+    identities: list[bytes] = []
+    values: list[bytes] = []
+    for maker, start, end in _runs(makers):
         if end - start >= MIN_RUN:
             ids, vals = maker.encode_many(
                 addresses[start:end], sizes[start:end], checksums[start:end]
@@ -126,8 +124,45 @@ def make(columns: PendingColumns) -> tuple[list[bytes], list[bytes], list[bytes]
             ids, vals = [m[0] for m in made], [m[1] for m in made]
         identities += ids
         values += vals
-        start = end
     return list(keys), identities, values
+
+
+def make_encoded(columns: PendingColumns) -> tuple[list[bytes], list[bytes], list[bytes], int]:
+    """:func:`make` with each value graveler-encoded (identity and value: what a staging
+    file holds), and the values' total length: the form the encoder writes, each run
+    made by its maker's :meth:`~EntryMaker.encode_values_many`."""
+    keys, makers, addresses, sizes, checksums = columns
+    identities: list[bytes] = []
+    encoded: list[bytes] = []
+    total = 0
+    for maker, start, end in _runs(makers):
+        if start == 0 and end == len(makers):  # the common case: one maker for the lot
+            ids, values, n = maker.encode_values_many(addresses, sizes, checksums)
+        else:
+            ids, values, n = maker.encode_values_many(
+                addresses[start:end], sizes[start:end], checksums[start:end]
+            )
+        identities += ids
+        encoded += values
+        total += n
+    return list(keys), identities, encoded, total
+
+
+def _runs(makers: list[MakerSpec]) -> Iterator[tuple[EntryMaker, int, int]]:
+    """``(maker, start, end)`` of each run of records with one maker spec, in order."""
+    n = len(makers)
+    if makers.count(makers[0]) == n:
+        yield maker_of(makers[0]), 0, n
+        return
+    changes = list(map(is_not, makers[1:], makers[:-1]))  # True where a run starts, less 1
+    start = 0
+    while start < n:
+        try:
+            end = changes.index(True, start) + 1
+        except ValueError:
+            end = n
+        yield maker_of(makers[start]), start, end
+        start = end
 
 
 #: Runs shorter than this are made record by record (encode_many's set-up would cost
