@@ -26,7 +26,7 @@ from lsmstore.staging import files
 from lsmstore.staging.encoder import INLINE_RECORDS, Encoder
 from lsmstore.staging.keys import make_record
 from lsmstore.staging.memstore import Memstore, record_bytes, staged_bytes
-from lsmstore.staging.pending import Staged
+from lsmstore.staging.pending import Pending, PendingCall, Staged
 
 
 def _records(n: int, seed: int = 1) -> list[Record]:
@@ -235,25 +235,62 @@ def test_a_memstore_charges_pending_records_and_their_replacements() -> None:
     assert staged_bytes(link) >= len(b"k") + len(maker.encode("data/a", 1, "etag")[1])
 
 
-def test_a_memstore_takes_known_pending_calls_as_the_record_loop_does() -> None:
-    """A call's pending records given with their keys and charge (link_many's column
-    path) leave the memstore as the record-by-record path does: all keys new, a key
-    given twice in the call, a key already held."""
-    spec = BatchEncoder(1, 0, 1, "").spec
-    held = (b"k1", b"i", b"v" * 10)
-    calls = [
-        [(b"a%d" % i, spec, f"data/{i}", i, "etag") for i in range(50)],
-        [(b"b", spec, "data/1", 1, "e"), (b"c", spec, "data/22", 1, "e"),
-         (b"b", spec, "data/333", 1, "e1")],
-        [(b"k0", spec, "data/x", 1, "e"), (b"k1", spec, "data/yy", 2, "ee")],
-    ]  # fmt: skip
-    for call in calls:
+def _call(records: list[Pending]) -> PendingCall:
+    """The PendingCall of pending records sharing one maker spec."""
+    keys, specs, addresses, sizes, checksums = (list(c) for c in zip(*records, strict=True))
+    assert len(set(specs)) == 1
+    return PendingCall(keys, specs[0], addresses, sizes, checksums, sum(map(staged_bytes, records)))
+
+
+def _state(mem: Memstore) -> tuple[object, ...]:
+    """Everything a memstore tells: charge, records, lookups, the encoder's split
+    (made records and pending rows, as sets: their order does not matter)."""
+    made, pending = mem.split()
+    rows = set(zip(*pending, strict=True)) if pending is not None else set()
+    keys = [r[0] for r in mem.records()]
+    return (
+        mem.nbytes,
+        len(mem),
+        mem.records(),
+        mem.sorted_records(),
+        [mem.get(k) for k in keys],
+        set(made),
+        rows,
+    )
+
+
+def test_a_memstore_holds_calls_as_the_record_loop_does() -> None:
+    """A call's pending records held as columns (link_many's column path) leave the
+    memstore as the record-by-record path does -- charge, records, lookups and what
+    the encoder is given -- through every mix of calls, puts and links: all keys new,
+    a key given twice in a call, a key already held, a call's key written again
+    later by a put, a link or another call."""
+    rng = random.Random(11)
+    specs = [BatchEncoder(1, 0, 1, "").spec, BatchEncoder(2, 0, 1, "t").spec]
+    for _ in range(300):
         fast, slow = Memstore(), Memstore()
-        for mem in (fast, slow):
-            mem.add_many([held, (b"k0", b"j", b"w")])
-        known = ([r[0] for r in call], sum(map(staged_bytes, call)))
-        assert fast.add_staged(call, known) == slow.add_staged(call)
-        assert fast.nbytes == slow.nbytes and fast.records() == slow.records()
+        for _ in range(rng.randrange(1, 6)):
+            keys = [b"k%d" % rng.randrange(12) for _ in range(rng.randrange(1, 8))]
+            kind = rng.randrange(3)
+            if kind == 0:  # a call
+                spec = rng.choice(specs)
+                recs: list[Pending] = [
+                    (k, spec, f"data/{rng.randrange(99)}", rng.randrange(9), "e" * (1 + k[-1] % 3))
+                    for k in keys
+                ]
+                assert fast.add_call(_call(recs)) == slow.add_staged(recs)
+            elif kind == 1:  # puts and tombstones
+                made = [
+                    (k, b"i", None if rng.random() < 0.2 else b"v" * rng.randrange(5)) for k in keys
+                ]
+                assert fast.add_many(made) == slow.add_many(made)  # type: ignore[arg-type]
+            else:  # single links and puts by the record loop
+                mixed: list[Staged] = [
+                    (k, specs[0], "data/x", 1, "e") if rng.random() < 0.5 else (k, b"i", b"w")
+                    for k in keys
+                ]
+                assert fast.add_staged(mixed) == slow.add_staged(mixed)
+            assert _state(fast) == _state(slow)
 
 
 def test_closing_on_the_standard_event_loop_leaves_no_unknown_child(

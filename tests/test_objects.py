@@ -425,12 +425,11 @@ def test_link_columns_equal_links_one_by_one() -> None:
         for i in range(200)
     ]
     for seq in (good, [ObjectLink(*t) for t in good], good[:1]):
-        columns = stager._columns(list(seq))
-        assert columns is not None
-        records, (keys, nbytes) = columns
+        call = stager._columns(list(seq))
+        assert call is not None
+        records = call.records()
         assert rows(records) == rows(stager._one_by_one(list(seq)))
-        assert keys == [r[0] for r in records]
-        assert nbytes == sum(map(staged_bytes, records))
+        assert call.charge == sum(map(staged_bytes, records))
     not_common: list[Any] = [
         ("p", f"{base}/data/x", 1, "e", "text/csv"),
         ObjectLink("p", f"{base}/data/x", 1, "e", mtime=5),
@@ -497,14 +496,14 @@ async def test_link_many_entries_are_made_off_the_loop_and_read_exactly(
     base = repo.objects.url.rstrip("/")
     encoder = env.store.encoder
     encoding, release = asyncio.Event(), asyncio.Event()
-    real = encoder.encode
+    real = encoder.encode_split
 
-    async def held(records: Any, error_rate: float, *, pending: bool = False) -> Any:
+    async def held(*args: Any) -> Any:
         encoding.set()
         await release.wait()
-        return await real(records, error_rate, pending=pending)
+        return await real(*args)
 
-    monkeypatch.setattr(encoder, "encode", held)
+    monkeypatch.setattr(encoder, "encode_split", held)
     links = [ObjectLink(f"held/{i:03d}", f"{base}/data/h{i}", i, f"etag{i}") for i in range(200)]
     links.append(ObjectLink("held/csv", f"{base}/data/csv", 3, "e", content_type="text/csv"))
     links.append(ObjectLink("held/md", f"{base}/data/md", 4, "e", metadata={"a": "1"}))

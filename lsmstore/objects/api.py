@@ -448,9 +448,9 @@ class ObjectWrites(ObjectReads):
         link.  Unlike the single-path writes, it looks nothing up, so it records no
         garbage candidates: data it replaced is found by the GC job's scan for
         unreferenced ``data/`` objects."""
-        records, known = self._link_stager(self._now()).stage_all(links)
-        if records:
-            await self._w().write_staged(records, known)
+        staged = self._link_stager(self._now()).stage_all(links)
+        if staged:
+            await self._w().write_staged(staged)
 
     def _link_stager(self, now: tuple[int, int]) -> LinkStager:
         """A :class:`LinkStager` of this branch's repository for one call."""

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from itertools import repeat
 from operator import attrgetter, itemgetter
 from typing import Any
 
@@ -53,7 +52,7 @@ from lsmstore.objects.rules import (
     check_size,
 )
 from lsmstore.staging.memstore import pending_bytes
-from lsmstore.staging.pending import Staged
+from lsmstore.staging.pending import PendingCall, Staged
 
 #: An upper bound of the ``catalog.Entry`` bytes of an entry without metadata: its
 #: address, checksum and content type at their limits plus every other field and the
@@ -194,26 +193,24 @@ class LinkStager:
         rec2 = self._record(key, maker, address, size, etag)
         return rec2, address if atype is AddressType.RELATIVE else None
 
-    def stage_all(
-        self, links: Iterable[Any]
-    ) -> tuple[list[Staged], tuple[list[bytes], int] | None]:
+    def stage_all(self, links: Iterable[Any]) -> list[Staged] | PendingCall:
         """The records of ``links`` (``Branch.link_many``'s argument: ObjectLinks and
-        link tuples, :data:`~lsmstore.objects.model.LinkTuple`), and, when they are
-        pending records checked a column at a time, their keys and charge (what
-        :meth:`~lsmstore.staging.writer.Writer.write_staged` takes as ``known``)."""
+        link tuples, :data:`~lsmstore.objects.model.LinkTuple`): a :class:`PendingCall`
+        when they are pending records checked a column at a time (the columns as they
+        were checked, held by the memstore as one object), else a list."""
         seq = links if type(links) is list else list(validate.check_items(links, LINKS))
         if not seq:
-            return [], None
+            return []
         made = self._columns(seq) if self._by_columns else None
-        return (self._one_by_one(seq), None) if made is None else made
+        return self._one_by_one(seq) if made is None else made
 
-    def _columns(self, seq: list[Any]) -> tuple[list[Staged], tuple[list[bytes], int]] | None:
+    def _columns(self, seq: list[Any]) -> PendingCall | None:
         """The pending records of a call whose every link is common (see the module
         docstring), checked a column at a time: a few passes in C over all paths, all
         addresses ... instead of a Python loop per link; None when a check fails (then
         :meth:`_one_by_one` finds the first bad link and its exact error, or stages
         links that are valid but not common).  Its outcome equals the full checks'.
-        Also the records' keys and charge, from the lengths the checks measured."""
+        The call's charge is summed from the lengths the checks measured."""
         kinds = set(map(type, seq))
         paths: Sequence[Any]
         addrs: Sequence[Any]
@@ -262,7 +259,7 @@ class LinkStager:
         keys = list(map(str.encode, paths))
         # ASCII paths: as many bytes as characters; the addresses less the n - 1 joints
         nbytes = pending_bytes(n, sum(lengths), len(joined) - n + 1, len(all_etags))
-        return list(zip(keys, repeat(self._common.spec), relative, sizes, etags)), (keys, nbytes)
+        return PendingCall(keys, self._common.spec, relative, sizes, etags, nbytes)
 
     def _one_by_one(self, seq: list[Any]) -> list[Staged]:
         """:meth:`stage_all` link by link, with the full checks where the common ones

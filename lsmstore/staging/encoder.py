@@ -173,8 +173,25 @@ class Encoder:
     ) -> tuple[bytes, bytes]:
         """``(sst, sidecar)`` of ``records`` (unique keys, any order; not empty);
         ``pending``: some may be pending records, made here."""
-        if self.use_process and not self._closed and len(records) >= self.min_records:
-            cols = columns(records, pending)
+        made, pend = split(list(records)) if pending else (records, None)
+        return await self.encode_split(len(records), made, pend, error_rate)  # type: ignore[arg-type]
+
+    async def encode_split(
+        self,
+        n: int,
+        made: Sequence[RecordTuple],
+        pending: PendingColumns | None,
+        error_rate: float,
+    ) -> tuple[bytes, bytes]:
+        """:meth:`encode` of ``n`` records given as the made ones and the pending ones
+        as columns (``Memstore.split``)."""
+        cols: Columns = (
+            [r[0] for r in made],
+            [r[1] for r in made],
+            [r[2] for r in made],
+            pending,
+        )
+        if self.use_process and not self._closed and n >= self.min_records:
             try:
                 out = await self._in_process(cols, error_rate)
             except _Unavailable:
@@ -182,13 +199,11 @@ class Encoder:
             else:
                 self.batches_in_process += 1
                 return out
-            self.batches_in_thread += 1
-            return await asyncio.to_thread(encode_columns, *cols, error_rate)
-        if len(records) <= INLINE_RECORDS:
+        elif n <= INLINE_RECORDS:
             self.batches_inline += 1
-            return encode_records(records, error_rate, pending)
+            return encode_columns(*cols, error_rate)
         self.batches_in_thread += 1
-        return await asyncio.to_thread(encode_records, records, error_rate, pending)
+        return await asyncio.to_thread(encode_columns, *cols, error_rate)
 
     # --- the worker ---------------------------------------------------------------------
 

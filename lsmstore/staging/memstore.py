@@ -8,16 +8,29 @@ Records are kept as plain tuples (:data:`~lsmstore.graveler.record.RecordTuple`;
 :class:`~lsmstore.graveler.record.Record` given is copied into one): CPython's
 collector stops tracking those at their first collection, so the records of batches
 in flight (up to ``max_pending_bytes``) add nothing to a full collection's pause.
+A ``link_many`` call checked a column at a time is held as one
+:class:`~lsmstore.staging.pending.PendingCall` that its keys map to, not a tuple per
+record (:meth:`Memstore.add_call`); the encoder takes the made records and the pending
+ones as columns (:meth:`Memstore.split`).
 Not thread-safe; used from one event loop.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from itertools import repeat
 from typing import cast
 
 from lsmstore.graveler.record import RecordTuple, as_record
-from lsmstore.staging.pending import PENDING_EXTRA, Pending, Staged
+from lsmstore.staging.pending import (
+    PENDING_EXTRA,
+    Pending,
+    PendingCall,
+    PendingColumns,
+    Staged,
+    concat,
+    split,
+)
 
 #: What a memstore holds: plain record tuples (untracked by the collector) and pending
 #: records (:mod:`lsmstore.staging.pending`).
@@ -46,6 +59,15 @@ def staged_bytes(rec: Staged | Held) -> int:
     return record_bytes(rec)  # a record tuple
 
 
+def _released(old: Held | PendingCall, key: bytes) -> int:
+    """What a record replaced at ``key`` was charged: a row of a call is dropped."""
+    if isinstance(old, PendingCall):
+        i = old.row(key)
+        old.dropped.add(i)
+        return staged_bytes(old.record(i))
+    return staged_bytes(old)
+
+
 def _held(rec: Staged | Held) -> Held:
     """What the memstore keeps of ``rec``: a plain tuple as is (a made or a pending
     record), a ``Record`` as a plain tuple (it would stay tracked by the cyclic
@@ -58,11 +80,13 @@ def _held(rec: Staged | Held) -> Held:
 class Memstore:
     """A mutable map ``key -> record`` with a running byte count."""
 
-    __slots__ = ("_records", "has_pending", "map", "nbytes")
+    __slots__ = ("_calls", "_records", "has_pending", "map", "nbytes")
 
     def __init__(self) -> None:
-        #: key -> latest record (a plain tuple, or a pending record)
-        self._records: dict[bytes, Held] = {}
+        #: key -> latest record (a plain tuple, or a pending record), or the call of
+        #: pending records held as columns whose row it is (see :meth:`add_call`)
+        self._records: dict[bytes, Held | PendingCall] = {}
+        self._calls: list[PendingCall] = []
         #: The same dict, for callers: read it, never change it (an attribute, not a
         #: property: the writer reads it on every put).
         self.map = self._records
@@ -78,6 +102,8 @@ class Memstore:
 
     def get(self, key: bytes) -> Staged | None:
         t = self._records.get(key)
+        if isinstance(t, PendingCall):
+            return t.record(t.row(key))
         if t is None or len(t) == 5:  # absent, or pending
             return t
         return as_record(t)  # a record tuple
@@ -94,7 +120,7 @@ class Memstore:
         records[key] = rec
         delta = len(key) + RECORD_OVERHEAD + (len(value) if value is not None else 0)
         if old is not None:
-            delta -= staged_bytes(old)
+            delta -= _released(old, key)
         self.nbytes += delta
         return delta
 
@@ -118,24 +144,11 @@ class Memstore:
         self.nbytes += delta
         return delta
 
-    def add_staged(
-        self, records: Iterable[Staged | Held], known: tuple[list[bytes], int] | None = None
-    ) -> int:
-        """:meth:`add_many` of records of which some may be pending.  ``known``: the
-        keys of ``records`` and their summed :func:`staged_bytes`, where the caller has
-        them at no cost and every record is a pending one (a ``link_many`` call): then,
-        when no key is held yet, they are inserted by one ``dict.update``."""
+    def add_staged(self, records: Iterable[Staged | Held]) -> int:
+        """:meth:`add_many` of records of which some may be pending (a call's pending
+        records checked as columns come by :meth:`add_call`)."""
         self.has_pending = True
         d = self._records
-        if known is not None:
-            keys, nbytes = known
-            if not d or d.keys().isdisjoint(keys):
-                before = len(d)
-                d.update(zip(keys, records, strict=True))
-                if len(d) - before != len(keys):  # a key given twice: charge what stayed
-                    nbytes = sum(map(staged_bytes, map(d.__getitem__, set(keys))))
-                self.nbytes += nbytes
-                return nbytes
         get = d.get
         delta = 0
         extra = PENDING_EXTRA + RECORD_OVERHEAD
@@ -152,16 +165,67 @@ class Memstore:
                 d[key] = held
                 delta += staged_bytes(held)
             if old is not None:
-                delta -= staged_bytes(old)
+                delta -= _released(old, key)
+        self.nbytes += delta
+        return delta
+
+    def add_call(self, call: PendingCall) -> int:
+        """:meth:`add_staged` of a call's pending records held as columns: when no key
+        of the call is held yet, its keys map to the call itself (one ``dict.update``,
+        no tuple per record); else its rows go through the record loop.  Returns the
+        change of :attr:`nbytes`."""
+        d = self._records
+        if d and not d.keys().isdisjoint(call.keys):
+            return self.add_staged(call.records())
+        self.has_pending = True
+        before = len(d)
+        d.update(zip(call.keys, repeat(call)))
+        self._calls.append(call)
+        delta = call.charge
+        if len(d) - before != len(call):  # a key given twice: its last row stays
+            last = set(map(call.row, call.keys))
+            call.dropped.update(i for i in range(len(call)) if i not in last)
+            delta -= sum(staged_bytes(call.record(i)) for i in call.dropped)
         self.nbytes += delta
         return delta
 
     def records(self) -> list[Held]:
         """The record tuples (and pending records) in insertion order of their keys (the
         memstore is left unchanged)."""
-        return list(self._records.values())
+        if not self._calls:
+            return list(self._records.values())  # type: ignore[arg-type]  # no call held
+        return [self._row(k, v) for k, v in self._records.items()]
+
+    def split(self) -> tuple[list[RecordTuple], PendingColumns | None]:
+        """The made records and the pending ones as columns: what the encoder takes
+        (:func:`~lsmstore.staging.pending.split` of :meth:`records`, with the calls'
+        columns as they are)."""
+        values = self._records.values()
+        if not self._calls:
+            held = list(values)
+            return split(held) if self.has_pending else (held, None)  # type: ignore[arg-type,return-value]
+        rows = sum(len(c) - len(c.dropped) for c in self._calls)
+        others = (
+            []
+            if rows == len(self._records)
+            else [v for v in values if v.__class__ is not PendingCall]
+        )
+        made, pending = split(others) if others else ([], None)  # type: ignore[arg-type]
+        parts = [pending] if pending is not None else []
+        parts += [c.columns() for c in self._calls if len(c.dropped) < len(c)]
+        return made, concat(parts)
 
     def sorted_records(self) -> list[Staged]:
         """The records in key order (the memstore is left unchanged)."""
         records = self._records
-        return [r if len(r) == 5 else as_record(r) for r in (records[k] for k in sorted(records))]
+        out: list[Staged] = []
+        for k in sorted(records):
+            r = self._row(k, records[k])
+            out.append(r if len(r) == 5 else as_record(r))
+        return out
+
+    @staticmethod
+    def _row(key: bytes, held: Held | PendingCall) -> Held:
+        if isinstance(held, PendingCall):
+            return held.record(held.row(key))
+        return held

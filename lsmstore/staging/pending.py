@@ -82,6 +82,80 @@ PENDING_EXTRA = 64
 PendingColumns = tuple[list[bytes], list[MakerSpec], list[str], list[int], list[str]]
 
 
+class PendingCall:
+    """The pending records of one call -- a ``link_many`` call checked a column at a
+    time -- kept as the columns they were checked as: one object in the memstore, whose
+    keys all map to it, instead of a tuple per record.  ``charge`` is the records'
+    summed ``staged_bytes``.  A row is made into a :data:`Pending` tuple only when read
+    alone (:meth:`record`); the encoder takes the columns (:meth:`columns`).  A row
+    whose key was written again later (or given again later in the call) is
+    *dropped*: the memstore holds that key's newer record."""
+
+    __slots__ = ("_index", "addresses", "charge", "checksums", "dropped", "keys", "sizes", "spec")
+
+    def __init__(
+        self,
+        keys: list[bytes],
+        spec: MakerSpec,
+        addresses: list[str],
+        sizes: list[int],
+        checksums: list[str],
+        charge: int,
+    ) -> None:
+        self.keys = keys
+        self.spec = spec
+        self.addresses = addresses
+        self.sizes = sizes
+        self.checksums = checksums
+        self.charge = charge
+        #: Row numbers whose key the memstore holds a newer record of.
+        self.dropped: set[int] = set()
+        self._index: dict[bytes, int] | None = None
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def row(self, key: bytes) -> int:
+        """The row of ``key``: its last, when the call gives it twice."""
+        if self._index is None:
+            self._index = dict(zip(self.keys, range(len(self.keys)), strict=True))
+        return self._index[key]
+
+    def record(self, i: int) -> Pending:
+        """Row ``i`` as a pending record."""
+        return (self.keys[i], self.spec, self.addresses[i], self.sizes[i], self.checksums[i])
+
+    def records(self) -> list[Pending]:
+        """Every row as a pending record, in order."""
+        return list(map(self.record, range(len(self.keys))))
+
+    def columns(self) -> PendingColumns:
+        """The rows not dropped, as columns."""
+        if not self.dropped:
+            n = len(self.keys)
+            return self.keys, [self.spec] * n, self.addresses, self.sizes, self.checksums
+        rows = [i for i in range(len(self.keys)) if i not in self.dropped]
+        return _columns(list(map(self.record, rows)))
+
+
+def concat(parts: list[PendingColumns]) -> PendingColumns | None:
+    """The columns of ``parts`` one after another (None if there are none)."""
+    if len(parts) <= 1:
+        return parts[0] if parts else None
+    keys: list[bytes] = []
+    makers: list[MakerSpec] = []
+    addresses: list[str] = []
+    sizes: list[int] = []
+    checksums: list[str] = []
+    for k, m, a, s, c in parts:
+        keys += k
+        makers += m
+        addresses += a
+        sizes += s
+        checksums += c
+    return keys, makers, addresses, sizes, checksums
+
+
 def split(
     records: list[Staged | RecordTuple],
 ) -> tuple[list[RecordTuple], PendingColumns | None]:

@@ -80,7 +80,7 @@ from lsmstore.staging.files import (
     sidecar_of_prepared_sst,
 )
 from lsmstore.staging.memstore import RECORD_OVERHEAD, Memstore, record_bytes, staged_bytes
-from lsmstore.staging.pending import Staged
+from lsmstore.staging.pending import PendingCall, Staged
 from lsmstore.storage.base import ObjectStore, PutMode
 
 log = logging.getLogger(__name__)
@@ -292,29 +292,24 @@ class BranchWriter:
         """
         await self._write_many(records, record_bytes, pending=False)
 
-    async def write_staged(
-        self,
-        records: Sequence[Staged | RecordTuple],
-        known: tuple[list[bytes], int] | None = None,
-    ) -> None:
+    async def write_staged(self, records: Sequence[Staged | RecordTuple] | PendingCall) -> None:
         """:meth:`write_many` of records of which some may be pending
         (:mod:`lsmstore.staging.pending`): their values are made while the batch is
-        encoded, off the event loop.  ``known``: their keys and charge, when every
-        record is pending (:meth:`Memstore.add_staged`)."""
-        await self._write_many(records, staged_bytes, pending=True, known=known)
+        encoded, off the event loop.  A :class:`PendingCall` (a call's pending records
+        as columns) is held as one object (:meth:`Memstore.add_call`)."""
+        await self._write_many(records, staged_bytes, pending=True)
 
     async def _write_many(
         self,
-        records: Sequence[Staged | RecordTuple],
+        records: Sequence[Staged | RecordTuple] | PendingCall,
         charge: Callable[[Any], int],
         *,
         pending: bool,
-        known: tuple[list[bytes], int] | None = None,
     ) -> None:
         self._check_open()
         if not records:
             return
-        size = sum(map(charge, records)) if known is None else known[1]
+        size = records.charge if isinstance(records, PendingCall) else sum(map(charge, records))
         if size > self.config.max_pending_bytes:
             raise EntryTooLargeError(
                 f"put_many of {len(records)} records ({size} bytes) exceeds the writer's "
@@ -323,14 +318,13 @@ class BranchWriter:
             )
         if self._room or self._pending_bytes + size > self._max_pending:
             await self._wait_room(size)
-        await self._stage(records, size, pending, known)
+        await self._stage(records, size, pending)
 
     def _stage(
         self,
-        records: Sequence[Staged | RecordTuple],
+        records: Sequence[Staged | RecordTuple] | PendingCall,
         size: int,
         pending: bool = False,
-        known: tuple[list[bytes], int] | None = None,
         durable: asyncio.Future[None] | None = None,
     ) -> asyncio.Future[None]:
         """Insert into the current memstore (no await in between: one batch).  A full
@@ -349,8 +343,10 @@ class BranchWriter:
             n = 0
         if not n:
             self._wake.set()
-        if pending:
-            self._pending_bytes += mem.add_staged(records, known)
+        if isinstance(records, PendingCall):
+            self._pending_bytes += mem.add_call(records)
+        elif pending:
+            self._pending_bytes += mem.add_staged(records)
         else:  # made records only
             self._pending_bytes += (
                 mem.add(records[0]) if len(records) == 1 else mem.add_many(records)  # type: ignore[arg-type]
@@ -607,8 +603,8 @@ class BranchWriter:
         try:
             try:
                 mem = batch.mem
-                sst, meta = await self._encoder.encode(
-                    mem.records(), self.config.bloom_error_rate, pending=mem.has_pending
+                sst, meta = await self._encoder.encode_split(
+                    len(mem), *mem.split(), self.config.bloom_error_rate
                 )
                 trace.encode = now() - t
                 t = now()
