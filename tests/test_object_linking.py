@@ -20,7 +20,7 @@ from lsmstore.config import Config
 from lsmstore.errors import LsmError
 from lsmstore.objects import ObjectLink
 from lsmstore.objects.addresses import MAX_ADDRESS_BYTES, PLAIN_KEY, PLAIN_KEY_BYTES, Namespace
-from lsmstore.objects.linking import _ETAG_BYTES, LinkStager, _plain_etag
+from lsmstore.objects.linking import _ETAG_BYTES, LinkStager, _lengths, _plain_etag
 from lsmstore.objects.rules import MAX_FIELD_BYTES, MAX_PATH_BYTES, MAX_SIZE
 from lsmstore.staging.memstore import staged_bytes
 from lsmstore.staging.pending import maker_of
@@ -99,6 +99,31 @@ def test_char_tables_are_the_patterns_characters() -> None:
     }
     assert set(_ETAG_BYTES) == {c for c in range(256) if _plain_etag(chr(c))}
     assert "/" in PLAIN_KEY_BYTES.decode() and "\n" not in PLAIN_KEY_BYTES.decode()
+
+
+@given(st.lists(st.text(alphabet="ab", max_size=4), min_size=1, max_size=8))
+def test_lengths_of_joined_items(items: list[str]) -> None:
+    """The least and greatest length of joined items, from their joints when all are
+    as long as the first, are every item's, for str and for bytes."""
+    expected = (min(map(len, items)), max(map(len, items)))
+    assert _lengths("\n".join(items), "\n", items) == expected
+    keys = [item.encode() for item in items]
+    assert _lengths(b"\xff".join(keys), b"\xff", keys) == expected
+
+
+def test_column_check_measures_every_item() -> None:
+    """A call whose items are all as long as the first but one, too long or empty."""
+    width = MAX_ADDRESS_BYTES - len(DATA)
+    fits = [(f"p{i}", f"{DATA}{i}" + "k" * (width - 1), 1, f"e{i}") for i in range(4)]
+    assert _check(fits) is not None
+    for i in range(4):
+        for field, odd in ((0, "p" * (MAX_PATH_BYTES + 1)), (0, ""), (3, ""), (3, "e" * 1025)):
+            seq: list[Any] = [*fits]
+            seq[i] = tuple(odd if f == field else v for f, v in enumerate(fits[i]))
+            assert _check(seq) is None
+        seq = [*fits]
+        seq[i] = ("p", fits[i][1] + "k", 1, "e")
+        assert _check(seq) is None
 
 
 # every link below is common: the column check takes them

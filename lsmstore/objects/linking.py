@@ -100,6 +100,19 @@ def made_record(key: bytes, identity: bytes, data: bytes, max_value: int) -> Rec
     return rec
 
 
+def _lengths(joined: Any, joint: Any, items: list[Any]) -> tuple[int, int]:
+    """The least and the greatest length of some items (all str or all bytes), given
+    them ``joined`` by ``joint``, a character that only the joints hold: from one look
+    at the joints when all items have the first one's length (ids, MD5 checksums ...),
+    else from every item's length."""
+    size = len(items[0])
+    n = len(items)
+    if len(joined) == n * (size + 1) - 1 and joined[size :: size + 1] == joint * (n - 1):
+        return size, size
+    lengths = set(map(len, items))
+    return min(lengths), max(lengths)
+
+
 class LinkStager:
     """Checks links and makes their staged records, for one call (see the module
     docstring); ``now`` is the ``(seconds, nanos)`` of links without mtime."""
@@ -251,10 +264,11 @@ class LinkStager:
         if not 0 <= min(sizes) <= max(sizes) <= MAX_SIZE:
             return None
         all_paths = "".join(paths)
-        lengths = set(map(len, paths))
-        if not (all_paths.isascii() and 0 < min(lengths) and max(lengths) <= self._max_path):
+        if not all_paths.isascii():
             return None
-        if max(set(map(len, addrs))) > MAX_ADDRESS_BYTES:
+        keys = list(map(str.encode, paths))
+        lo, hi = _lengths(b"\xff".join(keys), b"\xff", keys)  # no ASCII key holds it
+        if not 0 < lo <= hi <= self._max_path:
             return None
         base = self._ns.base
         relative = list(map(str.removeprefix, addrs, repeat(base)))
@@ -274,19 +288,18 @@ class LinkStager:
             return None
         if joined.endswith("/") or _NOT_PLAIN(joined):
             return None
-        lengths = set(map(len, etags))
-        if not 0 < min(lengths) <= max(lengths) <= MAX_FIELD_BYTES:
+        if len(base) + _lengths(joined, "\n", relative)[1] > MAX_ADDRESS_BYTES:
             return None
-        all_etags = "".join(etags)
-        if not all_etags.isascii():
+        all_etags = "\n".join(etags)  # "\n" is no checksum character either
+        if not all_etags.isascii() or all_etags.encode().translate(None, _ETAG_BYTES) != joints:
             return None
-        etag_bytes = all_etags.encode()
-        if not etag_bytes.isalnum() and etag_bytes.translate(None, _ETAG_BYTES):
+        lo, hi = _lengths(all_etags, "\n", etags)
+        if not 0 < lo <= hi <= MAX_FIELD_BYTES:
             return None
-        keys = list(map(str.encode, paths))
-        # ASCII paths: as many bytes as characters; the addresses less the n - 1 joints
-        nbytes = pending_bytes(n, len(all_paths), len(joined) - n + 1, len(all_etags))
-        del paths, addrs, all_paths, joined, joints, all_etags, etag_bytes  # see "del kinds"
+        # ASCII paths: as many bytes as characters; the addresses and checksums less
+        # their n - 1 joints
+        nbytes = pending_bytes(n, len(all_paths), len(joined) - n + 1, len(all_etags) - n + 1)
+        del paths, addrs, all_paths, joined, joints, all_etags  # see "del kinds"
         return list(zip(keys, repeat(self._common.spec), relative, sizes, etags)), (keys, nbytes)
 
     def _one_by_one(self, seq: list[Any]) -> list[Staged]:
