@@ -21,13 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 import lsmstore
 from lsmstore import errors
 from lsmstore.objects import ALLOWED_EXTERNAL_PREFIXES_KEY, ObjectLink, ObjectStats
-from lsmstore.objects.addresses import PLAIN_KEY, plain_key_chars
 from lsmstore.objects.entry import AddressType, ObjectEntry, decode_entry, encode_value
 from lsmstore.objects.garbage import candidates_prefix, decode_candidates
 from lsmstore.storage.s3 import MIN_PART_SIZE
@@ -390,15 +387,6 @@ async def test_a_bad_link_in_a_large_call_stages_nothing(env: Env) -> None:
             made.mtime_nanos,
         )  # fmt: skip
         assert (stat.identity, value) == encode_value(entry)
-
-
-@given(st.lists(st.text(alphabet="ab./_-=+ \n\u00e9", max_size=8), min_size=1, max_size=6))
-def test_plain_key_chars_of_keys_joined_equal_matching_each(keys: list[str]) -> None:
-    """Keys joined by "/" are one plain key exactly when each is (link_many's column
-    check of addresses), and plain_key_chars is PLAIN_KEY."""
-    joined = "/".join(keys)
-    assert plain_key_chars(joined) == all(PLAIN_KEY.fullmatch(k) for k in keys)
-    assert plain_key_chars(joined) == bool(PLAIN_KEY.fullmatch(joined))
 
 
 def test_link_columns_equal_links_one_by_one() -> None:

@@ -23,15 +23,17 @@ whose outcome equals the full checks', which every other link goes through.
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Iterable, Sequence
-from operator import attrgetter, itemgetter
+from itertools import repeat
+from operator import attrgetter
 from typing import Any
 
 from lsmstore import layout, validate
 from lsmstore.config import Config
 from lsmstore.errors import InvalidInputError
 from lsmstore.graveler.record import Record
-from lsmstore.objects.addresses import MAX_ADDRESS_BYTES, PLAIN_KEY, Namespace, plain_key_chars
+from lsmstore.objects.addresses import MAX_ADDRESS_BYTES, PLAIN_KEY, PLAIN_KEY_BYTES, Namespace
 from lsmstore.objects.entry import (
     DEFAULT_CONTENT_TYPE,
     AddressType,
@@ -64,9 +66,12 @@ _LSM = f"/{layout.PREFIX}/"
 #: Checksums that need no stripping or checking: MD5 hex, S3 multipart ETags, ...
 _plain_etag = re.compile(r"[0-9A-Za-z_.:+/=-]{1,1024}").fullmatch
 _plain_key = PLAIN_KEY.fullmatch
-#: The characters of plain checksums (the checksums joined).
-_etag_chars = re.compile(r"[0-9A-Za-z_.:+/=-]*").fullmatch
-_COLUMN = tuple(map(itemgetter, range(4)))
+#: The characters of plain checksums (all ASCII), as bytes for ``bytes.translate``.
+_ETAG_BYTES = bytes(c for c in range(128) if _plain_etag(chr(c)))
+#: What makes "\n"-joined relative addresses (``data/<key>`` each) other than plain
+#: keys: an empty or dot segment, a trailing "/", an ``_lsm`` segment.
+_NOT_PLAIN = re.compile(f"/(?:[/.\n]|{layout.PREFIX}/)").search
+_DATA_AFTER_JOINT = "\n" + layout.DATA
 _LINK_FIELDS = tuple(map(attrgetter, ("path", "physical_address", "size", "checksum")))
 _UNSET_FIELDS = tuple(map(attrgetter, ("content_type", "metadata", "mtime")))
 LINKS = "link_many links"
@@ -95,6 +100,19 @@ def made_record(key: bytes, identity: bytes, data: bytes, max_value: int) -> Rec
     return rec
 
 
+def _lengths(joined: Any, joint: Any, items: list[Any]) -> tuple[int, int]:
+    """The least and the greatest length of some items (all str or all bytes), given
+    them ``joined`` by ``joint``, a character that only the joints hold: from one look
+    at the joints when all items have the first one's length (ids, MD5 checksums ...),
+    else from every item's length."""
+    size = len(items[0])
+    n = len(items)
+    if len(joined) == n * (size + 1) - 1 and joined[size :: size + 1] == joint * (n - 1):
+        return size, size
+    lengths = set(map(len, items))
+    return min(lengths), max(lengths)
+
+
 class LinkStager:
     """Checks links and makes their staged records, for one call (see the module
     docstring); ``now`` is the ``(seconds, nanos)`` of links without mtime."""
@@ -113,8 +131,6 @@ class LinkStager:
         self._cut = len(ns.base)
         self._plain_at = len(data_base)
         self._max_path = min(self._max_key, MAX_PATH_BYTES)
-        self._prefix = itemgetter(slice(0, self._plain_at))
-        self._relative = itemgetter(slice(self._cut, None))
         self._by_columns = self._defer and self._data_base is not None and _LSM not in data_base
 
     def _timed(self, now: tuple[int, int]) -> None:
@@ -211,54 +227,73 @@ class LinkStager:
         :meth:`_one_by_one` finds the first bad link and its exact error, or stages
         links that are valid but not common).  Its outcome equals the full checks'.
         The call's charge is summed from the lengths the checks measured."""
-        kinds = set(map(type, seq))
+        n = len(seq)
+        kinds = list(map(type, seq))
+        tuples = kinds.count(tuple) == n
+        if not tuples and kinds.count(ObjectLink) != n:
+            return None
         paths: Sequence[Any]
         addrs: Sequence[Any]
         sizes: Sequence[Any]
         etags: Sequence[Any]
-        if kinds == {tuple}:
-            if set(map(len, seq)) != {4}:
+        if tuples:
+            if list(map(len, seq)).count(4) != n:
                 return None
-            # a column a pass: zip(*seq) would make an iterator per link, each a new
-            # object for the cyclic collector (its collections were 0.2 us a link)
-            paths, addrs, sizes, etags = (list(map(get, seq)) for get in _COLUMN)
-        elif kinds == {ObjectLink}:
-            n = len(seq)
+            # the links' items in one list, a column every fourth item: list.extend
+            # takes a tuple's items without an iterator (zip(*seq) makes one per link,
+            # each a new object for the cyclic collector)
+            flat: list[Any] = []
+            deque(map(flat.extend, seq), 0)
+            paths, addrs, sizes, etags = flat[0::4], flat[1::4], flat[2::4], flat[3::4]
+            del flat
+        else:
             for unset in _UNSET_FIELDS:
                 if list(map(unset, seq)).count(None) != n:
                     return None
             paths, addrs, sizes, etags = (list(map(get, seq)) for get in _LINK_FIELDS)
-        else:
-            return None
-        if set(map(type, paths)) != {str} or set(map(type, addrs)) != {str}:
-            return None
-        if set(map(type, sizes)) != {int} or set(map(type, etags)) != {str}:
-            return None
-        lengths = list(map(len, paths))
-        if not 0 < min(lengths) <= max(lengths) <= self._max_path:
-            return None
+        # exact types, as the per-link fast path wants: the full checks take a str
+        # subclass, but store the checksum (stripped) and the address (sliced) as str
+        for column, kind in ((paths, str), (addrs, str), (sizes, int), (etags, str)):
+            if list(map(type, column)).count(kind) != n:
+                return None  # bools among the sizes too
         if not 0 <= min(sizes) <= max(sizes) <= MAX_SIZE:
             return None
-        if max(map(len, addrs)) > MAX_ADDRESS_BYTES:
-            return None
-        n = len(paths)
-        if list(map(self._prefix, addrs)).count(self._data_base) != n:
-            return None  # not every address is under <namespace>/data/
-        relative = list(map(self._relative, addrs))
-        # "data/<key>" of every address joined by "/": one plain key exactly when each
-        # is (the segments of the joined string are theirs); _LSM in it may be a false
-        # alarm (straddling two), never a miss -- either way the outcome is the same
-        joined = "/".join(relative)
-        if _LSM in joined or not plain_key_chars(joined):
-            return None
-        if not 0 < min(map(len, etags)) <= max(map(len, etags)) <= MAX_FIELD_BYTES:
-            return None
-        all_etags = "".join(etags)
-        if not _etag_chars(all_etags) or not "".join(paths).isascii():
+        all_paths = "".join(paths)
+        if not all_paths.isascii():
             return None
         keys = list(map(str.encode, paths))
-        # ASCII paths: as many bytes as characters; the addresses less the n - 1 joints
-        nbytes = pending_bytes(n, sum(lengths), len(joined) - n + 1, len(all_etags))
+        lo, hi = _lengths(b"\xff".join(keys), b"\xff", keys)  # no ASCII key holds it
+        if not 0 < lo <= hi <= self._max_path:
+            return None
+        base = self._ns.base
+        relative = list(map(str.removeprefix, addrs, repeat(base)))
+        # ASCII addresses of plain characters joined by "\n" (a character of none): the
+        # joints are the only "\n"s, so every address is "data/<key>" when every joint
+        # is followed by "data/", and its key is plain when no "/" is followed by "/",
+        # "." or "\n" (a trailing "/"), or starts an _lsm segment (the namespace has
+        # none, and none can straddle it and "data/")
+        joined = "\n".join(relative)
+        joints = b"\n" * (n - 1)
+        if not joined.isascii() or joined.encode().translate(None, PLAIN_KEY_BYTES) != joints:
+            return None
+        # each address lost its namespace prefix (removeprefix keeps one without it)
+        if len(joined) - n + 1 != len("".join(addrs)) - n * len(base):
+            return None
+        if not joined.startswith(layout.DATA) or joined.count(_DATA_AFTER_JOINT) != n - 1:
+            return None
+        if joined.endswith("/") or _NOT_PLAIN(joined):
+            return None
+        if len(base) + _lengths(joined, "\n", relative)[1] > MAX_ADDRESS_BYTES:
+            return None
+        all_etags = "\n".join(etags)  # "\n" is no checksum character either
+        if not all_etags.isascii() or all_etags.encode().translate(None, _ETAG_BYTES) != joints:
+            return None
+        lo, hi = _lengths(all_etags, "\n", etags)
+        if not 0 < lo <= hi <= MAX_FIELD_BYTES:
+            return None
+        # ASCII paths: as many bytes as characters; the addresses and checksums less
+        # their n - 1 joints
+        nbytes = pending_bytes(n, len(all_paths), len(joined) - n + 1, len(all_etags) - n + 1)
         return PendingCall(keys, self._common.spec, relative, sizes, etags, nbytes)
 
     def _one_by_one(self, seq: list[Any]) -> list[Staged]:

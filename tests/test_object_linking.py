@@ -1,0 +1,300 @@
+"""link_many's column check (``LinkStager._columns``) against the per-link checks.
+
+The column check takes a call whose every link is common (an ASCII path, an address
+under ``<namespace>/data/`` of plain characters, a plain checksum, nothing else set)
+and makes its records without a loop per link; any other call goes to the per-link
+checks (``_one_by_one``), which find the exact error.  Whatever it accepts must be what
+the per-link checks make, field for field and type for type, and it should accept
+every call of common links."""
+
+from __future__ import annotations
+
+import re
+import string
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lsmstore.config import Config
+from lsmstore.errors import LsmError
+from lsmstore.objects import ObjectLink
+from lsmstore.objects.addresses import MAX_ADDRESS_BYTES, PLAIN_KEY, PLAIN_KEY_BYTES, Namespace
+from lsmstore.objects.linking import _ETAG_BYTES, LinkStager, _lengths, _plain_etag
+from lsmstore.objects.rules import MAX_FIELD_BYTES, MAX_PATH_BYTES, MAX_SIZE
+from lsmstore.staging.memstore import staged_bytes
+from lsmstore.staging.pending import PendingCall, maker_of
+
+BASE = "file:///ns/repo"
+DATA = f"{BASE}/data/"
+STAGER = LinkStager(Namespace(BASE, BASE, ()), Config(), (1_700_000_000, 5))
+
+
+class Text(str):
+    """A str subclass: the full checks take it, the column check must not store it."""
+
+
+class Size(int):
+    pass
+
+
+def _rows(records: list[Any]) -> list[Any]:
+    """Records compared by value and by the exact type of every field (a str subclass
+    equals its str), pending ones with the entry their encoder makes."""
+    out = []
+    for r in records:
+        fields = (r[0], *r[2:], maker_of(r[1]).encode(r[2], r[3], r[4])) if len(r) == 5 else r
+        out.append((tuple(fields), tuple(map(type, fields))))
+    return out
+
+
+def _common(item: Any) -> bool:
+    """What the column check is for, worked out link by link with the per-link rules."""
+    if type(item) is tuple and len(item) == 4:
+        link = ObjectLink(*item)
+    elif type(item) is ObjectLink:
+        link = item
+    else:
+        return False
+    path = link.path
+    return (
+        type(path) is str
+        and path.isascii()
+        and 0 < len(path) <= STAGER._max_path
+        and STAGER._plain(link) is not None
+    )
+
+
+def _outcome(stage: Any, seq: list[Any]) -> Any:
+    try:
+        return "staged", _rows(stage(list(seq)))
+    except LsmError as e:
+        return type(e), str(e)
+
+
+def _check(seq: list[Any]) -> Any:
+    """The column check's outcome on ``seq`` equals the per-link checks'; returns it."""
+    columns = STAGER._columns(list(seq))
+    kinds = {type(item) for item in seq}
+    assert (columns is not None) == (len(kinds) == 1 and all(map(_common, seq))), seq
+    by_links = _outcome(STAGER._one_by_one, seq)
+    assert _outcome(_staged_all, seq) == by_links
+    if columns is not None:
+        records = columns.records()
+        assert ("staged", _rows(records)) == by_links
+        assert columns.charge == sum(map(staged_bytes, records))
+    return columns
+
+
+def _staged_all(seq: list[Any]) -> list[Any]:
+    """stage_all's records (a PendingCall's rows as records)."""
+    staged = STAGER.stage_all(seq)
+    return staged.records() if isinstance(staged, PendingCall) else staged
+
+
+def _good(i: int) -> tuple[str, str, int, str]:
+    return (f"p/{i:03d}", f"{DATA}a{i}/b.c_{i}", 1 << i, f"e{i}")
+
+
+def test_char_tables_are_the_patterns_characters() -> None:
+    """The byte tables the column check translates with hold exactly the characters
+    of a plain key and of a plain checksum."""
+    assert set(PLAIN_KEY_BYTES) == {
+        c for c in range(256) if re.fullmatch(r"[A-Za-z0-9._=+/-]", chr(c))
+    }
+    assert set(_ETAG_BYTES) == {c for c in range(256) if _plain_etag(chr(c))}
+    assert "/" in PLAIN_KEY_BYTES.decode() and "\n" not in PLAIN_KEY_BYTES.decode()
+
+
+@given(st.lists(st.text(alphabet="ab", max_size=4), min_size=1, max_size=8))
+def test_lengths_of_joined_items(items: list[str]) -> None:
+    """The least and greatest length of joined items, from their joints when all are
+    as long as the first, are every item's, for str and for bytes."""
+    expected = (min(map(len, items)), max(map(len, items)))
+    assert _lengths("\n".join(items), "\n", items) == expected
+    keys = [item.encode() for item in items]
+    assert _lengths(b"\xff".join(keys), b"\xff", keys) == expected
+
+
+def test_column_check_measures_every_item() -> None:
+    """A call whose items are all as long as the first but one, too long or empty."""
+    width = MAX_ADDRESS_BYTES - len(DATA)
+    fits = [(f"p{i}", f"{DATA}{i}" + "k" * (width - 1), 1, f"e{i}") for i in range(4)]
+    assert _check(fits) is not None
+    for i in range(4):
+        for field, odd in ((0, "p" * (MAX_PATH_BYTES + 1)), (0, ""), (3, ""), (3, "e" * 1025)):
+            seq: list[Any] = [*fits]
+            seq[i] = tuple(odd if f == field else v for f, v in enumerate(fits[i]))
+            assert _check(seq) is None
+        seq = [*fits]
+        seq[i] = ("p", fits[i][1] + "k", 1, "e")
+        assert _check(seq) is None
+
+
+# every link below is common: the column check takes them
+COMMON_EDGES: list[Any] = [
+    ("p", f"{DATA}x/_lsm", 0, "e"),  # an _lsm segment needs a "/" after it
+    ("p", f"{DATA}x/_lsmx/y", 1, "e"),
+    ("p", f"{DATA}_lsmx", 1, "e"),
+    ("p", f"{DATA}x./y..z", 1, "e"),  # a dot inside or at the end of a segment
+    ("p", f"{DATA}-=+_", 1, "e"),
+    ("p", f"{DATA}x", MAX_SIZE, "e"),
+    ("p", DATA + "k" * (MAX_ADDRESS_BYTES - len(DATA)), 1, "e"),
+    ("p" * MAX_PATH_BYTES, f"{DATA}x", 1, "e"),
+    ("p", f"{DATA}x", 1, "e" * MAX_FIELD_BYTES),
+    ("p", f"{DATA}x", 1, "aZ09_.:+/=-"),
+    ("p\n\x00 /", f"{DATA}x", 1, "e"),  # any ASCII path
+    ("p", f"{DATA}data/x", 1, "e"),
+    ObjectLink("p", f"{DATA}x", 1, "e"),
+]
+
+# every link below is not common: the column check leaves the call to the per-link
+# checks, which stage it or raise the exact error
+ODD_EDGES: list[Any] = [
+    # paths
+    ("", f"{DATA}x", 1, "e"),
+    ("\u00e9", f"{DATA}x", 1, "e"),
+    ("\ud800", f"{DATA}x", 1, "e"),
+    ("p" * (MAX_PATH_BYTES + 1), f"{DATA}x", 1, "e"),
+    (Text("p"), f"{DATA}x", 1, "e"),
+    (b"p", f"{DATA}x", 1, "e"),
+    (None, f"{DATA}x", 1, "e"),
+    # addresses
+    ("p", Text(f"{DATA}x"), 1, "e"),
+    ("p", f"{DATA}", 1, "e"),
+    ("p", f"{DATA}x/", 1, "e"),
+    ("p", f"{DATA}/x", 1, "e"),
+    ("p", f"{DATA}x//y", 1, "e"),
+    ("p", f"{DATA}.x", 1, "e"),
+    ("p", f"{DATA}x/.y", 1, "e"),
+    ("p", f"{DATA}x/../y", 1, "e"),
+    ("p", f"{DATA}_lsm/x", 1, "e"),
+    ("p", f"{DATA}x/_lsm/y", 1, "e"),
+    ("p", f"{DATA}x\n{DATA}y", 1, "e"),
+    ("p", f"{DATA}x\ndata/y", 1, "e"),
+    ("p", f"{DATA}x\ny", 1, "e"),
+    ("p", f"{DATA}x\n", 1, "e"),
+    ("p", f"{DATA}\nx", 1, "e"),
+    ("p", f"{DATA}x y", 1, "e"),
+    ("p", f"{DATA}x\u00e9", 1, "e"),
+    ("p", f"{DATA}x\ud800", 1, "e"),
+    ("p", f"{DATA}x%2Fy", 1, "e"),
+    ("p", f"{BASE}/data", 1, "e"),
+    ("p", f"{BASE}/datax/y", 1, "e"),
+    ("p", f"{BASE}/other/x", 1, "e"),
+    ("p", f"{BASE}x/data/y", 1, "e"),
+    ("p", f"{BASE}/", 1, "e"),
+    ("p", "data/x", 1, "e"),
+    ("p", "", 1, "e"),
+    ("p", DATA + "k" * (MAX_ADDRESS_BYTES - len(DATA) + 1), 1, "e"),
+    ("p", 5, 1, "e"),
+    # sizes
+    ("p", f"{DATA}x", -1, "e"),
+    ("p", f"{DATA}x", MAX_SIZE + 1, "e"),
+    ("p", f"{DATA}x", 1 << 200, "e"),
+    ("p", f"{DATA}x", True, "e"),
+    ("p", f"{DATA}x", False, "e"),
+    ("p", f"{DATA}x", Size(1), "e"),
+    ("p", f"{DATA}x", 1.0, "e"),
+    ("p", f"{DATA}x", "1", "e"),
+    ("p", f"{DATA}x", None, "e"),
+    # checksums
+    ("p", f"{DATA}x", 1, ""),
+    ("p", f"{DATA}x", 1, "e" * (MAX_FIELD_BYTES + 1)),
+    ("p", f"{DATA}x", 1, Text("e")),
+    ("p", f"{DATA}x", 1, '"e"'),
+    ("p", f"{DATA}x", 1, " e"),
+    ("p", f"{DATA}x", 1, "a\nb"),
+    ("p", f"{DATA}x", 1, "a,b"),
+    ("p", f"{DATA}x", 1, "\u00e9"),
+    ("p", f"{DATA}x", 1, "\ud800"),
+    ("p", f"{DATA}x", 1, 5),
+    # the links themselves
+    ("p", f"{DATA}x", 1, "e", None),
+    ("p", f"{DATA}x", 1, "e", "text/csv"),
+    ("p", f"{DATA}x", 1),
+    ("p", f"{DATA}x", 1, "e", "text/csv", None, None, None),
+    (),
+    ["p", f"{DATA}x", 1, "e"],
+    ObjectLink("p", f"{DATA}x", 1, "e", mtime=5),
+    ObjectLink("p", f"{DATA}x", 1, "e", content_type="text/csv"),
+    ObjectLink("p", f"{DATA}x", 1, "e", metadata={"k": "v"}),
+    ObjectLink("p", f"{DATA}x", True, "e"),
+]
+
+
+def test_column_check_takes_common_edges() -> None:
+    good = [_good(i) for i in range(5)]
+    for edge in COMMON_EDGES:
+        assert _common(edge), edge
+        as_links = [ObjectLink(*t) for t in good] if type(edge) is ObjectLink else good
+        for seq in ([edge], [*as_links, edge], [edge, *as_links], [edge, edge]):
+            assert _check(seq) is not None, edge
+
+
+def test_column_check_leaves_odd_links_to_the_full_checks() -> None:
+    good = [_good(i) for i in range(5)]
+    links = [ObjectLink(*t) for t in good]
+    for edge in ODD_EDGES:
+        assert not _common(edge), edge
+        for seq in ([edge], [*good, edge], [edge, *good], [*good[:2], edge, *good[2:]]):
+            assert _check(seq) is None, edge
+        if type(edge) is tuple and len(edge) == 4:
+            assert _check([*links, ObjectLink(*edge)]) is None, edge
+
+
+def test_column_check_wants_one_kind_of_link() -> None:
+    good = [_good(i) for i in range(3)]
+    assert _check([*good, ObjectLink(*good[0])]) is None
+    assert _check([ObjectLink(*good[0]), *good]) is None
+
+
+def test_misaligned_tuples_are_refused() -> None:
+    """Tuples whose items would line up as whole links (an empty one and one of
+    eight) are refused, not staged as two links."""
+    a, b = _good(1), _good(2)
+    assert _check([(), (*a, *b)]) is None
+    assert _check([a[:3], (a[3], *b)]) is None
+
+
+_ODD_PATHS = st.sampled_from(["", "\u00e9", "\ud800", "p" * 1025, Text("p"), b"p", None])
+_ODD_ADDRESSES = st.sampled_from([
+    DATA, f"{DATA}/x", f"{DATA}x/", f"{DATA}.x", f"{DATA}_lsm/x", f"{DATA}x\n{DATA}y",
+    f"{BASE}/data", f"{BASE}x/data/y", "data/x", Text(f"{DATA}x"), f"{DATA}\u00e9", 5,
+])  # fmt: skip
+_ODD_SIZES = st.sampled_from([-1, MAX_SIZE + 1, True, False, Size(1), 1.0, None])
+_ODD_CHECKSUMS = st.sampled_from(["", "e" * 1025, Text("e"), '"e"', "a\nb", "\u00e9", 5])
+_KEY_TEXT = st.text(alphabet="ab._-/\n \u00e9", max_size=6)
+_ADDRESSES = st.one_of(
+    st.from_regex(PLAIN_KEY, fullmatch=True).map(lambda k: DATA + k),
+    st.builds(
+        str.__add__,
+        st.sampled_from([DATA, f"{DATA}x/", f"{BASE}/", f"{BASE}/data", f"{DATA}_lsm", ""]),
+        _KEY_TEXT,
+    ),
+    _ODD_ADDRESSES,
+)
+_PATHS = st.one_of(st.text(alphabet=string.printable, min_size=1, max_size=8), _ODD_PATHS)
+_SIZES = st.one_of(st.integers(min_value=0, max_value=MAX_SIZE), st.integers(), _ODD_SIZES)
+_CHECKSUMS = st.one_of(
+    st.from_regex(r"[0-9A-Za-z_.:+/=-]{1,40}", fullmatch=True),
+    st.text(alphabet='ab:/"\n \u00e9', max_size=4),
+    _ODD_CHECKSUMS,
+)
+_LINKS = st.tuples(_PATHS, _ADDRESSES, _SIZES, _CHECKSUMS)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.integers(min_value=0, max_value=50), max_size=6),
+    st.lists(_LINKS, min_size=1, max_size=3),
+    st.booleans(),
+)
+def test_column_check_equals_link_by_link(good: list[int], links: list[Any], objects: bool) -> None:
+    """Random calls of common links with a few random (often odd) ones among them."""
+    seq: list[Any] = [_good(i) for i in good]
+    for at, link in enumerate(links):
+        seq.insert(at * 2 % (len(seq) + 1), link)
+    if objects:
+        seq = [ObjectLink(*t) for t in seq]
+    _check(seq)
