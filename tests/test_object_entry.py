@@ -22,6 +22,7 @@ from lsmstore.objects import entry_block
 from lsmstore.objects.addresses import MAX_ADDRESS_BYTES
 from lsmstore.objects.entry import (
     DEFAULT_CONTENT_TYPE,
+    MIN_BLOCK,
     AddressType,
     BatchEncoder,
     ObjectEntry,
@@ -30,7 +31,6 @@ from lsmstore.objects.entry import (
     encode_value,
     entry_identity,
 )
-from lsmstore.objects.entry_block import MIN_BLOCK
 from lsmstore.objects.linking import MAX_ENTRY_WITHOUT_METADATA
 from lsmstore.objects.proto.catalog_pb2 import Entry as EntryMessage
 from lsmstore.objects.rules import MAX_FIELD_BYTES

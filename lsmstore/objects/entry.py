@@ -41,7 +41,6 @@ from google.protobuf.message import DecodeError, Message
 from lsmstore.errors import CorruptFileError
 from lsmstore.graveler.value import encode_values
 from lsmstore.graveler.varint import encode_uvarint
-from lsmstore.objects.entry_block import MIN_BLOCK, encode_block
 from lsmstore.objects.proto.catalog_pb2 import Entry as EntryMessage
 
 #: lakeFS's ``catalog.DefaultContentType``: stored when an object is written without one.
@@ -334,6 +333,10 @@ class BatchEncoder:
         numpy where it pays (:mod:`lsmstore.objects.entry_block`), else from
         :meth:`encode_many`."""
         if len(addresses) >= MIN_BLOCK:
+            # numpy is imported where blocks are made (the encoder's worker), not by
+            # every process that reads or writes an entry
+            from lsmstore.objects.entry_block import encode_block
+
             made = encode_block(
                 addresses,
                 sizes,
@@ -349,6 +352,9 @@ class BatchEncoder:
 
 
 _SPEC_NAME = f"{__name__}:{BatchEncoder.__name__}"
+#: Fewer entries than this are made by :meth:`BatchEncoder.encode_many`: a block's
+#: numpy calls cost more than they save.
+MIN_BLOCK = 64
 #: ``Int64(size) String-type Int64-type`` then ``len(etag)``: the identity's first bytes.
 _ID_HEAD = struct.Struct(">Hq3sq").pack
 _digest = methodcaller("digest")

@@ -31,8 +31,6 @@ import numpy as np
 
 from lsmstore.graveler.varint import encode_uvarint
 
-#: Fewer records than this are not worth numpy's per-call costs.
-MIN_BLOCK = 64
 #: Layouts a block is encoded in at most (see the module docstring).
 MAX_LAYOUTS = 8
 #: Address and checksum lengths at most (the checks bound them far lower).

@@ -36,7 +36,8 @@ import contextlib
 import hashlib
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from operator import methodcaller
 from typing import BinaryIO
 
@@ -130,6 +131,11 @@ def encode_columns(
 _digest = methodcaller("digest")
 
 
+def _columns_of(made: Sequence[RecordTuple], pending: PendingColumns | None) -> Columns:
+    """The columns of made records, and the pending ones' as given."""
+    return [r[0] for r in made], [r[1] for r in made], [r[2] for r in made], pending
+
+
 def encode_records(
     records: Sequence[Staged | RecordTuple], error_rate: float, pending: bool = False
 ) -> tuple[bytes, bytes]:
@@ -173,8 +179,7 @@ class Encoder:
     ) -> tuple[bytes, bytes]:
         """``(sst, sidecar)`` of ``records`` (unique keys, any order; not empty);
         ``pending``: some may be pending records, made here."""
-        made, pend = split(list(records)) if pending else (records, None)
-        return await self.encode_split(len(records), made, pend, error_rate)  # type: ignore[arg-type]
+        return await self._encode(len(records), partial(columns, records, pending), error_rate)
 
     async def encode_split(
         self,
@@ -185,13 +190,16 @@ class Encoder:
     ) -> tuple[bytes, bytes]:
         """:meth:`encode` of ``n`` records given as the made ones and the pending ones
         as columns (``Memstore.split``)."""
-        cols: Columns = (
-            [r[0] for r in made],
-            [r[1] for r in made],
-            [r[2] for r in made],
-            pending,
-        )
+        return await self._encode(n, partial(_columns_of, made, pending), error_rate)
+
+    async def _encode(
+        self, n: int, columns_of: Callable[[], Columns], error_rate: float
+    ) -> tuple[bytes, bytes]:
+        """Encode a batch of ``n`` records whose columns ``columns_of()`` gives: made on
+        the event loop only where they must be (to be sent to the worker, or for a tiny
+        batch encoded there), else in the thread that encodes them."""
         if self.use_process and not self._closed and n >= self.min_records:
+            cols = columns_of()
             try:
                 out = await self._in_process(cols, error_rate)
             except _Unavailable:
@@ -199,11 +207,13 @@ class Encoder:
             else:
                 self.batches_in_process += 1
                 return out
-        elif n <= INLINE_RECORDS:
+            self.batches_in_thread += 1
+            return await asyncio.to_thread(encode_columns, *cols, error_rate)
+        if n <= INLINE_RECORDS:
             self.batches_inline += 1
-            return encode_columns(*cols, error_rate)
+            return encode_columns(*columns_of(), error_rate)
         self.batches_in_thread += 1
-        return await asyncio.to_thread(encode_columns, *cols, error_rate)
+        return await asyncio.to_thread(lambda: encode_columns(*columns_of(), error_rate))
 
     # --- the worker ---------------------------------------------------------------------
 

@@ -343,13 +343,15 @@ class BranchWriter:
             n = 0
         if not n:
             self._wake.set()
-        if isinstance(records, PendingCall):
-            self._pending_bytes += mem.add_call(records)
-        elif pending:
-            self._pending_bytes += mem.add_staged(records)
+        if pending:
+            self._pending_bytes += (
+                mem.add_call(records)
+                if isinstance(records, PendingCall)
+                else mem.add_staged(records)
+            )
         else:  # made records only
             self._pending_bytes += (
-                mem.add(records[0]) if len(records) == 1 else mem.add_many(records)  # type: ignore[arg-type]
+                mem.add(records[0]) if len(records) == 1 else mem.add_many(records)  # type: ignore[arg-type,index]
             )
         fut: asyncio.Future[None] = self._loop.create_future()
         batch.waiters.append(fut)
