@@ -467,14 +467,7 @@ def test_entries_made_a_block_at_a_time_are_the_library_s(
     data = list(map(library_entry, entries))
     identities = list(map(hand_identity, entries))
     enc = BatchEncoder(*shared)
-    made = entry_block.encode_block(
-        addresses,
-        sizes,
-        etags,
-        timestamp=enc._ts,
-        tail=enc._tail,
-        identity_tail=enc._id_tail,
-    )
+    made = enc.encode_block(addresses, sizes, etags)
     layouts = {(len(a.encode()), len(e.encode()), len(varint(s)) if s else 0) for a, s, e in rows}
     if len(layouts) > entry_block.MAX_LAYOUTS:
         assert made is None  # declined: encode_values_many takes encode_many's path
@@ -510,8 +503,7 @@ def test_a_block_of_too_many_layouts_is_declined() -> None:
     sizes = [1 + i for i in range(n)]
     etags = ["e"] * n
     enc = BatchEncoder(1700000000, 0, 1, DEFAULT_CONTENT_TYPE)
-    shared = {"timestamp": enc._ts, "tail": enc._tail, "identity_tail": enc._id_tail}
-    assert entry_block.encode_block(addresses, sizes, etags, **shared) is None
+    assert enc.encode_block(addresses, sizes, etags) is None
     identities, data = enc.encode_many(addresses, sizes, etags)
     assert enc.encode_values_many(addresses, sizes, etags) == (
         identities,

@@ -330,25 +330,32 @@ class BatchEncoder:
         """The identities of many entries, their graveler values
         (:func:`~lsmstore.graveler.value.encode_value` of identity and data: what an
         L1 file holds) and the total length of their data: a block at a time with
-        numpy where it pays (:mod:`lsmstore.objects.entry_block`), else from
-        :meth:`encode_many`."""
+        numpy where it pays (:meth:`encode_block`), else from :meth:`encode_many`."""
         if len(addresses) >= MIN_BLOCK:
-            # numpy is imported where blocks are made (the encoder's worker), not by
-            # every process that reads or writes an entry
-            from lsmstore.objects.entry_block import encode_block
-
-            made = encode_block(
-                addresses,
-                sizes,
-                etags,
-                timestamp=self._ts,
-                tail=self._tail,
-                identity_tail=self._id_tail,
-            )
+            made = self.encode_block(addresses, sizes, etags)
             if made is not None:
                 return made
         identities, data = self.encode_many(addresses, sizes, etags)
         return identities, encode_values(identities, data), sum(map(len, data))
+
+    def encode_block(
+        self, addresses: Sequence[str], sizes: Sequence[int], etags: Sequence[str]
+    ) -> tuple[list[bytes], list[bytes], int] | None:
+        """:meth:`encode_values_many` a block at a time
+        (:func:`lsmstore.objects.entry_block.encode_block`); None when the entries have
+        too many layouts for it."""
+        # numpy is imported where blocks are made (the encoder's worker), not by every
+        # process that reads or writes an entry
+        from lsmstore.objects.entry_block import encode_block
+
+        return encode_block(
+            addresses,
+            sizes,
+            etags,
+            timestamp=self._ts,
+            tail=self._tail,
+            identity_tail=self._id_tail,
+        )
 
 
 _SPEC_NAME = f"{__name__}:{BatchEncoder.__name__}"
