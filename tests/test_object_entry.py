@@ -495,6 +495,10 @@ def test_a_block_of_one_layout_at_varint_boundaries(n: int) -> None:
         )
 
 
+def test_an_empty_block_is_empty() -> None:
+    assert BatchEncoder(1, 0, 1, "").encode_block([], [], []) == ([], [], 0)
+
+
 def test_a_block_of_too_many_layouts_is_declined() -> None:
     """More layouts than MAX_LAYOUTS: encode_block declines, encode_values_many makes
     the same bytes entry by entry."""

@@ -62,6 +62,8 @@ def encode_block(
     the identity's pre-image holds after the checksum (the encoder's shared fields).
     Sizes must be in ``0 .. 2**63 - 1``, strings valid UTF-8 (both checked before)."""
     n = len(addresses)
+    if not n:
+        return [], [], 0
     a_buf, a_len = _joined(addresses)
     t_buf, t_len = _joined(checksums)
     if int(a_len.max()) >= _MAX_LENGTH or int(t_len.max()) >= _MAX_LENGTH:
