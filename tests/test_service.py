@@ -12,8 +12,10 @@ import logging
 import os
 import random
 import signal
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -228,6 +230,41 @@ async def test_status_file_follows_changes(tmp_path: Path) -> None:
     assert doc["pid"] == os.getpid() and doc["ready"] is False
     assert doc["dependencies"]["refstore"]["error"] == "gone"
     assert await asyncio.to_thread(os.listdir, tmp_path) == ["status.json"]  # no temporary
+
+
+async def test_status_file_closes_with_the_last_state_after_a_slow_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A change's write still running in its thread when the file is closed: the
+    final state is written after it, never overwritten by it.  The slow write waits
+    (at most a second) for the final state to be written first: a close that does
+    not wait for it lets it land last."""
+    r = Readiness("server")
+    path = tmp_path / "status.json"
+    sf = StatusFile(r, path)
+    await sf.start()
+    entered, final, slow_done = threading.Event(), threading.Event(), threading.Event()
+    real = sf._write
+
+    def write(doc: dict[str, Any]) -> None:
+        if doc["status"] == "unavailable":
+            entered.set()
+            final.wait(1.0)
+            real(doc)
+            slow_done.set()
+            return
+        real(doc)
+        if doc["status"] == "stopping":
+            final.set()
+
+    monkeypatch.setattr(sf, "_write", write)
+    r.set_started()
+    r.down("refstore", "gone")  # the background write of "unavailable" starts
+    assert await asyncio.to_thread(entered.wait, 30)
+    r.set_stopping()
+    await sf.aclose()
+    assert await asyncio.to_thread(slow_done.wait, 30)  # both writes are over
+    assert json.loads(path.read_text())["status"] == "stopping"
 
 
 async def test_shutdown_first_signal_drains_second_forces() -> None:

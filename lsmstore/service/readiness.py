@@ -168,13 +168,18 @@ class Readiness:
 
 class StatusFile:
     """Keeps ``path`` holding ``readiness.snapshot()`` as JSON (rewritten by rename on
-    every change, from a background task: the event loop never blocks on the disk)."""
+    every change, from a background task: the event loop never blocks on the disk).
+
+    One write at a time: a write runs in a thread, which cancelling its task does not
+    stop, so :meth:`aclose` waits for the write in flight before it writes the final
+    state -- else that older write could land last (both go through one temporary)."""
 
     def __init__(self, readiness: Readiness, path: str | os.PathLike[str]) -> None:
         self.readiness = readiness
         self.path = Path(path)
         self._dirty = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._writing: asyncio.Future[None] | None = None
         readiness.on_change(self._dirty.set)
 
     async def start(self) -> None:
@@ -186,8 +191,9 @@ class StatusFile:
             await self._dirty.wait()
             self._dirty.clear()
             doc = self.readiness.snapshot()
+            self._writing = asyncio.ensure_future(asyncio.to_thread(self._write, doc))
             try:
-                await asyncio.to_thread(self._write, doc)
+                await asyncio.shield(self._writing)
             except OSError as e:
                 log.warning("status file %s: %s", self.path, e)
             else:
@@ -207,6 +213,10 @@ class StatusFile:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        if self._writing is not None:  # the write in flight ends before the last one
+            with contextlib.suppress(OSError):
+                await self._writing
+            self._writing = None
         with contextlib.suppress(OSError):
             await asyncio.to_thread(self._write, self.readiness.snapshot())
 
