@@ -321,6 +321,15 @@ def test_exit_codes_are_stable() -> None:
     }
 
 
+def _service_docs(err: str) -> list[dict[str, Any]]:
+    """The service's log lines of ``err``: every line is a JSON document, and those of
+    the ``lsmstore.service`` logger carry events.  Others -- asyncio reporting an
+    earlier test's leftovers, say, when the collector finds them during this one: the
+    root logger is the process's -- are not the service's."""
+    docs = [json.loads(line) for line in err.splitlines()]
+    return [d for d in docs if d["logger"] == "lsmstore.service"]
+
+
 def test_run_service_exits_after_the_deadline(capsys: pytest.CaptureFixture[str]) -> None:
     """A body that ignores the stop request (a long sweep) is cancelled one second
     after the drain deadline: the process always exits, with status 0."""
@@ -340,7 +349,7 @@ def test_run_service_exits_after_the_deadline(capsys: pytest.CaptureFixture[str]
     finally:
         root.handlers[:] = handlers
         root.setLevel(level)
-    events = [json.loads(x)["event"] for x in capsys.readouterr().err.splitlines()]
+    events = [d["event"] for d in _service_docs(capsys.readouterr().err)]
     assert events[-4:] == ["stopping", "deadline_passed", "readiness", "exited"]
     assert events[0] == "started"
 
@@ -364,7 +373,7 @@ def test_run_service_maps_errors_to_exit_codes(capsys: pytest.CaptureFixture[str
     finally:
         root.handlers[:] = handlers
         root.setLevel(level)
-    docs = [json.loads(x) for x in capsys.readouterr().err.splitlines()]
+    docs = _service_docs(capsys.readouterr().err)
     assert [d["event"] for d in docs if d["event"] in ("config_error", "crashed")] == [
         "config_error",
         "crashed",
