@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from helpers.counted_store import CountedPuts
 from helpers.staging import BRANCH, REPO, embedded_refstore, l1_files, rec
 
 from lsmstore.config import Config
@@ -15,7 +16,6 @@ from lsmstore.errors import ClosedError, EntryTooLargeError, UnavailableError
 from lsmstore.refstore.base import Ref, Repository
 from lsmstore.refstore.embedded import EmbeddedRefStore
 from lsmstore.staging.writer import BranchWriter
-from lsmstore.storage.base import ForwardingStore, ObjectStore, PutMode
 from lsmstore.storage.memory import MemoryStore
 from lsmstore.testing.faulty_store import FaultyStore
 
@@ -352,25 +352,6 @@ async def test_append_order_holds_when_uploads_finish_out_of_order(tmp_path: Pat
     await rs.aclose()
 
 
-class _CountedPuts(ForwardingStore):
-    """Counts the puts that landed; ``until(n)`` waits for the n-th."""
-
-    def __init__(self, inner: ObjectStore) -> None:
-        super().__init__(inner)
-        self.puts = 0
-        self._landed = asyncio.Condition()
-
-    async def put(self, key: str, data: bytes, mode: PutMode = PutMode.CREATE) -> None:
-        await super().put(key, data, mode)
-        async with self._landed:
-            self.puts += 1
-            self._landed.notify_all()
-
-    async def until(self, n: int) -> None:
-        async with self._landed:
-            await self._landed.wait_for(lambda: self.puts >= n)
-
-
 async def test_a_batch_appends_only_once_the_data_its_writes_name_is_durable(
     tmp_path: Path,
 ) -> None:
@@ -378,7 +359,7 @@ async def test_a_batch_appends_only_once_the_data_its_writes_name_is_durable(
     encoded and uploaded, but neither appended nor taken along by an earlier batch's
     append before the future is done; a later batch waits behind it."""
     rs = await embedded_refstore(tmp_path)
-    objects = _CountedPuts(MemoryStore())
+    objects = CountedPuts(MemoryStore())
     w = BranchWriter(rs, objects, REPO, BRANCH, cfg(tmp_path, batch_interval_ms=1))
     data: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     first = asyncio.create_task(w.write(rec("a", b"1"), data))

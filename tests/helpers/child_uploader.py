@@ -24,11 +24,12 @@ import threading
 from collections.abc import AsyncIterator
 
 import uvloop
+from counted_store import CountedPuts
 
 from lsmstore.client import Store
 from lsmstore.config import load_config
 from lsmstore.storage import local
-from lsmstore.storage.base import ForwardingStore, ObjectStore, PutMode
+from lsmstore.storage.base import ObjectStore
 from lsmstore.storage.url import open_object_store
 from lsmstore.testing.faulty_store import FaultyStore
 
@@ -39,25 +40,6 @@ async def endless() -> AsyncIterator[bytes]:
         print(f"chunk {i}", flush=True)
     await asyncio.Event().wait()  # the client "hangs" here until killed
     yield b""
-
-
-class _L1Landed(ForwardingStore):
-    """Sets ``landed`` once two L1 objects (an SST and its sidecar) are stored."""
-
-    def __init__(self, inner: ObjectStore) -> None:
-        super().__init__(inner)
-        self.l1 = 0
-        self.landed = asyncio.Event()
-
-    async def put(self, key: str, data: bytes, mode: PutMode = PutMode.CREATE) -> None:
-        await super().put(key, data, mode)
-        if "/L1/" in key:
-            self.l1 += 1
-            if self.l1 >= 2:
-                self.landed.set()
-
-    async def put_fresh(self, key: str, data: bytes) -> asyncio.Future[None]:
-        return await self.inner.put_fresh(key, data)
 
 
 def _hang_data_dir_fsyncs() -> None:
@@ -76,13 +58,13 @@ async def main() -> None:
     refstore, home, repo_name, mode = sys.argv[1:]
     stores: dict[str, FaultyStore] = {}
 
-    landed: dict[str, _L1Landed] = {}
+    landed: dict[str, CountedPuts] = {}
 
     def open_objects(url: str) -> ObjectStore:
         if mode == "stream":  # the real store: it streams (a wrapper's put_stream gathers)
             return open_object_store(url)
         if mode == "durable":
-            landed[url] = _L1Landed(open_object_store(url))
+            landed[url] = CountedPuts(open_object_store(url), containing="/L1/")
             return landed[url]
         stores[url] = FaultyStore(open_object_store(url))
         return stores[url]
@@ -102,11 +84,11 @@ async def main() -> None:
         elif mode == "durable":
             await main.upload("acked", b"acknowledged before the crash")
             print("acked", flush=True)
-            store_ = landed[repo.storage_namespace]
-            store_.l1, store_.landed = 0, asyncio.Event()
+            l1 = landed[repo.storage_namespace]
+            before = l1.puts
             _hang_data_dir_fsyncs()
             task = asyncio.create_task(main.upload("pending", b"written, never durable"))
-            await store_.landed.wait()
+            await l1.until(before + 2)  # the batch's SST and sidecar
             await asyncio.sleep(0.2)  # give the writer every chance to (wrongly) append
             print("uploaded", flush=True)
             await task
