@@ -30,7 +30,9 @@ embedded RefStore (``batch_interval_ms`` 10, compaction in process):
   with the branch's writer replaced by a no-op -- ``link_many`` (tuples, ObjectLinks),
   ``put_many`` and the
   server's batch endpoint (``apply()`` of ``link`` entries): the caller's side alone,
-  robust to a loaded machine;
+  robust to a loaded machine; beside it the CPU of building the call's list of tuples
+  or of ObjectLinks, and of making ``--prep`` link entries as the encoder's worker
+  does, a block at a time and entry by entry;
 * **stat_object, warm**: ``--stats`` objects linked and committed half, staged half;
   random ``stat_object`` calls from 100 tasks for ``--seconds``, beside raw ``get`` of
   the same keys in the same run (every key read once first).
@@ -74,6 +76,8 @@ from lsmstore.testing.servers import MOTO_ENV, free_port, wait_listening
 STAT_TASKS = 100
 TUPLES = "link_many, tuples"
 OBJECT_LINKS = "link_many, ObjectLinks"
+BUILD_TUPLES = "building link tuples (the caller's list)"
+BUILD_LINKS = "building ObjectLinks (the caller's list)"
 PART_SIZE = 8 << 20
 
 
@@ -252,12 +256,23 @@ async def preparation(repo: lsmstore.Repository, n: int, rounds: int) -> dict[st
         setattr(writer, name, nothing)
     best: dict[str, float] = {}
     etag = "d41d8cd98f00b204e9800998ecf8427e"
+
+    def built(name: str, make: Callable[[], list[Any]]) -> list[Any]:
+        gc.collect()
+        t = time.thread_time()
+        made = make()
+        cpu = (time.thread_time() - t) / n * 1e6
+        best[name] = min(best.get(name, cpu), cpu)
+        return made
+
     try:
         for r in range(rounds):
-            links = [ObjectLink(f"p/{r}/{i:08d}", f"{base}/data/p{r}-{i:08d}", 4096, etag)
-                     for i in range(n)]  # fmt: skip
-            tuples = [(f"t/{r}/{i:08d}", f"{base}/data/t{r}-{i:08d}", 4096, etag)
-                      for i in range(n)]  # fmt: skip
+            links = built(BUILD_LINKS, lambda r=r: [
+                ObjectLink(f"p/{r}/{i:08d}", f"{base}/data/p{r}-{i:08d}", 4096, etag)
+                for i in range(n)])  # fmt: skip
+            tuples = built(BUILD_TUPLES, lambda r=r: [
+                (f"t/{r}/{i:08d}", f"{base}/data/t{r}-{i:08d}", 4096, etag)
+                for i in range(n)])  # fmt: skip
             puts = [(f"p/{r}/{i:08d}", value) for i in range(n)]
             entries = [["link", f"b/{r}/{i:08d}", f"{base}/data/b{r}-{i:08d}", 4096, etag]
                        for i in range(n)]  # fmt: skip
@@ -277,6 +292,38 @@ async def preparation(repo: lsmstore.Repository, n: int, rounds: int) -> dict[st
         for name in ("write_many", "write_staged"):
             with contextlib.suppress(AttributeError):
                 delattr(writer, name)
+    return best
+
+
+def entry_making(n: int, rounds: int) -> dict[str, float]:
+    """name -> CPU us per entry (min of ``rounds``) of making ``n`` link entries'
+    identities and graveler values, as the encoder's worker does: a block at a time
+    (``BatchEncoder.encode_values_many``) against entry by entry (``encode_many`` then
+    ``encode_values``), with one size and with sizes of several varint lengths."""
+    from lsmstore.graveler.value import encode_values
+    from lsmstore.objects.entry import DEFAULT_CONTENT_TYPE, AddressType, BatchEncoder
+
+    enc = BatchEncoder(1_700_000_000, 5, int(AddressType.RELATIVE), DEFAULT_CONTENT_TYPE)
+    rng = random.Random(1)
+    addresses = [f"data/t-0-{i:08d}" for i in range(n)]
+    etags = [f"{rng.getrandbits(128):032x}" for _ in range(n)]
+
+    def by_entries(sizes: list[int]) -> None:
+        identities, data = enc.encode_many(addresses, sizes, etags)
+        encode_values(identities, data)
+
+    best: dict[str, float] = {}
+    varied = [rng.randrange(1, 1 << 30) for _ in range(n)]
+    for label, sizes in (("one size", [4096] * n), ("sizes of 1 B-1 GiB", varied)):
+        for how, make in (("a block at a time", functools.partial(enc.encode_values_many,
+                                                                  addresses, sizes, etags)),
+                          ("entry by entry", functools.partial(by_entries, sizes))):  # fmt: skip
+            name = f"link entries made {how}, {label}"
+            for _ in range(rounds):
+                t = time.thread_time()  # the worker's thread (numpy starts idle ones)
+                make()
+                cpu = (time.thread_time() - t) / n * 1e6
+                best[name] = min(best.get(name, cpu), cpu)
     return best
 
 
@@ -362,9 +409,13 @@ async def amain(args: argparse.Namespace) -> None:
                     "bench-prep", storage_namespace=(work / "ns-prep").as_uri()
                 )
                 for name, cpu in (await preparation(prep_repo, args.prep, 7)).items():
-                    rows.append((f"{name}: the call's own loop CPU, writer stubbed, "
+                    what = "" if name.startswith("building") else " the call's own"
+                    rows.append((f"{name}:{what} loop CPU, writer stubbed, "
                                  f"{args.prep} records, min of 7",
                                  f"{cpu:.2f} us/rec"))  # fmt: skip
+                for name, cpu in entry_making(args.prep, 7).items():
+                    rows.append((f"{name}: CPU, {args.prep} entries, min of 7",
+                                 f"{cpu:.2f} us/entry"))  # fmt: skip
             if args.stats:
                 res2 = await stats_vs_gets(repo, args.stats, args.seconds)
                 for name, rate in res2.items():

@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -94,6 +95,7 @@ async def test_object_and_directory_cannot_share_a_key(tmp_path: Path) -> None:
 _WRITER = """
 import asyncio, sys
 from pathlib import Path
+from typing import Any
 from lsmstore.storage.local import LocalStore
 
 async def main():
@@ -289,3 +291,51 @@ async def test_large_puts_start_write_back_piece_by_piece(
 
 def test_write_back_hint_is_found_on_linux() -> None:
     assert local._start_writeback is not None or not sys.platform.startswith("linux")
+
+
+async def test_a_cancelled_streamed_put_closes_its_file_after_its_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A streamed put cancelled while a piece is being written in its thread: the temp
+    file is closed only once that write is over -- a descriptor closed under a running
+    write could be reused by another open and receive the rest of the data.  The write
+    waits (at most a second) for the close to come first: a put that does not wait for
+    its write lets the close come first."""
+    store = LocalStore(tmp_path)
+    entered, closed, checked = threading.Event(), threading.Event(), threading.Event()
+    fd_was_open: list[bool] = []
+    real_write, real_discard = local._write_all, local._discard
+
+    def write_all(fd: int, data: bytes | memoryview, offset: int = 0) -> None:
+        entered.set()
+        closed.wait(1.0)
+        try:
+            os.fstat(fd)
+            fd_was_open.append(True)
+        except OSError:
+            fd_was_open.append(False)
+        checked.set()
+        if fd_was_open[-1]:
+            real_write(fd, data, offset)
+
+    def discard(tmp: str, f: Any, after: Any = None) -> None:
+        real_discard(tmp, f, after)
+        closed.set()
+
+    monkeypatch.setattr(local, "_write_all", write_all)
+    monkeypatch.setattr(local, "_discard", discard)
+
+    async def chunks() -> AsyncIterator[bytes]:
+        yield b"x" * LocalStore.WRITE_BYTES
+        await asyncio.Event().wait()
+
+    task = asyncio.create_task(store.put_stream("k", chunks()))
+    assert await asyncio.to_thread(entered.wait, 30)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await asyncio.to_thread(checked.wait, 30)
+    assert fd_was_open == [True]
+    assert not await asyncio.to_thread(os.path.exists, tmp_path / "k")
+    left = await asyncio.to_thread(lambda: [p for p in tmp_path.rglob("*") if p.is_file()])
+    assert left == []  # no temp file either

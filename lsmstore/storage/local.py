@@ -52,7 +52,7 @@ import os
 import secrets
 import threading
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import BinaryIO, TypeVar
 
@@ -205,15 +205,20 @@ _write_pool: ThreadPoolExecutor | None = None
 _write_pool_pid = 0
 
 
-def _write_pool_future(fn: Callable[..., T], *args: object) -> asyncio.Future[T]:
+def _write_pool_submit(fn: Callable[..., T], *args: object) -> Future[T]:
     """Start ``fn(*args)`` in the write pool (created on first use, anew in a forked
-    child); its future."""
+    child); the thread's own future, which ends only when ``fn`` does."""
     global _write_pool, _write_pool_pid
     pool = _write_pool
     if pool is None or _write_pool_pid != os.getpid():
         pool = _write_pool = ThreadPoolExecutor(WRITE_THREADS, thread_name_prefix="lsm-put")
         _write_pool_pid = os.getpid()
-    return asyncio.get_running_loop().run_in_executor(pool, fn, *args)
+    return pool.submit(fn, *args)
+
+
+def _write_pool_future(fn: Callable[..., T], *args: object) -> asyncio.Future[T]:
+    """Start ``fn(*args)`` in the write pool; its future on the running loop."""
+    return asyncio.wrap_future(_write_pool_submit(fn, *args))
 
 
 async def _in_write_pool(fn: Callable[..., T], *args: object) -> T:
@@ -245,8 +250,17 @@ def _retrieved(fut: asyncio.Future[None]) -> None:
         fut.exception()
 
 
-def _discard(tmp: str, f: BinaryIO) -> None:
-    """Close and remove a temp file (a leftover one is invisible anyway)."""
+def _write_parts(fd: int, parts: list[bytes], offset: int) -> None:
+    """:func:`_write_all` of ``parts`` joined (in the worker thread, not the caller's)."""
+    _write_all(fd, b"".join(parts), offset)
+
+
+def _discard(tmp: str, f: BinaryIO, after: Future[None] | None = None) -> None:
+    """Close and remove a temp file (a leftover one is invisible anyway); ``after``: a
+    write to its descriptor that may still run -- it ends first, else its thread
+    could write into whatever file reuses the descriptor's number."""
+    if after is not None:
+        wait([after])
     with contextlib.suppress(OSError):
         f.close()
     with contextlib.suppress(OSError):
@@ -471,6 +485,7 @@ class LocalStore(ObjectStore):
         path = self._path(key)
         tmp, f = await _in_write_pool(self._open_tmp, key, path)
         size = 0
+        writing: Future[None] | None = None  # the last write handed to a thread
         try:
             pending: list[bytes] = []
             gathered = 0
@@ -480,17 +495,19 @@ class LocalStore(ObjectStore):
                 pending.append(bytes(chunk))
                 gathered += len(chunk)
                 if gathered >= self.WRITE_BYTES:
-                    await _in_write_pool(_write_all, f.fileno(), b"".join(pending), size)
+                    writing = _write_pool_submit(_write_parts, f.fileno(), pending, size)
+                    await asyncio.wrap_future(writing)
                     size += gathered
                     pending, gathered = [], 0
             if pending:
-                await _in_write_pool(_write_all, f.fileno(), b"".join(pending), size)
+                writing = _write_pool_submit(_write_parts, f.fileno(), pending, size)
+                await asyncio.wrap_future(writing)
                 size += gathered
         except OSError as e:
-            await asyncio.shield(asyncio.to_thread(_discard, tmp, f))
+            await asyncio.shield(asyncio.to_thread(_discard, tmp, f, writing))
             raise self._unavailable(key, e) from e
-        except BaseException:
-            await asyncio.shield(asyncio.to_thread(_discard, tmp, f))
+        except BaseException:  # cancelled: a write may still run in its thread
+            await asyncio.shield(asyncio.to_thread(_discard, tmp, f, writing))
             raise
         await asyncio.shield(_in_write_pool(self._publish, key, path, tmp, f, mode))
         return ObjectMeta(key, size)
