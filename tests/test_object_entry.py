@@ -35,7 +35,7 @@ from lsmstore.objects.linking import MAX_ENTRY_WITHOUT_METADATA
 from lsmstore.objects.proto.catalog_pb2 import Entry as EntryMessage
 from lsmstore.objects.rules import MAX_FIELD_BYTES
 from lsmstore.staging import pending
-from lsmstore.staging.encoder import encode_records
+from lsmstore.staging.encoder import columns, encode_columns
 from lsmstore.staging.pending import Pending, maker_of
 
 ETAG = "5eb63bbbe01eeed093cb22bb8f5acdc3"  # MD5 of b"hello world"
@@ -302,9 +302,12 @@ def test_pending_entries_are_made_as_the_library_encodes(
         expected.append(Record(key, *encode_value(e)))
     cols = pickle.loads(pickle.dumps(pending.split(list(records))[1]))
     assert cols is not None
-    keys, identities, values = pending.make(cols)
-    assert list(zip(keys, identities, values, strict=True)) == expected
-    sst, _ = encode_records(records, 0.01, pending=True)
+    keys, identities, encoded, total = pending.make_encoded(cols)
+    assert list(zip(keys, identities, encoded, strict=True)) == [
+        (r.key, r.identity, graveler_value(r.identity, r.value)) for r in expected
+    ]
+    assert total == sum(len(r.value) for r in expected)
+    sst, _ = encode_columns(*columns(records, pending=True), 0.01)
     assert list(SSTReader(sst, "t.sst")) == expected
 
 
@@ -374,10 +377,14 @@ def test_encode_many_at_varint_boundaries(repeat: int) -> None:
     )
 
 
-@pytest.mark.parametrize("runs", [[40], [40, 5, 20, 1, 33], [1, 1, 2, 16, 15, 17], [3, 50]])
+@pytest.mark.parametrize(
+    "runs",
+    [[40], [40, 5, 20, 1, 33], [1, 1, 2, 16, 15, 17], [3, 50], [300], [100, 5, 80], [1, 70, 2]],
+)
 def test_pending_runs_of_makers_are_made_as_each_record(runs: list[int]) -> None:
     """Pending columns holding runs of different makers (batches that coalesced
-    several calls), long and short, travel pickled and are made record for record."""
+    several calls), long (a block) and short, travel pickled and are made record for
+    record: graveler values of each record's identity and entry, and their total."""
     records: list[Pending] = []
     for r, length in enumerate(runs):
         maker = BatchEncoder(1700000000 + r % 2, r, 1 + r % 2, "" if r % 3 else "text/csv")
@@ -387,11 +394,13 @@ def test_pending_runs_of_makers_are_made_as_each_record(runs: list[int]) -> None
         ]
     cols = pickle.loads(pickle.dumps(pending.split(list(records))[1]))
     assert cols is not None
-    expected = [
-        (key, *maker_of(spec).encode(address, size, etag))
-        for key, spec, address, size, etag in records
-    ]
-    assert list(zip(*pending.make(cols), strict=True)) == expected
+    made = [maker_of(spec).encode(address, size, etag) for _, spec, address, size, etag in records]
+    assert pending.make_encoded(cols) == (
+        [r[0] for r in records],
+        [m[0] for m in made],
+        [graveler_value(*m) for m in made],
+        sum(len(m[1]) for m in made),
+    )
 
 
 def test_largest_entry_without_metadata_fits_the_bound() -> None:
@@ -513,27 +522,4 @@ def test_a_block_of_too_many_layouts_is_declined() -> None:
         identities,
         list(map(graveler_value, identities, data)),
         sum(map(len, data)),
-    )
-
-
-@pytest.mark.parametrize("runs", [[300], [100, 5, 80], [1, 70, 2]])
-def test_pending_runs_are_made_encoded_as_each_record(runs: list[int]) -> None:
-    """The encoder's form of pending records (make_encoded): runs of different makers,
-    long (a block) and short, pickled as they travel: each value is the graveler
-    encoding of make's identity and value, and the total is the values' length."""
-    records: list[Pending] = []
-    for r, length in enumerate(runs):
-        maker = BatchEncoder(1700000000 + r, r, 1 + r % 2, "" if r % 2 else "text/csv")
-        records += [
-            (f"k{r}-{i:03d}".encode(), maker.spec, f"data/{r}/{i:04d}", 1 + i % 200, "e" * 32)
-            for i in range(length)
-        ]
-    cols = pickle.loads(pickle.dumps(pending.split(list(records))[1]))
-    assert cols is not None
-    keys, identities, values = pending.make(cols)
-    assert pending.make_encoded(cols) == (
-        keys,
-        identities,
-        list(map(graveler_value, identities, values)),
-        sum(map(len, values)),
     )

@@ -136,13 +136,6 @@ def _columns_of(made: Sequence[RecordTuple], pending: PendingColumns | None) -> 
     return [r[0] for r in made], [r[1] for r in made], [r[2] for r in made], pending
 
 
-def encode_records(
-    records: Sequence[Staged | RecordTuple], error_rate: float, pending: bool = False
-) -> tuple[bytes, bytes]:
-    """:func:`encode_columns` of records with unique keys in any order."""
-    return encode_columns(*columns(records, pending), error_rate)
-
-
 class _Unavailable(Exception):
     """The worker could not take or finish a batch: encode it in a thread."""
 

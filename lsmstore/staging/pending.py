@@ -29,6 +29,7 @@ from operator import is_not, itemgetter
 from typing import Any, Protocol, TypeAlias
 
 from lsmstore.graveler.record import Record, RecordTuple
+from lsmstore.graveler.value import encode_values
 
 
 class EntryMaker(Protocol):
@@ -180,31 +181,12 @@ def _columns(records: list[Pending]) -> PendingColumns:
     return keys, makers, addresses, sizes, checksums
 
 
-def make(columns: PendingColumns) -> tuple[list[bytes], list[bytes], list[bytes]]:
-    """Keys, identities and values of pending records given as columns.  Each run of
-    records with one maker spec (a call's links: the memstore keeps insertion order) is
-    made by its :meth:`~EntryMaker.encode_many`, a short run record by record."""
-    keys, makers, addresses, sizes, checksums = columns
-    identities: list[bytes] = []
-    values: list[bytes] = []
-    for maker, start, end in _runs(makers):
-        if end - start >= MIN_RUN:
-            ids, vals = maker.encode_many(
-                addresses[start:end], sizes[start:end], checksums[start:end]
-            )
-        else:
-            made = list(map(maker.encode, addresses[start:end], sizes[start:end],
-                            checksums[start:end]))  # fmt: skip
-            ids, vals = [m[0] for m in made], [m[1] for m in made]
-        identities += ids
-        values += vals
-    return list(keys), identities, values
-
-
 def make_encoded(columns: PendingColumns) -> tuple[list[bytes], list[bytes], list[bytes], int]:
-    """:func:`make` with each value graveler-encoded (identity and value: what a staging
-    file holds), and the values' total length: the form the encoder writes, each run
-    made by its maker's :meth:`~EntryMaker.encode_values_many`."""
+    """Keys, identities and graveler-encoded values (identity and entry bytes: what a
+    staging file holds) of pending records given as columns, and the entries' total
+    length.  Each run of records with one maker spec (a call's links: the memstore
+    keeps insertion order) is made by its maker's :meth:`~EntryMaker.encode_values_many`;
+    a short run (one-link requests: a spec each) record by record."""
     keys, makers, addresses, sizes, checksums = columns
     identities: list[bytes] = []
     encoded: list[bytes] = []
@@ -212,10 +194,16 @@ def make_encoded(columns: PendingColumns) -> tuple[list[bytes], list[bytes], lis
     for maker, start, end in _runs(makers):
         if start == 0 and end == len(makers):  # the common case: one maker for the lot
             ids, values, n = maker.encode_values_many(addresses, sizes, checksums)
-        else:
+        elif end - start >= MIN_RUN:
             ids, values, n = maker.encode_values_many(
                 addresses[start:end], sizes[start:end], checksums[start:end]
             )
+        else:
+            made = list(map(maker.encode, addresses[start:end], sizes[start:end],
+                            checksums[start:end]))  # fmt: skip
+            ids = [m[0] for m in made]
+            data = [m[1] for m in made]
+            values, n = encode_values(ids, data), sum(map(len, data))
         identities += ids
         encoded += values
         total += n
@@ -239,6 +227,5 @@ def _runs(makers: list[MakerSpec]) -> Iterator[tuple[EntryMaker, int, int]]:
         start = end
 
 
-#: Runs shorter than this are made record by record (encode_many's set-up would cost
-#: more).
+#: Runs shorter than this are made record by record (a block's set-up would cost more).
 MIN_RUN = 16
