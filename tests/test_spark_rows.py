@@ -19,6 +19,7 @@ from lsmstore.graveler.record import Record
 from lsmstore.graveler.varint import encode_uvarint
 from lsmstore.objects.addresses import ALLOWED_EXTERNAL_PREFIXES_KEY
 from lsmstore.objects.entry import AddressType, ObjectEntry, encode_value, parse_entry
+from lsmstore.objects.rules import MAX_PATH_BYTES
 from lsmstore.spark import rows
 from lsmstore.spark.entry_columns import decode_entries
 
@@ -305,13 +306,16 @@ def test_entries_decoded_a_column_at_a_time_equal_the_protobuf_library(seed: int
             assert decode_entries([r.value or b"" for r in plain], ns.base) is not None
 
 
-def test_a_raw_key_that_is_not_utf8_is_left_out_as_list_objects_leaves_it() -> None:
+@pytest.mark.parametrize("bad_key", [b"\xff\xfe/x", b"p/" + b"k" * MAX_PATH_BYTES])
+def test_a_raw_key_no_path_names_is_left_out_as_list_objects_leaves_it(bad_key: bytes) -> None:
+    """Not UTF-8, or over MAX_PATH_BYTES (a key of exactly that length stays)."""
     rng = random.Random(1)
     good = [Record(f"p/{i}".encode(), *encode_value(_entry(rng, i))) for i in range(3)]
-    bad = Record(b"\xff\xfe/x", *encode_value(_entry(rng, 9)))
+    good.append(Record(b"q/" + b"k" * (MAX_PATH_BYTES - 2), *encode_value(_entry(rng, 3))))
+    bad = Record(bad_key, *encode_value(_entry(rng, 9)))
     ns = _namespace()
     want = rows.object_batch(good, ns)
-    assert want.num_rows == 3
+    assert want.num_rows == 4
     assert rows.object_batch([good[0], bad, *good[1:]], ns).equals(want)
     assert rows.object_batch([bad], ns).num_rows == 0
 

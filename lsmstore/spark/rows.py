@@ -116,15 +116,15 @@ def namespace_of(store_url: str, storage_namespace: str, metadata: Mapping[str, 
 def object_batch(records: Sequence[RecordTuple], ns: Namespace) -> pa.RecordBatch:
     """Object entries as one batch (:data:`OBJECT_ARROW`): a batch of entries in the
     usual layout decoded a column at a time (:mod:`lsmstore.spark.entry_columns`), any
-    other by :func:`parsed_batch`.  Raw keys that are not UTF-8 are left out, as
-    ``list_objects`` leaves them out: no object path names them (a raw read shows them)."""
-    try:
-        fast = _decoded_batch(records, ns)
-        return fast if fast is not None else parsed_batch(records, ns)
-    except UnicodeEncodeError:  # rare: filter only when a key needs it
-        kept = [r for r in records if _is_utf8(r[0])]
-        fast = _decoded_batch(kept, ns)
-        return fast if fast is not None else parsed_batch(kept, ns)
+    other by :func:`parsed_batch`.  Raw keys that no object path names -- not UTF-8, or
+    over ``MAX_PATH_BYTES`` -- are left out, as ``list_objects`` leaves them out (a raw
+    read shows them); the keys are checked all at once, one by one only when one fails."""
+    keys = [r[0] for r in records]
+    # joined by a byte no UTF-8 sequence continues with: valid exactly when each is
+    if keys and (max(map(len, keys)) > MAX_PATH_BYTES or not _is_utf8(b"\x00".join(keys))):
+        records = [r for r in records if len(r[0]) <= MAX_PATH_BYTES and _is_utf8(r[0])]
+    fast = _decoded_batch(records, ns)
+    return fast if fast is not None else parsed_batch(records, ns)
 
 
 def _is_utf8(key: bytes) -> bool:
@@ -184,18 +184,15 @@ def parsed_batch(records: Sequence[RecordTuple], ns: Namespace) -> pa.RecordBatc
 
 
 def _decoded_batch(records: Sequence[RecordTuple], ns: Namespace) -> pa.RecordBatch | None:
-    """:func:`object_batch` by :func:`~lsmstore.spark.entry_columns.decode_entries`, or
-    None when it does not read the entries or a path is not UTF-8."""
+    """:func:`object_batch` by :func:`~lsmstore.spark.entry_columns.decode_entries` (of
+    records whose keys are object paths), or None when it does not read the entries."""
     values = [r[2] for r in records]
     if None in values:
         return None
     columns = decode_entries(values, ns.base)  # type: ignore[arg-type]  # no tombstones
     if columns is None:
         return None
-    try:
-        paths = pa.array([r[0] for r in records], pa.binary()).cast(pa.string())
-    except pa.ArrowInvalid:
-        return None  # not UTF-8: the per-record path escapes it
+    paths = pa.array([r[0] for r in records], pa.binary()).cast(pa.string())
     n = len(records)
     metadata = pa.MapArray.from_arrays(
         pa.array(np.zeros(n + 1, np.int32)), pa.array([], pa.string()), pa.array([], pa.string())
