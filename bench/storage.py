@@ -128,18 +128,21 @@ async def amain_beside_large(rounds: int, seconds: float) -> None:
     )
     print("| round | large puts' write-back | pair p50 / p99 / max ms | 8 MiB puts MB/s | load |")
     print("|---|---|---|---|---|")
-    with tempfile.TemporaryDirectory() as tmp:
-        async with LocalStore(Path(tmp)) as store:
-            for r in range(1, rounds + 1):
-                for piece in (0, 1 << 20):
-                    local.SYNC_BYTES = piece
-                    p50, p99, top, mbs = await beside_large(store, seconds, f"r{r}-{piece}")
-                    label = "1 MiB pieces" if piece else "off (one fsync)"
-                    print(
-                        f"| {r} | {label} | {p50 * 1e3:.1f} / {p99 * 1e3:.1f} / "
-                        f"{top * 1e3:.1f} | {mbs:.0f} | {os.getloadavg()[0]:.1f} |"
-                    )
-    local.SYNC_BYTES = 1 << 20
+    saved = local.SYNC_BYTES
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            async with LocalStore(Path(tmp)) as store:
+                for r in range(1, rounds + 1):
+                    for piece in (0, 1 << 20):
+                        local.SYNC_BYTES = piece
+                        p50, p99, top, mbs = await beside_large(store, seconds, f"r{r}-{piece}")
+                        label = "1 MiB pieces" if piece else "off (one fsync)"
+                        print(
+                            f"| {r} | {label} | {p50 * 1e3:.1f} / {p99 * 1e3:.1f} / "
+                            f"{top * 1e3:.1f} | {mbs:.0f} | {os.getloadavg()[0]:.1f} |"
+                        )
+    finally:
+        local.SYNC_BYTES = saved
 
 
 def main(argv: list[str]) -> int:

@@ -376,9 +376,12 @@ async def test_a_batch_appends_only_once_the_data_its_writes_name_is_durable(
     await rs.aclose()
 
 
+@pytest.mark.parametrize("outcome", ["error", "cancelled"])
 async def test_data_that_fails_to_become_durable_fails_its_batch_unappended(
-    tmp_path: Path,
+    tmp_path: Path, outcome: str
 ) -> None:
+    """A durability future that fails, or is cancelled (its maker gave up): every write
+    of the batch fails with UnavailableError, nothing is appended, the writer goes on."""
     rs = await embedded_refstore(tmp_path)
     objects = MemoryStore()
     w = BranchWriter(rs, objects, REPO, BRANCH, cfg(tmp_path, batch_interval_ms=20))
@@ -391,9 +394,13 @@ async def test_data_that_fails_to_become_durable_fails_its_batch_unappended(
         asyncio.create_task(w.write(rec("b", b"2"), bad)),
         asyncio.create_task(w.write(rec("c", b"3"))),
     ]
-    bad.set_exception(UnavailableError("fsync failed"))
+    if outcome == "error":
+        bad.set_exception(UnavailableError("fsync failed"))
+    else:
+        bad.cancel()
     for task in writes:  # one batch: every write of it fails
-        with pytest.raises(UnavailableError, match="fsync failed"):
+        why = "fsync failed" if outcome == "error" else "not made durable"
+        with pytest.raises(UnavailableError, match=why):
             await task
     await w.write(rec("d", b"4"))
     assert [[r.key for r in f] for f in await l1_files(rs, objects)] == [[b"d"]]

@@ -95,7 +95,7 @@ def encode_columns(
     columns put in key order, the SST and its sidecar written.
     """
     deferred = identities.count(DEFERRED_IDENTITY)
-    tombstones = values.count(None) if values else 0
+    tombstones = values.count(None)
     if deferred == len(values) and not tombstones:  # a put_many batch: hash them all
         identities = list(map(_digest, map(hashlib.sha256, values)))  # type: ignore[arg-type]
     elif deferred:

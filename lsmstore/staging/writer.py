@@ -193,6 +193,8 @@ async def _all_done(futures: list[asyncio.Future[None]]) -> None:
     if waiting:
         await asyncio.wait(waiting)
     for f in futures:
+        if f.cancelled():  # whoever made the data durable gave up: not known to be
+            raise UnavailableError("the data a write names was not made durable")
         error = f.exception()
         if error is not None:
             raise error
