@@ -177,13 +177,13 @@ class Encoder:
     async def encode_split(
         self,
         n: int,
-        made: Sequence[RecordTuple],
-        pending: PendingColumns | None,
+        split: Callable[[], tuple[Sequence[RecordTuple], PendingColumns | None]],
         error_rate: float,
     ) -> tuple[bytes, bytes]:
-        """:meth:`encode` of ``n`` records given as the made ones and the pending ones
-        as columns (``Memstore.split``)."""
-        return await self._encode(n, partial(_columns_of, made, pending), error_rate)
+        """:meth:`encode` of ``n`` records that ``split()`` gives as the made ones and
+        the pending ones as columns (``Memstore.split`` of a sealed memstore; called
+        where the columns are made, see :meth:`_encode`)."""
+        return await self._encode(n, lambda: _columns_of(*split()), error_rate)
 
     async def _encode(
         self, n: int, columns_of: Callable[[], Columns], error_rate: float

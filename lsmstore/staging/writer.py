@@ -608,7 +608,7 @@ class BranchWriter:
             try:
                 mem = batch.mem
                 sst, meta = await self._encoder.encode_split(
-                    len(mem), *mem.split(), self.config.bloom_error_rate
+                    len(mem), mem.split, self.config.bloom_error_rate
                 )
                 trace.encode = now() - t
                 t = now()
