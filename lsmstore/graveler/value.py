@@ -17,11 +17,12 @@ from lsmstore.errors import CorruptFileError, InvalidInputError
 from lsmstore.graveler.varint import encode_uvarint
 
 
-def _put_length(n: int) -> bytes:
+def length_header(n: int) -> bytes:
+    """The header of a length-``n`` field of a value (a zigzag varint)."""
     return encode_uvarint(n << 1)  # zigzag of a non-negative length
 
 
-_LENGTHS = [_put_length(n) for n in range(1024)]  # the common lengths, precomputed
+_LENGTHS = [length_header(n) for n in range(1024)]  # the common lengths, precomputed
 
 
 def encode_value(identity: bytes, data: bytes) -> bytes:
@@ -30,7 +31,7 @@ def encode_value(identity: bytes, data: bytes) -> bytes:
     m = len(data)
     if n < 1024 and m < 1024:
         return b"".join((_LENGTHS[n], identity, _LENGTHS[m], data))
-    return b"".join((_put_length(n), identity, _put_length(m), data))
+    return b"".join((length_header(n), identity, length_header(m), data))
 
 
 def encode_values(identities: Sequence[bytes], data: Sequence[bytes]) -> list[bytes]:

@@ -265,7 +265,8 @@ class BatchEncoder:
                 self._tail,
             )
         )
-        identity = _sha256(_ID_HEAD(0x0208, size, b"\x01\x02\x08", lt) + t + self._id_tail).digest()
+        head = _ID_HEAD(_INT64_TYPE, size, _STRING_HEAD, lt)
+        identity = _sha256(head + t + self._id_tail).digest()
         return identity, data
 
     def encode_many(
@@ -317,10 +318,10 @@ class BatchEncoder:
         typed: Iterable[bytes]
         if t_min == t_max:  # one struct packs each identity's whole pre-image
             pack = struct.Struct(f">2sq11s{t_min}s{len(id_tail)}s").pack
-            mid = b"\x01\x02\x08" + _pack_q(t_min)
-            typed = map(pack, repeat(b"\x02\x08"), sizes, repeat(mid), t, repeat(id_tail))
+            mid = _STRING_HEAD + _pack_q(t_min)
+            typed = map(pack, repeat(_T_INT64), sizes, repeat(mid), t, repeat(id_tail))
         else:
-            heads = map(_ID_HEAD, repeat(0x0208), sizes, repeat(b"\x01\x02\x08"), lt)
+            heads = map(_ID_HEAD, repeat(_INT64_TYPE), sizes, repeat(_STRING_HEAD), lt)
             typed = map(b"".join, zip(heads, t, repeat(id_tail), strict=False))
         return list(map(_digest, map(_sha256, typed))), data
 
@@ -364,6 +365,10 @@ _SPEC_NAME = f"{__name__}:{BatchEncoder.__name__}"
 MIN_BLOCK = 64
 #: ``Int64(size) String-type Int64-type`` then ``len(etag)``: the identity's first bytes.
 _ID_HEAD = struct.Struct(">Hq3sq").pack
+#: The type bytes of an Int64 as one big-endian number (``_ID_HEAD``'s first field).
+_INT64_TYPE = int.from_bytes(_T_INT64, "big")
+#: A String's type byte and its length's Int64 type bytes.
+_STRING_HEAD = _T_STRING + _T_INT64
 _digest = methodcaller("digest")
 
 

@@ -29,7 +29,9 @@ from typing import Any
 
 import numpy as np
 
+from lsmstore.graveler.value import length_header
 from lsmstore.graveler.varint import encode_uvarint
+from lsmstore.objects.entry import _STRING_HEAD, _T_INT64, _pack_q
 
 #: Layouts a block is encoded in at most (see the module docstring).
 MAX_LAYOUTS = 8
@@ -37,8 +39,8 @@ MAX_LAYOUTS = 8
 _MAX_LENGTH = 1 << 24
 #: ``n >= _BOUNDS[k]`` for k < the length of n's varint (0 for n == 0, a field left out).
 _BOUNDS = np.array([1 << (7 * k) for k in range(10)], dtype=np.uint64)
-#: An identity (SHA-256) is 32 bytes: its zigzag length in a graveler value.
-_IDENTITY_HEAD = 0x40
+#: An identity (SHA-256) is 32 bytes: its length's header in a graveler value.
+_IDENTITY_HEAD = length_header(32)
 _sha256 = hashlib.sha256
 _digest = methodcaller("digest")
 _U8 = np.uint8
@@ -139,9 +141,9 @@ def _block(
     lt = t.shape[1]
     # the identity's pre-image: Int64(size) String(checksum) then the shared fields
     pre = _Rows(g)
-    pre.const(b"\x02\x08")
+    pre.const(_T_INT64)
     pre.put(s.astype(">u8").view(_U8).reshape(g, 8))
-    pre.const(b"\x01\x02\x08" + lt.to_bytes(8, "big"))
+    pre.const(_STRING_HEAD + _pack_q(lt))
     pre.put(t)
     pre.const(identity_tail)
     identities = list(map(_digest, map(_sha256, pre.rows())))
@@ -150,9 +152,9 @@ def _block(
     t_head = b"\x22" + encode_uvarint(lt) if lt else b""
     data_len = len(a_head) + la + len(timestamp) + (1 + vl if vl else 0) + len(t_head) + lt
     data_len += len(tail)
-    data_head = encode_uvarint(data_len << 1)  # zigzag, as graveler writes lengths
+    data_head = length_header(data_len)
     out = _Rows(g)
-    out.const(bytes((_IDENTITY_HEAD,)))
+    out.const(_IDENTITY_HEAD)
     out.put(np.frombuffer(b"".join(identities), _U8).reshape(g, 32))
     out.const(data_head + a_head)
     out.put(a)
