@@ -5,6 +5,8 @@ request body's timer, and the transport that sends each response in one write
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -180,15 +182,17 @@ async def test_repository_misses_share_one_read(
             await asyncio.gather(*(ctx.repository("nosuch") for _ in range(3)))
 
 
-async def test_a_branch_deleted_under_the_batch_routes_memo_still_gets_404(
+Call = Callable[..., Awaitable[tuple[int, bytes]]]
+
+
+@contextlib.asynccontextmanager
+async def _app_counting_heads(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The batch route reads a branch for its 404 once per second, not per request; a
-    branch deleted meanwhile (by another process: here the library, past the server)
-    fails the write at its L1 append, 404, nothing acknowledged; a deletion through
-    the server is forgotten at once."""
+) -> AsyncIterator[tuple[Any, Call, list[str]]]:
+    """An embedded store's repository ``r``, a ``call`` into the server's App in this
+    process (method, path below /api/v1, body, content type, query) and the names of
+    the branches whose head was read, in order."""
     import base64
-    import json
 
     import lsmstore
     from lsmstore.server.app import App
@@ -211,10 +215,13 @@ async def test_a_branch_deleted_under_the_batch_routes_memo_still_gets_404(
 
         monkeypatch.setattr(lsmstore.Branch, "head", head)
 
-        async def call(method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
+        async def call(method: str, path: str, body: bytes = b"",
+                       content_type: str = "application/json",
+                       query: bytes = b"") -> tuple[int, bytes]:  # fmt: skip
+            headers = [(b"host", b"t"), (b"authorization", cred),
+                       (b"content-type", content_type.encode())]  # fmt: skip
             scope = {"type": "http", "method": method, "path": "/api/v1" + path,
-                     "query_string": b"", "headers": [(b"host", b"t"), (b"authorization", cred),
-                     (b"content-type", b"application/json")]}  # fmt: skip
+                     "query_string": query, "headers": headers}  # fmt: skip
             out: list[Any] = []
 
             async def receive() -> dict[str, Any]:
@@ -225,6 +232,21 @@ async def test_a_branch_deleted_under_the_batch_routes_memo_still_gets_404(
 
             await app(scope, receive, send)
             return out[0]["status"], out[1]["body"]
+
+        yield repo, call, heads
+
+
+async def test_a_branch_deleted_under_the_batch_routes_memo_still_gets_404(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batch route reads a branch for its 404 once per second, not per request; a
+    branch deleted meanwhile (by another process: here the library, past the server)
+    fails the write at its L1 append, 404, nothing acknowledged; a deletion through
+    the server is forgotten at once."""
+    import base64
+    import json
+
+    async with _app_counting_heads(tmp_path, monkeypatch) as (repo, call, heads):
 
         def kv(k: str) -> bytes:
             return json.dumps([["kv", k, base64.b64encode(b"v").decode()]]).encode()
@@ -243,6 +265,80 @@ async def test_a_branch_deleted_under_the_batch_routes_memo_still_gets_404(
         assert (await call("DELETE", "/repositories/r/branches/c"))[0] == 204
         status, body = await call("POST", "/lsm/repositories/r/branches/c/batch", kv("k3"))
         assert status == 404 and heads == ["b", "c", "c"]  # forgotten: read again
+
+
+async def test_object_writes_share_the_branch_memo_and_a_deleted_branch_gets_404(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Streamed and multipart uploads and many-path deletes read the branch for their
+    404 as the batch route does: once per second, shared with it.  On a branch deleted
+    past the server (its memo still says "exists") they still answer 404, from the
+    write itself; a deletion through the server is forgotten, so the next one reads again."""
+    import json
+
+    import lsmstore
+
+    async with _app_counting_heads(tmp_path, monkeypatch) as (repo, call, heads):
+        objects = "/repositories/r/branches/{}/objects"
+        boundary = "xyzzy"
+        multipart = f"multipart/form-data; boundary={boundary}"
+
+        def form(data: bytes) -> bytes:
+            return (f"--{boundary}\r\nContent-Disposition: form-data; name=\"content\"; "
+                    f"filename=\"f\"\r\nContent-Type: application/octet-stream\r\n\r\n"
+                    ).encode() + data + f"\r\n--{boundary}--\r\n".encode()  # fmt: skip
+
+        async def writes(b: str) -> list[int]:
+            """A streamed upload, a multipart one and a many-path delete on branch b."""
+            url = objects.format(b)
+            return [
+                (await call("POST", url, b"streamed", "application/octet-stream",
+                            b"path=s"))[0],
+                (await call("POST", url, form(b"form"), multipart, b"path=m"))[0],
+                (await call("POST", url + "/delete", json.dumps({"paths": ["s"]}).encode()))[0],
+            ]  # fmt: skip
+
+        for b in ("b", "c"):
+            await repo.create_branch(b)
+            assert await writes(b) == [201, 201, 200]
+        assert heads == ["b", "c"]  # read once, then remembered
+        await repo.delete_branch("b")  # past the server: its memo still says "exists"
+        assert await writes("b") == [404, 404, 404]  # the write found no branch
+        assert heads == ["b", "c"]
+        assert (await call("DELETE", "/repositories/r/branches/c"))[0] == 204
+        assert await writes("c") == [404, 404, 404]
+        assert heads == ["b", "c", "c", "c", "c"]  # forgotten: read again, not remembered
+        for b in ("b", "c"):
+            with pytest.raises(lsmstore.RefNotFoundError):
+                await repo.branch(b).head()
+
+
+async def test_a_branch_read_across_its_deletion_is_not_remembered() -> None:
+    """A 404 check whose read of the branch was in flight when the branch was deleted
+    through this process does not remember it as existing: the next check reads it."""
+    from types import SimpleNamespace
+
+    from lsmstore.server.context import Context
+
+    ctx = Context(None, None, None, None)  # type: ignore[arg-type]  # only its memo is used
+    reads: list[str] = []
+    gate = asyncio.Event()
+
+    async def head() -> None:
+        reads.append("b")
+        await gate.wait()
+
+    branch: Any = SimpleNamespace(repository=SimpleNamespace(name="r"), name="b", head=head)
+    check = asyncio.ensure_future(ctx.check_branch(branch))
+    await _turn()
+    assert reads == ["b"]  # read in flight (it found the branch)...
+    ctx.forget_branch("r", "b")  # ...as the branch is deleted through this process
+    gate.set()
+    await check
+    assert not ctx.branch_seen("r", "b")
+    await ctx.check_branch(branch)  # read again; this one is remembered
+    await ctx.check_branch(branch)
+    assert reads == ["b", "b"] and ctx.branch_seen("r", "b")
 
 
 async def test_requests_in_flight_are_rendered(

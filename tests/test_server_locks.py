@@ -166,3 +166,39 @@ async def test_group_whose_waiters_were_all_cancelled_gives_the_lock_back() -> N
     await _turns()
     assert not lock.reader_lock.locked and not lock.writer_lock.locked
     assert not locks._locks
+
+
+async def test_shared_holder_arriving_after_a_failed_group_acquisition_is_not_cancelled() -> None:
+    locks = BranchLocks()
+    held = locks.exclusive("r", "b")
+    await held.__aenter__()
+    entry = locks._locks[("r", "b")]
+    # A shared holder driven by hand: it waits in the group and leaves only when the
+    # test resumes it, so the failed group keeps a holder while the next one arrives.
+    first = locks.shared("r", "b").__aenter__().__await__()
+    next(first)
+    failed = entry.group
+    assert failed is not None
+    await _turns()  # its task waits for the reader lock
+    failed.task.cancel()  # its reader acquisition (behind the exclusive holder) fails
+    with pytest.raises(asyncio.CancelledError):
+        await failed.task
+    await _turns()
+    assert failed.acquired.cancelled() and failed.holders == 1 and entry.group is failed
+    entered: list[str] = []
+
+    async def later() -> None:
+        async with locks.shared("r", "b"):
+            entered.append("later")
+
+    after = asyncio.create_task(later())
+    await _turns()
+    assert not after.done()  # waits behind the exclusive holder, in a group of its own
+    with pytest.raises(asyncio.CancelledError):  # the failed group's holder fails
+        first.send(None)
+    await held.__aexit__(None, None, None)
+    await after
+    assert entered == ["later"]
+    await _turns()
+    assert not entry.lock.reader_lock.locked and not entry.lock.writer_lock.locked
+    assert not locks._locks

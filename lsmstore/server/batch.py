@@ -261,9 +261,7 @@ def routes(ctx: Context, path: str) -> list[Route]:
         repo = await ctx.repository(request.params["repository"])
         name = check_ref_name(request.params["branch"])
         branch = repo.branch(name)
-        if not ctx.branch_seen(repo.name, name):  # 404 before the body, not per request
-            await branch.head()
-            ctx.saw_branch(repo.name, name)
+        await ctx.check_branch(branch)  # 404 before the body, not per request
         content_type = request.headers.get("content-type", "")
         entries = decode_body(await request.body(), content_type)
         started = time.perf_counter()

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from lsmstore.client import Repository, Store
+from lsmstore.client import Branch, Repository, Store
 from lsmstore.config import Config
 from lsmstore.refstore.names import check_repository_name
 from lsmstore.server.auth import Authenticator
@@ -17,7 +17,8 @@ from lsmstore.server.metrics import Metrics
 from lsmstore.tasks import retrieve_exception
 
 #: How long a repository record read from the RefStore is reused by this process, and
-#: how long a branch seen to exist is taken to exist by the batch route's 404 check.
+#: how long a branch seen to exist is taken to exist by the write routes' 404 check
+#: (:meth:`Context.check_branch`).
 REPOSITORY_TTL_S = 1.0
 
 
@@ -33,6 +34,9 @@ class Context:
     _repos: dict[str, tuple[float, Repository]] = field(default_factory=dict)
     _loading: dict[str, asyncio.Future[Repository]] = field(default_factory=dict)
     _branches: dict[tuple[str, str], float] = field(default_factory=dict)
+    #: Counts the branches forgotten: a check that read a branch while one was forgotten
+    #: does not remember it (it may have read it before its deletion).
+    _forgets: int = 0
 
     async def repository(self, name: str) -> Repository:
         """The repository (RepositoryNotFoundError / InvalidNameError), cached briefly.
@@ -68,6 +72,19 @@ class Context:
         self._loading.pop(name, None)
         for key in [k for k in self._branches if k[0] == name]:
             del self._branches[key]
+        self._forgets += 1
+
+    async def check_branch(self, branch: Branch) -> None:
+        """RefNotFoundError (404) if the branch does not exist -- read at most once per
+        :data:`REPOSITORY_TTL_S` per branch (:meth:`branch_seen`), so that a write route
+        answers 404 before reading its body without a RefStore read per request."""
+        repo, name = branch.repository.name, branch.name
+        if self.branch_seen(repo, name):
+            return
+        forgets = self._forgets
+        await branch.head()
+        if self._forgets == forgets:  # nothing deleted through this process meanwhile
+            self.saw_branch(repo, name)
 
     def branch_seen(self, repo: str, name: str) -> bool:
         """Whether the branch was seen to exist within :data:`REPOSITORY_TTL_S` (by
@@ -85,3 +102,4 @@ class Context:
     def forget_branch(self, repo: str, name: str) -> None:
         """The branch was deleted through this process: check it again."""
         self._branches.pop((repo, name), None)
+        self._forgets += 1

@@ -98,7 +98,9 @@ class _Hold:
                 raise
             return
         group = entry.group
-        if group is None or group.done.done():
+        # a group whose reader acquisition failed takes no one in: its holders leave
+        # cancelled, but a newcomer was never cancelled and starts a group of its own
+        if group is None or group.done.done() or group.acquired.cancelled():
             group = entry.group = _Group(entry.lock)
         group.holders += 1
         self._group = group

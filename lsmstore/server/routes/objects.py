@@ -140,7 +140,7 @@ def routes(ctx: Context) -> list[Route]:
         content_type = ctype or DEFAULT_CONTENT_TYPE
         branch = repo.branch(branch_name)
         if ctype.lower().startswith("multipart/form-data"):
-            await branch.head()  # 404 for a missing branch before reading the body
+            await ctx.check_branch(branch)  # 404 for a missing branch before the body
             part = ContentPart(body, boundary_of(ctype))
             await part.start()
             data = part
@@ -150,7 +150,7 @@ def routes(ctx: Context) -> list[Route]:
             # 404 from the upload's own read of the path, before any data is written.
             data = b"".join([chunk async for chunk in body])
         else:
-            await branch.head()  # 404 for a missing branch before reading the body
+            await ctx.check_branch(branch)  # 404 for a missing branch before the body
         started = time.perf_counter()
         async with ctx.locks.shared(repo.name, branch_name):
             ctx.metrics.writes_in_flight.inc()
@@ -256,7 +256,7 @@ def routes(ctx: Context) -> list[Route]:
         if len(paths) > MAX_DELETE_PATHS:
             raise bad_request(f"at most {MAX_DELETE_PATHS} paths per request")
         branch = repo.branch(name)
-        await branch.head()
+        await ctx.check_branch(branch)
         async with ctx.locks.shared(repo.name, name):
             await branch.delete_objects(paths)
         return json_response({"errors": []})
