@@ -256,7 +256,7 @@ def routes(ctx: Context) -> list[Route]:
         if len(paths) > MAX_DELETE_PATHS:
             raise bad_request(f"at most {MAX_DELETE_PATHS} paths per request")
         branch = repo.branch(name)
-        await ctx.check_branch(branch)
+        await branch.head()  # its body is read: an exact 404, even for no paths
         async with ctx.locks.shared(repo.name, name):
             await branch.delete_objects(paths)
         return json_response({"errors": []})
