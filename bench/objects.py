@@ -247,7 +247,7 @@ async def preparation(repo: lsmstore.Repository, n: int, rounds: int) -> dict[st
     branch = repo.branch()
     base = repo.objects.url.rstrip("/")
     value = os.urandom(150)
-    writer = branch._w()
+    writer = branch.writer()
 
     async def nothing(records: Any, *known: Any) -> None:
         pass

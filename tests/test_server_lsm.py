@@ -77,12 +77,15 @@ def test_reset_and_staging_state(admin: httpx.Client) -> None:
     assert state["l1_files"] + state["l2_files"] >= 1
     assert state["last_commit_id"] == state["commit_id"] and state["last_commit_date"] > 0
     r = admin.post(f"/lsm/repositories/{repo}/branches/main/reset")
-    assert r.status_code == 204
+    assert r.status_code == 200  # the staging state after the reset
+    assert r.json()["l1"] == [] and r.json()["l2"] == []
+    assert r.json()["commit_id"] == state["commit_id"]
     state = admin.get(f"/lsm/repositories/{repo}/branches/main/staging").json()
     assert state["l1"] == [] and state["l2"] == []
     assert admin.get(f"/repositories/{repo}/refs/main/objects/ls").json()["results"] == []
     assert admin.get(f"/repositories/{repo}/branches/main/diff").json()["results"] == []
-    assert admin.post(f"/lsm/repositories/{repo}/branches/nob/reset").status_code == 404
+    r = admin.post(f"/lsm/repositories/{repo}/branches/nob/reset")
+    assert r.status_code == 404 and r.json()["type"] == "RefNotFoundError"
 
 
 def test_stage_sst_rejects_garbage_and_stages_nothing(admin: httpx.Client) -> None:

@@ -16,7 +16,6 @@ from email.utils import formatdate
 from typing import Any
 
 from lsmstore.client import Ref
-from lsmstore.errors import ObjectExistsError
 from lsmstore.objects import DEFAULT_CONTENT_TYPE, ObjectStats
 from lsmstore.objects.source import HASH_IN_THREAD
 from lsmstore.refstore.names import check_ref_name
@@ -152,16 +151,13 @@ def routes(ctx: Context) -> list[Route]:
         else:
             await ctx.check_branch(branch)  # 404 for a missing branch before the body
         started = time.perf_counter()
-        async with ctx.locks.shared(repo.name, branch_name):
-            ctx.metrics.writes_in_flight.inc()
-            try:
-                stats = await branch.upload(
-                    path, data, content_type=content_type, metadata=metadata, if_absent=if_absent
-                )
-            except ObjectExistsError as e:
-                raise ApiError(412, str(e)) from None
-            finally:
-                ctx.metrics.writes_in_flight.dec()
+        ctx.metrics.writes_in_flight.inc()
+        try:  # ObjectExistsError: 412 (lsmstore.error_types)
+            stats = await branch.upload(
+                path, data, content_type=content_type, metadata=metadata, if_absent=if_absent
+            )
+        finally:
+            ctx.metrics.writes_in_flight.dec()
         ctx.metrics.flush_seconds.labels("uploadObject").observe(time.perf_counter() - started)
         return json_response(stats_json(stats), 201)
 
@@ -244,8 +240,7 @@ def routes(ctx: Context) -> list[Route]:
         repo = await ctx.repository(request.params["repository"])
         name = check_ref_name(request.params["branch"])
         path = _path(request)
-        async with ctx.locks.shared(repo.name, name):
-            await repo.branch(name).delete_object(path)
+        await repo.branch(name).delete_object(path)
         return empty(204)
 
     async def delete_objects(request: Request) -> Response:
@@ -257,8 +252,7 @@ def routes(ctx: Context) -> list[Route]:
             raise bad_request(f"at most {MAX_DELETE_PATHS} paths per request")
         branch = repo.branch(name)
         await branch.head()  # its body is read: an exact 404, even for no paths
-        async with ctx.locks.shared(repo.name, name):
-            await branch.delete_objects(paths)
+        await branch.delete_objects(paths)
         return json_response({"errors": []})
 
     async def copy_object(request: Request) -> Response:
@@ -270,8 +264,7 @@ def routes(ctx: Context) -> list[Route]:
         src_ref = validate.string(doc, "src_ref", required=False) or None
         validate.boolean(doc, "force")
         validate.boolean(doc, "shallow")
-        async with ctx.locks.shared(repo.name, name):
-            s = await repo.branch(name).copy_object(src_path, dest, src_ref=src_ref)
+        s = await repo.branch(name).copy_object(src_path, dest, src_ref=src_ref)
         return json_response(stats_json(s), 201)
 
     upload_body = (

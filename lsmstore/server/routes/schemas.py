@@ -96,7 +96,16 @@ COMPONENTS: dict[str, dict[str, Any]] = {
             "committer": STR,
         },
     ),
-    "MergeResult": obj({"reference": STR}),
+    "MergeResult": obj(
+        {"reference": STR},
+        {
+            "merged": BOOL,
+            "commit": ref("Commit"),
+            "source": STR,
+            "destination": STR,
+            "merge_base": STR,
+        },
+    ),
     "FindMergeBaseResult": obj(
         {"source_commit_id": STR, "destination_commit_id": STR, "base_commit_id": STR}
     ),
