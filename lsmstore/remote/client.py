@@ -32,14 +32,13 @@ from lsmstore.errors import (
     InvalidInputError,
     InvalidKeyError,
     NotFoundError,
-    NothingToCommitError,
     RefNotFoundError,
     UnavailableError,
 )
 from lsmstore.graveler.commit import Commit
 from lsmstore.graveler.diff import Change
 from lsmstore.graveler.merge import STRATEGIES
-from lsmstore.objects import ObjectLink, ObjectStats
+from lsmstore.objects import ObjectStats
 from lsmstore.objects.addresses import check_address
 from lsmstore.objects.linking import LINKS
 from lsmstore.objects.model import LinkItem, as_link
@@ -119,6 +118,20 @@ def _commit_fields(
     if strategy:
         body["strategy"] = strategy
     return body
+
+
+def _merge_result(d: Any) -> MergeResult:
+    """A merge's or revert's result as the server reports it (``MergeResult`` with the
+    fields of lsmstore.server.models.merge_result)."""
+    try:
+        commit = _commit(d["commit"]) if d.get("commit") is not None else None
+        base = d.get("merge_base")
+        return MergeResult(
+            str(d["reference"]), commit, bool(d["merged"]), str(d["source"]),
+            str(d["destination"]), None if base is None else str(base),
+        )  # fmt: skip
+    except (KeyError, TypeError, AttributeError) as e:
+        raise UnavailableError(f"the server answered garbage: no merge result: {d!r:.200}") from e
 
 
 def _workspace(d: Any) -> Workspace:
@@ -507,18 +520,12 @@ class RemoteRepository:
         body = _commit_fields(message, committer, metadata, strategy)
         if validate.check_bool(squash, "merge squash"):
             body["squash_merge"] = True
-        before, _ = await self.resolve_commit(dest)
-        try:
-            r = await self.http.request(
-                "POST", f"{self._base}/refs/{seg(source)}/merge/{seg(dest)}",
-                json_body=body, ok=(200,), kind="merge",
-            )  # fmt: skip
-        except NothingToCommitError:  # lakeFS answers 400 when already merged
-            return MergeResult(before, None, False, source, before, None)
-        commit_id = str(r.json()["reference"])
-        merged = commit_id != before
-        commit = (await self.resolve_commit(commit_id))[1] if merged else None
-        return MergeResult(commit_id, commit, merged, source, before, None)
+        body["allow_empty"] = True  # "already merged" is an answer (merged False), not 400
+        r = await self.http.request(
+            "POST", f"{self._base}/refs/{seg(source)}/merge/{seg(dest)}",
+            json_body=body, ok=(200,), kind="merge",
+        )  # fmt: skip
+        return _merge_result(r.json())
 
     async def revert(
         self,
@@ -540,14 +547,11 @@ class RemoteRepository:
             k: fields.pop(k) for k in ("message", "metadata") if k in fields
         }
         body.update(fields)
-        before, _ = await self.resolve_commit(dest)
-        await self.http.request(
-            "POST", f"{self._base}/branches/{seg(dest)}/revert",
-            json_body=body, ok=(200, 201, 204), kind="merge",
+        r = await self.http.request(
+            "POST", f"/lsm/repositories/{seg(self.name)}/branches/{seg(dest)}/revert",
+            json_body=body, ok=(200,), kind="merge",
         )  # fmt: skip
-        after, c = await self.resolve_commit(dest)
-        return MergeResult(after, c if after != before else None, after != before, commit,
-                           before, None)  # fmt: skip
+        return _merge_result(r.json())
 
 
 class _RemoteReads:
@@ -749,14 +753,29 @@ class RemoteBranch(_RemoteReads):
         if_absent: bool = False,
         verify: bool = False,
     ) -> ObjectStats:
-        if if_absent and await self.exists(path):
-            from lsmstore.errors import ObjectExistsError
-
-            raise ObjectExistsError(path)
-        await self.link_many(
-            [ObjectLink(path, physical_address, size, checksum, content_type, metadata, mtime)]
-        )
-        return await self.stat_object(path)
+        """As the embedded ``link``, in one request (lakeFS's ``linkPhysicalAddress``):
+        with ``if_absent`` the server checks and stages as one step
+        (``If-None-Match: *``; ObjectExistsError when the path holds an object).
+        ``verify`` is checked by the server only through ``upload``; here it is not
+        sent (lakeFS's call has no such field) and the data is not looked at."""
+        p = _path(path, self._max_key)
+        check_address(physical_address)
+        body: dict[str, Any] = {
+            "staging": {"physical_address": physical_address},
+            "checksum": check_checksum(checksum),
+            "size_bytes": check_size(size),
+            "user_metadata": dict(check_metadata(metadata)),
+        }
+        if content_type is not None:
+            body["content_type"] = check_content_type(content_type)
+        if mtime is not None:
+            body["mtime"] = check_mtime(mtime)
+        headers = {"If-None-Match": "*"} if validate.check_bool(if_absent, "if_absent") else None
+        r = await self.repository.http.request(
+            "PUT", self._b + "/staging/backing", params={"path": p}, json_body=body,
+            headers=headers, ok=(200,), kind="object", what=p,
+        )  # fmt: skip
+        return _stats(r.json())
 
     async def link_many(self, links: Iterable[LinkItem]) -> None:
         entries, paths = [], []
@@ -884,9 +903,11 @@ class RemoteBranch(_RemoteReads):
         return _ref_value(r.json())
 
     async def reset(self) -> RefValue:
+        """As the embedded ``reset`` (one request); this client's coalesced writes are
+        sent first.  Returns the branch's ref value after the reset."""
         await self.flush()
-        await self.repository.http.request("POST", self._lsm + "/reset", ok=(204,), kind="ref")
-        return await self.head()
+        r = await self.repository.http.request("POST", self._lsm + "/reset", kind="ref")
+        return _ref_value(r.json())
 
     async def stage_sst(self, sst: str | os.PathLike[str] | bytes) -> str:
         data = await validate.sst_argument(sst)

@@ -4,7 +4,10 @@ one or many, copy -- over the object layer of ``Branch``/``Ref`` (lsmstore.objec
 Uploads stream: the body goes to the object store chunk by chunk (bounded by
 ``server_max_object_bytes``: 413 past it) and the entry is staged once the data is
 durable; the answer (201) comes only once the entry is appended.  ``If-None-Match: *``
-makes the upload conditional (412 when the path holds an object).  User metadata comes
+makes the upload conditional (412 when the path holds an object).  Data written
+elsewhere is registered with lakeFS's ``linkPhysicalAddress`` (``If-None-Match: *``
+likewise: checked and staged as one step); ``getPhysicalAddress`` hands out a fresh
+``data/`` address to write it to.  User metadata comes
 from ``x-lakefs-meta-<key>`` headers, keys lower-cased as lakeFS does.
 """
 
@@ -30,6 +33,7 @@ from lsmstore.server.routing import Param, Route
 REPO = "/api/v1/repositories/{repository}"
 BRANCH_OBJECTS = REPO + "/branches/{branch}/objects"
 REF_OBJECTS = REPO + "/refs/{ref}/objects"
+BRANCH_BACKING = REPO + "/branches/{branch}/staging/backing"
 META_PREFIX = "x-lakefs-meta-"
 MAX_DELETE_PATHS = 1000
 #: Upload bodies declared at most this long are read whole, then written in one step
@@ -267,6 +271,38 @@ def routes(ctx: Context) -> list[Route]:
         s = await repo.branch(name).copy_object(src_path, dest, src_ref=src_ref)
         return json_response(stats_json(s), 201)
 
+    async def get_physical_address(request: Request) -> Response:
+        repo = await ctx.repository(request.params["repository"])
+        branch = repo.branch(check_ref_name(request.params["branch"]))
+        _path(request)
+        if request.bool_arg("presign"):
+            raise bad_request("pre-signed URLs are not supported (storage_config.pre_sign_support)")
+        await ctx.check_branch(branch)
+        return json_response({"physical_address": branch.new_physical_address()})
+
+    async def link_physical_address(request: Request) -> Response:
+        repo = await ctx.repository(request.params["repository"])
+        branch = repo.branch(check_ref_name(request.params["branch"]))
+        path = _path(request)
+        if_absent = request.headers.get("if-none-match", "").strip() == "*"
+        doc = await request.json_object()
+        staging = doc.get("staging")
+        if not isinstance(staging, dict):
+            raise bad_request("field 'staging' must be an object")
+        address = validate.string(staging, "physical_address")
+        checksum = validate.string(doc, "checksum")
+        size = validate.integer(doc, "size_bytes", required=True)
+        content_type = validate.string(doc, "content_type", required=False) or None
+        metadata = validate.string_map(doc, "user_metadata")
+        mtime = validate.integer(doc, "mtime", required=False, default=-1)
+        validate.boolean(doc, "force")
+        await ctx.check_branch(branch)
+        s = await branch.link(
+            path, address, size=size, checksum=checksum, content_type=content_type,
+            metadata=metadata, mtime=None if mtime < 0 else mtime, if_absent=if_absent,
+        )  # fmt: skip
+        return json_response(stats_json(s))
+
     upload_body = (
         ("application/octet-stream", _OCTETS),
         ("multipart/form-data", {"type": "object", "properties": {"content": _OCTETS}}),
@@ -277,6 +313,12 @@ def routes(ctx: Context) -> list[Route]:
               query=(PATH, Param("storageClass", STR), Param("force", BOOL)),
               body=upload_body, responses={201: ref("ObjectStats")},
               errors=(404, 409, 412)),
+        Route("GET", BRANCH_BACKING, get_physical_address, "getPhysicalAddress", "write",
+              "objects", query=(PATH, PRESIGN), responses={200: ref("StagingLocation")},
+              errors=(400, 404)),
+        Route("PUT", BRANCH_BACKING, link_physical_address, "linkPhysicalAddress", "write",
+              "objects", query=(PATH,), body=(("application/json", ref("StagingMetadata")),),
+              responses={200: ref("ObjectStats")}, errors=(400, 404, 412)),
         Route("GET", REF_OBJECTS, get_object, "getObject", "read", "objects",
               query=(PATH, PRESIGN), responses={200: _OCTETS, 206: _OCTETS, 304: None},
               produces="application/octet-stream", errors=(404, 416),
