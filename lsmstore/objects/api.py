@@ -106,6 +106,19 @@ def _opt_text(value: object, what: str) -> bytes | None:
         raise InvalidInputError(f"list_objects {what} {value!r} is not valid Unicode") from None
 
 
+def check_listing(
+    prefix: object, delimiter: object, after: object, amount: object
+) -> tuple[bytes, bytes | None, bytes | None]:
+    """The checked arguments of ``list_objects`` (InvalidInputError): prefix, delimiter
+    (None for none) and after as UTF-8; ``amount`` None or an int >= 0."""
+    if amount is not None and (
+        isinstance(amount, bool) or not isinstance(amount, int) or amount < 0
+    ):
+        raise InvalidInputError(f"list_objects amount must be an int >= 0, not {amount!r}")
+    p = _opt_text(prefix, "prefix") or b""
+    return p, _opt_text(delimiter, "delimiter") or None, _opt_text(after, "after")
+
+
 class ObjectReads:
     """``stat_object``, ``open`` and ``list_objects`` of a Ref or Branch."""
 
@@ -171,13 +184,7 @@ class ObjectReads:
         inline objects; raw keys that cannot be object paths (not UTF-8, or over
         1,024 bytes) are left out: no object call could name them (``list`` shows
         them)."""
-        p = _opt_text(prefix, "prefix") or b""
-        d = _opt_text(delimiter, "delimiter") or None
-        a = _opt_text(after, "after")
-        if amount is not None and (
-            isinstance(amount, bool) or not isinstance(amount, int) or amount < 0
-        ):
-            raise InvalidInputError(f"list_objects amount must be an int >= 0, not {amount!r}")
+        p, d, a = check_listing(prefix, delimiter, after, amount)
         ns = namespace(self.repository)
         if amount == 0:
             return

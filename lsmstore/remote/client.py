@@ -30,7 +30,6 @@ from lsmstore.config import Config
 from lsmstore.errors import (
     ClosedError,
     InvalidInputError,
-    InvalidKeyError,
     NotFoundError,
     RefNotFoundError,
     UnavailableError,
@@ -40,6 +39,7 @@ from lsmstore.graveler.diff import Change
 from lsmstore.graveler.merge import STRATEGIES
 from lsmstore.objects import ObjectStats
 from lsmstore.objects.addresses import check_address
+from lsmstore.objects.api import check_listing
 from lsmstore.objects.linking import LINKS
 from lsmstore.objects.model import LinkItem, as_link
 from lsmstore.objects.rules import (
@@ -47,8 +47,10 @@ from lsmstore.objects.rules import (
     check_content_type,
     check_metadata,
     check_mtime,
+    check_path,
     check_size,
 )
+from lsmstore.objects.source import Source
 from lsmstore.refstore.base import Ref as RefValue
 from lsmstore.refstore.base import Repository as RepositoryInfo
 from lsmstore.refstore.base import Workspace
@@ -67,16 +69,6 @@ _CHUNK = 4 << 20
 _ENTRY_BYTES = 8
 #: The raw reads' header telling whether a value is staged (lsmstore.server.routes.kv).
 _STAGED = "X-Lsm-Staged"
-
-
-def _path(key: str | bytes, max_bytes: int) -> str:
-    k = check_key(key, max_bytes)
-    try:
-        return k.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise InvalidKeyError(
-            f"key {validate.preview(k)}: the server takes UTF-8 paths only"
-        ) from e
 
 
 def _commit(d: Mapping[str, Any]) -> Commit:
@@ -630,9 +622,18 @@ class _RemoteReads:
         async for item in pages:
             yield _entry(item)
 
+    def _object_path(self, path: object) -> str:
+        """``path`` checked as the embedded object calls check it (InvalidNameError)."""
+        check_path(path, self._max_key)
+        return cast(str, path)
+
     async def stat_object(self, path: str) -> ObjectStats:
         r = await self.repository.http.request(
-            "GET", self._obj_path() + "/stat", params={"path": path}, kind="object", what=path
+            "GET",
+            self._obj_path() + "/stat",
+            params={"path": self._object_path(path)},
+            kind="object",
+            what=path,
         )
         return _stats(r.json())
 
@@ -647,6 +648,7 @@ class _RemoteReads:
         after: str | None = None,
         amount: int | None = None,
     ) -> AsyncIterator[ObjectStats]:
+        check_listing(prefix, delimiter, after, amount)
         params = {"prefix": prefix or None, "delimiter": delimiter or None, "after": after}
         async for d in self.repository.store._pages(
             self._obj_path() + "/ls", params, amount, kind="ref"
@@ -756,9 +758,9 @@ class RemoteBranch(_RemoteReads):
         """As the embedded ``link``, in one request (lakeFS's ``linkPhysicalAddress``):
         with ``if_absent`` the server checks and stages as one step
         (``If-None-Match: *``; ObjectExistsError when the path holds an object).
-        ``verify`` is checked by the server only through ``upload``; here it is not
-        sent (lakeFS's call has no such field) and the data is not looked at."""
-        p = _path(path, self._max_key)
+        ``verify`` asks the server to check the data (a ``verify`` query parameter,
+        lsmstore's own: lakeFS's call has none)."""
+        p = self._object_path(path)
         check_address(physical_address)
         body: dict[str, Any] = {
             "staging": {"physical_address": physical_address},
@@ -771,8 +773,11 @@ class RemoteBranch(_RemoteReads):
         if mtime is not None:
             body["mtime"] = check_mtime(mtime)
         headers = {"If-None-Match": "*"} if validate.check_bool(if_absent, "if_absent") else None
+        params: dict[str, Any] = {"path": p}
+        if validate.check_bool(verify, "verify"):
+            params["verify"] = True
         r = await self.repository.http.request(
-            "PUT", self._b + "/staging/backing", params={"path": p}, json_body=body,
+            "PUT", self._b + "/staging/backing", params=params, json_body=body,
             headers=headers, ok=(200,), kind="object", what=p,
         )  # fmt: skip
         return _stats(r.json())
@@ -783,7 +788,7 @@ class RemoteBranch(_RemoteReads):
             # the fields the server checks without the namespace are checked here too:
             # a bad link fails its own call, never the others coalesced with it
             link = as_link(item)
-            p = _path(link.path, self._max_key)
+            p = self._object_path(link.path)
             check_address(link.physical_address)
             check_size(link.size)
             check_checksum(link.checksum)
@@ -815,20 +820,44 @@ class RemoteBranch(_RemoteReads):
         metadata: Mapping[str, str] | None = None,
         if_absent: bool = False,
     ) -> ObjectStats:
-        headers = {"Content-Type": content_type or "application/octet-stream"}
-        for k, v in validate.check_metadata(metadata).items():
+        """As the embedded ``upload``, in one request (lakeFS's ``uploadObject``; with
+        ``if_absent``, ``If-None-Match: *``).  The arguments are checked as the embedded
+        call checks them, before anything is sent; an error raised by the data source
+        while it is sent is raised as itself (the server stages nothing)."""
+        path = self._object_path(path)
+        headers = {"Content-Type": check_content_type(content_type)}
+        for k, v in check_metadata(metadata).items():
             headers[f"x-lakefs-meta-{k}"] = v
-        if if_absent:
+        if validate.check_bool(if_absent, "if_absent"):
             headers["If-None-Match"] = "*"
-        r = await self.repository.http.request(
-            "POST", self._b + "/objects", params={"path": path}, data=_body(data),
-            headers=headers, ok=(201,), kind="upload", what=path,
-        )  # fmt: skip
+        source = Source(data)
+        failed: list[BaseException] = []
+
+        async def body() -> AsyncIterator[bytes]:
+            try:
+                async for chunk in source:
+                    yield chunk
+            except BaseException as e:
+                failed.append(e)
+                raise
+
+        small = source.small()
+        try:
+            r = await self.repository.http.request(
+                "POST", self._b + "/objects", params={"path": path},
+                data=small if small is not None else body(), headers=headers, ok=(201,),
+                kind="upload", what=path,
+            )  # fmt: skip
+        except UnavailableError:
+            if failed:
+                raise failed[0] from None
+            raise
         return _stats(r.json())
 
     async def delete_object(self, path: str) -> None:
         await self.repository.http.request(
-            "DELETE", self._b + "/objects", params={"path": path}, ok=(204,), kind="object",
+            "DELETE", self._b + "/objects", params={"path": self._object_path(path)}, ok=(204,),
+            kind="object",
             what=path,
         )  # fmt: skip
 
@@ -843,8 +872,9 @@ class RemoteBranch(_RemoteReads):
     async def copy_object(
         self, src_path: str, dst_path: str, *, src_ref: str | None = None
     ) -> ObjectStats:
+        self._object_path(src_path)
         r = await self.repository.http.request(
-            "POST", self._b + "/objects/copy", params={"dest_path": dst_path},
+            "POST", self._b + "/objects/copy", params={"dest_path": self._object_path(dst_path)},
             json_body={"src_path": src_path, "src_ref": src_ref or self.name},
             ok=(201,), kind="object", what=src_path,
         )  # fmt: skip
@@ -960,12 +990,22 @@ class RemoteObjectReader(AsyncCloseable):
         self._url = f"{repository._base}/refs/{seg(ref)}/objects"
         self._closed = False
 
-    async def read(self, offset: int = 0, length: int | None = None) -> bytes:
+    def _span(self, offset: int, length: int | None) -> tuple[int, int]:
         if self._closed:
             raise ClosedError(f"reader of {self.path!r} is closed")
-        if offset < 0 or (length is not None and length < 0):
-            raise InvalidInputError("read offset and length must be >= 0")
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise InvalidInputError(f"read offset must be an int >= 0, not {offset!r}")
+        if length is not None and (
+            isinstance(length, bool) or not isinstance(length, int) or length < 0
+        ):
+            raise InvalidInputError(f"read length must be None or an int >= 0, not {length!r}")
         end = self.size if length is None else min(self.size, offset + length)
+        return offset, max(offset, end)
+
+    async def read(self, offset: int = 0, length: int | None = None) -> bytes:
+        """Bytes ``[offset, offset + length)`` (to the end without ``length``), fewer
+        past the end of the object, empty at or past it: one ranged request."""
+        offset, end = self._span(offset, length)
         if end <= offset:
             return b""
         r = await self.repository.http.request(
@@ -977,10 +1017,15 @@ class RemoteObjectReader(AsyncCloseable):
             return r.body[offset:end]
         return r.body
 
-    async def iter_chunks(self, chunk_size: int = _CHUNK) -> AsyncIterator[bytes]:
-        pos = 0
-        while pos < self.size:
-            data = await self.read(pos, chunk_size)
+    async def iter_chunks(
+        self, offset: int = 0, length: int | None = None, *, chunk_size: int = _CHUNK
+    ) -> AsyncIterator[bytes]:
+        """Stream bytes ``[offset, offset + length)`` in chunks of at most ``chunk_size``
+        (one ranged request each)."""
+        pos, end = self._span(offset, length)
+        validate.check_int(chunk_size, "chunk_size", min_value=1)
+        while pos < end:
+            data = await self.read(pos, min(chunk_size, end - pos))
             if not data:
                 return
             pos += len(data)

@@ -192,9 +192,20 @@ def routes(ctx: Context) -> list[Route]:
             await reader.aclose()
             return Response(status, b"", None, headers)
 
+        # The first chunk is read before answering: data that is missing (a link to
+        # nothing) answers 404 instead of a body cut short after the headers.
+        it = reader.iter_chunks(start, end - start)
+        try:
+            first = await anext(it, b"")
+        except BaseException:
+            await reader.aclose()
+            raise
+
         async def chunks() -> AsyncIterator[bytes]:
             try:
-                async for chunk in reader.iter_chunks(start, end - start):
+                if first:
+                    yield first
+                async for chunk in it:
                     yield chunk
             finally:
                 await reader.aclose()
@@ -300,6 +311,7 @@ def routes(ctx: Context) -> list[Route]:
         s = await branch.link(
             path, address, size=size, checksum=checksum, content_type=content_type,
             metadata=metadata, mtime=None if mtime < 0 else mtime, if_absent=if_absent,
+            verify=request.bool_arg("verify"),
         )  # fmt: skip
         return json_response(stats_json(s))
 
@@ -317,7 +329,9 @@ def routes(ctx: Context) -> list[Route]:
               "objects", query=(PATH, PRESIGN), responses={200: ref("StagingLocation")},
               errors=(400, 404)),
         Route("PUT", BRANCH_BACKING, link_physical_address, "linkPhysicalAddress", "write",
-              "objects", query=(PATH,), body=(("application/json", ref("StagingMetadata")),),
+              "objects", query=(PATH, Param("verify", BOOL, description="check that the "
+                                             "data exists with size_bytes bytes")),
+              body=(("application/json", ref("StagingMetadata")),),
               responses={200: ref("ObjectStats")}, errors=(400, 404, 412)),
         Route("GET", REF_OBJECTS, get_object, "getObject", "read", "objects",
               query=(PATH, PRESIGN), responses={200: _OCTETS, 206: _OCTETS, 304: None},
