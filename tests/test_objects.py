@@ -12,6 +12,7 @@ that diff and merge compare the way lakeFS does."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import hashlib
 import io
@@ -56,6 +57,7 @@ class Env:
         outside_url: str,
         objects: Callable[[Any], ObjectStore] | None = None,
         suffix: str = "",
+        second: Callable[[], Any] | None = None,
     ) -> None:
         self.store = store
         self.make_ns = make_ns
@@ -63,6 +65,7 @@ class Env:
         self.outside_url = outside_url  # a store URL whose objects are under `outside`
         self._objects = objects
         self.suffix = suffix  # a server is shared by the module: names are made unique
+        self._second = second
 
     async def repo(self, name: str = "repo", metadata: dict[str, str] | None = None) -> Any:
         name += self.suffix
@@ -73,6 +76,14 @@ class Env:
 
     def objects(self, repo: Any) -> ObjectStore:
         return repo.objects if self._objects is None else self._objects(repo)
+
+    def second_client(self) -> Any:
+        """Another client of the same service (``async with``): for the server a
+        second remote client; for the library this store itself (``if_absent`` is
+        atomic within one process: docs/decisions.md)."""
+        if self._second is None:
+            return contextlib.nullcontext(self.store)
+        return self._second()
 
     def new_address(self, branch: Any) -> str:
         """A fresh address under the namespace's ``data/`` (``new_physical_address``)."""
@@ -112,7 +123,11 @@ async def env(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[E
             server.url, access_key_id=key_id, secret_access_key=secret
         ) as remote:
             outside = (data / run / "outside").as_uri()
-            yield Env(remote, make_ns_local, outside + "/", outside, objects, "-" + run)
+            yield Env(
+                remote, make_ns_local, outside + "/", outside, objects, "-" + run,
+                lambda: lsmstore.connect(server.url, access_key_id=key_id,
+                                         secret_access_key=secret),
+            )  # fmt: skip
         for objects_store in stores.values():
             await objects_store.aclose()
         return
@@ -918,3 +933,85 @@ async def test_link_calls_take_their_own_time(env: Env) -> None:
     finally:
         store.clock = real
     assert [(await main.stat_object(p)).mtime for p in ("t/a", "t/b")] == [1_000, 2_000]
+
+
+# --- one implementation behind every front end ------------------------------------------
+
+
+async def gc_reasons(env: Env, repo: Any, branch: str) -> list[tuple[str, int]]:
+    """``(reason, number of files)`` of the branch's staging-file garbage records."""
+    from compactor.garbage import decode_record, gc_prefix
+
+    store = env.objects(repo)
+    out = []
+    async for m in store.list(gc_prefix(branch)):
+        rec = decode_record(await store.get(m.key), m.key)
+        out.append((rec.reason, len(rec.files)))
+    return sorted(out)
+
+
+async def test_reset_and_branch_deletion_record_their_files_alike(env: Env) -> None:
+    """A reset drops the staged files and records them as garbage with one reason, on
+    every transport (the server's reset was a copy of its own, with another reason)."""
+    repo = await env.repo()
+    main = repo.branch()
+    await main.upload("a", b"1")
+    await main.upload("b", b"2")
+    head = await main.head()
+    staged = len(head.l1) + len(head.l2)
+    after = await main.reset()
+    assert (after.base, after.l1, after.l2) == (head.base, (), ())
+    assert await main.head() == after
+    assert [s.path async for s in main.list_objects()] == []
+    assert await gc_reasons(env, repo, "main") == [("branch reset", staged)]
+    assert await main.reset() == after  # nothing staged: nothing to drop
+    await repo.create_branch("side")
+    side = repo.branch("side")
+    await side.upload("c", b"3")
+    dropped = await side.head()
+    await repo.delete_branch("side")
+    assert await gc_reasons(env, repo, "side") == [
+        ("branch deleted", len(dropped.l1) + len(dropped.l2))
+    ]
+
+
+@library_only  # the server took the branch's lock already; the library did not
+async def test_reset_waits_for_a_write_in_flight(env: Env) -> None:
+    """A reset excludes the branch's writes in this process: an upload that began
+    before it is dropped by it, never staged after it."""
+    main = (await env.repo()).branch()
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def slow() -> AsyncIterator[bytes]:
+        yield b"first"
+        started.set()
+        await release.wait()
+        yield b"second"
+
+    upload = asyncio.create_task(main.upload("in-flight", slow()))
+    await started.wait()
+    reset = asyncio.create_task(main.reset())
+    release.set()
+    await upload
+    await reset
+    assert not await main.exists("in-flight")
+
+
+async def test_if_absent_from_two_clients_has_one_winner(env: Env) -> None:
+    """Two clients create the same path with ``if_absent`` at once: exactly one wins,
+    for uploads and for links alike (a remote link checked, then linked)."""
+    repo = await env.repo()
+    async with env.second_client() as other:
+        mine = repo.branch()
+        theirs = (await other.get_repository(repo.name)).branch()
+        for round_ in range(3):
+            address = env.new_address(mine)
+            calls = [
+                b.link(f"l{round_}", address, size=1, checksum="e", if_absent=True)
+                for b in (mine, theirs)
+            ]
+            calls += [b.upload(f"u{round_}", b"x", if_absent=True) for b in (mine, theirs)]
+            got = await asyncio.gather(*calls, return_exceptions=True)
+            for pair in (got[:2], got[2:]):
+                assert sum(isinstance(r, errors.ObjectExistsError) for r in pair) == 1, pair
+                assert sum(isinstance(r, ObjectStats) for r in pair) == 1, pair
