@@ -550,23 +550,27 @@ class _RemoteReads:
     repository: RemoteRepository
     _ref: str
 
-    def _obj_path(self) -> str:
-        return f"{self.repository._base}/refs/{seg(self._ref)}/objects"
+    async def _at(self) -> str:
+        """The ref the next read names (a branch's name; a Ref's resolved commit)."""
+        return self._ref
+
+    async def _obj_path(self) -> str:
+        return f"{self.repository._base}/refs/{seg(await self._at())}/objects"
 
     @property
     def _max_key(self) -> int:
         return self.repository.store.config.max_key_bytes
 
-    def _kv_path(self) -> str:
+    async def _kv_path(self) -> str:
         r = self.repository
-        return f"/lsm/repositories/{seg(r.name)}/refs/{seg(self._ref)}/kv"
+        return f"/lsm/repositories/{seg(r.name)}/refs/{seg(await self._at())}/kv"
 
     async def lookup(self, key: str | bytes) -> tuple[bytes, Stat]:
         """The value of ``key`` and its :class:`Stat`, from one request; NotFoundError
         (a KeyError) when absent or deleted."""
         k = check_key(key, self._max_key)
         r = await self.repository.http.request(
-            "GET", self._kv_path(), params={"key": key_param(k), "encoding": "base64"},
+            "GET", await self._kv_path(), params={"key": key_param(k), "encoding": "base64"},
             what=validate.preview(k),
         )  # fmt: skip
         try:
@@ -593,8 +597,8 @@ class _RemoteReads:
     async def stat(self, key: str | bytes) -> Stat:
         k = check_key(key, self._max_key)
         r = await self.repository.http.request(
-            "GET", self._kv_path() + "/stat", params={"key": key_param(k), "encoding": "base64"},
-            what=validate.preview(k),
+            "GET", await self._kv_path() + "/stat",
+            params={"key": key_param(k), "encoding": "base64"}, what=validate.preview(k),
         )  # fmt: skip
         return _stat(r.json())
 
@@ -618,7 +622,8 @@ class _RemoteReads:
             "delimiter": key_param(d) if d else None,
             "encoding": "base64",
         }
-        pages = self.repository.store._pages(self._kv_path() + "/ls", params, limit, kind="ref")
+        path = await self._kv_path() + "/ls"
+        pages = self.repository.store._pages(path, params, limit, kind="ref")
         async for item in pages:
             yield _entry(item)
 
@@ -630,7 +635,7 @@ class _RemoteReads:
     async def stat_object(self, path: str) -> ObjectStats:
         r = await self.repository.http.request(
             "GET",
-            self._obj_path() + "/stat",
+            await self._obj_path() + "/stat",
             params={"path": self._object_path(path)},
             kind="object",
             what=path,
@@ -639,7 +644,7 @@ class _RemoteReads:
 
     async def open(self, path: str) -> RemoteObjectReader:
         stats = await self.stat_object(path)
-        return RemoteObjectReader(self.repository, self._ref, stats)
+        return RemoteObjectReader(self.repository, await self._at(), stats)
 
     async def list_objects(
         self,
@@ -651,7 +656,7 @@ class _RemoteReads:
         check_listing(prefix, delimiter, after, amount)
         params = {"prefix": prefix or None, "delimiter": delimiter or None, "after": after}
         async for d in self.repository.store._pages(
-            self._obj_path() + "/ls", params, amount, kind="ref"
+            await self._obj_path() + "/ls", params, amount, kind="ref"
         ):
             yield _stats(d)
 
@@ -660,24 +665,54 @@ class _RemoteReads:
 
 
 class RemoteRef(_RemoteReads):
-    """A read-only view of a branch, tag or commit on the server."""
+    """A read-only view of a branch, tag or commit on the server, as the embedded
+    ``Ref``: a bare branch name stays live (each read sees the branch as of that read);
+    a tag, commit ID or expression with modifiers is resolved once, on the first read
+    (one request), and then read as that commit."""
 
     def __init__(self, repository: RemoteRepository, expression: str) -> None:
         self.repository = repository
         self.expression = expression
         self._ref = expression
         self._id: str | None = None
+        self._resolved = False
+        self._lock = asyncio.Lock()
 
     def __repr__(self) -> str:
         return f"RemoteRef({self.repository.name!r}, {self.expression!r})"
 
+    async def _at(self) -> str:
+        if not self._resolved:
+            async with self._lock:
+                if not self._resolved:
+                    await self._resolve()
+        return self._ref
+
+    async def _resolve(self) -> None:
+        expr = self.expression
+        repo = self.repository
+        if "~" not in expr and "^" not in expr:
+            try:
+                await repo.http.request(
+                    "GET", f"{repo._base}/branches/{seg(expr)}", kind="ref"
+                )  # fmt: skip
+                self._resolved = True  # a branch: stays live
+                return
+            except (NotFoundError, InvalidInputError):
+                pass  # a tag or a commit (or nothing: resolve_commit says so)
+        self._id, _ = await repo.resolve_commit(expr)
+        self._ref = self._id
+        self._resolved = True
+
     async def commit(self) -> Commit:
-        cid, c = await self.repository.resolve_commit(self.expression)
-        self._id = cid
-        return c
+        """The commit this view names: for a tag, commit ID or expression with
+        modifiers the resolved commit; for a bare branch name its current base."""
+        return (await self.repository.resolve_commit(await self._at()))[1]
 
     @property
     def id(self) -> str | None:
+        """The commit this view reads, once resolved (a first read); None before, and
+        for a live branch."""
         return self._id
 
 
