@@ -1,7 +1,10 @@
 """The client API over a server: ``RemoteStore`` -> ``RemoteRepository`` ->
 ``RemoteBranch`` / ``RemoteRef``, the same methods as the embedded classes
-(:mod:`lsmstore.api`), each one or a few requests to the server's lakeFS API and its
-``/api/v1/lsm`` extensions (docs/server.md).
+(:mod:`lsmstore.api`), each one request (or a page of requests for a listing) to the
+server's lakeFS API and its ``/api/v1/lsm`` extensions (docs/server.md), which call the
+server's operations layer (:mod:`lsmstore.operations`): the rules of an operation are
+the server's, never re-implemented here.  Arguments are checked as the embedded calls
+check them, before any request; errors are the types the server's bodies name.
 
 Raw keys and values are the embedded ones: ``put``/``put_many``/``delete``/
 ``delete_many`` travel as ``kv``/``kvdelete`` entries of the batch endpoint (coalesced:
@@ -237,6 +240,8 @@ class RemoteStore:
     async def create_repository(
         self, name: str, *, storage_namespace: str, default_branch: str = "main"
     ) -> RemoteRepository:
+        """As the embedded ``create_repository``, one request (lakeFS ``createRepository``;
+        repository metadata cannot be given over the API).  RefExistsError if the name is taken."""
         self._check_open()
         check_repository_name(name)
         check_ref_name(default_branch)
@@ -251,6 +256,7 @@ class RemoteStore:
         return self._repository(r.json())
 
     async def get_repository(self, name: str) -> RemoteRepository:
+        """One request; RepositoryNotFoundError if there is none."""
         self._check_open()
         check_repository_name(name)
         r = await self.http.request("GET", f"/repositories/{seg(name)}", kind="repository")
@@ -259,12 +265,15 @@ class RemoteStore:
     async def list_repositories(
         self, *, after: str | None = None, limit: int = 1000
     ) -> list[RemoteRepository]:
+        """Repositories in name order, strictly after ``after``, at most ``limit``
+        (paged requests)."""
         self._check_open()
         return [
             self._repository(d) async for d in self._pages("/repositories", {"after": after}, limit)
         ]
 
     async def delete_repository(self, name: str) -> None:
+        """One request: the server forgets the repository and its refs."""
         self._check_open()
         for key in [k for k in self._batchers if k[0] == name]:
             await self._batchers.pop(key).aclose()
@@ -314,6 +323,8 @@ class RemoteStore:
             q["after"] = next_offset
 
     def batcher(self, repo: str, branch: str) -> Batcher:
+        """The coalescer of ``repo``/``branch``'s raw writes and links (one per branch,
+        made on first use)."""
         key = (repo, branch)
         b = self._batchers.get(key)
         if b is None:
@@ -338,9 +349,11 @@ class RemoteStore:
 
     @property
     def closed(self) -> bool:
+        """Whether ``aclose()`` was called."""
         return self._closed
 
     async def aclose(self) -> None:
+        """Send and wait for every coalesced write, then close the connections."""
         if self._closed:
             return
         try:
@@ -375,13 +388,16 @@ class RemoteRepository:
 
     @property
     def created_at(self) -> float:
+        """When the repository was created (seconds since the epoch)."""
         return self.info.created_at
 
     @property
     def http(self) -> HttpTransport:
+        """The store's HTTP transport."""
         return self.store.http
 
     def branch(self, name: str | None = None) -> RemoteBranch:
+        """A handle on a branch (the default branch when ``name`` is None). No I/O."""
         return RemoteBranch(self, check_ref_name(self.default_branch if name is None else name))
 
     def _expression(self, expression: object) -> str:
@@ -391,6 +407,7 @@ class RemoteRepository:
         return str(refexpr.parse(expression))  # type: ignore[arg-type]  # raises on junk
 
     def ref(self, expression: str) -> RemoteRef:
+        """A read-only view of a branch, tag or commit (:class:`RemoteRef`). No I/O."""
         if not isinstance(expression, str) or not expression:
             raise InvalidInputError(f"invalid ref expression {expression!r}")
         return RemoteRef(self, expression)
@@ -398,6 +415,7 @@ class RemoteRepository:
     async def list_branches(
         self, *, prefix: str = "", after: str | None = None, limit: int = 1000
     ) -> list[str]:
+        """Branch names in order, with ``prefix``, strictly after ``after``, at most ``limit``."""
         return await self._ref_names("/branches", prefix, after, limit)
 
     async def _ref_names(self, path: str, prefix: str, after: str | None, limit: int) -> list[str]:
@@ -411,6 +429,8 @@ class RemoteRepository:
         ]  # fmt: skip
 
     async def create_branch(self, name: str, *, source: str | None = None) -> RemoteBranch:
+        """One request (lakeFS ``createBranch``): branch ``name`` at the commit ``source``
+        names (default: the default branch).  RefExistsError if the name is taken."""
         check_ref_name(name)
         await self.http.request(
             "POST", self._base + "/branches",
@@ -420,6 +440,8 @@ class RemoteRepository:
         return self.branch(name)
 
     async def delete_branch(self, name: str) -> None:
+        """One request; the server drops the branch's staged writes.  InvalidInputError
+        for the default branch, RefNotFoundError if there is none."""
         check_ref_name(name)
         await self.branch(name).flush()
         await self.http.request(
@@ -427,6 +449,7 @@ class RemoteRepository:
         )
 
     async def create_tag(self, name: str, target: str) -> str:
+        """One request: tag the commit ``target`` names; the commit ID.  RefExistsError."""
         check_ref_name(name, "tag")
         r = await self.http.request(
             "POST", self._base + "/tags", json_body={"id": name, "ref": target},
@@ -435,16 +458,19 @@ class RemoteRepository:
         return str(r.json()["commit_id"])
 
     async def delete_tag(self, name: str) -> None:
+        """One request; RefNotFoundError if there is no such tag."""
         await self.http.request("DELETE", f"{self._base}/tags/{seg(name)}", ok=(204,), kind="ref")
 
     async def list_tags(
         self, *, prefix: str = "", after: str | None = None, limit: int = 1000
     ) -> list[str]:
+        """Tag names in order, with ``prefix``, strictly after ``after``, at most ``limit``."""
         return await self._ref_names("/tags", prefix, after, limit)
 
     # --- workspaces (docs/client.md, "Workspaces") ------------------------------------
 
     async def workspaces(self, *, after: str | None = None, limit: int = 1000) -> list[Workspace]:
+        """The repository's workspaces in name order (paged requests)."""
         validate.check_optional_str(after, "workspaces after")
         return [
             _workspace(d)
@@ -454,6 +480,7 @@ class RemoteRepository:
         ]
 
     async def get_workspace(self, name: str) -> Workspace:
+        """One request; WorkspaceNotFoundError if there is none."""
         check_ref_name(name, "workspace")
         r = await self.http.request(
             "GET", f"{self._workspaces}/{seg(name)}", kind="workspace", what=name
@@ -461,12 +488,14 @@ class RemoteRepository:
         return _workspace(r.json())
 
     async def drop_workspace(self, name: str) -> None:
+        """One request: delete a workspace (its changes are lost).  WorkspaceNotFoundError."""
         check_ref_name(name, "workspace")
         await self.http.request(
             "DELETE", f"{self._workspaces}/{seg(name)}", ok=(204,), kind="workspace", what=name
         )
 
     async def resolve_commit(self, expression: str) -> tuple[str, Commit]:
+        """One request: the commit ID ``expression`` names and the commit.  RefNotFoundError."""
         r = await self.http.request("GET", f"{self._base}/commits/{seg(expression)}", kind="ref")
         d = r.json()
         return str(d["id"]), _commit(d)
@@ -479,6 +508,8 @@ class RemoteRepository:
         limit: int | None = None,
         first_parent: bool = True,
     ) -> AsyncIterator[LogEntry]:
+        """Commits from ``ref`` (default: the default branch) back, newest first, as the
+        embedded ``log`` (paged requests)."""
         validate.check_optional_str(after, "log after")
         validate.check_bool(first_parent, "log first_parent")
         validate.check_optional_int(limit, "log limit", min_value=0)
@@ -489,11 +520,14 @@ class RemoteRepository:
             yield LogEntry(str(d["id"]), _commit(d))
 
     async def diff(self, left: str, right: str) -> AsyncIterator[Change]:
+        """Changes from the committed state ``left`` names to ``right``'s, in key order
+        (paged requests; a Change carries no records)."""
         path = f"{self._base}/refs/{seg(left)}/diff/{seg(right)}"
         async for d in self.store._pages(path, {"type": "two_dot"}, None, kind="ref"):
             yield Change(d["path"].encode(), d["type"], None, None)
 
     async def diff_uncommitted(self, branch: str | None = None) -> list[Change]:
+        """What committing ``branch`` (default: the default branch) now would change."""
         return await self.branch(branch).diff_uncommitted()
 
     async def merge(
@@ -507,6 +541,8 @@ class RemoteRepository:
         metadata: Mapping[str, str] | None = None,
         squash: bool = False,
     ) -> MergeResult:
+        """As the embedded ``merge``, one request; the MergeResult is the server's own
+        (``merged`` False when there was nothing to merge).  MergeConflictError."""
         dest = self.branch(into).name
         refexpr.parse(source)
         body = _commit_fields(message, committer, metadata, strategy)
@@ -530,6 +566,8 @@ class RemoteRepository:
         committer: str | None = None,
         metadata: Mapping[str, str] | None = None,
     ) -> MergeResult:
+        """As the embedded ``revert``, one request (lsmstore's revert route, which answers
+        the revert's MergeResult)."""
         dest = self.branch(branch).name
         refexpr.parse(commit)
         validate.check_int(parent, "revert parent", min_value=1, max_value=2)
@@ -583,9 +621,11 @@ class _RemoteReads:
         return r.body, Stat(k, len(r.body), identity, staged)
 
     async def get(self, key: str | bytes) -> bytes:
+        """The value of ``key`` (one request); NotFoundError when absent or deleted."""
         return (await self.lookup(key))[0]
 
     async def exists(self, key: str | bytes) -> bool:
+        """Whether ``key`` holds a value (one request); RefNotFoundError for a missing ref."""
         try:
             await self.stat(key)
         except RefNotFoundError:
@@ -595,6 +635,7 @@ class _RemoteReads:
         return True
 
     async def stat(self, key: str | bytes) -> Stat:
+        """Size, identity and whether the newest record is staged (one request); NotFoundError."""
         k = check_key(key, self._max_key)
         r = await self.repository.http.request(
             "GET", await self._kv_path() + "/stat",
@@ -610,6 +651,8 @@ class _RemoteReads:
         limit: int | None = None,
         delimiter: str | bytes | None = None,
     ) -> AsyncIterator[Entry]:
+        """Entries in key order, as the embedded ``list`` (paged requests; keys travel as
+        base64url, so any bytes work)."""
         p = encode_opt(prefix, "prefix") or b""
         a = encode_opt(after, "after")
         d = encode_opt(delimiter, "delimiter")
@@ -633,6 +676,7 @@ class _RemoteReads:
         return cast(str, path)
 
     async def stat_object(self, path: str) -> ObjectStats:
+        """The object at ``path`` (one request); ObjectNotFoundError, InvalidNameError."""
         r = await self.repository.http.request(
             "GET",
             await self._obj_path() + "/stat",
@@ -643,6 +687,8 @@ class _RemoteReads:
         return _stats(r.json())
 
     async def open(self, path: str) -> RemoteObjectReader:
+        """A reader of the object (one request for its stats; ranged requests to read).  It
+        reads the path at this ref, not the data it opened (docs/decisions.md)."""
         stats = await self.stat_object(path)
         return RemoteObjectReader(self.repository, await self._at(), stats)
 
@@ -653,6 +699,8 @@ class _RemoteReads:
         after: str | None = None,
         amount: int | None = None,
     ) -> AsyncIterator[ObjectStats]:
+        """Objects under ``prefix`` in path order, as the embedded ``list_objects``
+        (paged requests)."""
         check_listing(prefix, delimiter, after, amount)
         params = {"prefix": prefix or None, "delimiter": delimiter or None, "after": after}
         async for d in self.repository.store._pages(
@@ -747,11 +795,14 @@ class RemoteBranch(_RemoteReads):
         return entry, k, len(k) + len(v) + _ENTRY_BYTES
 
     async def put(self, key: str | bytes, value: bytes, *, identity: bytes | None = None) -> None:
+        """As the embedded ``put``: a ``kv`` entry of the batch endpoint, coalesced with this
+        client's other writes to the branch; returns once the server acknowledged it."""
         cfg = self.repository.store.config
         entry, k, n = self._kv(key, value, identity, cfg.max_key_bytes, cfg.max_value_bytes)
         await self._batcher().submit([entry], [k], n)
 
     async def put_many(self, items: Any) -> None:
+        """As the embedded ``put_many``: ``kv`` entries sent together; one bad item sends none."""
         cfg = self.repository.store.config
         max_key, max_value = cfg.max_key_bytes, cfg.max_value_bytes
         entries: list[Any] = []
@@ -766,10 +817,12 @@ class RemoteBranch(_RemoteReads):
             await self._batcher().submit(entries, keys, n)
 
     async def delete(self, key: str | bytes) -> None:
+        """As the embedded ``delete``: a coalesced ``kvdelete`` entry."""
         k = check_key(key, self._max_key)
         await self._batcher().submit([["kvdelete", k]], [k], len(k) + _ENTRY_BYTES)
 
     async def delete_many(self, keys: Iterable[str | bytes]) -> None:
+        """As the embedded ``delete_many``: ``kvdelete`` entries sent together."""
         max_key = self._max_key
         ks = [check_key(k, max_key) for k in validate.check_items(keys, "delete_many keys")]
         if ks:
@@ -818,6 +871,8 @@ class RemoteBranch(_RemoteReads):
         return _stats(r.json())
 
     async def link_many(self, links: Iterable[LinkItem]) -> None:
+        """As the embedded ``link_many``: ``link`` entries of the batch endpoint (coalesced);
+        the fields checkable without the namespace are checked here, the rest by the server."""
         entries, paths = [], []
         for item in validate.check_items(links, LINKS):
             # the fields the server checks without the namespace are checked here too:
@@ -840,6 +895,7 @@ class RemoteBranch(_RemoteReads):
             await self._batcher().submit(entries, paths, sum(len(p) + 100 for p in paths))
 
     async def flush(self) -> None:
+        """Wait until every write this client coalesced for the branch has its answer."""
         b = self.repository.store._batchers.get((self.repository.name, self.name))
         if b is not None:
             await b.flush()
@@ -890,6 +946,7 @@ class RemoteBranch(_RemoteReads):
         return _stats(r.json())
 
     async def delete_object(self, path: str) -> None:
+        """One request; ObjectNotFoundError when there is no object at ``path``."""
         await self.repository.http.request(
             "DELETE", self._b + "/objects", params={"path": self._object_path(path)}, ok=(204,),
             kind="object",
@@ -897,6 +954,7 @@ class RemoteBranch(_RemoteReads):
         )  # fmt: skip
 
     async def delete_objects(self, paths: Iterable[str]) -> None:
+        """Delete many objects (a request per 1,000 paths); absent paths are ignored."""
         batch = list(validate.check_items(paths, "delete_objects paths"))
         for i in range(0, len(batch), 1000):
             await self.repository.http.request(
@@ -907,6 +965,8 @@ class RemoteBranch(_RemoteReads):
     async def copy_object(
         self, src_path: str, dst_path: str, *, src_ref: str | None = None
     ) -> ObjectStats:
+        """One request (lakeFS ``copyObject``): ``dst_path`` gets the data of ``src_path``
+        (read on ``src_ref``, default this branch).  ObjectNotFoundError."""
         self._object_path(src_path)
         r = await self.repository.http.request(
             "POST", self._b + "/objects/copy", params={"dest_path": self._object_path(dst_path)},
@@ -923,6 +983,8 @@ class RemoteBranch(_RemoteReads):
         committer: str | None = None,
         allow_empty: bool = False,
     ) -> Commit:
+        """One request (lakeFS ``commit``); the server flushes its writes to the branch
+        first.  NothingToCommitError unless ``allow_empty``."""
         validate.check_str(message, "commit message", empty_ok=True)
         metadata = validate.check_metadata(metadata, "commit metadata")
         body: dict[str, Any] = {
@@ -938,12 +1000,14 @@ class RemoteBranch(_RemoteReads):
         return _commit(r.json())
 
     async def diff_uncommitted(self) -> list[Change]:
+        """The branch's staged changes (paged requests; a Change carries no records)."""
         return [
             Change(d["path"].encode(), d["type"], None, None)
             async for d in self.repository.store._pages(self._b + "/diff", {}, None, kind="ref")
         ]
 
     async def head(self) -> RefValue:
+        """The branch's ref value: base commit, L2 and L1 file ids (one request)."""
         r = await self.repository.http.request("GET", self._lsm + "/staging", kind="ref")
         return _ref_value(r.json())
 
@@ -960,6 +1024,8 @@ class RemoteBranch(_RemoteReads):
         return _workspace(r.json())
 
     async def pop(self, name: str) -> RefValue:
+        """As the embedded ``pop`` (one request); this client's coalesced writes are sent
+        first.  WorkspaceNotFoundError."""
         check_ref_name(name, "workspace")
         await self.flush()
         r = await self.repository.http.request(
@@ -975,6 +1041,7 @@ class RemoteBranch(_RemoteReads):
         return _ref_value(r.json())
 
     async def stage_sst(self, sst: str | os.PathLike[str] | bytes) -> str:
+        """As the embedded ``stage_sst``: one request with the SST's bytes; the L1 file id."""
         data = await validate.sst_argument(sst)
         r = await self.repository.http.request(
             "POST", self._lsm + "/sst", data=data,
@@ -1070,4 +1137,5 @@ class RemoteObjectReader(AsyncCloseable):
         return self.iter_chunks()
 
     async def aclose(self) -> None:
+        """Close the reader (it holds no connection between reads)."""
         self._closed = True
