@@ -42,8 +42,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from compactor.merge_worker import MergeWorker
-from compactor.runner import Compactor
+from lsmstore.compaction.merge_worker import MergeWorker
+from lsmstore.compaction.runner import Compactor
 from compactor.testing import make_config
 from lsmstore import layout
 from lsmstore.graveler.record import Record

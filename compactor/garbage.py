@@ -46,7 +46,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from compactor.policy import file_time
+from lsmstore.compaction.policy import file_time
 from lsmstore import layout
 from lsmstore.errors import (
     CorruptFileError,

@@ -23,8 +23,8 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from compactor.job import CompactionJob, StepHook
-from compactor.runner import Compactor
+from lsmstore.compaction.job import CompactionJob, StepHook
+from lsmstore.compaction.runner import Compactor
 from lsmstore.config import Config
 from lsmstore.errors import LsmError, NotFoundError, UnavailableError
 from lsmstore.refstore.base import Ref, RefStore, Repository

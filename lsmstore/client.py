@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import importlib
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
@@ -200,8 +199,11 @@ class Store:
         self._closed = False
         self._background: Any = None
         if config.compaction_in_process_enabled:
-            # compactor.inprocess wires itself in through the seams below.
-            self._background = importlib.import_module("compactor.inprocess").attach(self)
+            # In-process compaction wires itself in through the seams below; imported
+            # here so that a client without it never loads the compaction engine.
+            from lsmstore.compaction.inprocess import attach
+
+            self._background = attach(self)
 
     # --- repositories ------------------------------------------------------------------
 

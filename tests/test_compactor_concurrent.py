@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from compactor.inprocess import BackgroundCompactor
-from compactor.runner import Compactor
+from lsmstore.compaction.inprocess import BackgroundCompactor
+from lsmstore.compaction.runner import Compactor
 from compactor.testing import (
     BRANCH,
     REPO,

@@ -8,7 +8,7 @@ import random
 from pathlib import Path
 
 import lsmstore
-from compactor.job import CompactionJob
+from lsmstore.compaction.job import CompactionJob
 from compactor.testing import (
     BRANCH,
     REPO,

@@ -14,7 +14,7 @@ import pytest
 
 from compactor import garbage
 from compactor.garbage import Sweeper
-from compactor.job import CompactionJob
+from lsmstore.compaction.job import CompactionJob
 from compactor.testing import (
     BRANCH,
     REPO,

@@ -12,8 +12,8 @@ from typing import Any, TypeVar
 import pytest
 
 from compactor import garbage
-from compactor.job import CompactionJob, JobResult
-from compactor.merge_worker import MergeWorker
+from lsmstore.compaction.job import CompactionJob, JobResult
+from lsmstore.compaction.merge_worker import MergeWorker
 from compactor.testing import (
     BRANCH,
     REPO,

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from compactor import job as job_module
-from compactor.job import CompactionJob, JobResult
-from compactor.merge_worker import MergeWorker
+from lsmstore.compaction import job as job_module
+from lsmstore.compaction.job import CompactionJob, JobResult
+from lsmstore.compaction.merge_worker import MergeWorker
 from compactor.testing import (
     BRANCH,
     REPO,
@@ -248,8 +248,8 @@ async def test_a_worker_that_cannot_start_leaves_the_merge_on_the_loop(
 ROOT = str(Path(__file__).resolve().parent.parent)
 CLIENT = r"""
 import asyncio, sys
-from compactor.merge_plan import L2Input
-from compactor.merge_worker import MergeWorker
+from lsmstore.compaction.merge_plan import L2Input
+from lsmstore.compaction.merge_worker import MergeWorker
 from compactor.testing import rec
 from lsmstore.staging.files import encode_staging_file
 

@@ -17,7 +17,7 @@ import pytest
 
 from compactor import worker as worker_module
 from compactor.garbage import Sweeper
-from compactor.job import STEPS
+from lsmstore.compaction.job import STEPS
 from compactor.testing import (
     WorkerProcess,
     append_l1_file,

@@ -305,7 +305,7 @@ async def test_concurrent_writers_compactor_and_committer_lose_nothing(tmp_path:
     The one assumption of the rule is kept by construction: an operation finishes before
     the mark one grace period after the one it started under (marks are half a grace
     apart here).  In the end every object of the branch reads back its last value."""
-    from compactor.job import CompactionJob
+    from lsmstore.compaction.job import CompactionJob
     from compactor.testing import make_config
 
     async with lsmstore.connect(

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import lsmstore
-from compactor.job import CompactionJob
+from lsmstore.compaction.job import CompactionJob
 from compactor.testing import make_config
 from lsmstore.gc.retention import Retention
 from lsmstore.spark import jobs

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import lsmstore
-from compactor.job import CompactionJob
+from lsmstore.compaction.job import CompactionJob
 from compactor.testing import make_config
 from lsmstore.cli.exitcodes import ExitCode
 from lsmstore.errors import NothingToCommitError

@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from compactor.policy import file_time
+from lsmstore.compaction.policy import file_time
 from lsmstore import layout
 from lsmstore.errors import InvalidInputError, LsmError, UnavailableError
 from lsmstore.graveler.record import Record

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from compactor.job import STEPS as COMPACTOR_STEPS
+from lsmstore.compaction.job import STEPS as COMPACTOR_STEPS
 from lsmstore.api import ReadsAPI
 from lsmstore.testing.faultproxy import FaultPlan, FaultProxy
 from lsmstore.testing.servers import MOTO_ENV, RedisServer, free_port

@@ -3,7 +3,7 @@
 Steps (docs/compaction.md, "The job"):
 
 1. Read the ref ``{base, L2, L1}``; fetch the sidecars of L1's head and of L2; choose
-   the prefix (:meth:`compactor.policy.Policy.select_prefix`).
+   the prefix (:meth:`lsmstore.compaction.policy.Policy.select_prefix`).
 2. ``before_upload``: fetch the prefix's SSTs (bounded by the policy's job size) and
    merge them, newest wins (:func:`lsmstore.staging.merge.merge_newest`), with L2,
    **keeping tombstones** (the base may hold the key).  L2 files are fetched one at a
@@ -43,9 +43,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compactor import garbage
-from compactor.merge_plan import FILE, NEED, REUSE, TICK, L2Input, plan
-from compactor.merge_worker import MergeWorker, WorkerUnavailable
-from compactor.policy import Policy
+from lsmstore.compaction.merge_plan import FILE, NEED, REUSE, TICK, L2Input, plan
+from lsmstore.compaction.merge_worker import MergeWorker, WorkerUnavailable
+from lsmstore.compaction.policy import Policy
 from lsmstore import layout
 from lsmstore.config import Config
 from lsmstore.errors import ConflictError, UnavailableError
