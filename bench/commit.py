@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from committer.job import CommitResult, commit_branch
+from lsmstore.commit.job import CommitResult, commit_branch
 from lsmstore import layout
 from lsmstore.cache import FileCache
 from lsmstore.graveler.commit import Commit, read_commit, write_commit

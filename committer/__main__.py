@@ -25,7 +25,7 @@ import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 
-from committer.job import STEPS
+from lsmstore.commit.job import STEPS
 from committer.worker import Worker
 from lsmstore import layout
 from lsmstore.cache import FileCache

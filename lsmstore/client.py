@@ -837,7 +837,7 @@ class Branch(_Reads, ObjectWrites):
         nothing) unless ``allow_empty``.  The returned commit has ``id``, ``parents``,
         ``metarange_id``, ``committer``, ``message``, ``created_at``, ``metadata``.
         """
-        from committer.job import commit_branch
+        from lsmstore.commit.job import commit_branch
 
         validate.check_str(message, "commit message", empty_ok=True)
         committer = validate.check_committer(committer) or DEFAULT_COMMITTER

@@ -16,7 +16,7 @@ import pytest
 from helpers.versioning import REPO, TINY, branch_state, close, make_repo, rec, stage, tree_of
 
 from committer.__main__ import PAUSE_ENV, PAUSE_STEPS
-from committer.job import commit_branch
+from lsmstore.commit.job import commit_branch
 from lsmstore.refstore.base import Ref
 from lsmstore.refstore.embedded import EmbeddedRefStore
 from lsmstore.storage.local import LocalStore

@@ -19,7 +19,7 @@ from helpers.versioning import (
     tree_of,
 )
 
-from committer.job import STEPS, commit_branch
+from lsmstore.commit.job import STEPS, commit_branch
 from compactor.garbage import GC_PREFIX
 from lsmstore import layout
 from lsmstore.errors import (

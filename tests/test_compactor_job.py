@@ -465,7 +465,7 @@ async def test_compaction_racing_the_committer(
 ) -> None:
     """The real committer against a real compaction job, both paused just before their
     swaps, with appends in between: either order ends valid and complete."""
-    from committer.job import commit_branch
+    from lsmstore.commit.job import commit_branch
     from lsmstore.versioning.context import RepoContext
 
     rng = random.Random(11)
