@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from compactor.garbage import GC_PREFIX, StagedFile, _parse_staging_key
+from lsmstore.gc.staging import GC_PREFIX, StagedFile, _parse_staging_key
 from lsmstore import layout
 from lsmstore.config import Config, load_config
 from lsmstore.graveler.apply import write_tree

@@ -542,7 +542,7 @@ class Repository:
         ref = await _refs.delete_branch(self.context(), name)
         files = [("L1", f) for f in ref.l1] + [("L2", f) for f in ref.l2]
         if files:
-            from compactor.garbage import record_garbage
+            from lsmstore.gc.staging import record_garbage
 
             try:
                 await record_garbage(
@@ -926,7 +926,7 @@ class Branch(_Reads, ObjectWrites):
         when compaction moved the staging lists meanwhile; writes acknowledged while it
         runs may be dropped too.  The dropped files become garbage.  Returns the new ref.
         """
-        from compactor.garbage import StagedFile, record_garbage
+        from lsmstore.gc.staging import StagedFile, record_garbage
 
         await self.flush()
         refstore, repo = self.repository.refstore, self.repository.name

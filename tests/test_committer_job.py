@@ -20,7 +20,7 @@ from helpers.versioning import (
 )
 
 from lsmstore.commit.job import STEPS, commit_branch
-from compactor.garbage import GC_PREFIX
+from lsmstore.gc.staging import GC_PREFIX
 from lsmstore import layout
 from lsmstore.errors import (
     ConflictError,

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from compactor import garbage
-from compactor.garbage import Sweeper
+from lsmstore.gc import staging as garbage
+from lsmstore.gc.staging import Sweeper
 from lsmstore.compaction.job import CompactionJob
 from compactor.testing import (
     BRANCH,

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from compactor import garbage
+from lsmstore.gc import staging as garbage
 from lsmstore.compaction.job import CompactionJob, JobResult
 from lsmstore.compaction.merge_worker import MergeWorker
 from compactor.testing import (

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from compactor import worker as worker_module
-from compactor.garbage import Sweeper
+from lsmstore.gc.staging import Sweeper
 from lsmstore.compaction.job import STEPS
 from compactor.testing import (
     WorkerProcess,

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lsmstore
-from compactor.garbage import Sweeper
+from lsmstore.gc.staging import Sweeper
 from compactor.testing import staged_files
 from lsmstore.graveler.ranges import RangeInfo, RangePolicy, RangeWriter
 from lsmstore.graveler.record import Record, default_identity

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import lsmstore
-from compactor.garbage import GC_PREFIX
+from lsmstore.gc.staging import GC_PREFIX
 from lsmstore.errors import (
     InvalidInputError,
     InvalidRefExpressionError,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import lsmstore
-from compactor.garbage import Sweeper, referenced_files
+from lsmstore.gc.staging import Sweeper, referenced_files
 from lsmstore.compaction.job import CompactionJob
 from compactor.testing import make_config, staged_files
 from lsmstore.refstore.names import locate_entry

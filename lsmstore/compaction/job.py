@@ -15,7 +15,7 @@ Steps (docs/compaction.md, "The job"):
    ``layout.staging_key(branch, "L2", id)``.
 3. ``after_upload``: if the job ran longer than half the grace period, it gives up
    (the sweep may treat outputs that old as orphans).  Otherwise it writes an *intent*
-   (:mod:`compactor.garbage`) naming inputs and outputs.
+   (:mod:`lsmstore.gc.staging`) naming inputs and outputs.
 4. ``before_swap``: ``swap_compacted(base, l2_old, l1_prefix, l2_new)``.  Appends made
    meanwhile do not conflict (the condition looks at a prefix of L1).  A conflict
    means a commit or another compactor moved the branch: the job is abandoned -- never
@@ -42,7 +42,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from compactor import garbage
+from lsmstore.gc import staging as garbage
 from lsmstore.compaction.merge_plan import FILE, NEED, REUSE, TICK, L2Input, plan
 from lsmstore.compaction.merge_worker import MergeWorker, WorkerUnavailable
 from lsmstore.compaction.policy import Policy

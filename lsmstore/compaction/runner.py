@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from compactor.garbage import Sweeper, SweepResult
+from lsmstore.gc.staging import Sweeper, SweepResult
 from lsmstore.compaction.job import CompactionJob, JobResult, Sidecars, StepHook
 from lsmstore.compaction.merge_worker import MergeWorker
 from lsmstore.compaction.policy import Policy

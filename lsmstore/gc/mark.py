@@ -3,14 +3,14 @@
 A mark first **lists** the namespace's collectable objects -- commits
 (``_lsm/commits/``), ranges and metaranges (``_lsm/ranges/``), staging files
 (``_lsm/staging/``), object data (``data/``) and the objects layer's garbage-candidate
-records (``_lsm/gc-data/``, :mod:`lsmstore.objects.garbage`) -- and only **then** reads
+records (``_lsm/gc-data/``, :mod:`lsmstore.gc.data`) -- and only **then** reads
 the references, so an object written after the listing is never a candidate of this mark.
 Live ("reachable") are:
 
 * the commits :func:`~lsmstore.gc.retention.kept_commits` keeps from the branches'
   heads and the tags' targets, their metaranges, and the ranges those list;
 * the staging files named by a ref or a workspace (qualified entries resolved), listed
-  between two reads of the repository's move count (:func:`compactor.garbage.
+  between two reads of the repository's move count (:func:`lsmstore.gc.staging.
   referenced_files`);
 * every ``data/`` object an object entry in a kept range or a live staging file points
   at (relative addresses; entries that are not object entries reference nothing).
@@ -33,7 +33,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
-from compactor.garbage import referenced_files
+from lsmstore.gc.staging import referenced_files
 from lsmstore import layout
 from lsmstore.errors import CorruptFileError, ObjectNotFoundError
 from lsmstore.gc.retention import Retention, kept_commits

@@ -52,7 +52,7 @@ from lsmstore.objects.entry import (
     encode_value,
     parse_entry,
 )
-from lsmstore.objects.garbage import record_candidates
+from lsmstore.gc.data import record_candidates
 from lsmstore.objects.linking import LinkStager, link_entry, made_record
 from lsmstore.objects.model import LinkItem, ObjectLink, ObjectStats, inline_stats
 from lsmstore.objects.reader import InlineReader, ObjectReader
