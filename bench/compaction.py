@@ -44,7 +44,7 @@ from typing import Any, TypeVar
 
 from lsmstore.compaction.merge_worker import MergeWorker
 from lsmstore.compaction.runner import Compactor
-from compactor.testing import make_config
+from lsmstore.testing.compaction import make_config
 from lsmstore import layout
 from lsmstore.graveler.record import Record
 from lsmstore.graveler.source import DirectSource

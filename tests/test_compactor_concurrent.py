@@ -15,7 +15,7 @@ import pytest
 
 from lsmstore.compaction.inprocess import BackgroundCompactor
 from lsmstore.compaction.runner import Compactor
-from compactor.testing import (
+from lsmstore.testing.compaction import (
     BRANCH,
     REPO,
     WorkerProcess,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import lsmstore
 from lsmstore.compaction.job import CompactionJob
-from compactor.testing import (
+from lsmstore.testing.compaction import (
     BRANCH,
     REPO,
     append_l1_file,

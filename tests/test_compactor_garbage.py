@@ -15,7 +15,7 @@ import pytest
 from lsmstore.gc import staging as garbage
 from lsmstore.gc.staging import Sweeper
 from lsmstore.compaction.job import CompactionJob
-from compactor.testing import (
+from lsmstore.testing.compaction import (
     BRANCH,
     REPO,
     append_l1_file,

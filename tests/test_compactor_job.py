@@ -14,7 +14,7 @@ import pytest
 from lsmstore.gc import staging as garbage
 from lsmstore.compaction.job import CompactionJob, JobResult
 from lsmstore.compaction.merge_worker import MergeWorker
-from compactor.testing import (
+from lsmstore.testing.compaction import (
     BRANCH,
     REPO,
     TINY_RANGES,

@@ -19,7 +19,7 @@ import pytest
 from lsmstore.compaction import job as job_module
 from lsmstore.compaction.job import CompactionJob, JobResult
 from lsmstore.compaction.merge_worker import MergeWorker
-from compactor.testing import (
+from lsmstore.testing.compaction import (
     BRANCH,
     REPO,
     append_l1_file,
@@ -250,7 +250,7 @@ CLIENT = r"""
 import asyncio, sys
 from lsmstore.compaction.merge_plan import L2Input
 from lsmstore.compaction.merge_worker import MergeWorker
-from compactor.testing import rec
+from lsmstore.testing.compaction import rec
 from lsmstore.staging.files import encode_staging_file
 
 async def main() -> None:

@@ -18,7 +18,7 @@ import pytest
 from compactor import worker as worker_module
 from lsmstore.gc.staging import Sweeper
 from lsmstore.compaction.job import STEPS
-from compactor.testing import (
+from lsmstore.testing.compaction import (
     WorkerProcess,
     append_l1_file,
     branch_state,

@@ -306,7 +306,7 @@ async def test_concurrent_writers_compactor_and_committer_lose_nothing(tmp_path:
     the mark one grace period after the one it started under (marks are half a grace
     apart here).  In the end every object of the branch reads back its last value."""
     from lsmstore.compaction.job import CompactionJob
-    from compactor.testing import make_config
+    from lsmstore.testing.compaction import make_config
 
     async with lsmstore.connect(
         f"local://{tmp_path / 'refs'}", batch_interval_ms=2, compaction_in_process="off"

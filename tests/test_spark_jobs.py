@@ -17,7 +17,7 @@ import pytest
 
 import lsmstore
 from lsmstore.compaction.job import CompactionJob
-from compactor.testing import make_config
+from lsmstore.testing.compaction import make_config
 from lsmstore.gc.retention import Retention
 from lsmstore.spark import jobs
 from lsmstore.storage.url import open_object_store

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import lsmstore
 from lsmstore.gc.staging import Sweeper
-from compactor.testing import staged_files
+from lsmstore.testing.compaction import staged_files
 from lsmstore.graveler.ranges import RangeInfo, RangePolicy, RangeWriter
 from lsmstore.graveler.record import Record, default_identity
 from lsmstore.graveler.source import DirectSource

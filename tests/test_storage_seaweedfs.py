@@ -16,7 +16,7 @@ import pytest
 from aiobotocore.session import get_session
 
 from compactor import worker as worker_module
-from compactor.testing import WorkerProcess, append_l1_file, branch_state, rec
+from lsmstore.testing.compaction import WorkerProcess, append_l1_file, branch_state, rec
 from lsmstore.errors import ObjectExistsError, PreconditionFailedError
 from lsmstore.refstore.base import Ref, Repository
 from lsmstore.refstore.url import open_refstore

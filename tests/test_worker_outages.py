@@ -21,7 +21,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from compactor.testing import WorkerProcess, append_l1_file, branch_state, rec
+from lsmstore.testing.compaction import WorkerProcess, append_l1_file, branch_state, rec
 from lsmstore.refstore.base import Ref, RefStore, Repository
 from lsmstore.refstore.url import open_refstore
 from lsmstore.service import ExitCode

@@ -12,7 +12,7 @@ import pytest
 import lsmstore
 from lsmstore.gc.staging import Sweeper, referenced_files
 from lsmstore.compaction.job import CompactionJob
-from compactor.testing import make_config, staged_files
+from lsmstore.testing.compaction import make_config, staged_files
 from lsmstore.refstore.names import locate_entry
 from lsmstore.storage.url import open_object_store
 

@@ -17,7 +17,7 @@ import pytest
 
 import lsmstore
 from lsmstore.compaction.job import CompactionJob
-from compactor.testing import make_config
+from lsmstore.testing.compaction import make_config
 from lsmstore.cli.exitcodes import ExitCode
 from lsmstore.errors import NothingToCommitError
 from lsmstore.testing.server_process import ServerProcess

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from compactor.testing import rec as rec  # shared with the compactor tests
+from lsmstore.testing.compaction import rec as rec  # shared with the compactor tests
 from lsmstore import layout
 from lsmstore.graveler.ranges import RangePolicy
 from lsmstore.graveler.record import Record
