@@ -48,9 +48,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from lsmstore.commit.job import CommitResult, commit_branch
 from lsmstore import layout
 from lsmstore.cache import FileCache
+from lsmstore.commit.job import CommitResult, commit_branch
 from lsmstore.graveler.commit import Commit, read_commit, write_commit
 from lsmstore.graveler.metarange import store_metarange
 from lsmstore.graveler.range_encoder import RangeEncoder

@@ -9,6 +9,9 @@ from pathlib import Path
 
 import lsmstore
 from lsmstore.compaction.job import CompactionJob
+from lsmstore.refstore.embedded import EmbeddedRefStore
+from lsmstore.staging.encoder import Encoder
+from lsmstore.storage.memory import MemoryStore
 from lsmstore.testing.compaction import (
     BRANCH,
     REPO,
@@ -19,9 +22,6 @@ from lsmstore.testing.compaction import (
     rec,
     setup_branch,
 )
-from lsmstore.refstore.embedded import EmbeddedRefStore
-from lsmstore.staging.encoder import Encoder
-from lsmstore.storage.memory import MemoryStore
 
 
 async def test_outputs_through_the_worker_process_hold_the_merged_state(

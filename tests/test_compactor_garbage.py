@@ -12,9 +12,15 @@ from pathlib import Path
 
 import pytest
 
+from lsmstore import layout
+from lsmstore.compaction.job import CompactionJob
+from lsmstore.errors import CorruptFileError
 from lsmstore.gc import staging as garbage
 from lsmstore.gc.staging import Sweeper
-from lsmstore.compaction.job import CompactionJob
+from lsmstore.refstore.base import Ref, RefStore
+from lsmstore.refstore.embedded import EmbeddedRefStore
+from lsmstore.staging.files import encode_staging_file, new_file_id
+from lsmstore.storage.memory import MemoryStore
 from lsmstore.testing.compaction import (
     BRANCH,
     REPO,
@@ -27,12 +33,6 @@ from lsmstore.testing.compaction import (
     setup_branch,
     staged_files,
 )
-from lsmstore import layout
-from lsmstore.errors import CorruptFileError
-from lsmstore.refstore.base import Ref, RefStore
-from lsmstore.refstore.embedded import EmbeddedRefStore
-from lsmstore.staging.files import encode_staging_file, new_file_id
-from lsmstore.storage.memory import MemoryStore
 from lsmstore.testing.faulty_store import FaultyStore
 
 GRACE = 60.0

@@ -11,9 +11,17 @@ from typing import Any, TypeVar
 
 import pytest
 
-from lsmstore.gc import staging as garbage
 from lsmstore.compaction.job import CompactionJob, JobResult
 from lsmstore.compaction.merge_worker import MergeWorker
+from lsmstore.config import Config
+from lsmstore.errors import ConflictError, UnavailableError
+from lsmstore.gc import staging as garbage
+from lsmstore.graveler.source import DirectSource
+from lsmstore.refstore.base import Ref, RefStore
+from lsmstore.refstore.embedded import EmbeddedRefStore
+from lsmstore.staging.reader import Files, SidecarCache, Snapshot
+from lsmstore.storage.base import ObjectStore
+from lsmstore.storage.memory import MemoryStore
 from lsmstore.testing.compaction import (
     BRANCH,
     REPO,
@@ -29,14 +37,6 @@ from lsmstore.testing.compaction import (
     setup_branch,
     staged_files,
 )
-from lsmstore.config import Config
-from lsmstore.errors import ConflictError, UnavailableError
-from lsmstore.graveler.source import DirectSource
-from lsmstore.refstore.base import Ref, RefStore
-from lsmstore.refstore.embedded import EmbeddedRefStore
-from lsmstore.staging.reader import Files, SidecarCache, Snapshot
-from lsmstore.storage.base import ObjectStore
-from lsmstore.storage.memory import MemoryStore
 from lsmstore.testing.faulty_store import FaultyStore
 
 T = TypeVar("T")

@@ -16,9 +16,14 @@ from typing import Any
 
 import pytest
 
+from lsmstore import layout
 from lsmstore.compaction import job as job_module
 from lsmstore.compaction.job import CompactionJob, JobResult
 from lsmstore.compaction.merge_worker import MergeWorker
+from lsmstore.graveler.sst_reader import SSTReader
+from lsmstore.refstore.base import RefStore
+from lsmstore.refstore.embedded import EmbeddedRefStore
+from lsmstore.storage.memory import MemoryStore
 from lsmstore.testing.compaction import (
     BRANCH,
     REPO,
@@ -31,11 +36,6 @@ from lsmstore.testing.compaction import (
     setup_branch,
     staged_files,
 )
-from lsmstore import layout
-from lsmstore.graveler.sst_reader import SSTReader
-from lsmstore.refstore.base import RefStore
-from lsmstore.refstore.embedded import EmbeddedRefStore
-from lsmstore.storage.memory import MemoryStore
 from lsmstore.testing.faulty_store import FaultyStore
 
 

@@ -24,9 +24,9 @@ import pytest
 
 import lsmstore
 from lsmstore import errors
+from lsmstore.gc.data import candidates_prefix, decode_candidates
 from lsmstore.objects import ALLOWED_EXTERNAL_PREFIXES_KEY, ObjectLink, ObjectStats
 from lsmstore.objects.entry import AddressType, ObjectEntry, decode_entry, encode_value
-from lsmstore.gc.data import candidates_prefix, decode_candidates
 from lsmstore.storage.s3 import MIN_PART_SIZE
 from lsmstore.storage.url import open_object_store
 from lsmstore.testing.servers import MotoServer, new_bucket

@@ -17,10 +17,10 @@ import pytest
 
 import lsmstore
 from lsmstore.compaction.job import CompactionJob
-from lsmstore.testing.compaction import make_config
 from lsmstore.gc.retention import Retention
 from lsmstore.spark import jobs
 from lsmstore.storage.url import open_object_store
+from lsmstore.testing.compaction import make_config
 
 pytestmark = pytest.mark.timeout(600)
 

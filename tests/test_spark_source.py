@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 
 import lsmstore
 from lsmstore.gc.staging import Sweeper
-from lsmstore.testing.compaction import staged_files
 from lsmstore.graveler.ranges import RangeInfo, RangePolicy, RangeWriter
 from lsmstore.graveler.record import Record, default_identity
 from lsmstore.graveler.source import DirectSource
@@ -28,6 +27,7 @@ from lsmstore.spark.scan import partition_plan
 from lsmstore.spark.source import LsmWriter, Options
 from lsmstore.storage.memory import MemoryStore
 from lsmstore.storage.url import open_object_store
+from lsmstore.testing.compaction import staged_files
 from lsmstore.testing.servers import MotoServer, new_bucket
 
 pytestmark = pytest.mark.timeout(600)

@@ -53,13 +53,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mappin
 from dataclasses import dataclass, field
 from typing import Any
 
-from lsmstore.gc.staging import StagedFile, record_garbage
 from lsmstore.errors import (
     ConflictError,
     InvalidInputError,
     NothingToCommitError,
     UnavailableError,
 )
+from lsmstore.gc.staging import StagedFile, record_garbage
 from lsmstore.graveler.apply import apply_changes
 from lsmstore.graveler.commit import Commit, write_commit
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID

@@ -42,13 +42,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lsmstore.gc import staging as garbage
+from lsmstore import layout
 from lsmstore.compaction.merge_plan import FILE, NEED, REUSE, TICK, L2Input, plan
 from lsmstore.compaction.merge_worker import MergeWorker, WorkerUnavailable
 from lsmstore.compaction.policy import Policy
-from lsmstore import layout
 from lsmstore.config import Config
 from lsmstore.errors import ConflictError, UnavailableError
+from lsmstore.gc import staging as garbage
 from lsmstore.graveler.record import Record
 from lsmstore.graveler.sst_reader import SSTReader
 from lsmstore.layout import Level

@@ -33,10 +33,10 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
-from lsmstore.gc.staging import referenced_files
 from lsmstore import layout
 from lsmstore.errors import CorruptFileError, ObjectNotFoundError
 from lsmstore.gc.retention import Retention, kept_commits
+from lsmstore.gc.staging import referenced_files
 from lsmstore.graveler.commit import Commit, read_commit
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID
 from lsmstore.graveler.source import DirectSource

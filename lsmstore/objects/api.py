@@ -38,6 +38,7 @@ from lsmstore.errors import (
     ObjectNotFoundError,
     UnavailableError,
 )
+from lsmstore.gc.data import record_candidates
 from lsmstore.graveler.record import Record
 from lsmstore.objects.addresses import (
     ALLOWED_EXTERNAL_PREFIXES_KEY,
@@ -52,7 +53,6 @@ from lsmstore.objects.entry import (
     encode_value,
     parse_entry,
 )
-from lsmstore.gc.data import record_candidates
 from lsmstore.objects.linking import LinkStager, link_entry, made_record
 from lsmstore.objects.model import LinkItem, ObjectLink, ObjectStats, inline_stats
 from lsmstore.objects.reader import InlineReader, ObjectReader

@@ -44,10 +44,10 @@ import orjson
 from lsmstore import layout
 from lsmstore.client import Branch
 from lsmstore.errors import EntryTooLargeError, LsmError, ObjectNotFoundError, UnavailableError
+from lsmstore.gc.data import record_candidates
 from lsmstore.graveler.record import Record, RecordTuple
 from lsmstore.objects import AddressType, ObjectEntry, ObjectLink
 from lsmstore.objects.entry import decode_entry
-from lsmstore.gc.data import record_candidates
 from lsmstore.objects.rules import check_content_type, check_metadata, check_path
 from lsmstore.refstore.names import check_ref_name
 from lsmstore.server.context import Context
