@@ -22,13 +22,9 @@ from types import TracebackType
 from typing import Any, Protocol, Self, runtime_checkable
 
 from lsmstore.config import Config
-from lsmstore.graveler.commit import Commit
-from lsmstore.graveler.diff import Change
-from lsmstore.objects import LinkItem, ObjectStats
+from lsmstore.objects import LinkItem
 from lsmstore.refstore.base import Ref as RefValue
-from lsmstore.staging.reader import Entry, Stat
-from lsmstore.versioning.history import LogEntry
-from lsmstore.versioning.merging import MergeResult
+from lsmstore.types import Change, Commit, Entry, LogEntry, MergeResult, ObjectStats, Stat
 
 
 @runtime_checkable

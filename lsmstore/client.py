@@ -54,8 +54,7 @@ from lsmstore.errors import (
     UnavailableError,
 )
 from lsmstore.gcfreeze import freeze_startup_state
-from lsmstore.graveler.commit import Commit, write_commit
-from lsmstore.graveler.diff import Change
+from lsmstore.graveler.commit import write_commit
 from lsmstore.graveler.merge import Strategy
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID
 from lsmstore.graveler.range_encoder import shared_range_encoder
@@ -70,26 +69,17 @@ from lsmstore.refstore.names import check_ref_name, check_repository_name
 from lsmstore.refstore.url import open_refstore
 from lsmstore.staging.encoder import Encoder
 from lsmstore.staging.keys import check_key, encode_opt, make_put_records, make_record
-from lsmstore.staging.reader import (
-    BranchView,
-    Entry,
-    FileCacheLike,
-    Files,
-    SidecarCache,
-    Snapshot,
-    Stat,
-)
+from lsmstore.staging.reader import BranchView, FileCacheLike, Files, SidecarCache, Snapshot
 from lsmstore.staging.refcache import RefCache
 from lsmstore.staging.writer import BranchWriter, WriterStats
 from lsmstore.storage.base import ObjectStore
 from lsmstore.storage.url import open_object_store
+from lsmstore.types import Change, Commit, Entry, LogEntry, MergeResult, Stat
 from lsmstore.versioning import changes as _changes
 from lsmstore.versioning import history as _history
 from lsmstore.versioning import merging as _merging
 from lsmstore.versioning import refs as _refs
 from lsmstore.versioning.context import RepoContext, range_policy
-from lsmstore.versioning.history import LogEntry
-from lsmstore.versioning.merging import MergeResult
 
 if TYPE_CHECKING:
     from lsmstore.remote.client import RemoteStore

@@ -18,13 +18,13 @@ import lsmstore
 from lsmstore import gc, layout
 from lsmstore.gc.mark import data_keys, list_keys
 from lsmstore.gc.retention import DAY, Retention, kept_commits
-from lsmstore.graveler.commit import Commit
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID
 from lsmstore.graveler.record import Record
 from lsmstore.graveler.sst_reader import SSTReader
 from lsmstore.objects.entry import AddressType, ObjectEntry, encode_value
 from lsmstore.spark import stage
 from lsmstore.storage.url import open_object_store
+from lsmstore.types import Commit
 
 GRACE = 600.0
 

@@ -61,11 +61,12 @@ from lsmstore.errors import (
 )
 from lsmstore.gc.staging import StagedFile, record_garbage
 from lsmstore.graveler.apply import apply_changes
-from lsmstore.graveler.commit import Commit, write_commit
+from lsmstore.graveler.commit import write_commit
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID
 from lsmstore.graveler.record import Record
 from lsmstore.refstore.base import Ref
 from lsmstore.refstore.transitions import starts_with
+from lsmstore.types import Commit
 from lsmstore.versioning.context import RepoContext
 from lsmstore.versioning.staged import merged, open_staged
 

@@ -37,7 +37,7 @@ from lsmstore import layout
 from lsmstore.errors import CorruptFileError, ObjectNotFoundError
 from lsmstore.gc.retention import Retention, kept_commits
 from lsmstore.gc.staging import referenced_files
-from lsmstore.graveler.commit import Commit, read_commit
+from lsmstore.graveler.commit import read_commit
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID
 from lsmstore.graveler.source import DirectSource
 from lsmstore.graveler.sst_reader import SSTReader
@@ -45,6 +45,7 @@ from lsmstore.objects.entry import decode_entry
 from lsmstore.refstore.base import RefStore, Repository
 from lsmstore.staging.files import SIDECAR_SUFFIX, SST_SUFFIX, new_file_id
 from lsmstore.storage.base import ObjectStore
+from lsmstore.types import Commit
 
 #: The object areas a mark lists (everything else of a namespace is never collected).
 AREAS = (layout.COMMITS, layout.RANGES, layout.STAGING, layout.DATA, layout.DATA_GC)

@@ -16,7 +16,7 @@ from lsmstore import layout
 from lsmstore.config import Config, load_config
 from lsmstore.gc.staging import GC_PREFIX, StagedFile, _parse_staging_key
 from lsmstore.graveler.apply import write_tree
-from lsmstore.graveler.commit import Commit, read_commit, write_commit
+from lsmstore.graveler.commit import read_commit, write_commit
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID
 from lsmstore.graveler.ranges import RangePolicy
 from lsmstore.graveler.record import Record, default_identity
@@ -32,6 +32,7 @@ from lsmstore.staging.files import (
     new_file_id,
 )
 from lsmstore.storage.base import ObjectStore
+from lsmstore.types import Commit
 
 TINY_RANGES = RangePolicy(min_bytes=256, max_bytes=4096, raggedness=7)
 REPO = "repo"
