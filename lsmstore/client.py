@@ -55,7 +55,6 @@ from lsmstore.errors import (
 )
 from lsmstore.gcfreeze import freeze_startup_state
 from lsmstore.graveler.commit import write_commit
-from lsmstore.graveler.merge import Strategy
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID
 from lsmstore.graveler.range_encoder import shared_range_encoder
 from lsmstore.graveler.record import Record
@@ -74,7 +73,7 @@ from lsmstore.staging.refcache import RefCache
 from lsmstore.staging.writer import BranchWriter, WriterStats
 from lsmstore.storage.base import ObjectStore
 from lsmstore.storage.url import open_object_store
-from lsmstore.types import Change, Commit, Entry, LogEntry, MergeResult, Stat
+from lsmstore.types import Change, Commit, Entry, LogEntry, MergeResult, Stat, Strategy
 from lsmstore.versioning import changes as _changes
 from lsmstore.versioning import history as _history
 from lsmstore.versioning import merging as _merging

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from lsmstore.graveler.record import Record
 
 __all__ = [
+    "STRATEGIES",
     "Change",
     "ChangeKind",
     "Commit",
@@ -38,6 +39,7 @@ __all__ = [
     "ObjectStats",
     "PathType",
     "Stat",
+    "Strategy",
     "check_tree_id",
 ]
 
@@ -261,6 +263,12 @@ class Change:
     kind: ChangeKind
     left: Record | None
     right: Record | None
+
+
+#: How a merge settles a conflicting key: the source's record or the destination's
+#: (None: it does not; the merge raises MergeConflictError).
+Strategy = Literal["source-wins", "dest-wins"]
+STRATEGIES: tuple[Strategy | None, ...] = (None, "source-wins", "dest-wins")
 
 
 # --- objects ---------------------------------------------------------------------------

@@ -36,7 +36,6 @@ from lsmstore.errors import (
     RefNotFoundError,
     UnavailableError,
 )
-from lsmstore.graveler.merge import STRATEGIES
 from lsmstore.objects.addresses import check_address
 from lsmstore.objects.linking import LINKS
 from lsmstore.objects.model import LinkItem, as_link
@@ -55,6 +54,7 @@ from lsmstore.remote.batcher import Batcher
 from lsmstore.remote.http import HttpTransport, seg
 from lsmstore.staging.keys import check_key, encode_opt, make_record
 from lsmstore.types import (
+    STRATEGIES,
     Change,
     Commit,
     Entry,

@@ -61,11 +61,11 @@ from lsmstore.errors import (
 )
 from lsmstore.graveler import merge as trees
 from lsmstore.graveler.commit import next_generation, write_commit
-from lsmstore.graveler.merge import STRATEGIES, Strategy, merge_trees
+from lsmstore.graveler.merge import merge_trees
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID
 from lsmstore.refexpr import resolve
 from lsmstore.refstore.base import Ref
-from lsmstore.types import Commit, MergeResult
+from lsmstore.types import STRATEGIES, Commit, MergeResult, Strategy
 from lsmstore.validate import preview
 from lsmstore.versioning.context import RepoContext
 from lsmstore.versioning.history import is_ancestor, merge_base
