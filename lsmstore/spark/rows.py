@@ -43,6 +43,7 @@ from lsmstore.objects.entry import (
     BatchEncoder,
     ObjectEntry,
     encode_value,
+    is_relative,
     parse_entry,
 )
 from lsmstore.objects.model import inline_stats
@@ -147,7 +148,6 @@ def parsed_batch(records: Sequence[RecordTuple], ns: Namespace) -> pa.RecordBatc
     types: list[str] = []
     metadata: list[list[tuple[str, str]]] = []
     base = ns.base
-    relative, by_prefix = int(AddressType.RELATIVE), int(AddressType.BY_PREFIX_DEPRECATED)
     for key, identity, value in records:
         assert value is not None
         path = key.decode("utf-8", "surrogateescape")
@@ -164,9 +164,7 @@ def parsed_batch(records: Sequence[RecordTuple], ns: Namespace) -> pa.RecordBatc
             metadata.append([])
             continue
         address = m.address
-        atype = m.address_type
-        # ObjectEntry.is_relative, on the message
-        if atype == relative or (atype == by_prefix and "://" not in address):
+        if is_relative(address, m.address_type):
             address = base + address
         paths.append(path)
         addresses.append(address)
