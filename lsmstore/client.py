@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import importlib
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
@@ -52,9 +51,6 @@ from lsmstore.errors import (
     UnavailableError,
 )
 from lsmstore.gcfreeze import freeze_startup_state
-from lsmstore.graveler.commit import Commit
-from lsmstore.graveler.diff import Change
-from lsmstore.graveler.merge import Strategy
 from lsmstore.graveler.range_encoder import shared_range_encoder
 from lsmstore.graveler.record import Record
 from lsmstore.graveler.source import CachedSource, RangeSource
@@ -73,25 +69,16 @@ from lsmstore.refstore.names import check_ref_name
 from lsmstore.refstore.url import open_refstore
 from lsmstore.staging.encoder import Encoder
 from lsmstore.staging.keys import check_key, encode_opt, make_put_records, make_record
-from lsmstore.staging.reader import (
-    BranchView,
-    Entry,
-    FileCacheLike,
-    Files,
-    SidecarCache,
-    Snapshot,
-    Stat,
-)
+from lsmstore.staging.reader import BranchView, FileCacheLike, Files, SidecarCache, Snapshot
 from lsmstore.staging.refcache import RefCache
 from lsmstore.staging.writer import BranchWriter, WriterStats
 from lsmstore.storage.base import ObjectStore
 from lsmstore.storage.url import open_object_store
+from lsmstore.types import Change, Commit, Entry, LogEntry, MergeResult, Stat, Strategy
 from lsmstore.versioning import changes as _changes
 from lsmstore.versioning import history as _history
 from lsmstore.versioning import refs as _refs
 from lsmstore.versioning.context import RepoContext, range_policy
-from lsmstore.versioning.history import LogEntry
-from lsmstore.versioning.merging import MergeResult
 
 if TYPE_CHECKING:
     from lsmstore.remote.client import RemoteStore
@@ -200,8 +187,11 @@ class Store:
         self._closed = False
         self._background: Any = None
         if config.compaction_in_process_enabled:
-            # compactor.inprocess wires itself in through the seams below.
-            self._background = importlib.import_module("compactor.inprocess").attach(self)
+            # In-process compaction wires itself in through the seams below; imported
+            # here so that a client without it never loads the compaction engine.
+            from lsmstore.compaction.inprocess import attach
+
+            self._background = attach(self)
 
     # --- repositories ------------------------------------------------------------------
 

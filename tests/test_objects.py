@@ -28,14 +28,15 @@ import pytest
 
 import lsmstore
 from lsmstore import errors
-from lsmstore.objects import ALLOWED_EXTERNAL_PREFIXES_KEY, ObjectLink, ObjectStats
+from lsmstore.gc.data import candidates_prefix, decode_candidates
+from lsmstore.objects import ALLOWED_EXTERNAL_PREFIXES_KEY
 from lsmstore.objects.entry import AddressType, ObjectEntry, decode_entry, encode_value
-from lsmstore.objects.garbage import candidates_prefix, decode_candidates
 from lsmstore.storage.base import ObjectStore
 from lsmstore.storage.local import LocalStore
 from lsmstore.storage.s3 import MIN_PART_SIZE
 from lsmstore.storage.url import open_object_store
 from lsmstore.testing.servers import MotoServer, new_bucket
+from lsmstore.types import ObjectLink, ObjectStats
 from tests.helpers.remote import lsm_server  # noqa: F401 - the fixture
 
 BACKENDS = ["embedded-file", "redis-s3", "server"]
@@ -940,7 +941,7 @@ async def test_link_calls_take_their_own_time(env: Env) -> None:
 
 async def gc_reasons(env: Env, repo: Any, branch: str) -> list[tuple[str, int]]:
     """``(reason, number of files)`` of the branch's staging-file garbage records."""
-    from compactor.garbage import decode_record, gc_prefix
+    from lsmstore.gc.staging import decode_record, gc_prefix
 
     store = env.objects(repo)
     out = []

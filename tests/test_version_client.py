@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 import lsmstore
-from compactor.garbage import GC_PREFIX
 from lsmstore.errors import (
     InvalidInputError,
     InvalidRefExpressionError,
@@ -26,6 +25,7 @@ from lsmstore.errors import (
     RefExistsError,
     RefNotFoundError,
 )
+from lsmstore.gc.staging import GC_PREFIX
 from lsmstore.storage.base import ObjectStore
 from lsmstore.storage.local import LocalStore
 from lsmstore.testing.servers import new_bucket

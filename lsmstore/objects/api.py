@@ -32,13 +32,13 @@ from lsmstore.objects.entry import (
     decode_entry,
     parse_entry,
 )
-from lsmstore.objects.model import ObjectStats, inline_stats
+from lsmstore.objects.model import inline_stats
 from lsmstore.objects.reader import InlineReader, ObjectReader
 from lsmstore.objects.rules import (
     MAX_PATH_BYTES,
     check_path,
 )
-from lsmstore.staging.reader import Entry
+from lsmstore.types import Entry, ObjectStats
 
 if TYPE_CHECKING:
     from lsmstore.client import Repository

@@ -46,7 +46,6 @@ from lsmstore.errors import InvalidInputError, ObjectExistsError
 from lsmstore.graveler.record import Record, RecordTuple
 from lsmstore.objects.api import find_object
 from lsmstore.objects.entry import AddressType, ObjectEntry
-from lsmstore.objects.model import ObjectLink
 from lsmstore.objects.rules import check_content_type, check_metadata, check_path
 from lsmstore.operations.objects import (
     copied_entry,
@@ -63,6 +62,7 @@ from lsmstore.operations.objects import (
 from lsmstore.staging.keys import check_key, make_record
 from lsmstore.staging.pending import Staged
 from lsmstore.storage.base import PutMode
+from lsmstore.types import ObjectLink
 
 if TYPE_CHECKING:
     from lsmstore.client import Branch

@@ -44,7 +44,7 @@ async def record_dropped(repo: Repository, branch: str, ref: Ref, reason: str) -
     """Record the staging files of ``ref`` (which just left ``branch``) as garbage due
     after the grace period.  Best effort: when the record cannot be written the files are
     orphans the staging sweep finds, so the operation that dropped them still succeeds."""
-    from compactor.garbage import StagedFile, record_garbage
+    from lsmstore.gc.staging import StagedFile, record_garbage
 
     files: list[StagedFile] = [("L1", f) for f in ref.l1]
     files += [("L2", f) for f in ref.l2]

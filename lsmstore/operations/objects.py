@@ -44,17 +44,18 @@ from lsmstore.errors import (
     ObjectNotFoundError,
     UnavailableError,
 )
+from lsmstore.gc.data import record_candidates
 from lsmstore.graveler.record import Record
 from lsmstore.objects.addresses import Namespace
 from lsmstore.objects.api import ObjectReads, find_object, namespace, object_stats
 from lsmstore.objects.entry import AddressType, ObjectEntry, decode_entry, encode_value
-from lsmstore.objects.garbage import record_candidates
 from lsmstore.objects.linking import LinkStager, link_entry, made_record
-from lsmstore.objects.model import LinkItem, ObjectLink, ObjectStats, inline_stats
+from lsmstore.objects.model import LinkItem, inline_stats
 from lsmstore.objects.rules import check_content_type, check_metadata, check_path
 from lsmstore.objects.source import Source
 from lsmstore.staging.files import new_file_id
 from lsmstore.storage.base import ObjectStore, PutMode
+from lsmstore.types import ObjectLink, ObjectStats
 
 if TYPE_CHECKING:
     from lsmstore.client import Branch, Repository

@@ -20,10 +20,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from lsmstore import validate
-from lsmstore.graveler.commit import Commit
-from lsmstore.graveler.merge import Strategy
+from lsmstore.types import Commit, MergeResult, Strategy
 from lsmstore.versioning import merging as _merging
-from lsmstore.versioning.merging import MergeResult
 
 if TYPE_CHECKING:
     from lsmstore.client import Branch, Repository
@@ -42,7 +40,7 @@ async def commit(
 ) -> Commit:
     """Commit the branch's staged writes (module docstring).  NothingToCommitError when
     nothing is staged (or the staged writes change nothing) unless ``allow_empty``."""
-    from committer.job import commit_branch
+    from lsmstore.commit.job import commit_branch
 
     validate.check_str(message, "commit message", empty_ok=True)
     committer = validate.check_committer(committer) or DEFAULT_COMMITTER

@@ -7,11 +7,9 @@ from typing import Any
 
 from lsmstore.client import Repository
 from lsmstore.errors import LsmError
-from lsmstore.graveler.commit import Commit
-from lsmstore.graveler.diff import Change
 from lsmstore.objects.entry import decode_entry
 from lsmstore.refstore.base import Ref
-from lsmstore.versioning.merging import MergeResult
+from lsmstore.types import Change, Commit, MergeResult
 
 #: What ``version_config.version`` says: numeric (lakefs-spec parses it), >= 1.3.1.
 LAKEFS_VERSION = "1.70.0"

@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 
 from lsmstore.errors import InvalidInputError, RefNotFoundError
-from lsmstore.graveler.commit import Commit
 from lsmstore.operations import branches as _branches
 from lsmstore.refstore.names import check_ref_name
 from lsmstore.server import models, pagination, validate
@@ -16,9 +15,9 @@ from lsmstore.server.http import Request, Response, empty, json_response, text_r
 from lsmstore.server.routes.common import DIFF_PARAMS, committer, diff_page, merge_strategy
 from lsmstore.server.routes.schemas import BOOL, STR, ref
 from lsmstore.server.routing import Param, Route
+from lsmstore.types import Commit, MergeResult
 from lsmstore.versioning import changes as _changes
 from lsmstore.versioning import refs as _refs
-from lsmstore.versioning.merging import MergeResult
 
 BASE = "/api/v1/repositories/{repository}/branches"
 ITEM = BASE + "/{branch}"
