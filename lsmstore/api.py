@@ -5,8 +5,11 @@ RefStore URL (or the default) and a :class:`lsmstore.remote.RemoteStore` for an
 ``http(s)://`` server URL.  Both satisfy these protocols, and one parametrised test
 suite (``tests/test_client_api.py``) runs against each, so code written against
 them -- the ``lsmstore`` command, the fsspec filesystem, :mod:`lsmstore.sync` --
-behaves the same on either.  The remote side maps each HTTP error back to the same
-typed exception.  docs/client.md and docs/versioning.md explain the model.
+behaves the same on either.  Both call one implementation of every state-changing
+operation (:mod:`lsmstore.operations`: the embedded classes directly, the remote ones
+through the server's routes, one request per call), and the remote side raises the
+exception type the server's error body names (:mod:`lsmstore.error_types`).
+docs/client.md and docs/versioning.md explain the model.
 
 The embedded classes offer more (the engine parts version-control code and the
 workers use: ``refstore``, ``objects``, ``context()`` ...); those are not part of
@@ -254,9 +257,12 @@ class BranchAPI(ReadsAPI, Protocol):
     async def reset(self) -> RefValue:
         """Drop the branch's uncommitted changes (lakectl ``branch reset``): every write
         acknowledged before this call is discarded and the branch reads as its last
-        commit.  One compare-and-swap of the ref, retried while compaction moves the
-        staging lists; writes acknowledged while it runs may be dropped too.  The
-        dropped files become garbage.  Returns the new ref value."""
+        commit.  It excludes this process's writes to the branch while it runs (for a
+        remote client: the server's).  One compare-and-swap of the ref, retried up to
+        ``commit_max_attempts * 10`` times while compaction moves the staging lists
+        (ConflictError after that, nothing changed); writes acknowledged by other
+        processes while it runs may be dropped too.  The dropped files become garbage
+        ("branch reset").  Returns the new ref value."""
         ...
 
     async def upload(
