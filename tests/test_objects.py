@@ -1016,3 +1016,53 @@ async def test_if_absent_from_two_clients_has_one_winner(env: Env) -> None:
             for pair in (got[:2], got[2:]):
                 assert sum(isinstance(r, errors.ObjectExistsError) for r in pair) == 1, pair
                 assert sum(isinstance(r, ObjectStats) for r in pair) == 1, pair
+
+
+@library_only  # Branch.batch is the library's (the server's batch endpoint runs one)
+async def test_write_batch_stages_every_kind_of_entry_as_one_write(env: Env) -> None:
+    repo = await env.repo()
+    main = repo.branch()
+    first = await main.upload("a", b"first")
+    head = await main.head()
+    batch = main.batch()
+    batch.kv(b"raw", b"value")
+    batch.put("b", b"put data", "text/plain", {"k": "v"})
+    batch.copy("a", "c")
+    batch.link("d", first.physical_address, 5, first.checksum)
+    batch.delete("a")
+    batch.kv_delete(b"nothing-there")
+    with pytest.raises(errors.InvalidNameError):
+        batch.put("", b"x")  # checked when added: the batch is unchanged
+    assert len(batch) == 6
+    assert await batch.apply() == 6
+    after = await main.head()
+    assert len(after.l1) + len(after.l2) == len(head.l1) + len(head.l2) + 1  # one write
+    assert await main.get("raw") == b"value"
+    b = await main.stat_object("b")
+    assert (b.content_type, b.metadata, b.size) == ("text/plain", {"k": "v"}, 8)
+    assert await (await main.open("c")).read() == b"first"
+    assert (await main.stat_object("d")).physical_address == first.physical_address
+    assert not await main.exists("a")
+    # replaced staged data is a candidate, as for the single-object calls; it is never
+    # deleted by a write ("c" and "d" still read it: GC's mark decides)
+    key = first.physical_address.rsplit("/data/", 1)[1]
+    assert await candidates(env, repo) == [("overwritten", "a", f"data/{key}")]
+    assert f"data/{key}" in await data_keys(env, repo)
+    with pytest.raises(errors.InvalidInputError):
+        await batch.apply()  # applied once
+
+
+@library_only
+async def test_write_batch_if_absent_refuses_the_whole_batch(env: Env) -> None:
+    repo = await env.repo()
+    main = repo.branch()
+    await main.upload("taken", b"1")
+    data_before = await data_keys(env, repo)
+    head = await main.head()
+    batch = main.batch()
+    batch.put("new", b"2", if_absent=True)
+    batch.put("taken", b"3", if_absent=True)
+    with pytest.raises(errors.ObjectExistsError):
+        await batch.apply()
+    assert await main.head() == head
+    assert await data_keys(env, repo) == data_before  # no data written for a refusal
