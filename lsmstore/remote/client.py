@@ -1085,7 +1085,17 @@ async def _reader_chunks(f: Any) -> AsyncIterator[bytes]:
 
 
 class RemoteObjectReader(AsyncCloseable):
-    """Ranged reads of one object through the server (``Range`` requests)."""
+    """Ranged reads of one object through the server (``Range`` requests).  Each read
+    names the path at the reader's ref with ``If-Match`` of the ETag it opened: once
+    the path holds other data (an overwrite on a branch), a read raises
+    PreconditionFailedError rather than return bytes of another object (the lakeFS API
+    reads by path, not by data object)."""
+
+    def _headers(self, offset: int, end: int) -> dict[str, str]:
+        headers = {"Range": f"bytes={offset}-{end - 1}"}
+        if self.stats.checksum:
+            headers["If-Match"] = f'"{self.stats.checksum}"'
+        return headers
 
     def __init__(self, repository: RemoteRepository, ref: str, stats: ObjectStats) -> None:
         self.repository = repository
@@ -1115,8 +1125,7 @@ class RemoteObjectReader(AsyncCloseable):
             return b""
         r = await self.repository.http.request(
             "GET", self._url, params={"path": self.path},
-            headers={"Range": f"bytes={offset}-{end - 1}"}, ok=(200, 206), kind="object",
-            what=self.path,
+            headers=self._headers(offset, end), ok=(200, 206), kind="object", what=self.path,
         )  # fmt: skip
         if r.status == 200:
             return r.body[offset:end]

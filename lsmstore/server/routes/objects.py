@@ -4,7 +4,9 @@ one or many, copy -- over the object layer of ``Branch``/``Ref`` (lsmstore.objec
 Uploads stream: the body goes to the object store chunk by chunk (bounded by
 ``server_max_object_bytes``: 413 past it) and the entry is staged once the data is
 durable; the answer (201) comes only once the entry is appended.  ``If-None-Match: *``
-makes the upload conditional (412 when the path holds an object).  Data written
+makes the upload conditional (412 when the path holds an object); on a read,
+``If-Match: "<etag>"`` answers 412 unless the object still has that ETag (a reader that
+must not read another object's data than the one it opened).  Data written
 elsewhere is registered with lakeFS's ``linkPhysicalAddress`` (``If-None-Match: *``
 likewise: checked and staged as one step); ``getPhysicalAddress`` hands out a fresh
 ``data/`` address to write it to.  User metadata comes
@@ -19,6 +21,7 @@ from email.utils import formatdate
 from typing import Any
 
 from lsmstore.client import Ref
+from lsmstore.errors import PreconditionFailedError
 from lsmstore.objects import DEFAULT_CONTENT_TYPE
 from lsmstore.objects.source import HASH_IN_THREAD
 from lsmstore.refstore.names import check_ref_name
@@ -178,6 +181,12 @@ def routes(ctx: Context) -> list[Route]:
         if request.headers.get("if-none-match", "").strip('" ') == s.checksum and s.checksum:
             await reader.aclose()
             return Response(304, b"", None, headers)
+        match = request.headers.get("if-match")
+        if match is not None and match.strip('" ') != s.checksum:
+            await reader.aclose()
+            raise PreconditionFailedError(
+                f"object {path!r} is not {match.strip()} any more (its ETag is {s.checksum!r})"
+            )
         span = None
         header = request.headers.get("range")
         if header:
