@@ -82,7 +82,7 @@ def build(branch: Branch, entries: list[Any], json_body: bool, if_absent: bool) 
     """The :class:`WriteBatch` of a decoded body; ApiError (400/413, with the error's
     type) naming the first bad entry."""
     batch = branch.batch()
-    kv = batch.kv
+    kv, link = batch.kv, batch.link  # bound once: called per entry
     for n, entry in enumerate(entries):
         try:
             if type(entry) is not list or len(entry) < 2 or type(entry[0]) is not str:
@@ -108,8 +108,8 @@ def build(branch: Branch, entries: list[Any], json_body: bool, if_absent: bool) 
                 if not 5 <= len(entry) <= 8:
                     raise bad_request("link is [link, path, address, size, checksum, "
                                       "content_type?, metadata?, mtime?]")  # fmt: skip
-                batch.link(entry[1], entry[2], entry[3], entry[4], _opt(entry, 5),
-                           _opt(entry, 6), _opt(entry, 7), if_absent=if_absent)  # fmt: skip
+                link(entry[1], entry[2], entry[3], entry[4], _opt(entry, 5), _opt(entry, 6),
+                     _opt(entry, 7), if_absent=if_absent)  # fmt: skip
             elif op == "put":
                 if not 3 <= len(entry) <= 5:
                     raise bad_request("put is [put, path, data, content_type?, metadata?]")
