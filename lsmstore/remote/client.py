@@ -864,6 +864,7 @@ class RemoteBranch(_RemoteReads):
         if mtime is not None:
             body["mtime"] = check_mtime(mtime)
         headers = {"If-None-Match": "*"} if validate.check_bool(if_absent, "if_absent") else None
+        await self.flush()  # after this client's coalesced writes, in call order
         params: dict[str, Any] = {"path": p}
         if validate.check_bool(verify, "verify"):
             params["verify"] = True
