@@ -634,3 +634,34 @@ async def test_raw_values_cross_between_embedded_and_server(
         assert [e async for e in far.list()] == [e async for e in near.list()]
         await far.delete(b"\xfe embedded")
         assert not await near.exists(b"\xfe embedded")
+
+
+async def test_merges_racing_a_writer_report_their_own_commit(target: Target) -> None:
+    """Merges into a branch another writer keeps committing to: each result names the
+    merge commit it wrote, whose first parent is the base it merged onto."""
+    repo = await target.repo()
+    main = repo.branch("main")
+    await main.put("base", b"b")
+    await main.commit("base")
+    sources = []
+    for i in range(4):
+        side = await repo.create_branch(f"side{i}", source="main")
+        await side.put(f"s{i}", b"s")
+        await side.commit(f"side {i}")
+        sources.append(await _head_id(repo, f"side{i}"))
+
+    async def writer() -> None:
+        for i in range(8):
+            await main.put(f"w{i}", b"w")
+            await main.commit(f"writer {i}")
+
+    async def merges() -> list[Any]:
+        return [await repo.merge(f"side{i}", into="main", message=f"merge {i}")
+                for i in range(4)]  # fmt: skip
+
+    _, results = await asyncio.gather(writer(), merges())
+    for i, r in enumerate(results):
+        assert r.merged and r.commit is not None and r.commit.message == f"merge {i}"
+        assert r.commit.parents == (r.destination, sources[i]) and r.source == sources[i]
+        assert (await repo.ref(r.commit_id).commit()).message == f"merge {i}"
+    assert all([await main.exists(f"s{i}") for i in range(4)])
