@@ -29,6 +29,7 @@ from compactor.merge_worker import MergeWorker
 from compactor.policy import Policy
 from lsmstore.config import Config
 from lsmstore.errors import LsmError, RefNotFoundError, RepositoryNotFoundError
+from lsmstore.namespace import location_of
 from lsmstore.refstore.base import Ref, RefStore
 from lsmstore.staging.encoder import Encoder
 from lsmstore.storage.base import ObjectStore
@@ -79,7 +80,7 @@ class Compactor:
 
     async def objects_for(self, repo: str) -> ObjectStore:
         """The object store of ``repo``'s storage namespace (opened once)."""
-        ns = (await self.refstore.get_repository(repo)).storage_namespace
+        ns = location_of(await self.refstore.get_repository(repo))
         async with self._store_lock:
             store = self._stores.get(ns)
             if store is None:
