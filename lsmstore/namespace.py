@@ -51,6 +51,7 @@ from lsmstore.errors import (
     ObjectExistsError,
     ObjectNotFoundError,
 )
+from lsmstore.objects.addresses import ALLOWED_EXTERNAL_PREFIXES_KEY
 from lsmstore.refstore.base import RefStore, Repository
 from lsmstore.storage.base import ObjectStore, PutMode
 from lsmstore.storage.url import local_namespace_path
@@ -114,6 +115,8 @@ def namespace_key(url: str) -> NamespaceKey:
     scheme = parts.scheme.lower()
     authority = parts.netloc.lower() if scheme in ("s3", "mem") else ""
     path = unquote(parts.path)
+    if scheme == "local":
+        path = unquote(parts.netloc) + "/" + path
     if scheme == "file":
         path = posixpath.normpath(path) if path else "/"
     segments = tuple(s for s in path.split("/") if s)
@@ -124,14 +127,36 @@ def key_of(repo: Repository) -> NamespaceKey:
     return namespace_key(location_of(repo))
 
 
+def reach_of(repo: Repository) -> list[NamespaceKey]:
+    """Where ``repo`` may read: its namespace and its allowed external prefixes (links,
+    :mod:`lsmstore.objects.addresses`; a ``local://`` prefix resolved like its
+    namespace)."""
+    own = key_of(repo)
+    keys = [own]
+    for prefix in repo.metadata.get(ALLOWED_EXTERNAL_PREFIXES_KEY, "").split():
+        key = namespace_key(prefix)
+        if key.scheme == "local" and repo.location:
+            depth = len(namespace_key(repo.storage_namespace).segments)
+            root = own.segments[: len(own.segments) - depth]
+            key = NamespaceKey("file", "", (*root, *key.segments))
+        keys.append(key)
+    return keys
+
+
+def collides(a: Repository, b: Repository) -> bool:
+    """Whether ``a`` and ``b`` cannot both exist: their namespaces overlap, or one may
+    link into the other's namespace."""
+    ka, kb = key_of(a), key_of(b)
+    return any(k.overlaps(kb) for k in reach_of(a)) or any(k.overlaps(ka) for k in reach_of(b))
+
+
 async def overlapping(refstore: RefStore, repo: Repository) -> list[Repository]:
-    """Every other repository whose namespace overlaps ``repo``'s (one listing of
-    all repositories)."""
-    mine = key_of(repo)
+    """Every other repository that :func:`collides` with ``repo`` (one listing of all
+    repositories)."""
     found: list[Repository] = []
     after: str | None = None
     while page := await refstore.list_repositories(after=after, limit=1000):
-        found += [r for r in page if r.name != repo.name and key_of(r).overlaps(mine)]
+        found += [r for r in page if r.name != repo.name and collides(repo, r)]
         after = page[-1].name
     return found
 
