@@ -264,6 +264,8 @@ class Store:
                 f"storage namespace {storage_namespace} is owned by repository "
                 f"{found.repository} (id {found.owner}), possibly of another RefStore"
             )
+        if found is None or found.owner != info.uid:
+            await self._check_free(objects, info)
         commit = Commit(
             metarange_id=EMPTY_METARANGE_ID,
             parents=(),
@@ -293,6 +295,16 @@ class Store:
         except RefExistsError:
             pass  # someone else finished creating it
         return self._repository(info)
+
+    async def _check_free(self, objects: ObjectStore, info: RepositoryInfo) -> None:
+        """Markers of other owners around or inside the namespace (lsmstore.namespace)."""
+        urls = namespace.ancestor_urls(namespace.location_of(info))
+        ancestors = [self._open_objects(u) for u in urls]
+        try:
+            await namespace.check_free(objects, ancestors, info)
+        finally:
+            for outer in ancestors:
+                await outer.aclose()
 
     async def _half_created(self, info: RepositoryInfo) -> RepositoryInfo:
         """The recorded repository named ``info.name`` if a create of the same settings

@@ -198,11 +198,12 @@ class Marker:
         return json.dumps(doc, sort_keys=True).encode("utf-8")
 
 
-async def read_marker(objects: ObjectStore) -> Marker | None:
-    """The namespace's marker; None if it has none; NotOwnerError if it is unreadable
-    (a process must not guess who owns the files)."""
+async def read_marker(objects: ObjectStore, where: str = "") -> Marker | None:
+    """The namespace's marker (of the namespace at ``where`` inside it, if given); None
+    if it has none; NotOwnerError if it is unreadable (a process must not guess who owns
+    the files)."""
     try:
-        data = await objects.get(MARKER)
+        data = await objects.get(where + MARKER)
     except ObjectNotFoundError:
         return None
     try:
@@ -237,6 +238,78 @@ async def claim(objects: ObjectStore, repo: Repository) -> None:
         await objects.put(MARKER, mine.encode(), PutMode.OVERWRITE)
         return
     raise NamespaceInUseError(f"storage namespace {repo.storage_namespace}: marker keeps changing")
+
+
+#: Most objects :func:`check_free` looks at in a namespace before a repository is
+#: created on it (a namespace holding more is refused: choose an empty one).
+MAX_SCAN = 100_000
+
+
+def ancestor_urls(url: str) -> list[str]:
+    """The namespaces that contain ``url`` (a location), nearest first: parent
+    directories of a ``file://`` path, parent prefixes in an ``s3://`` bucket (same
+    options)."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme not in ("file", "s3"):
+        return []
+    segments = [s for s in parts.path.split("/") if s]
+    query = f"?{parts.query}" if parts.query else ""
+    out = []
+    for n in range(len(segments) - 1, -1, -1):
+        path = "/".join(segments[:n])
+        if scheme == "file":
+            out.append(f"file:///{path}")
+        else:
+            out.append(f"s3://{parts.netloc}/{path}{query}")
+    return out
+
+
+async def check_free(
+    objects: ObjectStore, ancestors: list[ObjectStore], repo: Repository
+) -> None:
+    """NamespaceInUseError if another owner's files may be in the way of ``repo``'s
+    namespace (``objects``), whatever this RefStore knows: a containing namespace
+    (``ancestors``) or a contained one holds a marker that is not released, or a
+    contained directory holds a repository's files without any marker.  Looks at no
+    more than :data:`MAX_SCAN` objects.  Not atomic against another RefStore's create
+    at the same moment (this RefStore's own creates are: :func:`check_exclusive`)."""
+    for outer in ancestors:
+        found = await read_marker(outer)
+        if found is not None and not found.released:
+            raise NamespaceInUseError(
+                f"storage namespace {repo.storage_namespace} lies inside {outer.url}, owned "
+                f"by repository {found.repository} (id {found.owner})"
+            )
+    seen = 0
+    marked: set[str] = set()  # directories (``a/b/``) with a marker
+    holds: set[str] = set()  # directories holding a repository's files
+    async for meta in objects.list(""):
+        seen += 1
+        if seen > MAX_SCAN:
+            raise NamespaceInUseError(
+                f"storage namespace {repo.storage_namespace} holds more than {MAX_SCAN} "
+                "objects: a repository needs a namespace of its own"
+            )
+        segments = meta.key.split("/")
+        if layout.PREFIX not in segments[1:-1]:
+            continue  # the namespace's own files (claim() checks them), or no repository's
+        where = "/".join(segments[: segments.index(layout.PREFIX, 1)]) + "/"
+        if meta.key != where + MARKER:
+            holds.add(where)
+            continue
+        marked.add(where)
+        inner = await read_marker(objects, where)
+        if inner is not None and not inner.released:
+            raise NamespaceInUseError(
+                f"storage namespace {repo.storage_namespace} contains {where}, owned by "
+                f"repository {inner.repository} (id {inner.owner})"
+            )
+    for where in sorted(holds - marked):
+        raise NamespaceInUseError(
+            f"storage namespace {repo.storage_namespace} contains a repository's files under "
+            f"{where} with no ownership marker"
+        )
 
 
 async def verify_owner(objects: ObjectStore, repo: Repository, *, adopt: bool = True) -> None:
