@@ -51,6 +51,7 @@ from lsmstore.config import load_config
 from lsmstore.errors import InvalidInputError, UnavailableError
 from lsmstore.gcfreeze import paused
 from lsmstore.graveler.record import Record
+from lsmstore.namespace import location_of
 from lsmstore.refstore.names import check_ref_name
 from lsmstore.refstore.url import open_refstore
 from lsmstore.spark import rows, scan, stage
@@ -174,7 +175,7 @@ class _RepoInfo:
 async def _plan(opts: Options) -> tuple[scan.ScanPlan, dict[str, str]]:
     async with open_refstore(opts.refstore) as refstore:
         info = await refstore.get_repository(opts.location.repo)
-        objects = open_object_store(info.storage_namespace)
+        objects = open_object_store(location_of(info))
         try:
             plan = await scan.plan_scan(
                 refstore,
@@ -309,4 +310,4 @@ async def _repository(opts: Options) -> _RepoInfo:
         ref = await refstore.get_ref(opts.location.repo, opts.location.ref)
         if not ref.is_branch:
             raise InvalidInputError(f"{opts.location}: writes go to a branch, not a tag")
-        return _RepoInfo(info.storage_namespace, dict(info.metadata))
+        return _RepoInfo(location_of(info), dict(info.metadata))
