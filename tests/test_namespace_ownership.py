@@ -4,6 +4,7 @@ restored from an old backup, repositories recorded before ids existed, and where
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import time
@@ -150,3 +151,32 @@ async def test_nul_in_a_local_namespace_is_invalid(tmp_path: Path) -> None:
                 await store.create_repository("r", storage_namespace=ns)
     with pytest.raises(lsmstore.InvalidURLError):
         open_object_store("local://a%00b")
+
+
+async def test_concurrent_creates_on_overlapping_namespaces(
+    tmp_path: Path, redis_server_url: str
+) -> None:
+    """Two stores (two processes' worth of state) on one Redis RefStore race to create
+    repositories on equal or nested namespaces: at most one of each pair exists."""
+    clock = Clock()
+    url = f"{redis_server_url}?prefix=nsrace-{time.time_ns()}:"
+    config = lsmstore.load_config(url, compaction_in_process="off")
+    a, b = lsmstore.Store(config, clock=clock), lsmstore.Store(config, clock=clock)
+    try:
+        for i in range(20):
+            base = tmp_path / f"ns{i}"
+            inner = base if i % 2 else base / "data"
+            results = await asyncio.gather(
+                a.create_repository(f"a{i}", storage_namespace=base.as_uri()),
+                b.create_repository(f"b{i}", storage_namespace=inner.as_uri()),
+                return_exceptions=True,
+            )
+            won = [r for r in results if isinstance(r, lsmstore.Repository)]
+            for r in results:
+                assert isinstance(r, lsmstore.Repository | lsmstore.NamespaceInUseError), r
+            assert len(won) <= 1
+            names = {r.name for r in await a.list_repositories()}
+            assert {f"a{i}", f"b{i}"} & names == {r.name for r in won}
+    finally:
+        await a.aclose()
+        await b.aclose()
