@@ -7,7 +7,7 @@ A random program of steps runs against two Stores, each on its own embedded RefS
 whose namespaces are directories under one root: create, delete, write (and sometimes
 commit), and collect -- garbage collection of every repository and of deleted ones'
 staging (:func:`lsmstore.gc.collect_all`) plus the staging sweep of every live
-repository (:class:`compactor.Sweeper`), then the clock moves past the grace period.
+repository (:class:`lsmstore.gc.staging.Sweeper`), then the clock moves past the grace period.
 After every collection each live repository must read back every write it
 acknowledged, through stores without caches (so a deleted file cannot hide).
 """
@@ -23,9 +23,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lsmstore
-from compactor import Sweeper
 from lsmstore import gc
 from lsmstore.gc.retention import Retention
+from lsmstore.gc.staging import Sweeper
 
 GRACE = 60.0
 NAMES = ["ra", "rb", "rc"]

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 import lsmstore
-from compactor import Sweeper
 from lsmstore import gc, namespace
 from lsmstore.gc.retention import Retention
+from lsmstore.gc.staging import Sweeper
 from lsmstore.refstore.base import Repository as RepositoryInfo
 from lsmstore.storage.url import open_object_store
 
