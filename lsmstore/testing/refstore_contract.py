@@ -267,6 +267,20 @@ class RefStoreContract:
         with pytest.raises(InvalidInputError):
             await refstore.append_l1("legacy", "main", "f6", repository_id="Bad Id")
 
+    async def test_concurrent_conditioned_appends(self, refstore: RefStore) -> None:
+        await refstore.create_repository(Repository(REPO, "file:///d", "main", 1.0, uid="one"))
+        await refstore.create_ref(REPO, "main", branch())
+        fids = ids("c", 24)
+        await asyncio.gather(
+            *(
+                refstore.append_l1(REPO, "main", f, repository_id="one")
+                if i % 2
+                else refstore.append_l1_many(REPO, "main", [f], repository_id="one")
+                for i, f in enumerate(fids)
+            )
+        )
+        assert sorted((await refstore.get_ref(REPO, "main")).l1) == sorted(fids)
+
     async def test_repository_metadata_too_large(self, refstore: RefStore) -> None:
         big = {"k": "x" * (MAX_REPOSITORY_METADATA_BYTES + 1)}
         with pytest.raises(EntryTooLargeError, match=REPO):
