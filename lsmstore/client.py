@@ -35,9 +35,10 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from lsmstore import namespace, refexpr, validate
 from lsmstore.cache import FileCache
@@ -217,7 +218,8 @@ class Store:
         ``metadata`` is kept with the repository; the key
         ``lsmstore.allowed_external_prefixes`` lists URI prefixes outside the storage
         namespace that ``Branch.link`` may point at (docs/client.md, "Objects API").
-        RefExistsError if the name is taken; InvalidNameError/InvalidURLError/
+        RefExistsError if the name is taken, NamespaceInUseError if the namespace is
+        (docs/security.md, "Namespaces, ownership and deletion"); InvalidNameError/InvalidURLError/
         InvalidInputError for bad names, namespaces or metadata (checked before
         anything is written).
         """
@@ -331,7 +333,7 @@ class Store:
     ) -> list[Repository]:
         self._check_open()
         infos = await self.refstore.list_repositories(after=after, limit=limit)
-        return [self._repository(i) for i in infos]
+        return [self._repository(i, reachable=False) for i in infos]
 
     async def delete_repository(self, name: str) -> None:
         """Forget the repository and its refs (objects stay until garbage collection).
@@ -349,18 +351,20 @@ class Store:
         for key in [k for k in self._views if k[0] == name]:
             del self._views[key]
 
-    def _repository(self, info: RepositoryInfo) -> Repository:
+    def _repository(self, info: RepositoryInfo, *, reachable: bool = True) -> Repository:
+        """The handle of ``info`` (kept while the record is unchanged).  ``reachable``:
+        UnavailableError if its recorded ``local://`` directory is not there (another
+        machine's); listings skip the check."""
         repo = self._repos.get(info.name)
         if repo is None or repo.info != info:
-            where = namespace.location_of(info)
-            if info.location.startswith("file:") and not os.path.isdir(
-                urlsplit(info.location).path
-            ):
-                raise UnavailableError(
-                    f"repository {info.name}: its storage namespace {info.storage_namespace} "
-                    f"lives at {where}, which this process cannot reach (every process "
-                    "sharing a RefStore must see the same local:// data directory)"
-                )
+            if reachable and info.location.startswith("file:"):
+                where = Path(unquote(urlsplit(info.location).path))
+                if not where.is_dir():
+                    raise UnavailableError(
+                        f"repository {info.name}: its storage namespace "
+                        f"{info.storage_namespace} lives at {where}, which this process cannot "
+                        "reach (every process sharing a RefStore must see that directory)"
+                    )
             repo = self._repos[info.name] = Repository(self, info)
         return repo
 
