@@ -35,10 +35,8 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
-from urllib.parse import unquote, urlsplit
 
 from lsmstore import namespace, refexpr, validate
 from lsmstore.cache import FileCache
@@ -357,14 +355,8 @@ class Store:
         machine's); listings skip the check."""
         repo = self._repos.get(info.name)
         if repo is None or repo.info != info:
-            if reachable and info.location.startswith("file:"):
-                where = Path(unquote(urlsplit(info.location).path))
-                if not where.is_dir():
-                    raise UnavailableError(
-                        f"repository {info.name}: its storage namespace "
-                        f"{info.storage_namespace} lives at {where}, which this process cannot "
-                        "reach (every process sharing a RefStore must see that directory)"
-                    )
+            if reachable:
+                namespace.reachable_location(info)
             repo = self._repos[info.name] = Repository(self, info)
         return repo
 

@@ -50,6 +50,7 @@ from lsmstore.errors import (
     NotOwnerError,
     ObjectExistsError,
     ObjectNotFoundError,
+    UnavailableError,
 )
 from lsmstore.objects.addresses import ALLOWED_EXTERNAL_PREFIXES_KEY
 from lsmstore.refstore.base import RefStore, Repository
@@ -89,6 +90,20 @@ def resolve(storage_namespace: str, home: Path) -> str:
 def location_of(repo: Repository) -> str:
     """The URL to open a repository's objects at (the same in every process)."""
     return repo.location or repo.storage_namespace
+
+
+def reachable_location(repo: Repository) -> str:
+    """:func:`location_of`, or UnavailableError when it is a recorded ``local://``
+    directory this process cannot see (another machine's, another container's)."""
+    if repo.location.startswith("file:"):
+        where = Path(unquote(urlsplit(repo.location).path))
+        if not where.is_dir():
+            raise UnavailableError(
+                f"repository {repo.name}: its storage namespace {repo.storage_namespace} "
+                f"lives at {where}, which this process cannot reach (every process sharing "
+                "a RefStore must see that directory)"
+            )
+    return location_of(repo)
 
 
 @dataclass(frozen=True, slots=True)
