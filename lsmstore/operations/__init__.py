@@ -13,7 +13,6 @@ module                 what it owns
                        life cycle and the garbage candidates a write leaves
 ``branches``           branch create / delete / reset, and the one record of dropped
                        staging files
-``repositories``       repository creation (record, first commit, default branch)
 ``workspaces``         stash / pop
 ``versioning``         commit / merge / revert
 ``exclusion``          the per-branch reader/writer lock these operations take
