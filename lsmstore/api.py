@@ -238,6 +238,29 @@ class BranchAPI(ReadsAPI, Protocol):
         wins, the others retry on the new base."""
         ...
 
+    async def cherry_pick(
+        self,
+        ref: str,
+        *,
+        parent_number: int = 1,
+        strategy: Any = None,
+        message: str | None = None,
+        committer: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> Commit:
+        """Apply the changes of the commit ``ref`` names onto this branch as one new
+        commit (lakeFS's cherry-pick): a three-way merge with base the commit's
+        ``parent_number``-th parent (1 or 2, for a merge commit), destination the
+        branch's base and source the commit, committed with the single parent the
+        branch's base.  Message and metadata are the picked commit's unless given; the
+        branch's staged writes stay staged on top.  MergeConflictError (``keys``) when
+        the branch changed those keys differently since, unless ``strategy``
+        (``"source-wins"`` / ``"dest-wins"``) settles it, nothing written;
+        NothingToCommitError when it changes nothing (already picked);
+        InvalidInputError for a parent the commit lacks.  Retried as a merge when the
+        branch moves; ConflictError after the last attempt.  Returns the new commit."""
+        ...
+
     async def diff_uncommitted(self) -> list[Change]:
         """The staged writes as changes against the branch's base (``added``,
         ``removed``, ``changed``), in key order.  A staged value equal to the base's, or

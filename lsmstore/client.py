@@ -887,6 +887,28 @@ class Branch(_Reads, ObjectWrites):
             self, message, metadata=metadata, committer=committer, allow_empty=allow_empty
         )
 
+    async def cherry_pick(
+        self,
+        ref: str,
+        *,
+        parent_number: int = 1,
+        strategy: Strategy | None = None,
+        message: str | None = None,
+        committer: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> Commit:
+        """Apply the changes of the commit ``ref`` names (against its ``parent_number``-th
+        parent, for a merge commit) onto this branch as a new commit, with the picked
+        commit's message and metadata unless given.  MergeConflictError (``keys``) when
+        the branch changed those keys differently, unless ``strategy``;
+        NothingToCommitError when it changes nothing.  Returns the new commit."""
+        r = await _versioning.cherry_pick(
+            self.repository, ref, self.name, parent=parent_number, strategy=strategy,
+            message=message, committer=committer, metadata=metadata,
+        )  # fmt: skip
+        assert r.commit is not None
+        return r.commit
+
     async def diff_uncommitted(self) -> list[Change]:
         """The staged writes as changes against the branch's base (added, removed,
         changed), in key order."""

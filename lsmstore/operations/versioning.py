@@ -1,4 +1,4 @@
-"""Commit, merge and revert (docs/versioning.md), with the arguments checked once for
+"""Commit, merge, revert and cherry-pick (docs/versioning.md), with the arguments checked once for
 every front end.
 
 A commit holds the branch's shared lock (:mod:`lsmstore.operations.exclusion`) and
@@ -9,7 +9,7 @@ compare-and-swap (retried with backoff, ``commit_max_attempts``); the destinatio
 staged writes stay staged on top.  Their :class:`MergeResult` is the answer every front
 end reports (the server sends its fields; the remote client rebuilds it from them).
 
-Pre-commit and pre-merge hooks, branch protection and cherry-pick belong here: each
+Pre-commit and pre-merge hooks and branch protection belong here: each
 operation below is the one entry every front end calls, and would run them at its
 start.
 """
@@ -122,6 +122,35 @@ async def revert(
         message=validate.check_message(message),
         committer=validate.check_committer(committer) or DEFAULT_COMMITTER,
         metadata=validate.check_metadata(metadata),
+        max_attempts=cfg.commit_max_attempts,
+        backoff_s=cfg.commit_backoff_ms / 1000,
+        backoff_max_s=cfg.commit_backoff_max_ms / 1000,
+    )
+
+
+async def cherry_pick(
+    repo: Repository,
+    commit_ref: str,
+    branch: str,
+    *,
+    parent: int = 1,
+    strategy: Strategy | None = None,
+    message: str | None = None,
+    committer: str | None = None,
+    metadata: Mapping[str, str] | None = None,
+) -> MergeResult:
+    """Apply the changes of the commit ``commit_ref`` names onto ``branch`` as a new
+    commit (``Branch.cherry_pick``)."""
+    cfg = repo.store.config
+    return await _merging.cherry_pick(
+        repo.context(),
+        repo.branch(branch).name,
+        commit_ref,
+        parent=validate.check_int(parent, "cherry-pick parent", min_value=1, max_value=2),
+        strategy=strategy,
+        message=validate.check_message(message),
+        committer=validate.check_committer(committer) or DEFAULT_COMMITTER,
+        metadata=None if metadata is None else validate.check_metadata(metadata),
         max_attempts=cfg.commit_max_attempts,
         backoff_s=cfg.commit_backoff_ms / 1000,
         backoff_max_s=cfg.commit_backoff_max_ms / 1000,

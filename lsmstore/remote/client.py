@@ -1003,6 +1003,35 @@ class RemoteBranch(_RemoteReads):
         )  # fmt: skip
         return _commit(r.json())
 
+    async def cherry_pick(
+        self,
+        ref: str,
+        *,
+        parent_number: int = 1,
+        strategy: Any = None,
+        message: str | None = None,
+        committer: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> Commit:
+        """As the embedded ``cherry_pick``: one request (lakeFS ``cherryPick``)."""
+        refexpr.parse(ref)
+        validate.check_int(parent_number, "cherry-pick parent", min_value=1, max_value=2)
+        fields = _commit_fields(message, None, None, strategy)
+        overrides: dict[str, Any] = {}
+        if "message" in fields:
+            overrides["message"] = fields.pop("message")
+        if metadata is not None:
+            overrides["metadata"] = validate.check_metadata(metadata, "commit metadata")
+        body: dict[str, Any] = {"ref": ref, "parent_number": parent_number, **fields}
+        if overrides:
+            body["commit_overrides"] = overrides
+        if validate.check_committer(committer) is not None:
+            body["committer"] = committer
+        r = await self.repository.http.request(
+            "POST", self._b + "/cherry-pick", json_body=body, ok=(201,), kind="merge"
+        )  # fmt: skip
+        return _commit(r.json())
+
     async def diff_uncommitted(self) -> list[Change]:
         """The branch's staged changes (paged requests; a Change carries no records)."""
         return [
