@@ -186,6 +186,44 @@ async def test_merge_conflict_strategy_reset_and_revert(cli: Cli, store: lsmstor
     assert [b["id"] for b in cli.json("branch", "list", "lsm://mc")] == ["main"]
 
 
+async def test_cherry_pick(cli: Cli, store: lsmstore.Store) -> None:
+    """lakectl's ``cherry-pick COMMIT BRANCH``: the commit's changes as a new commit on
+    the branch; a conflict exits MERGE_CONFLICT and writes nothing; --strategy settles."""
+    cli("repo", "create", "lsm://cp", check=True)
+    repo = await store.get_repository("cp")
+    main = repo.branch("main")
+    await main.put("k", b"base")
+    await main.flush()
+    cli("commit", "lsm://cp/main", "-m", "base", check=True)
+    cli("branch", "create", "lsm://cp/dev", "-s", "lsm://cp/main", check=True)
+    dev = repo.branch("dev")
+    await dev.put("k", b"dev")
+    await dev.put("new", b"n")
+    await dev.flush()
+    cli("commit", "lsm://cp/dev", "-m", "dev work", "--meta", "t=1", check=True)
+    picked = cli.json("cherry-pick", "lsm://cp/dev", "lsm://cp/main")
+    assert (picked["message"], picked["metadata"]) == ("dev work", {"t": "1"})
+    assert cli.json("show", "lsm://cp/main")["id"] == picked["id"]
+    assert await main.get("new") == b"n" and await main.get("k") == b"dev"
+    again = cli("cherry-pick", "lsm://cp/dev", "lsm://cp/main")
+    assert again.returncode == ExitCode.NOTHING_TO_COMMIT
+
+    await main.put("k", b"main")
+    await main.flush()
+    cli("commit", "lsm://cp/main", "-m", "k on main", check=True)
+    await dev.put("k", b"dev2")
+    await dev.flush()
+    cli("commit", "lsm://cp/dev", "-m", "k again", check=True)
+    head = cli.json("show", "lsm://cp/main")["id"]
+    conflict = cli("cherry-pick", "lsm://cp/dev", "lsm://cp/main")
+    assert conflict.returncode == ExitCode.MERGE_CONFLICT and "conflict" in conflict.stderr
+    assert cli.json("show", "lsm://cp/main")["id"] == head
+    cli("cherry-pick", "lsm://cp/dev", "lsm://cp/main", "--strategy", "source-wins", check=True)
+    assert await main.get("k") == b"dev2"
+    other = cli("cherry-pick", "lsm://cp/dev", "lsm://elsewhere/main")
+    assert other.returncode == ExitCode.USAGE
+
+
 def test_errors_debug_and_json(cli: Cli) -> None:
     plain = cli("branch", "show", "lsm://nothere/main")
     assert plain.returncode == ExitCode.NOT_FOUND

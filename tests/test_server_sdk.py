@@ -170,3 +170,32 @@ def test_transactions(repo: lakefs.Repository) -> None:
     assert main.object("t1").reader().read() == b"one"
     assert [b.id for b in repo.branches()] == ["main"]  # the tx branch is gone
     assert any(c.message == "tx" for c in main.log(max_amount=5))
+
+
+def test_cherry_pick(repo: lakefs.Repository) -> None:
+    """lakeFS's cherryPick: the picked commit's changes (against its parent) as one new
+    commit on the branch, the picked commit's message and metadata; a conflict is the
+    SDK's ConflictException and writes nothing."""
+    main = repo.branch("main")
+    main.object("a.txt").upload(b"1")
+    main.commit("base")
+    dev = repo.branch("dev").create(source_reference="main")
+    dev.object("a.txt").upload(b"dev")
+    dev.commit("change a")
+    dev.object("b.txt").upload(b"b")
+    picked = dev.commit("add b", metadata={"ticket": "7"}).get_commit()
+    before = main.get_commit().id
+
+    c = main.cherry_pick(picked.id)
+    assert c.parents == [before] and c.message == "add b" and c.metadata == {"ticket": "7"}
+    assert main.get_commit().id == c.id
+    assert main.object("b.txt").reader().read() == b"b"
+    assert main.object("a.txt").reader().read() == b"1"
+
+    main.object("a.txt").upload(b"main")
+    head = main.commit("main changes a").get_commit().id
+    with pytest.raises(ConflictException):
+        main.cherry_pick("dev~1")
+    assert main.get_commit().id == head
+    with pytest.raises(NotFoundException):
+        main.cherry_pick("no-such-ref")
