@@ -1,0 +1,275 @@
+"""The web UI in a real browser: Debian's headless chromium driven by playwright,
+against a real ``lsmstore serve`` process.
+
+One admin walks the whole flow (log in, create a repository, upload two files, commit,
+branch, change a file on the branch, compare, merge, see the log graph, preview a
+Parquet file); a reader key is offered no write action, and a write forged with its
+token is refused by the API.  Each page's screenshot goes to ``test-artifacts/ui/``
+(ignored by git, kept by CI); pages must log no console error.
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from lsmstore.testing.server_process import ServerProcess, start_server
+
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts" / "ui"
+REPO = "ui-demo"
+
+
+def chromium() -> str:
+    """Debian's chromium (``./dev.sh test`` installs it): never a downloaded browser."""
+    path = shutil.which("chromium")
+    assert path is not None, "chromium is not installed: ./dev.sh test installs it (apt)"
+    return path
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    proc = start_server(tmp_path_factory.mktemp("ui") / "home")
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+class Session:
+    """A browser page that records console errors and failed page scripts."""
+
+    def __init__(self, browser: Browser, server: ServerProcess) -> None:
+        self.context = browser.new_context(viewport={"width": 1280, "height": 860},
+                                           accept_downloads=True)  # fmt: skip
+        self.page = self.context.new_page()
+        self.page.set_default_timeout(30_000)
+        self.url = server.url
+        self.errors: list[str] = []
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+
+    def shot(self, name: str) -> None:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        self.page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+    def clean(self, what: str) -> None:
+        assert self.errors == [], f"console errors on {what}: {self.errors}"
+
+    def login(self, key: tuple[str, str]) -> None:
+        page = self.page
+        page.goto(self.url + "/")
+        page.get_by_label("Access key id").fill(key[0])
+        page.get_by_label("Secret access key").fill(key[1])
+        page.get_by_role("button", name="Log in").click()
+        expect(page.get_by_role("heading", name="Repositories")).to_be_visible()
+
+    def close(self) -> None:
+        self.context.close()
+
+
+def parquet_bytes() -> bytes:
+    table = pa.table({"id": list(range(1, 1001)), "name": [f"row-{i}" for i in range(1, 1001)]})
+    buf = io.BytesIO()
+    pq.write_table(table, buf, row_group_size=250)
+    return buf.getvalue()
+
+
+def files(*items: tuple[str, str, bytes]) -> list[Any]:
+    return [{"name": n, "mimeType": t, "buffer": b} for n, t, b in items]
+
+
+def test_whole_flow(server: ServerProcess, browser: Browser) -> None:
+    s = Session(browser, server)
+    page = s.page
+    try:
+        page.goto(server.url + "/")
+        expect(page.get_by_role("heading", name="Log in to lsmstore")).to_be_visible()
+        s.shot("01-login")
+        s.login(server.admin)
+        expect(page.locator(".role")).to_have_text("admin")
+
+        # Create a repository (the API's namespace rules: local://).
+        page.get_by_role("button", name="Create repository").click()
+        dlg = page.get_by_role("dialog")
+        dlg.get_by_label("Name", exact=True).fill(REPO)
+        dlg.get_by_label("Storage namespace").fill(f"local://{REPO}")
+        dlg.get_by_role("button", name="Create").click()
+        expect(page.get_by_role("heading", name="Objects")).to_be_visible()
+
+        # Upload two files at once.
+        page.get_by_label("choose files:").set_input_files(files(
+            ("people.csv", "text/csv", b"name,age\nada,36\nalan,41\n"),
+            ("data.parquet", "application/octet-stream", parquet_bytes()),
+        ))  # fmt: skip
+        expect(page.get_by_text("2 file(s) uploaded.")).to_be_visible()
+        expect(page.get_by_role("link", name="people.csv")).to_be_visible()
+        expect(page.get_by_role("link", name="data.parquet")).to_be_visible()
+        s.shot("02-objects")
+        s.clean("the objects page")
+
+        # Commit them, with metadata.
+        page.get_by_role("link", name="Uncommitted changes").click()
+        expect(page.locator("tr.added")).to_have_count(2)
+        s.shot("03-changes")
+        page.get_by_role("button", name="Commit changes").click()
+        dlg = page.get_by_role("dialog")
+        dlg.get_by_label("Message").fill("first data")
+        dlg.get_by_label("Metadata key 1").fill("source")
+        dlg.get_by_label("Metadata value 1").fill("browser")
+        dlg.get_by_role("button", name="Commit").click()
+        expect(page.get_by_role("heading", name="first data")).to_be_visible()
+        expect(page.locator("dl.props dd dl")).to_contain_text("browser")
+        expect(page.locator("tr.added")).to_have_count(2)
+        s.shot("04-commit")
+        s.clean("the commit page")
+
+        # A branch, and a changed file on it, committed there.
+        page.get_by_role("link", name="Branches").click()
+        page.get_by_role("button", name="Create branch").click()
+        dlg = page.get_by_role("dialog")
+        dlg.get_by_label("Name", exact=True).fill("dev")
+        dlg.get_by_label("From ref").fill("main")
+        dlg.get_by_role("button", name="Create").click()
+        expect(page.get_by_role("link", name="dev", exact=True)).to_be_visible()
+        s.shot("05-branches")
+        page.get_by_role("link", name="dev", exact=True).click()
+        expect(page.get_by_label("Ref", exact=True)).to_have_value("dev")
+        page.get_by_label("choose files:").set_input_files(
+            files(("people.csv", "text/csv", b"name,age\nada,37\nalan,41\ngrace,85\n"))
+        )
+        expect(page.get_by_text("1 file(s) uploaded.")).to_be_visible()
+        page.get_by_role("link", name="Uncommitted changes").click()
+        expect(page.locator("tr.changed")).to_have_count(1)
+        page.get_by_role("button", name="Commit changes").click()
+        dlg = page.get_by_role("dialog")
+        dlg.get_by_label("Message").fill("more people")
+        dlg.get_by_role("button", name="Commit").click()
+        expect(page.get_by_role("heading", name="more people")).to_be_visible()
+
+        # Compare dev with main, then merge it.
+        page.get_by_role("link", name="Compare", exact=True).click()
+        expect(page.get_by_label("Base")).to_have_value("main")
+        expect(page.get_by_label("Compared")).to_have_value("dev")
+        expect(page.locator("tr.changed")).to_have_count(1)
+        expect(page.locator("tr.changed")).to_contain_text("people.csv")
+        s.shot("06-compare")
+        s.clean("the compare page")
+        page.get_by_role("button", name="Merge dev into main").click()
+        dlg = page.get_by_role("dialog")
+        dlg.get_by_label("Strategy").select_option("source-wins")
+        dlg.get_by_label("Message").fill("merge dev")
+        dlg.get_by_role("button", name="Merge").click()
+
+        # The log of main: the merge with its two parents, drawn as a graph.
+        expect(page.get_by_role("heading", name="Commits of main")).to_be_visible()
+        expect(page.get_by_role("link", name="merge dev")).to_be_visible()
+        expect(page.locator(".graphlog li")).to_have_count(4)  # merge, 2 commits, initial
+        expect(page.locator(".graphlog svg circle")).to_have_count(4)
+        lanes = {page.locator(".graphlog svg circle").nth(i).get_attribute("cx") for i in range(4)}
+        assert len(lanes) == 2, f"the merged branch has its own lane: {lanes}"
+        s.shot("07-log")
+        s.clean("the log page")
+
+        # Preview the Parquet file on main.
+        page.get_by_role("link", name="Objects").click()
+        page.get_by_role("link", name="data.parquet").click()
+        expect(page.get_by_text("Parquet: 1000 rows in 4 row group(s).")).to_be_visible()
+        expect(page.get_by_role("cell", name="row-1", exact=True)).to_be_visible()
+        expect(page.locator(".tablewrap tbody tr")).to_have_count(50)
+        s.shot("08-parquet")
+        page.get_by_role("link", name="(root)").click()
+        page.get_by_role("link", name="people.csv").click()
+        expect(page.get_by_role("cell", name="grace")).to_be_visible()
+        with page.expect_download() as got:
+            page.get_by_role("button", name="Download").click()
+        assert Path(got.value.path()).read_bytes() == b"name,age\nada,37\nalan,41\ngrace,85\n"
+        s.shot("09-object")
+
+        page.get_by_role("link", name="Staging").click()
+        expect(page.get_by_text("L1 files")).to_be_visible()
+        expect(page.locator("svg.chart polyline")).to_have_count(1)
+        s.shot("10-staging")
+        s.clean("the object and staging pages")
+
+        page.get_by_role("button", name="Log out").click()
+        expect(page.get_by_role("heading", name="Log in to lsmstore")).to_be_visible()
+    finally:
+        s.close()
+
+
+def test_reader_is_offered_no_write(server: ServerProcess, browser: Browser) -> None:
+    admin = httpx.Client(base_url=server.api, auth=server.admin, timeout=60)
+    name = "ui-reader"
+    r = admin.post("/repositories", json={"name": name, "storage_namespace": f"local://{name}"})
+    assert r.status_code == 201, r.text
+    r = admin.post(f"/repositories/{name}/branches/main/objects", params={"path": "a.txt"},
+                   content=b"hello")  # fmt: skip
+    assert r.status_code == 201, r.text
+    reader = server.create_key("reader")
+    s = Session(browser, server)
+    page = s.page
+    try:
+        s.login(reader)
+        expect(page.locator(".role")).to_have_text("reader")
+        expect(page.get_by_role("link", name=name)).to_be_visible()
+        expect(page.get_by_role("button", name="Create repository")).to_have_count(0)
+        expect(page.get_by_role("button", name="Delete")).to_have_count(0)
+        page.get_by_role("link", name=name).click()
+        expect(page.get_by_role("link", name="a.txt")).to_be_visible()
+        expect(page.get_by_text("Read-only key")).to_be_visible()
+        expect(page.get_by_label("choose files:")).to_have_count(0)
+        expect(page.get_by_role("button", name="Delete")).to_have_count(0)
+        s.shot("11-reader-objects")
+        page.get_by_role("link", name="Uncommitted changes").click()
+        expect(page.locator("tr.added")).to_have_count(1)
+        expect(page.get_by_role("button", name="Commit changes")).to_have_count(0)
+        expect(page.get_by_role("button", name="Reset branch")).to_have_count(0)
+        page.get_by_role("link", name="Branches").click()
+        expect(page.get_by_role("button", name="Create branch")).to_have_count(0)
+        page.get_by_role("link", name="Compare", exact=True).click()
+        expect(page.get_by_role("button", name="Merge")).to_have_count(0)
+        s.clean("the reader's pages")
+
+        # A write forged from the page with the reader's own token: the API refuses it.
+        status = page.evaluate(
+            """async (repo) => {
+                const s = JSON.parse(sessionStorage.getItem("lsmstore.session"));
+                const r = await fetch(`/api/v1/repositories/${repo}/branches/main/commits`, {
+                    method: "POST", body: JSON.stringify({message: "forged"}),
+                    headers: {"Content-Type": "application/json",
+                              "Authorization": `Bearer ${s.token}`}});
+                return r.status;
+            }""",
+            name,
+        )
+        assert status == 403
+        token = httpx.post(server.api + "/auth/login", json={
+            "access_key_id": reader[0], "secret_access_key": reader[1]}).json()["token"]
+        r = httpx.post(f"{server.api}/repositories/{name}/branches/main/objects",
+                       params={"path": "b.txt"}, content=b"x",
+                       headers={"Authorization": f"Bearer {token}"})  # fmt: skip
+        assert r.status_code == 403, r.text
+        r = admin.get(f"/repositories/{name}/branches/main/diff")
+        assert [d["path"] for d in r.json()["results"]] == ["a.txt"]  # nothing forged landed
+    finally:
+        s.close()
+        admin.close()
