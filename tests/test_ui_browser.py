@@ -20,7 +20,7 @@ import httpx
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, expect, sync_playwright
 
 from lsmstore.testing.server_process import ServerProcess, start_server
 
@@ -262,8 +262,10 @@ def test_reader_is_offered_no_write(server: ServerProcess, browser: Browser) -> 
             name,
         )
         assert status == 403
-        token = httpx.post(server.api + "/auth/login", json={
-            "access_key_id": reader[0], "secret_access_key": reader[1]}).json()["token"]
+        token = httpx.post(
+            server.api + "/auth/login",
+            json={"access_key_id": reader[0], "secret_access_key": reader[1]},
+        ).json()["token"]
         r = httpx.post(f"{server.api}/repositories/{name}/branches/main/objects",
                        params={"path": "b.txt"}, content=b"x",
                        headers={"Authorization": f"Bearer {token}"})  # fmt: skip
