@@ -46,6 +46,18 @@ _TYPES = {
 }
 
 
+def page_url(scheme: str, host: str, port: int) -> str:
+    """The address to open the UI at; a wildcard listening address is shown as this
+    machine's loopback address."""
+    if host in ("0.0.0.0", ""):
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "[::1]"
+    elif ":" in host:
+        host = f"[{host}]"
+    return f"{scheme}://{host}:{port}/"
+
+
 def load() -> dict[str, tuple[bytes, str, str]]:
     """name -> (bytes, content type, ETag) of every file of the static folder whose
     type is known (sub-folders are not served)."""

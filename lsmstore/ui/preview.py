@@ -23,7 +23,7 @@ import io
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from lsmstore.errors import CorruptFileError, InvalidInputError
+from lsmstore.errors import CorruptFileError, InvalidInputError, LsmError
 from lsmstore.objects.reader import ObjectReader
 
 Format = Literal["parquet", "csv", "text", "binary"]
@@ -203,13 +203,19 @@ def _read_parquet(source: _RangeFile, size: int, rows: int) -> Preview:
         meta = pf.metadata
         names = pf.schema_arrow.names
         columns = names[:MAX_COLUMNS]
-        table: Any = None
-        for batch in pf.iter_batches(batch_size=rows, columns=columns):
-            table = batch
-            break
-    except pa.ArrowException as e:
+        groups: list[int] = []
+        covered = 0
+        for i in range(meta.num_row_groups):
+            if covered >= rows:
+                break
+            groups.append(i)
+            covered += meta.row_group(i).num_rows
+        table = pf.read_row_groups(groups, columns=columns) if groups else None
+    except LsmError:  # the reads' own errors (budget, object store): as they are
+        raise
+    except (pa.ArrowException, OSError, ValueError) as e:
         raise CorruptFileError(source.path, f"not a readable Parquet file: {e}") from None
-    found = table.to_pylist() if table is not None else []
+    found = table.slice(0, rows).to_pylist() if table is not None else []
     body = [[_cell(row.get(c)) for c in columns] for row in found[:rows]]
     schema = [f"{f.name}: {f.type}" for f in pf.schema_arrow]
     return Preview(
