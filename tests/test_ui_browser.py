@@ -206,7 +206,18 @@ def test_whole_flow(server: ServerProcess, browser: Browser) -> None:
 
         page.get_by_role("link", name="Staging").click()
         expect(page.get_by_text("L1 files")).to_be_visible()
-        expect(page.locator("svg.chart polyline")).to_have_count(1)
+        expect(page.locator(".stat .v").first).to_have_text("0")
+        with httpx.Client(base_url=server.api, auth=server.admin, timeout=60) as api:
+            for i in range(3):  # three acknowledged writes: three L1 files
+                r = api.post(f"/repositories/{REPO}/branches/main/objects",
+                             params={"path": f"live/{i}"}, content=b"x")  # fmt: skip
+                assert r.status_code == 201, r.text
+        expect(page.locator(".stat .v").first).to_have_text("3")  # the page polls
+        # The chart keeps two minutes: the three flushes raise its line off the baseline.
+        page.wait_for_function(
+            """() => new Set(document.querySelector("svg.chart polyline")
+                    .getAttribute("points").split(" ").map((p) => p.split(",")[1])).size > 1"""
+        )
         s.shot("10-staging")
         s.clean("the object and staging pages")
 
