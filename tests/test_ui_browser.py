@@ -10,6 +10,7 @@ token is refused by the API.  Each page's screenshot goes to ``test-artifacts/ui
 
 from __future__ import annotations
 
+import base64
 import io
 import shutil
 from collections.abc import Iterator
@@ -139,6 +140,7 @@ def test_whole_flow(server: ServerProcess, browser: Browser) -> None:
         expect(page.get_by_role("heading", name="first data")).to_be_visible()
         expect(page.locator("dl.props dd dl")).to_contain_text("browser")
         expect(page.locator("tr.added")).to_have_count(2)
+        expect(page.locator("main")).not_to_contain_text("null")  # no empty part printed
         s.shot("04-commit")
         s.clean("the commit page")
 
@@ -286,3 +288,129 @@ def test_reader_is_offered_no_write(server: ServerProcess, browser: Browser) -> 
     finally:
         s.close()
         admin.close()
+
+
+def _api_setup(server: ServerProcess, repo: str, entries: int) -> None:
+    """``repo`` with ``entries`` objects under ``many/`` and ``shared.txt`` changed on both
+    ``main`` and ``side`` since they diverged (a merge conflict)."""
+    with httpx.Client(base_url=server.api, auth=server.admin, timeout=120) as api:
+        r = api.post("/repositories", json={"name": repo, "storage_namespace": f"local://{repo}"})
+        assert r.status_code == 201, r.text
+        batch = [["put", f"many/f{i:05d}.txt", base64.b64encode(b"x").decode()]
+                 for i in range(entries)]  # fmt: skip
+        batch.append(["put", "shared.txt", base64.b64encode(b"base").decode()])
+        r = api.post(f"/lsm/repositories/{repo}/branches/main/batch", json=batch)
+        assert r.status_code == 200, r.text
+        assert api.post(f"/repositories/{repo}/branches/main/commits",
+                        json={"message": "many"}).status_code == 201  # fmt: skip
+        r = api.post(f"/repositories/{repo}/branches", json={"name": "side", "source": "main"})
+        assert r.status_code == 201, r.text
+        for branch in ("main", "side"):
+            r = api.post(f"/repositories/{repo}/branches/{branch}/objects",
+                         params={"path": "shared.txt"}, content=branch.encode())  # fmt: skip
+            assert r.status_code == 201, r.text
+            r = api.post(f"/repositories/{repo}/branches/{branch}/commits",
+                         json={"message": f"shared on {branch}"})  # fmt: skip
+            assert r.status_code == 201, r.text
+
+
+def test_pages_conflicts_keyboard_and_confirmations(
+    server: ServerProcess, browser: Browser
+) -> None:
+    repo = "ui-more"
+    entries = 2500
+    _api_setup(server, repo, entries)
+    s = Session(browser, server)
+    page = s.page
+    try:
+        s.login(server.admin)
+
+        # Thousands of entries under one prefix: one page of 100 at a time, to the end.
+        page.goto(f"{server.url}/#/r/{repo}/objects?ref=main&prefix=many/")
+        rows = page.locator("tbody tr")
+        seen: list[str] = []
+        while True:
+            expect(rows).not_to_have_count(0)
+            names = rows.locator("td:first-child").all_inner_texts()
+            assert len(names) <= 100
+            assert not seen or names[0] > seen[-1]
+            seen.extend(names)
+            more = page.get_by_role("link", name="Next page")
+            if more.count() == 0:
+                break
+            first = names[0]
+            more.click()
+            expect(rows.first).not_to_have_text(first)
+        assert seen == [f"f{i:05d}.txt" for i in range(entries)]
+        s.clean("the paged objects")
+
+        # A merge without a strategy stops on the conflict and lists the path.
+        page.goto(f"{server.url}/#/r/{repo}/compare?base=main&head=side")
+        page.get_by_role("button", name="Merge side into main").click()
+        page.get_by_role("dialog").get_by_role("button", name="Merge").click()
+        alert = page.get_by_role("alert")
+        expect(alert).to_contain_text("Merge stopped")
+        expect(page.get_by_role("heading", name="Conflicting paths (1)")).to_be_visible()
+        conflicts = page.get_by_role("region", name="Merge conflicts")
+        expect(conflicts.get_by_role("cell", name="shared.txt")).to_be_visible()
+        s.shot("12-conflict")
+        s.errors.clear()  # the 409 of the refused merge is logged by the browser
+
+        # Keyboard only: open the dialog, fill it, confirm; Escape cancels.
+        page.goto(f"{server.url}/#/r/{repo}/tags")
+        page.get_by_role("button", name="Create tag").focus()
+        page.keyboard.press("Enter")
+        assert page.evaluate("document.activeElement.name") == "name"
+        page.keyboard.type("v1")
+        page.keyboard.press("Tab")
+        page.keyboard.press("Control+A")
+        page.keyboard.type("side")
+        page.keyboard.press("Enter")
+        expect(page.get_by_role("link", name="v1", exact=True)).to_be_visible()
+        delete = page.get_by_role("button", name="Delete tag v1")
+        delete.focus()
+        page.keyboard.press("Enter")
+        expect(page.get_by_role("dialog")).to_be_visible()
+        page.keyboard.press("Escape")
+        expect(page.get_by_role("dialog")).to_have_count(0)
+        expect(page.get_by_role("link", name="v1", exact=True)).to_be_visible()
+        delete.click()
+        page.get_by_role("dialog").get_by_role("button", name="Delete").click()
+        expect(page.get_by_role("link", name="v1", exact=True)).to_have_count(0)
+        s.shot("13-tags")
+
+        # Revert the side branch's last commit onto it.
+        page.goto(f"{server.url}/#/r/{repo}/commits?ref=side")
+        page.get_by_role("link", name="shared on side").click()
+        page.get_by_role("button", name="Revert…").click()
+        dlg = page.get_by_role("dialog")
+        dlg.get_by_label("Branch").select_option("side")
+        dlg.get_by_role("button", name="Revert").click()
+        expect(page.get_by_role("heading", name="Commits of side")).to_be_visible()
+        expect(page.locator(".graphlog li").first).to_contain_text("Revert")
+
+        # Reset discards the staged changes, after a confirmation.
+        with httpx.Client(base_url=server.api, auth=server.admin, timeout=60) as api:
+            r = api.post(f"/repositories/{repo}/branches/main/objects",
+                         params={"path": "scratch.txt"}, content=b"tmp")  # fmt: skip
+            assert r.status_code == 201, r.text
+        page.goto(f"{server.url}/#/r/{repo}/changes?branch=main")
+        expect(page.locator("tr.added")).to_have_count(1)
+        page.get_by_role("button", name="Reset branch").click()
+        page.get_by_role("dialog").get_by_role("button", name="Discard changes").click()
+        expect(page.get_by_text("No uncommitted changes.")).to_be_visible()
+
+        # Deleting a repository asks for its name.
+        page.goto(f"{server.url}/#/")
+        page.get_by_role("button", name=f"Delete repository {repo}").click()
+        dlg = page.get_by_role("dialog")
+        dlg.get_by_label("Repository name").fill("wrong")
+        dlg.get_by_role("button", name="Delete").click()
+        expect(dlg.get_by_role("alert")).to_have_text("The name does not match.")
+        dlg.get_by_label("Repository name").fill(repo)
+        dlg.get_by_role("button", name="Delete").click()
+        expect(page.get_by_role("link", name=repo, exact=True)).to_have_count(0)
+        s.shot("14-repositories")
+        s.clean("the repositories page")
+    finally:
+        s.close()

@@ -1,6 +1,6 @@
 // A branch's uncommitted changes; commit them (message, metadata) or reset them.
 import { enc, get, post, put, query } from "./api.js";
-import { bytes, dialog, h, say, table } from "./dom.js";
+import { append, bytes, dialog, h, say, table } from "./dom.js";
 import { href, refPicker, repoHeader, repoPath } from "./layout.js";
 import { defaultRef, refsOf } from "./objects.js";
 
@@ -45,7 +45,7 @@ export async function changesPage(view, ctx) {
   ]);
   const writable = ctx.canWrite();
   const link = (d) => (d.type === "removed" ? d.path : h("a", { href: href(repoPath(repo, "object"), { ref: branch, path: d.path }) }, d.path));
-  view.append(
+  append(view,
     ...repoHeader({ ...ctx, query: { ref: branch } }, "changes", `Uncommitted changes on ${branch}`),
     h("div", { class: "row" },
       refPicker("Branch", branches, null, branch, (b) => ctx.go(href(repoPath(repo, "changes"), { branch: b }))),

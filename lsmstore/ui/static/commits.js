@@ -1,7 +1,7 @@
 // Commits: a ref's log with its merge graph; one commit with its parents, metadata and
 // changes against its first parent; revert onto a branch.
 import { all, enc, get, post, query } from "./api.js";
-import { dialog, h, say, short, svg, table, when } from "./dom.js";
+import { append, dialog, h, say, short, svg, table, when } from "./dom.js";
 import { layout } from "./graph.js";
 import { href, refPicker, repoHeader, repoPath } from "./layout.js";
 import { defaultRef, refsOf } from "./objects.js";
@@ -57,7 +57,7 @@ export async function commitsPage(view, ctx) {
     li.style.paddingLeft = `${pad}px`;
     return li;
   });
-  view.append(
+  append(view,
     ...repoHeader({ ...ctx, query: { ref } }, "commits", `Commits of ${ref}`),
     h("div", { class: "row" }, refPicker("Ref", branches, tags, ref, (r) => ctx.go(href(repoPath(repo, "commits"), { ref: r })))),
     commits.length ? h("div", { class: "graphlog" }, graphSvg(g, commits.length), h("ol", { "aria-label": "Commits, newest first" }, items))
@@ -81,7 +81,7 @@ export async function commitPage(view, ctx) {
   }
   const meta = Object.entries(c.metadata || {});
   const link = (d) => (d.type === "removed" ? d.path : h("a", { href: href(repoPath(repo, "object"), { ref: c.id, path: d.path }) }, d.path));
-  view.append(
+  append(view,
     ...repoHeader(ctx, "commits", c.message || "(no message)"),
     h("div", { class: "card" }, h("dl", { class: "props" },
       h("dt", {}, "Commit"), h("dd", { class: "mono" }, c.id),

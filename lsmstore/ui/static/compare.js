@@ -1,7 +1,7 @@
 // Compare two refs (what the head ref changed since their merge base, by prefix) and
 // merge the head into the base branch, with a strategy; conflicts are listed.
 import { ApiError, all, enc, get, post, query } from "./api.js";
-import { clear, dialog, h, say, select, short, table } from "./dom.js";
+import { append, clear, dialog, h, say, select, short, table } from "./dom.js";
 import { href, refPicker, repoHeader, repoPath } from "./layout.js";
 import { defaultRef, refsOf } from "./objects.js";
 import { changeRows } from "./changes.js";
@@ -29,8 +29,8 @@ export async function comparePage(view, ctx) {
     h("input", { id: "cmp-prefix", name: "prefix", value: prefix }),
     h("button", { type: "submit" }, "Filter"));
   filter.addEventListener("submit", (ev) => { ev.preventDefault(); nav({ prefix: new FormData(filter).get("prefix"), after: "" }); });
-  const conflicts = h("div", { "aria-live": "polite" });
-  view.append(
+  const conflicts = h("section", { "aria-live": "polite", "aria-label": "Merge conflicts" });
+  append(view,
     ...repoHeader(ctx, "compare", "Compare"),
     h("div", { class: "row" },
       refPicker("Base", branches, tags, base, (r) => nav({ base: r, after: "" })),

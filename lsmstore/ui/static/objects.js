@@ -1,7 +1,7 @@
 // Objects: browse a ref by prefix (one page of the API's listing at a time), an
 // object's details, preview, download and delete; upload to a branch.
 import { all, del, download, enc, get, query, upload } from "./api.js";
-import { bytes, clear, dialog, h, say, table, when } from "./dom.js";
+import { append, bytes, clear, dialog, h, say, table, when } from "./dom.js";
 import { href, refPicker, repoHeader, repoPath } from "./layout.js";
 
 const PAGE = 100;
@@ -55,7 +55,7 @@ export async function objectsPage(view, ctx) {
       h("td", {}, when(o.mtime)),
       writable ? h("td", {}, h("button", { type: "button", class: "danger", "aria-label": `Delete ${o.path}`, onclick: () => removeObject(ctx, ref, o.path) }, "Delete")) : null);
   });
-  view.append(
+  append(view,
     ...repoHeader({ ...ctx, query: { ref } }, "objects", "Objects"),
     h("div", { class: "row" },
       refPicker("Ref", branches, tags, ref, (r) => ctx.go(href(repoPath(repo, "objects"), { ref: r, prefix }))),
@@ -124,7 +124,7 @@ export async function objectPage(view, ctx) {
   const dir = path.includes("/") ? path.slice(0, path.lastIndexOf("/") + 1) : "";
   const meta = Object.entries(stat.metadata || {});
   const preview = h("div", { class: "card", "aria-live": "polite" }, h("p", { class: "muted" }, "Loading preview…"));
-  view.append(
+  append(view,
     ...repoHeader({ ...ctx, query: { ref } }, "objects", path.split("/").pop()),
     crumbs(ctx, ref, dir),
     h("div", { class: "card" }, h("dl", { class: "props" },
@@ -141,7 +141,7 @@ export async function objectPage(view, ctx) {
       isBranch && ctx.canWrite() ? h("button", { type: "button", class: "danger", onclick: () => removeObject(ctx, ref, path, () => ctx.go(href(repoPath(repo, "objects"), { ref, prefix: dir }))) }, "Delete") : null)),
     h("h2", {}, "Preview"), preview);
   get(`/lsm/repositories/${enc(repo)}/refs/${enc(ref)}/preview${query({ path, rows: 50 })}`)
-    .then((p) => clear(preview).append(...renderPreview(p)))
+    .then((p) => append(clear(preview), renderPreview(p)))
     .catch((e) => clear(preview).append(h("p", { class: "msg error" }, `No preview: ${e.message}`)));
 }
 

@@ -1,6 +1,6 @@
 // Branches and tags: list, create from a ref, delete.
 import { del, enc, get, post, query } from "./api.js";
-import { dialog, field, h, say, short, table } from "./dom.js";
+import { append, dialog, field, h, say, short, table } from "./dom.js";
 import { href, repoHeader, repoPath } from "./layout.js";
 
 const PAGE = 100;
@@ -29,7 +29,7 @@ async function listPage(view, ctx, kind) {
     writable ? h("td", {}, r.id === info.default_branch && isBranch ? null
       : h("button", { type: "button", class: "danger", "aria-label": `Delete ${isBranch ? "branch" : "tag"} ${r.id}`, onclick: () => remove(ctx, kind, r.id) }, "Delete")) : null));
   const what = isBranch ? "branch" : "tag";
-  view.append(
+  append(view,
     ...repoHeader(ctx, kind, isBranch ? "Branches" : "Tags"),
     h("div", { class: "row" }, h("span", { class: "spacer" }),
       writable ? h("button", { type: "button", class: "primary", onclick: () => create(ctx, kind, info.default_branch) }, `Create ${what}`) : null),

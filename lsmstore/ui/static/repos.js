@@ -1,6 +1,6 @@
 // Repositories: list (paged), create (admin keys; the API's namespace rules), delete.
 import { del, enc, get, post, query } from "./api.js";
-import { dialog, field, h, say, table, when } from "./dom.js";
+import { append, dialog, field, h, say, table, when } from "./dom.js";
 import { href, repoPath } from "./layout.js";
 
 const PAGE = 100;
@@ -23,7 +23,7 @@ export async function repositoriesPage(view, ctx) {
     ev.preventDefault();
     ctx.go(href("/", { prefix: new FormData(search).get("prefix") }));
   });
-  view.append(
+  append(view,
     h("div", { class: "row" }, h("h1", {}, "Repositories"), h("span", { class: "spacer" }),
       ctx.canAdmin() ? h("button", { type: "button", class: "primary", onclick: () => create(ctx) }, "Create repository") : null),
     search,

@@ -3,7 +3,7 @@
 // with their creation time in milliseconds (13 hex digits): new L1 ids are the
 // acknowledged writes (one file per flush), the newest L2 id dates the last compaction.
 import { enc, get } from "./api.js";
-import { clear, h, short, svg, when } from "./dom.js";
+import { append, clear, h, short, svg, when } from "./dom.js";
 import { href, refPicker, repoHeader, repoPath } from "./layout.js";
 import { defaultRef, refsOf } from "./objects.js";
 
@@ -73,7 +73,7 @@ export async function stagingPage(view, ctx) {
   };
   render(await get(url));
   timer = setTimeout(poll, POLL_MS);
-  view.append(
+  append(view,
     ...repoHeader({ ...ctx, query: { ref: branch } }, "staging", `Staging state of ${branch}`),
     h("div", { class: "row" }, refPicker("Branch", branches, null, branch, (b) => ctx.go(href(repoPath(repo, "staging"), { branch: b })))),
     box,
