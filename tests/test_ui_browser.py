@@ -155,8 +155,18 @@ def test_whole_flow(server: ServerProcess, browser: Browser) -> None:
         s.shot("05-branches")
         page.get_by_role("link", name="dev", exact=True).click()
         expect(page.get_by_label("Ref", exact=True)).to_have_value("dev")
-        page.get_by_label("choose files:").set_input_files(
-            files(("people.csv", "text/csv", b"name,age\nada,37\nalan,41\ngrace,85\n"))
+        # Dropped on the drop zone this time (a drag from the desktop carries Files).
+        page.evaluate(
+            """() => {
+                const dt = new DataTransfer();
+                dt.items.add(new File(["name,age\\nada,37\\nalan,41\\ngrace,85\\n"],
+                                      "people.csv", {type: "text/csv"}));
+                const zone = document.querySelector(".drop");
+                for (const type of ["dragenter", "dragover", "drop"]) {
+                    zone.dispatchEvent(new DragEvent(type, {dataTransfer: dt, bubbles: true,
+                                                            cancelable: true}));
+                }
+            }"""
         )
         expect(page.get_by_text("1 file(s) uploaded.")).to_be_visible()
         page.get_by_role("link", name="Uncommitted changes").click()
@@ -183,6 +193,7 @@ def test_whole_flow(server: ServerProcess, browser: Browser) -> None:
 
         # The log of main: the merge with its two parents, drawn as a graph.
         expect(page.get_by_role("heading", name="Commits of main")).to_be_visible()
+        expect(page).to_have_title("Commits of main · lsmstore")
         expect(page.get_by_role("link", name="merge dev")).to_be_visible()
         expect(page.locator(".graphlog li")).to_have_count(4)  # merge, 2 commits, initial
         expect(page.locator(".graphlog svg circle")).to_have_count(4)

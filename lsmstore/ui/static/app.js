@@ -92,6 +92,7 @@ function loginPage() {
     }
   });
   clear(main).append(form);
+  document.title = "Log in · lsmstore";
   form.querySelector("input").focus();
 }
 
@@ -112,6 +113,8 @@ async function route() {
     const done = await page(view, ctx);
     if (typeof done === "function") cleanup = done;
     clear(main).append(view);
+    const heading = view.querySelector("h1");
+    document.title = heading ? `${heading.textContent} · lsmstore` : "lsmstore";
     main.focus({ preventScroll: true });
   } catch (e) {
     if (e instanceof ApiError && e.status === 401) return;
