@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 import pytest
 from playwright.sync_api import Browser, expect, sync_playwright
 
-from lsmstore.testing.server_process import ServerProcess, start_server
+from lsmstore.testing.server_process import ServerProcess
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts" / "ui"
 REPO = "ui-demo"
@@ -34,15 +34,6 @@ def chromium() -> str:
     path = shutil.which("chromium")
     assert path is not None, "chromium is not installed: ./dev.sh test installs it (apt)"
     return path
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    proc = start_server(tmp_path_factory.mktemp("ui") / "home")
-    try:
-        yield proc
-    finally:
-        proc.stop()
 
 
 @pytest.fixture(scope="module")
@@ -402,11 +393,16 @@ def test_pages_conflicts_keyboard_and_confirmations(
 
         # Reset discards the staged changes, after a confirmation.
         with httpx.Client(base_url=server.api, auth=server.admin, timeout=60) as api:
-            r = api.post(f"/repositories/{repo}/branches/main/objects",
-                         params={"path": "scratch.txt"}, content=b"tmp")  # fmt: skip
-            assert r.status_code == 201, r.text
+            for path in ("scratch.txt", "scratch2.txt", "shared.txt"):
+                r = api.post(f"/repositories/{repo}/branches/main/objects",
+                             params={"path": path}, content=b"tmp")  # fmt: skip
+                assert r.status_code == 201, r.text
         page.goto(f"{server.url}/#/r/{repo}/changes?branch=main")
-        expect(page.locator("tr.added")).to_have_count(1)
+        expect(page.locator("tr.added")).to_have_count(2)
+        expect(page.locator("tr.changed")).to_have_count(1)
+        page.get_by_role("button", name="Discard the change of shared.txt").click()
+        expect(page.locator("tr.changed")).to_have_count(0)
+        expect(page.locator("tr.added")).to_have_count(2)
         page.get_by_role("button", name="Reset branch").click()
         page.get_by_role("dialog").get_by_role("button", name="Discard changes").click()
         expect(page.get_by_text("No uncommitted changes.")).to_be_visible()

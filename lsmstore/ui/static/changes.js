@@ -6,11 +6,12 @@ import { defaultRef, refsOf } from "./objects.js";
 
 const PAGE = 200;
 
-export function changeRows(changes, link) {
+export function changeRows(changes, link, action) {
   return changes.map((d) => h("tr", { class: d.type },
     h("td", {}, h("span", { class: `badge ${d.type}` }, d.type.replace("_", " "))),
     h("td", { class: "mono" }, link ? link(d) : d.path),
-    h("td", { class: "num" }, d.size_bytes !== undefined ? bytes(d.size_bytes) : "")));
+    h("td", { class: "num" }, d.size_bytes !== undefined ? bytes(d.size_bytes) : ""),
+    action ? h("td", {}, action(d)) : null));
 }
 
 export function metadataEditor() {
@@ -52,7 +53,9 @@ export async function changesPage(view, ctx) {
       h("span", { class: "spacer" }),
       writable ? h("button", { type: "button", class: "primary", disabled: !page.results.length, onclick: () => commit(ctx, branch) }, "Commit changes") : null,
       writable ? h("button", { type: "button", class: "danger", disabled: !page.results.length, onclick: () => reset(ctx, branch) }, "Reset branch") : null),
-    page.results.length ? table(["Change", "Path", "Size"], changeRows(page.results, link))
+    page.results.length ? table(["Change", "Path", "Size", ...(writable ? [""] : [])], changeRows(page.results, link, writable ? (d) => h("button", {
+      type: "button", "aria-label": `Discard the change of ${d.path}`, onclick: () => discard(ctx, branch, d.path),
+    }, "Discard") : null))
       : h("p", { class: "muted" }, "No uncommitted changes."),
     h("div", { class: "row" },
       after ? h("a", { class: "button", href: href(repoPath(repo, "changes"), { branch, prefix }) }, "First page") : null,
@@ -73,6 +76,16 @@ async function commit(ctx, branch) {
       ctx.go(href(repoPath(ctx.repo, "commit") + `/${enc(c.id)}`));
     },
   });
+}
+
+async function discard(ctx, branch, path) {
+  try {
+    await put(`/repositories/${enc(ctx.repo)}/branches/${enc(branch)}`, { type: "object", path });
+    say(`The change of ${path} was discarded.`);
+    ctx.reload();
+  } catch (e) {
+    say(e.message, "error");
+  }
 }
 
 async function reset(ctx, branch) {
