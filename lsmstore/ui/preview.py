@@ -23,7 +23,7 @@ import io
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from lsmstore.errors import CorruptFileError, InvalidInputError, LsmError
+from lsmstore.errors import CorruptFileError, InvalidInputError, LsmError, UnavailableError
 from lsmstore.objects.reader import ObjectReader
 
 Format = Literal["parquet", "csv", "text", "binary"]
@@ -39,6 +39,9 @@ DEFAULT_ROWS = 50
 MAX_COLUMNS = 100
 #: Characters of one cell returned at most.
 CELL_CHARS = 500
+#: Seconds one ranged read of a Parquet preview may take (the worker thread waits for
+#: the event loop to do it).
+READ_TIMEOUT_S = 60.0
 
 _TEXT_EXTENSIONS = (
     ".txt", ".md", ".json", ".jsonl", ".ndjson", ".xml", ".yaml", ".yml", ".toml", ".log",
@@ -178,7 +181,11 @@ class _RangeFile(io.RawIOBase):
             )
         self._left -= want
         future = asyncio.run_coroutine_threadsafe(self._reader.read(self._pos, want), self._loop)
-        data = future.result()
+        try:
+            data = future.result(READ_TIMEOUT_S)
+        except TimeoutError:  # the loop is gone or the store does not answer
+            future.cancel()
+            raise UnavailableError(f"reading {self.path!r} for its preview timed out") from None
         self._pos += len(data)
         return data
 
