@@ -421,3 +421,44 @@ def test_pages_conflicts_keyboard_and_confirmations(
         s.clean("the repositories page")
     finally:
         s.close()
+
+
+# Commit DAGs, newest first as the log lists them: (id, parents).
+DAGS = {
+    "linear": [("c", ["b"]), ("b", ["a"]), ("a", [])],
+    "merge": [("m", ["d", "f"]), ("f", ["e"]), ("d", ["b"]), ("e", ["b"]), ("b", ["a"]),
+              ("a", [])],
+    "octopus": [("o", ["x", "y", "z"]), ("z", ["a"]), ("y", ["a"]), ("x", ["a"]), ("a", [])],
+    "criss-cross": [("m2", ["p", "q"]), ("m1", ["q", "p"]), ("q", ["b"]), ("p", ["b"]),
+                    ("b", [])],
+    "cut": [("m", ["d", "gone"]), ("d", ["alsogone"])],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(DAGS))
+def test_log_graph_lanes(server: ServerProcess, browser: Browser, name: str) -> None:
+    """graph.js gives every commit a lane and never runs an edge through another
+    commit's dot: between its two ends an edge's lane holds no other commit."""
+    s = Session(browser, server)
+    try:
+        s.page.goto(server.url + "/")
+        commits = [{"id": c, "parents": p} for c, p in DAGS[name]]
+        g = s.page.evaluate(
+            "async (commits) => (await import('/ui/graph.js')).layout(commits)", commits
+        )
+        lane = {n["row"]: n["lane"] for n in g["nodes"]}
+        assert sorted(lane) == list(range(len(commits)))
+        rows = {c["id"]: i for i, c in enumerate(commits)}
+        want = {(rows[c["id"]], rows.get(p)) for c in commits for p in c["parents"]}
+        assert {(e["from"], e["to"]) for e in g["edges"]} == want
+        for e in g["edges"]:
+            assert e["fromLane"] == lane[e["from"]]
+            end = len(commits) if e["to"] is None else e["to"]
+            if e["to"] is not None:
+                assert e["toLane"] == lane[e["to"]]
+            for r in range(e["from"] + 1, end):
+                assert lane[r] != e["lane"], (name, e, r)
+        assert g["width"] == 1 + max([*lane.values(), *(e["lane"] for e in g["edges"])])
+        s.clean("the graph module")
+    finally:
+        s.close()
