@@ -407,6 +407,19 @@ def test_pages_conflicts_keyboard_and_confirmations(
         page.get_by_role("dialog").get_by_role("button", name="Discard changes").click()
         expect(page.get_by_text("No uncommitted changes.")).to_be_visible()
 
+        # Delete an object, then a branch.
+        page.goto(f"{server.url}/#/r/{repo}/objects?ref=main")
+        page.get_by_role("button", name="Delete shared.txt").click()
+        page.get_by_role("dialog").get_by_role("button", name="Delete").click()
+        expect(page.get_by_role("link", name="shared.txt")).to_have_count(0)
+        page.get_by_role("link", name="Uncommitted changes").click()
+        expect(page.locator("tr.removed")).to_contain_text("shared.txt")
+        page.get_by_role("link", name="Branches").click()
+        page.get_by_role("button", name="Delete branch side").click()
+        page.get_by_role("dialog").get_by_role("button", name="Delete").click()
+        expect(page.get_by_role("link", name="side", exact=True)).to_have_count(0)
+        expect(page.get_by_role("button", name="Delete branch main")).to_have_count(0)
+
         # Deleting a repository asks for its name.
         page.goto(f"{server.url}/#/")
         page.get_by_role("button", name=f"Delete repository {repo}").click()
