@@ -289,6 +289,24 @@ def test_reader_is_offered_no_write(server: ServerProcess, browser: Browser) -> 
         assert [d["path"] for d in r.json()["results"]] == ["a.txt"]  # nothing forged landed
     finally:
         s.close()
+
+    # A writer limited to one repository sees only it, and may write there.
+    assert admin.post("/repositories", json={"name": "ui-hidden",
+                      "storage_namespace": "local://ui-hidden"}).status_code == 201  # fmt: skip
+    writer = server.create_key("writer", (name,))
+    s = Session(browser, server)
+    page = s.page
+    try:
+        s.login(writer)
+        expect(page.locator(".role")).to_have_text("writer")
+        expect(page.locator("tbody tr")).to_have_count(1)
+        expect(page.get_by_role("link", name=name)).to_be_visible()
+        page.get_by_role("link", name=name).click()
+        expect(page.get_by_label("choose files:")).to_have_count(1)
+        page.goto(f"{server.url}/#/r/ui-hidden/objects")
+        expect(page.get_by_role("alert")).to_contain_text("may not read")
+    finally:
+        s.close()
         admin.close()
 
 
