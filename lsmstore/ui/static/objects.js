@@ -64,7 +64,7 @@ export async function objectsPage(view, ctx) {
       !isBranch ? h("span", { class: "muted" }, "Not a branch: read-only") : null),
     crumbs(ctx, ref, prefix),
     writable ? uploader(ctx, ref, prefix) : null,
-    rows.length ? table(["Name", "Size", "Content type", "Modified", ...(writable ? [""] : [])], rows, { caption: `${page.results.length} entries on this page` })
+    rows.length ? table(["Name", "Size", "Content type", "Modified", ...(writable ? [""] : [])], rows, { caption: `${page.results.length} ${page.results.length === 1 ? "entry" : "entries"} on this page` })
       : h("p", { class: "muted" }, "No objects under this prefix."),
     h("div", { class: "row" },
       after ? h("a", { class: "button", href: href(repoPath(repo, "objects"), { ref, prefix }) }, "First page") : null,
