@@ -37,8 +37,8 @@ from lsmstore.server.routes import (
 from lsmstore.server.routing import Router
 from lsmstore.server.throttle import client_address
 from lsmstore.service import request_context
-from lsmstore.ui import api as ui_api
 from lsmstore.ui import assets as ui_assets
+from lsmstore.ui import routes as ui_routes
 
 log = logging.getLogger("lsmstore.server")
 
@@ -50,7 +50,7 @@ _JSON_TYPE = (b"content-type", JSON.encode())
 def build_router(ctx: Context, version: str) -> Router:
     router = Router()
     for module in (config, repositories, branches, commits, refs, tags, objects, lsm, workspaces,
-                   ui_api):  # fmt: skip
+                   ui_routes):  # fmt: skip
         for route in module.routes(ctx):
             router.add(route)
     # The document describes every route, itself and the health routes included.
