@@ -370,7 +370,7 @@ def test_pages_conflicts_keyboard_and_confirmations(
         page.get_by_role("dialog").get_by_role("button", name="Merge").click()
         alert = page.get_by_role("alert")
         expect(alert).to_contain_text("Merge stopped")
-        expect(page.get_by_role("heading", name="Conflicting paths (1)")).to_be_visible()
+        expect(page.get_by_role("heading", name="Changed on both sides (1)")).to_be_visible()
         conflicts = page.get_by_role("region", name="Merge conflicts")
         expect(conflicts.get_by_role("cell", name="shared.txt")).to_be_visible()
         s.shot("12-conflict")

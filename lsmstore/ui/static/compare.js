@@ -82,12 +82,12 @@ async function showConflicts(ctx, source, dest, message, box) {
     const [ours, theirs] = await Promise.all([side(mb.destination_commit_id), side(mb.source_commit_id)]);
     const changed = new Map(ours.map((d) => [d.path, d.type]));
     const both = theirs.filter((d) => changed.has(d.path));
-    box.append(h("h2", {}, `Conflicting paths (${both.length})`),
+    box.append(h("h2", {}, `Changed on both sides (${both.length})`),
       table(["Path", `On ${dest}`, `On ${source}`], both.map((d) => h("tr", {},
         h("td", { class: "mono" }, d.path),
         h("td", {}, h("span", { class: `badge ${changed.get(d.path)}` }, changed.get(d.path))),
         h("td", {}, h("span", { class: `badge ${d.type}` }, d.type))))),
-      h("p", { class: "muted" }, "Merge again with a strategy to resolve them, or change one side."));
+      h("p", { class: "muted" }, "Paths changed on both sides since the merge base (the conflicts are among them). Merge again with a strategy to resolve them, or change one side."));
   } catch (e) {
     box.append(h("p", { class: "muted" }, `The conflicting paths could not be listed: ${e.message}`));
   }
