@@ -185,6 +185,11 @@ def test_whole_flow(server: ServerProcess, browser: Browser) -> None:
         # The log of main: the merge with its two parents, drawn as a graph.
         expect(page.get_by_role("heading", name="Commits of main")).to_be_visible()
         expect(page).to_have_title("Commits of main · lsmstore")
+        # The skip link moves the focus and stays on the page.
+        page.get_by_role("link", name="Skip to content").focus()
+        page.keyboard.press("Enter")
+        expect(page.locator("main")).to_be_focused()
+        expect(page.get_by_role("heading", name="Commits of main")).to_be_visible()
         expect(page.get_by_role("link", name="merge dev")).to_be_visible()
         expect(page.locator(".graphlog li")).to_have_count(4)  # merge, 2 commits, initial
         expect(page.locator(".graphlog svg circle")).to_have_count(4)

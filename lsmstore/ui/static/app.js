@@ -129,5 +129,7 @@ setUnauthorizedHandler(() => {
   loginPage();
 });
 
+// The skip link moves the focus, not the hash (the hash is the page's address).
+document.querySelector(".skip").addEventListener("click", (ev) => { ev.preventDefault(); main.focus(); });
 window.addEventListener("hashchange", () => { clearStatus(); route(); });
 route();
