@@ -129,6 +129,7 @@ def test_whole_flow(server: ServerProcess, browser: Browser) -> None:
         dlg.get_by_label("Metadata value 1").fill("browser")
         dlg.get_by_role("button", name="Commit").click()
         expect(page.get_by_role("heading", name="first data")).to_be_visible()
+        commit_id = page.locator("dl.props dd").first.inner_text()
         expect(page.locator("dl.props dd dl")).to_contain_text("browser")
         expect(page.locator("tr.added")).to_have_count(2)
         expect(page.locator("main")).not_to_contain_text("null")  # no empty part printed
@@ -213,6 +214,10 @@ def test_whole_flow(server: ServerProcess, browser: Browser) -> None:
         assert Path(got.value.path()).read_bytes() == b"name,age\nada,37\nalan,41\ngrace,85\n"
         s.shot("09-object")
 
+        # From a commit's objects, the branch-only tabs show the default branch.
+        page.goto(f"{server.url}/#/r/{REPO}/objects?ref={commit_id}")
+        page.get_by_role("link", name="Uncommitted changes").click()
+        expect(page.get_by_role("heading", name="Uncommitted changes on main")).to_be_visible()
         page.get_by_role("link", name="Staging").click()
         expect(page.get_by_text("L1 files")).to_be_visible()
         expect(page.locator(".stat .v").first).to_have_text("0")

@@ -2,7 +2,7 @@
 import { enc, get, post, put, query } from "./api.js";
 import { append, bytes, dialog, h, say, table } from "./dom.js";
 import { href, refPicker, repoHeader, repoPath } from "./layout.js";
-import { defaultRef, refsOf } from "./objects.js";
+import { branchOf, refsOf } from "./objects.js";
 
 const PAGE = 200;
 
@@ -37,13 +37,11 @@ export function metadataOf(values) {
 
 export async function changesPage(view, ctx) {
   const repo = ctx.repo;
-  const branch = ctx.query.branch || (await defaultRef(ctx));
+  const { branches } = await refsOf(repo);
+  const branch = await branchOf(ctx, branches);
   const after = ctx.query.after || "";
   const prefix = ctx.query.prefix || "";
-  const [{ branches }, page] = await Promise.all([
-    refsOf(repo),
-    get(`/repositories/${enc(repo)}/branches/${enc(branch)}/diff${query({ amount: PAGE, after, prefix })}`),
-  ]);
+  const page = await get(`/repositories/${enc(repo)}/branches/${enc(branch)}/diff${query({ amount: PAGE, after, prefix })}`);
   const writable = ctx.canWrite();
   const link = (d) => (d.type === "removed" ? d.path : h("a", { href: href(repoPath(repo, "object"), { ref: branch, path: d.path }) }, d.path));
   append(view,

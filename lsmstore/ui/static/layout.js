@@ -10,14 +10,16 @@ export function href(path, params = {}) {
 
 export const repoPath = (repo, page) => `/r/${encodeURIComponent(repo)}/${page}`;
 
+// Each tab, and the query parameter that carries the current ref to it (none: the
+// page picks its own).
 const TABS = [
-  ["objects", "Objects"],
-  ["changes", "Uncommitted changes"],
-  ["commits", "Commits"],
-  ["compare", "Compare"],
-  ["branches", "Branches"],
-  ["tags", "Tags"],
-  ["staging", "Staging"],
+  ["objects", "Objects", "ref"],
+  ["changes", "Uncommitted changes", "branch"],
+  ["commits", "Commits", "ref"],
+  ["compare", "Compare", null],
+  ["branches", "Branches", null],
+  ["tags", "Tags", null],
+  ["staging", "Staging", "branch"],
 ];
 
 export function repoHeader(ctx, active, title) {
@@ -26,8 +28,8 @@ export function repoHeader(ctx, active, title) {
     h("div", { class: "crumbs" }, h("a", { href: "#/" }, "Repositories"), h("span", {}, "/"),
       h("a", { href: href(repoPath(ctx.repo, "objects")) }, ctx.repo)),
     h("nav", { class: "tabs", "aria-label": "Repository" },
-      TABS.map(([page, text]) => h("a", {
-        href: href(repoPath(ctx.repo, page), ref && page !== "compare" ? (page === "changes" || page === "staging" ? { branch: ref } : { ref }) : {}),
+      TABS.map(([page, text, param]) => h("a", {
+        href: href(repoPath(ctx.repo, page), param && ref ? { [param]: ref } : {}),
         "aria-current": page === active ? "page" : null,
       }, text))),
     h("h1", {}, title),

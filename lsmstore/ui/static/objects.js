@@ -20,6 +20,14 @@ export async function defaultRef(ctx) {
   return r.default_branch;
 }
 
+// The branch a branch-only page shows: the one asked for, or the default branch when
+// none is asked for or the ref asked for is not a branch (a tag, a commit).
+export async function branchOf(ctx, branches) {
+  const asked = ctx.query.branch;
+  if (asked && branches.some((b) => b.id === asked)) return asked;
+  return (await get(`/repositories/${enc(ctx.repo)}`)).default_branch;
+}
+
 function crumbs(ctx, ref, prefix) {
   const parts = prefix.split("/").filter(Boolean);
   const out = [h("a", { href: href(repoPath(ctx.repo, "objects"), { ref }) }, "(root)")];

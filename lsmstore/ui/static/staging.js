@@ -5,7 +5,7 @@
 import { enc, get } from "./api.js";
 import { append, clear, h, short, svg, when } from "./dom.js";
 import { href, refPicker, repoHeader, repoPath } from "./layout.js";
-import { defaultRef, refsOf } from "./objects.js";
+import { branchOf, refsOf } from "./objects.js";
 
 const POLL_MS = 2000;
 const WINDOW_S = 120;
@@ -34,8 +34,8 @@ function chart(points, now) {
 
 export async function stagingPage(view, ctx) {
   const repo = ctx.repo;
-  const branch = ctx.query.branch || (await defaultRef(ctx));
   const { branches } = await refsOf(repo);
+  const branch = await branchOf(ctx, branches);
   const seen = new Map(); // L1 id -> its time
   const box = h("div", { "aria-live": "off" });
   const url = `/lsm/repositories/${enc(repo)}/branches/${enc(branch)}/staging`;
