@@ -21,7 +21,7 @@ import httpx
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from playwright.sync_api import Browser, expect, sync_playwright
+from playwright.sync_api import Browser, Route, expect, sync_playwright
 
 from lsmstore.testing.server_process import ServerProcess
 
@@ -58,6 +58,17 @@ class Session:
         self.errors: list[str] = []
         self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        # Nothing but the server itself: a request elsewhere (a CDN, a font) is refused
+        # and counted as an error.
+        self.context.route("**/*", self._only_server)
+
+    def _only_server(self, route: Route) -> None:
+        url = route.request.url
+        if url.startswith(self.url + "/") or url.startswith(("data:", "blob:")):
+            route.continue_()
+        else:
+            self.errors.append(f"request outside the server: {url}")
+            route.abort()
 
     def shot(self, name: str) -> None:
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
