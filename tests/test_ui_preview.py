@@ -93,3 +93,10 @@ async def test_csv_drops_a_cut_last_line_and_bounds_rows() -> None:
 )
 def test_format_of(path: str, ctype: str, want: str) -> None:
     assert preview.format_of(path, ctype) == want
+
+
+async def test_csv_quoted_line_breaks_and_bad_csv() -> None:
+    p = await preview.preview(CountingReader("q.csv", b'a,b\n"two\nlines",2\n3,4\n'))
+    assert p.format == "csv" and p.rows == [["two\nlines", "2"], ["3", "4"]]
+    bad = await preview.preview(CountingReader("bad.csv", b'a,b\n"never closed,1\n'))
+    assert bad.format == "csv" and bad.rows == [["never closed,1\n"]]  # lenient, no 500

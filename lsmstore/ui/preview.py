@@ -106,11 +106,17 @@ async def preview(reader: ObjectReader, rows: int = DEFAULT_ROWS) -> Preview:
     text = _decode(data, cut)
     if kind == "text":
         return Preview("text", s.size, text=text, truncated=cut)
-    lines = text.splitlines()
-    if cut and lines:
-        lines.pop()  # the last line may be cut short
     dialect: type[csv.Dialect] = csv.excel_tab if s.path.lower().endswith(".tsv") else csv.excel
-    parsed = [[_cell(v) for v in row] for row in csv.reader(lines, dialect)]
+    parsed: list[list[Any]] = []
+    try:  # quoted fields may hold line breaks: the reader sees the text whole
+        for row in csv.reader(io.StringIO(text, newline=""), dialect):
+            parsed.append([_cell(v) for v in row])
+            if len(parsed) > rows + 2:
+                break
+    except csv.Error:  # not CSV after all: shown as text
+        return Preview("text", s.size, text=text, truncated=cut)
+    if cut and len(parsed) <= rows + 2 and parsed:
+        parsed.pop()  # the last row may be cut short
     header = parsed[0] if parsed else []
     body = parsed[1 : rows + 1]
     return Preview(
