@@ -1,4 +1,4 @@
-// Small DOM helpers: elements built from data (text is always set as text, never
+// Building the page: elements made from data (text is always set as text, never
 // parsed as HTML), dialogs, status messages, formatting.
 
 export function h(tag, attrs = {}, ...children) {
