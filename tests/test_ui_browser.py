@@ -13,6 +13,8 @@ from __future__ import annotations
 import base64
 import io
 import shutil
+import struct
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -94,6 +96,19 @@ def parquet_bytes() -> bytes:
     buf = io.BytesIO()
     pq.write_table(table, buf, row_group_size=250)
     return buf.getvalue()
+
+
+def png(width: int, height: int) -> bytes:
+    """A grey RGB PNG of the given size."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    raw = b"".join(b"\0" + b"\x80" * (3 * width) for _ in range(height))
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw))
+            + chunk(b"IEND", b""))  # fmt: skip
 
 
 def files(*items: tuple[str, str, bytes]) -> list[Any]:
@@ -445,6 +460,17 @@ def test_pages_conflicts_keyboard_and_confirmations(
         page.get_by_role("button", name="Reset branch").click()
         page.get_by_role("dialog").get_by_role("button", name="Discard changes").click()
         expect(page.get_by_text("No uncommitted changes.")).to_be_visible()
+
+        # An image is shown from its bytes.
+        with httpx.Client(base_url=server.api, auth=server.admin, timeout=60) as api:
+            r = api.post(f"/repositories/{repo}/branches/main/objects", params={"path": "pic.png"},
+                         content=png(7, 5), headers={"Content-Type": "image/png"})  # fmt: skip
+            assert r.status_code == 201, r.text
+        page.goto(f"{server.url}/#/r/{repo}/object?ref=main&path=pic.png")
+        img = page.get_by_role("img", name="Image pic.png")
+        expect(img).to_be_visible()
+        page.wait_for_function("() => document.querySelector('img.preview').naturalWidth === 7")
+        s.clean("the image preview")
 
         # Delete an object, then a branch.
         page.goto(f"{server.url}/#/r/{repo}/objects?ref=main")

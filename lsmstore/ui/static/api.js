@@ -124,11 +124,15 @@ export function upload(repo, branch, path, file, onProgress) {
   });
 }
 
-// Save an object through the API (the token cannot go into a plain link).
-export async function download(repo, ref, path) {
+// An object's bytes through the API (the token cannot go into a plain link).
+export async function objectBlob(repo, ref, path) {
   const res = await call("GET", `/repositories/${enc(repo)}/refs/${enc(ref)}/objects${query({ path })}`, { raw: true });
-  const blob = await res.blob();
-  const url = URL.createObjectURL(blob);
+  return res.blob();
+}
+
+// Save an object through the API.
+export async function download(repo, ref, path) {
+  const url = URL.createObjectURL(await objectBlob(repo, ref, path));
   const a = document.createElement("a");
   a.href = url;
   a.download = path.split("/").pop() || "object";

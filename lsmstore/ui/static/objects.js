@@ -1,6 +1,6 @@
 // Objects: browse a ref by prefix (one page of the API's listing at a time), an
 // object's details, preview, download and delete; upload to a branch.
-import { all, del, download, enc, get, query, upload } from "./api.js";
+import { all, del, download, enc, get, objectBlob, query, upload } from "./api.js";
 import { append, bytes, clear, dialog, h, say, table, when } from "./dom.js";
 import { href, refPicker, repoHeader, repoPath } from "./layout.js";
 
@@ -148,10 +148,22 @@ export async function objectPage(view, ctx) {
       h("button", { type: "button", class: "primary", onclick: () => download(repo, ref, path).catch((e) => say(e.message, "error")) }, "Download"),
       isBranch && ctx.canWrite() ? h("button", { type: "button", class: "danger", onclick: () => removeObject(ctx, ref, path, () => ctx.go(href(repoPath(repo, "objects"), { ref, prefix: dir }))) }, "Delete") : null)),
     h("h2", {}, "Preview"), preview);
-  get(`/lsm/repositories/${enc(repo)}/refs/${enc(ref)}/preview${query({ path, rows: 50 })}`)
-    .then((p) => append(clear(preview), renderPreview(p)))
+  const shown = IMAGE_TYPES.includes(stat.content_type) && stat.size_bytes <= IMAGE_BYTES
+    ? objectBlob(repo, ref, path).then((blob) => {
+      const url = URL.createObjectURL(blob);
+      const img = h("img", { class: "preview", src: url, alt: `Image ${path}` });
+      img.addEventListener("load", () => URL.revokeObjectURL(url));
+      return [img];
+    })
+    : get(`/lsm/repositories/${enc(repo)}/refs/${enc(ref)}/preview${query({ path, rows: 50 })}`).then(renderPreview);
+  shown
+    .then((nodes) => append(clear(preview), nodes))
     .catch((e) => clear(preview).append(h("p", { class: "msg error" }, `No preview: ${e.message}`)));
 }
+
+// Images are shown from their bytes (fetched with the token) up to this size.
+const IMAGE_TYPES = ["image/png", "image/jpeg", "image/gif", "image/webp"];
+const IMAGE_BYTES = 8 * 1024 * 1024;
 
 function renderPreview(p) {
   if (p.format === "binary") return [h("p", { class: "muted" }, "No preview for this type of object: download it.")];
