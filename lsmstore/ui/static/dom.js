@@ -32,10 +32,11 @@ export function svg(tag, attrs = {}, ...children) {
 
 export function clear(el) { while (el.firstChild) el.firstChild.remove(); return el; }
 
+// A message in the status region; it stays until the next page (a message that
+// vanishes on a timer may be gone before it is read).
 export function say(text, kind = "info") {
   const box = document.getElementById("status");
   clear(box).append(h("div", { class: `msg ${kind}` }, text));
-  if (kind === "info") setTimeout(() => { if (box.textContent === text) clear(box); }, 6000);
 }
 
 export function clearStatus() { clear(document.getElementById("status")); }
