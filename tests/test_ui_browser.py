@@ -398,6 +398,8 @@ def test_pages_conflicts_keyboard_and_confirmations(
             more.click()
             expect(rows.first).not_to_have_text(first)
         assert seen == [f"f{i:05d}.txt" for i in range(entries)]
+        page.go_back()  # the previous page of the listing
+        expect(rows.first.locator("td").first).to_have_text(f"f{entries - 200:05d}.txt")
         s.clean("the paged objects")
 
         # A merge without a strategy stops on the conflict and lists the path.
