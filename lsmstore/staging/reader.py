@@ -19,6 +19,7 @@ request per tombstone.  ``delimiter`` folds keys into common prefixes (like ``ls
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
@@ -359,10 +360,32 @@ class Snapshot:
 
     # --- listing ----------------------------------------------------------------------
 
+    def covered(self, start: bytes, end: bytes | None) -> list[tuple[bytes, bytes]]:
+        """The covered spans of this snapshot's L2 files over its base that meet
+        ``[start, end)``, in key order (lsmstore.compaction.coverage): L2 and the
+        base hold nothing live in them."""
+        base = self.ref.base
+        return [
+            span
+            for f in self.l2
+            if f.sidecar.covered and f.sidecar.base == base and f.sidecar.overlaps(start, end)
+            for span in f.sidecar.covered
+            if span[1] >= start and (end is None or span[0] < end)
+        ]
+
     async def scan(self, start: bytes, end: bytes | None) -> AsyncIterator[Record]:
-        """Every newest record (tombstones included) with ``start <= key < end``."""
+        """Every newest record with ``start <= key < end``: tombstones included, except
+        those of L2 inside covered spans (:meth:`covered`), which are skipped whole."""
         files = self.files
         l1 = [f for f in self.l1 if f.sidecar.overlaps(start, end)]
+        spans = self.covered(start, end)
+        if spans:
+            l1_readers = await asyncio.gather(*(files.sst(f) for f in l1))
+            async for rec in amerge_newest(
+                [*(r.seek(start) for r in l1_readers), self._uncovered(start, end, spans)]
+            ):
+                yield rec
+            return
         l2 = [f for f in self.l2 if f.sidecar.overlaps(start, end)]
         readers = await asyncio.gather(*(files.sst(f) for f in itertools.chain(l1, l2)))
         sources: list[Iterable[Record] | AsyncIterator[Record]] = [
@@ -376,6 +399,35 @@ class Snapshot:
             if end is not None and rec.key >= end:
                 return
             yield rec
+
+    async def _uncovered(
+        self, start: bytes, end: bytes | None, spans: Sequence[tuple[bytes, bytes]]
+    ) -> AsyncIterator[Record]:
+        """L2 merged over the base, newest record per key in ``[start, end)``, outside
+        ``spans`` (covered spans in key order): each stretch between two spans is a
+        fresh seek of both, so a span costs no record read, and an L2 file is fetched
+        only when a stretch meets it."""
+        files = self.files
+        pos = start
+        for lo, hi in itertools.chain(spans, [(None, None)]):
+            stop = end if lo is None else (lo if end is None or lo < end else end)
+            if stop is None or pos < stop:
+                sources: list[Iterable[Record] | AsyncIterator[Record]] = []
+                l2 = [f for f in self.l2 if f.sidecar.overlaps(pos, stop)]
+                if l2:
+                    readers = await asyncio.gather(*(files.sst(f) for f in l2))
+                    sources.append(_l2_chain(list(zip(l2, readers, strict=True)), pos))
+                if self.tree is not None:
+                    sources.append(self.tree.seek(pos))
+                async with contextlib.aclosing(amerge_newest(sources)) as merged:
+                    async for rec in merged:
+                        if stop is not None and rec.key >= stop:
+                            break
+                        yield rec
+            if hi is None or (end is not None and hi >= end):
+                return
+            if hi >= pos:
+                pos = hi + b"\x00"
 
     async def list(
         self,

@@ -1,0 +1,176 @@
+"""Listing under staged deletes: the first page of a prefix whose keys are nearly all deleted.
+
+``python -m bench list [--deletes 1000000] [--rounds 5] [--warm 20] [--dir DIR]``
+
+A base of ``--deletes + 5`` keys (bench.commit's keys and values, the production range
+policy) is committed to a local object store under ``--dir`` (kept between runs).  A
+fresh branch on it stages a tombstone for every key but the last 5, written as L1 files
+of 100,000 records, then compacted into L2 by a :class:`CompactionJob` (timed: it finds
+the covered spans, lsmstore.compaction.coverage).  The peer is a second branch holding
+the same L2 files with their sidecars rewritten without spans -- what a reader walked
+before spans existed (and what it still walks over another base).
+
+For both branches, alternately, ``--rounds`` times: **cold** -- a new
+:class:`lsmstore.client.Store` (empty file and sidecar caches; the files are on the
+local disk, so the OS's page cache is warm) times its first ``list(prefix, limit=1)``:
+the ref, the sidecars, the commit, the metarange, the range and the staging files a
+page needs; **warm** -- the same call ``--warm`` times more on that store (median).
+Printed as a Markdown table with the date, nproc and load average.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import statistics
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import uvloop
+
+from bench.commit import REPO, build_base, key
+from lsmstore import layout
+from lsmstore.client import Store
+from lsmstore.compaction.job import CompactionJob
+from lsmstore.config import load_config
+from lsmstore.graveler.record import Record
+from lsmstore.refstore.base import Ref, RefStore, Repository
+from lsmstore.refstore.embedded import EmbeddedRefStore
+from lsmstore.staging.files import SIDECAR_SUFFIX, SST_SUFFIX, decode_sidecar, encode_sidecar
+from lsmstore.storage.base import ObjectStore, PutMode
+from lsmstore.storage.local import LocalStore
+from lsmstore.testing.compaction import append_l1_file
+
+PREFIX = b"tables/events/"
+L1_RECORDS = 100_000
+LIVE = 5
+
+
+async def stage_deletes(rs: RefStore, store: ObjectStore, branch: str, n: int) -> None:
+    for lo in range(0, n, L1_RECORDS):
+        tombstones = [Record(key(i), b"", None) for i in range(lo, min(n, lo + L1_RECORDS))]
+        await append_l1_file(rs, store, REPO, branch, tombstones)
+
+
+async def without_spans(
+    rs: RefStore, store: ObjectStore, ref: Ref, source: str, branch: str
+) -> None:
+    """``branch``: the L2 files of ``ref`` (``source``'s, copied) with sidecars that name
+    no span."""
+    for fid in ref.l2:
+        src = layout.staging_key(source, "L2", fid, "")
+        sst = await store.get(src + SST_SUFFIX)
+        sc = decode_sidecar(await store.get(src + SIDECAR_SUFFIX))
+        plain = encode_sidecar(dataclasses.replace(sc, base="", covered=()))
+        dst = layout.staging_key(branch, "L2", fid, "")
+        await store.put(dst + SST_SUFFIX, sst, PutMode.CREATE)
+        await store.put(dst + SIDECAR_SUFFIX, plain, PutMode.CREATE)
+    await rs.create_ref(REPO, branch, Ref("branch", ref.base, ref.l2))
+
+
+async def first_page(store: Store, branch: str) -> tuple[float, list[bytes]]:
+    b = (await store.get_repository(REPO)).branch(branch)
+    t = time.perf_counter()
+    keys = [e.key async for e in b.list(PREFIX, limit=1)]
+    return time.perf_counter() - t, keys
+
+
+async def measure(root: Path, branch: str, warm: int) -> tuple[float, float, list[bytes]]:
+    config = load_config(
+        f"local://{root / 'refs'}", environ={}, home=str(root / "home"), compaction_in_process="off"
+    )
+    store = Store(config, open_objects=lambda url: LocalStore(root / "data"))
+    try:
+        cold, keys = await first_page(store, branch)
+        times = [(await first_page(store, branch))[0] for _ in range(warm)]
+    finally:
+        await store.aclose()
+    return cold, statistics.median(times), keys
+
+
+async def run(args: argparse.Namespace) -> None:
+    root = Path(args.dir)
+    root.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240  # before any task runs
+    store = LocalStore(root / "data")
+    rs = EmbeddedRefStore(root / "refs", synchronous="NORMAL")
+    n = args.deletes + LIVE
+    try:
+        try:
+            await rs.get_repository(REPO)
+        except KeyError:
+            await rs.create_repository(Repository(REPO, store.url, "main"))
+        marker = root / f"base-{n}.txt"
+        if marker.exists():
+            base = marker.read_text().split()[0]
+        else:
+            base, ranges, secs = await build_base(store, n)
+            marker.write_text(f"{base} {ranges}")
+            print(f"base of {n:,} keys built in {secs:.1f} s ({ranges} ranges)", flush=True)
+        salt = os.urandom(4).hex()
+        spans, plain = f"spans-{salt}", f"plain-{salt}"
+        await rs.create_ref(REPO, spans, Ref("branch", base))
+        t = time.perf_counter()
+        await stage_deletes(rs, store, spans, args.deletes)
+        staged = time.perf_counter() - t
+        config = load_config(environ={}, compaction_job_files=1000, compaction_in_process="off")
+        t = time.perf_counter()
+        result = await CompactionJob(rs, store, REPO, spans, config).run()
+        compacted = time.perf_counter() - t
+        assert result.outcome == "compacted", result
+        ref = await rs.get_ref(REPO, spans)
+        await without_spans(rs, store, ref, spans, plain)
+        covered = 0
+        for fid in ref.l2:
+            sc = decode_sidecar(
+                await store.get(layout.staging_key(spans, "L2", fid, SIDECAR_SUFFIX))
+            )
+            covered += len(sc.covered)
+        print(
+            f"{args.deletes:,} deletes staged in {staged:.1f} s, compacted in {compacted:.1f} s "
+            f"into {len(ref.l2)} L2 files, {covered} covered spans",
+            flush=True,
+        )
+    finally:
+        await rs.aclose()
+        await store.aclose()
+    results: dict[str, list[tuple[float, float]]] = {spans: [], plain: []}
+    for _ in range(args.rounds):
+        for b in (plain, spans):
+            cold, warm, keys = await measure(root, b, args.warm)
+            assert keys == [key(args.deletes)], keys
+            results[b].append((cold, warm))
+            print(
+                f"  {b}: cold {cold * 1e3:.1f} ms, warm {warm * 1e3:.2f} ms "
+                f"(load {os.getloadavg()[0]:.1f})",
+                flush=True,
+            )
+    print()
+    print(
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, nproc={os.cpu_count()}, load average "
+        f"{os.getloadavg()[0]:.1f}; {args.deletes:,} staged deletes over {n:,} committed keys, "
+        f"first page of `list({PREFIX.decode()!r}, limit=1)`, local store; median of "
+        f"{args.rounds} rounds (cold) and of {args.warm} calls per round (warm)"
+    )
+    print()
+    print("| L2 sidecars | cold ms (median) | cold ms (best) | warm ms (median) |")
+    print("|---|---:|---:|---:|")
+    for label, b in (("without spans (peer)", plain), ("with covered spans", spans)):
+        colds = [c for c, _ in results[b]]
+        warms = [w for _, w in results[b]]
+        print(
+            f"| {label} | {statistics.median(colds) * 1e3:.1f} | {min(colds) * 1e3:.1f} "
+            f"| {statistics.median(warms) * 1e3:.2f} |"
+        )
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench list")
+    parser.add_argument("--deletes", type=int, default=1_000_000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--warm", type=int, default=20)
+    parser.add_argument("--dir", default="/tmp/lsmstore-bench-list")
+    args = parser.parse_args(argv)
+    uvloop.run(run(args))
+    return 0

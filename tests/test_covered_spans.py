@@ -1,0 +1,276 @@
+"""Covered spans: compaction marks runs of staged deletes that remove every base key they
+span, and a listing over that base seeks past them instead of walking each tombstone."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+import xxhash
+
+from lsmstore import layout
+from lsmstore.compaction.coverage import (
+    MIN_SPAN_TOMBSTONES,
+    _BaseKeys,
+    covered_spans,
+    tombstone_runs,
+)
+from lsmstore.compaction.job import CompactionJob
+from lsmstore.errors import CorruptFileError
+from lsmstore.graveler.source import DirectSource
+from lsmstore.graveler.sst_reader import SSTReader
+from lsmstore.graveler.sst_writer import write_sst
+from lsmstore.refstore.base import Ref, RefStore
+from lsmstore.refstore.embedded import EmbeddedRefStore
+from lsmstore.staging.files import (
+    SIDECAR_MAGIC,
+    SIDECAR_MAGIC_COVERED,
+    SIDECAR_SUFFIX,
+    decode_sidecar,
+    encode_sidecar,
+    encode_staging_file,
+)
+from lsmstore.staging.reader import Files, SidecarCache, Snapshot
+from lsmstore.storage.base import ObjectStore
+from lsmstore.storage.memory import MemoryStore
+from lsmstore.testing.compaction import (
+    BRANCH,
+    REPO,
+    append_l1_file,
+    make_commit,
+    make_config,
+    rec,
+    setup_branch,
+)
+from lsmstore.testing.faulty_store import FaultyStore
+
+T = TypeVar("T")
+
+
+class PlainCache:
+    """A FileCacheLike with no caching: every file read is an object-store get."""
+
+    async def get(
+        self, store: ObjectStore, key: str, parse: Callable[[bytes, str], T], *, kind: str = ""
+    ) -> T:
+        return parse(await store.get(key), key)
+
+
+@pytest.fixture
+async def refstore(tmp_path: Path) -> AsyncIterator[RefStore]:
+    async with EmbeddedRefStore(tmp_path / "refs") as rs:
+        yield await setup_branch(rs)
+
+
+@pytest.fixture
+def objects() -> FaultyStore:
+    return FaultyStore(MemoryStore())
+
+
+def key(i: int) -> bytes:
+    return f"a/{i:05d}".encode()
+
+
+# --- the sidecar format -----------------------------------------------------------------
+
+
+def test_sidecar_without_spans_stays_version_1() -> None:
+    _, meta, _ = encode_staging_file([rec("a", "1"), rec("b", None)], 0.01)
+    assert meta.startswith(SIDECAR_MAGIC)
+    back = decode_sidecar(meta)
+    assert back.covered == () and back.base == "" and back.tombstones == 1
+
+
+def test_sidecar_spans_round_trip() -> None:
+    records = [rec(key(i), None) for i in range(10)]
+    _, _, sc = encode_staging_file(records, 0.01)
+    spans = ((key(0), key(3)), (key(5), key(9)))
+    meta = encode_sidecar(dataclasses.replace(sc, base="c" * 64, covered=spans))
+    assert meta.startswith(SIDECAR_MAGIC_COVERED)
+    back = decode_sidecar(meta)
+    assert back.covered == spans and back.base == "c" * 64
+    assert (back.first_key, back.last_key, back.entries) == (key(0), key(9), 10)
+
+
+@pytest.mark.parametrize(
+    "spans",
+    [
+        ((b"a/00005", b"a/00003"),),  # lo > hi
+        ((b"a/00000", b"a/00004"), (b"a/00004", b"a/00006")),  # overlapping
+        ((b"a/00000", b"z"),),  # past the file's last key
+    ],
+)
+def test_sidecar_with_bad_spans_is_corrupt(spans: tuple[tuple[bytes, bytes], ...]) -> None:
+    _, _, sc = encode_staging_file([rec(key(i), None) for i in range(10)], 0.01)
+    meta = encode_sidecar(dataclasses.replace(sc, base="c" * 64, covered=spans))
+    with pytest.raises(CorruptFileError):
+        decode_sidecar(meta, "x.meta")
+
+
+def test_sidecar_claiming_too_many_spans_is_corrupt() -> None:
+    _, _, sc = encode_staging_file([rec(key(i), None) for i in range(10)], 0.01)
+    meta = encode_sidecar(dataclasses.replace(sc, base="c", covered=((key(0), key(1)),)))
+    body = bytearray(meta[:-8])
+    # the span count follows the base commit id ("c", 4 + 1 bytes) at the end of the
+    # bloom filter: find it as the u32 1 written before the first span
+    at = body.rfind((1).to_bytes(4, "little") + (7).to_bytes(4, "little"))
+    body[at : at + 4] = (0xFFFFFFFF).to_bytes(4, "little")
+    forged = bytes(body) + xxhash.xxh64_intdigest(bytes(body)).to_bytes(8, "little")
+    with pytest.raises(CorruptFileError, match="covered spans"):
+        decode_sidecar(forged, "x.meta")
+
+
+# --- finding spans ----------------------------------------------------------------------
+
+
+def _base(keys: list[bytes]) -> _BaseKeys:
+    sst = write_sst([rec(k, "v") for k in sorted(keys)])
+    return _BaseKeys([SSTReader(sst, "base")])
+
+
+def test_spans_stop_at_a_base_key_the_run_keeps() -> None:
+    base = [key(i) for i in range(0, 400)]
+    # the run deletes 0..399 except 150, and also keys the base does not hold
+    run = sorted([key(i) for i in range(400) if i != 150] + [b"a/00200x", b"a/99999"])
+    spans = covered_spans(run, _base(base), min_len=10)
+    assert spans == [(key(0), key(149)), (key(151), b"a/99999")]
+
+
+def test_short_runs_give_no_span() -> None:
+    base = [key(i) for i in range(0, 100, 2)]
+    run = [key(i) for i in range(0, 100, 2)]
+    assert covered_spans(run, _base(base), min_len=51) == []
+    assert covered_spans(run, _base(base), min_len=50) == [(key(0), key(98))]
+    # every other base key kept: no span reaches the minimum
+    assert covered_spans(run, _base([key(i) for i in range(100)]), min_len=2) == []
+
+
+def test_tombstone_runs_are_cut_by_live_records() -> None:
+    records = [rec(key(i), "v" if i in (3, 80) else None) for i in range(200)]
+    runs = tombstone_runs(SSTReader(write_sst(records), "f"), min_len=10)
+    assert [(r[0], r[-1], len(r)) for r in runs] == [
+        (key(4), key(79), 76),
+        (key(81), key(199), 119),
+    ]
+
+
+# --- compaction and listing -------------------------------------------------------------
+
+
+async def _deleted_branch(
+    refstore: RefStore, objects: ObjectStore, n: int, keep: set[int]
+) -> tuple[dict[bytes, bytes], str]:
+    """A base of ``n`` keys, every key not in ``keep`` deleted (and some absent keys too),
+    compacted into L2; the model of the branch and the base commit."""
+    base_state = {key(i): f"v{i}".encode() for i in range(n)}
+    base = await make_commit(objects, base_state)
+    await refstore.set_base(REPO, BRANCH, expected_base="", new_base=base)
+    model = {k: v for k, v in base_state.items() if int(k[2:]) in keep}
+    deletes = [k for k in base_state if k not in model] + [
+        key(i) + b"-gone" for i in range(0, n, 7)
+    ]
+    deletes.sort()
+    for lo in range(0, len(deletes), 500):
+        await append_l1_file(
+            refstore, objects, REPO, BRANCH, [rec(k, None) for k in deletes[lo : lo + 500]]
+        )
+    config = make_config(compaction_l2_file_bytes=8192, compaction_job_files=1000)
+    result = await CompactionJob(refstore, objects, REPO, BRANCH, config).run()
+    assert result.outcome == "compacted", result
+    return model, base
+
+
+async def _snapshot(refstore: RefStore, objects: ObjectStore, ref: Ref | None = None) -> Snapshot:
+    ref = ref or await refstore.get_ref(REPO, BRANCH)
+    files = Files(objects, PlainCache(), DirectSource(objects), SidecarCache(10_000))
+    return await Snapshot.load(ref, files, BRANCH)
+
+
+async def test_compaction_marks_spans_and_listing_skips_them(
+    refstore: RefStore, objects: FaultyStore
+) -> None:
+    n = 3000
+    keep = {1200, 2990, 2991, 2995}
+    model, base = await _deleted_branch(refstore, objects, n, keep)
+    ref = await refstore.get_ref(REPO, BRANCH)
+    assert not ref.l1 and len(ref.l2) > 3
+    sidecars = [
+        decode_sidecar(await objects.get(layout.staging_key(BRANCH, "L2", f, SIDECAR_SUFFIX)))
+        for f in ref.l2
+    ]
+    spans = [s for sc in sidecars for s in sc.covered]
+    assert all(sc.base == base for sc in sidecars if sc.covered)
+    assert spans and sum(1 for sc in sidecars if sc.covered) >= len(ref.l2) - 1
+    for lo, hi in spans:  # no span holds a kept key
+        assert not any(lo <= k <= hi for k in model)
+
+    snap = await _snapshot(refstore, objects)
+    objects.log.clear()
+    page = [e.key async for e in snap.list(b"a/", limit=1)]
+    assert page == [key(1200)]
+    l2_reads = [k for op, k in objects.log if op == "get" and "/L2/" in k]
+    # the files wholly inside spans before a/01200 are not read at all
+    assert len(l2_reads) < len(ref.l2) // 2, (len(l2_reads), len(ref.l2))
+
+    rng = random.Random(3)
+    live = sorted(model)
+    for _ in range(40):
+        prefix = rng.choice([b"", b"a/", b"a/0", b"a/01", b"a/02", b"a/029", b"a/0120"])
+        after = rng.choice([None, key(rng.randrange(n)), key(1200)])
+        limit = rng.choice([None, 1, 2, 10])
+        want = [k for k in live if k.startswith(prefix) and (after is None or k > after)]
+        want = want if limit is None else want[:limit]
+        got = [e.key async for e in snap.list(prefix, after=after, limit=limit)]
+        assert got == want, (prefix, after, limit)
+    assert [e.key async for e in snap.list(b"a/", delimiter=b"/")] == [
+        k for k in live if k.startswith(b"a/")
+    ]
+
+
+async def test_newer_l1_writes_inside_a_span_are_listed(
+    refstore: RefStore, objects: FaultyStore
+) -> None:
+    await _deleted_branch(refstore, objects, 2000, {1999})
+    inside = [key(10), key(500) + b"-new", key(1500)]
+    await append_l1_file(refstore, objects, REPO, BRANCH, [rec(k, "new") for k in inside])
+    snap = await _snapshot(refstore, objects)
+    assert snap.covered(b"a/", None)
+    assert [e.key async for e in snap.list(b"a/")] == sorted([*inside, key(1999)])
+    assert [e.key async for e in snap.list(b"a/", limit=1)] == [key(10)]
+
+
+async def test_spans_over_another_base_are_ignored(
+    refstore: RefStore, objects: FaultyStore
+) -> None:
+    await _deleted_branch(refstore, objects, 2000, {1999})
+    ref = await refstore.get_ref(REPO, BRANCH)
+    # a tree that holds a key inside the spans the L2 files name (over ``base``)
+    other = await make_commit(objects, {key(i): b"v" for i in range(2000)} | {key(7) + b"x": b"o"})
+    snap = await _snapshot(refstore, objects, dataclasses.replace(ref, base=other))
+    assert snap.covered(b"", None) == []
+    assert [e.key async for e in snap.list(b"a/", limit=1)] == [key(7) + b"x"]
+
+
+async def test_sparse_deletes_over_a_large_base_get_no_span(
+    refstore: RefStore, objects: FaultyStore
+) -> None:
+    """Deletes far apart in a large tree: the ranges between them are not fetched."""
+    base_state = {key(i): b"v" for i in range(20_000)}
+    base = await make_commit(objects, base_state)
+    await refstore.set_base(REPO, BRANCH, expected_base="", new_base=base)
+    deletes = [key(i) for i in range(0, 20_000, 100)]
+    await append_l1_file(refstore, objects, REPO, BRANCH, [rec(k, None) for k in deletes])
+    objects.log.clear()
+    config = make_config(compaction_l2_file_bytes=1 << 20)
+    assert (await CompactionJob(refstore, objects, REPO, BRANCH, config).run()).outcome == (
+        "compacted"
+    )
+    ranges_read = [k for op, k in objects.log if op == "get" and k.startswith(layout.RANGES)]
+    assert len(ranges_read) <= 1  # the metarange at most
+    ref = await refstore.get_ref(REPO, BRANCH)
+    sc = decode_sidecar(await objects.get(layout.staging_key(BRANCH, "L2", ref.l2[0], ".meta")))
+    assert sc.covered == () and sc.tombstones == len(deletes) >= MIN_SPAN_TOMBSTONES
