@@ -12,7 +12,8 @@ Steps (docs/compaction.md, "The job"):
    the output has just been cut there.  Output is cut into files of about
    ``compaction_l2_file_bytes``; each file is encoded in a thread as soon as it fills
    and uploaded with its sidecar exactly like an L1 file (create mode), at
-   ``layout.staging_key(branch, "L2", id)``.
+   ``layout.staging_key(branch, "L2", id)``; the sidecar names the file's covered
+   spans over the base (:mod:`lsmstore.compaction.coverage`), if any.
 3. ``after_upload``: if the job ran longer than half the grace period, it gives up
    (the sweep may treat outputs that old as orphans).  Otherwise it writes an *intent*
    (:mod:`lsmstore.gc.staging`) naming inputs and outputs.

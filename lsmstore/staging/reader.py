@@ -13,7 +13,10 @@ fetch the ref again and retry once.
 
 Listing merges every layer in key order, newest record per key, and drops tombstones in
 memory: staging files are whole SSTs held in the cache, so a run of tombstones costs no
-request per tombstone.  ``delimiter`` folds keys into common prefixes (like ``ls``).
+request per tombstone; and an L2 file's covered spans over the snapshot's base
+(:mod:`lsmstore.compaction.coverage`) are skipped with one seek of L2 and the base
+each, so a prefix whose keys are nearly all deleted does not cost a walk over the
+deleted keys.  ``delimiter`` folds keys into common prefixes (like ``ls``).
 """
 
 from __future__ import annotations
