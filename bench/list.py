@@ -1,6 +1,7 @@
 """Listing under staged deletes: the first page of a prefix whose keys are nearly all deleted.
 
-``python -m bench list [--deletes 1000000] [--rounds 5] [--warm 20] [--dir DIR]``
+``python -m bench list [--deletes 1000000] [--rounds 5] [--warm 20] [--peer-warm 2]
+[--dir DIR]``
 
 A base of ``--deletes + 5`` keys (bench.commit's keys and values, the production range
 policy) is committed to a local object store under ``--dir`` (kept between runs).  A
@@ -14,7 +15,8 @@ For both branches, alternately, ``--rounds`` times: **cold** -- a new
 :class:`lsmstore.client.Store` (empty file and sidecar caches; the files are on the
 local disk, so the OS's page cache is warm) times its first ``list(prefix, limit=1)``:
 the ref, the sidecars, the commit, the metarange, the range and the staging files a
-page needs; **warm** -- the same call ``--warm`` times more on that store (median).
+page needs; **warm** -- the same call ``--warm`` times more on that store (median;
+``--peer-warm`` times for the peer, whose calls take seconds).
 Printed as a Markdown table with the date, nproc and load average.
 """
 
@@ -138,7 +140,8 @@ async def run(args: argparse.Namespace) -> None:
     results: dict[str, list[tuple[float, float]]] = {spans: [], plain: []}
     for _ in range(args.rounds):
         for b in (plain, spans):
-            cold, warm, keys = await measure(root, b, args.warm)
+            calls = args.warm if b == spans else args.peer_warm
+            cold, warm, keys = await measure(root, b, calls)
             assert keys == [key(args.deletes)], keys
             results[b].append((cold, warm))
             print(
@@ -151,7 +154,8 @@ async def run(args: argparse.Namespace) -> None:
         f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, nproc={os.cpu_count()}, load average "
         f"{os.getloadavg()[0]:.1f}; {args.deletes:,} staged deletes over {n:,} committed keys, "
         f"first page of `list({PREFIX.decode()!r}, limit=1)`, local store; median of "
-        f"{args.rounds} rounds (cold) and of {args.warm} calls per round (warm)"
+        f"{args.rounds} rounds (cold) and of {args.warm} calls per round (warm; "
+        f"{args.peer_warm} for the peer)"
     )
     print()
     print("| L2 sidecars | cold ms (median) | cold ms (best) | warm ms (median) |")
@@ -170,6 +174,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--deletes", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--warm", type=int, default=20)
+    parser.add_argument("--peer-warm", type=int, default=2)
     parser.add_argument("--dir", default="/tmp/lsmstore-bench-list")
     args = parser.parse_args(argv)
     uvloop.run(run(args))

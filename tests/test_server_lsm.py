@@ -299,3 +299,27 @@ def test_diffs_leave_out_raw_keys_that_are_not_paths(admin: httpx.Client) -> Non
     got = admin.get(f"/repositories/{repo}/refs/main/diff/b2")
     assert got.status_code == 200, got.text
     assert [r["path"] for r in got.json()["results"]] == ["new"]
+
+
+def test_branch_diff_pages_after_a_key(admin: httpx.Client) -> None:
+    """Paging a branch's uncommitted diff with ``after`` (and ``prefix``) gives the
+    pages of the whole diff: the diff starts at the page's first possible key."""
+    repo = make_repo(admin)
+    entries: list[object] = [["kv", f"d/{i:02d}", b"v"] for i in range(12)]
+    entries += [["kv", "a", b"v"], ["kv", "z", b"v"]]
+    assert _batch(admin, repo, entries).status_code == 200
+    url = f"/repositories/{repo}/branches/main/diff"
+    whole = [r["path"] for r in admin.get(url).json()["results"]]
+    assert whole == ["a", *[f"d/{i:02d}" for i in range(12)], "z"]
+    for prefix in ("", "d/", "d/1"):
+        paged: list[str] = []
+        after = ""
+        while True:
+            got = admin.get(url, params={"prefix": prefix, "after": after, "amount": 3})
+            assert got.status_code == 200, got.text
+            body = got.json()
+            paged += [r["path"] for r in body["results"]]
+            if not body["pagination"]["has_more"]:
+                break
+            after = body["pagination"]["next_offset"]
+        assert paged == [p for p in whole if p.startswith(prefix)], prefix
