@@ -16,13 +16,18 @@ For both branches, alternately, ``--rounds`` times: **cold** -- a new
 local disk, so the OS's page cache is warm) times its first ``list(prefix, limit=1)``:
 the ref, the sidecars, the commit, the metarange, the range and the staging files a
 page needs; **warm** -- the same call ``--warm`` times more on that store (median;
-``--peer-warm`` times for the peer, whose calls take seconds).
+``--peer-warm`` times for the peer, whose calls take seconds).  Then the same through
+the REST API (``GET .../refs/<branch>/objects/ls?prefix=...&amount=1``): a server
+process (``python -m lsmstore.server`` on the same home, embedded RefStore) started
+afresh for each cold call, then the warm calls on it; and the first page of the
+branch's uncommitted diff (``GET .../branches/<branch>/diff?amount=1000``, warm).
 Printed as a Markdown table with the date, nproc and load average.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
 import os
 import statistics
@@ -30,6 +35,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import httpx
 import uvloop
 
 from bench.commit import REPO, build_base, key
@@ -44,6 +50,7 @@ from lsmstore.staging.files import SIDECAR_SUFFIX, SST_SUFFIX, decode_sidecar, e
 from lsmstore.storage.base import ObjectStore, PutMode
 from lsmstore.storage.local import LocalStore
 from lsmstore.testing.compaction import append_l1_file
+from lsmstore.testing.server_process import start_server
 
 PREFIX = b"tables/events/"
 L1_RECORDS = 100_000
@@ -79,11 +86,15 @@ async def first_page(store: Store, branch: str) -> tuple[float, list[bytes]]:
     return time.perf_counter() - t, keys
 
 
+def objects_dir(root: Path) -> Path:
+    """Where namespace ``local://bench`` lives under the home ``root / "home"``."""
+    return root / "home" / "data" / "bench"
+
+
 async def measure(root: Path, branch: str, warm: int) -> tuple[float, float, list[bytes]]:
-    config = load_config(
-        f"local://{root / 'refs'}", environ={}, home=str(root / "home"), compaction_in_process="off"
-    )
-    store = Store(config, open_objects=lambda url: LocalStore(root / "data"))
+    home = root / "home"
+    config = load_config(environ={}, home=str(home), compaction_in_process="off")
+    store = Store(config, open_objects=lambda url: LocalStore(objects_dir(root)))
     try:
         cold, keys = await first_page(store, branch)
         times = [(await first_page(store, branch))[0] for _ in range(warm)]
@@ -94,15 +105,15 @@ async def measure(root: Path, branch: str, warm: int) -> tuple[float, float, lis
 
 async def run(args: argparse.Namespace) -> None:
     root = Path(args.dir)
-    root.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240  # before any task runs
-    store = LocalStore(root / "data")
-    rs = EmbeddedRefStore(root / "refs", synchronous="NORMAL")
+    objects_dir(root).mkdir(parents=True, exist_ok=True)  # no task runs yet
+    store = LocalStore(objects_dir(root))
+    rs = EmbeddedRefStore(root / "home" / "refs", synchronous="NORMAL")
     n = args.deletes + LIVE
     try:
         try:
             await rs.get_repository(REPO)
         except KeyError:
-            await rs.create_repository(Repository(REPO, store.url, "main"))
+            await rs.create_repository(Repository(REPO, "local://bench", "main"))
         marker = root / f"base-{n}.txt"
         if marker.exists():
             base = marker.read_text().split()[0]
@@ -149,6 +160,7 @@ async def run(args: argparse.Namespace) -> None:
                 f"(load {os.getloadavg()[0]:.1f})",
                 flush=True,
             )
+    rest = await asyncio.to_thread(measure_rest, root, (plain, spans), args)
     print()
     print(
         f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, nproc={os.cpu_count()}, load average "
@@ -167,6 +179,68 @@ async def run(args: argparse.Namespace) -> None:
             f"| {label} | {statistics.median(colds) * 1e3:.1f} | {min(colds) * 1e3:.1f} "
             f"| {statistics.median(warms) * 1e3:.2f} |"
         )
+    print()
+    print(
+        "| REST API, L2 sidecars | `objects/ls` cold ms (median) | warm ms (median) "
+        "| `diff` first page warm ms (median) |"
+    )
+    print("|---|---:|---:|---:|")
+    for label, b in (("without spans (peer)", plain), ("with covered spans", spans)):
+        colds = [c for c, _, _ in rest[b]]
+        warms = [w for _, w, _ in rest[b]]
+        diffs = [d for _, _, d in rest[b]]
+        print(
+            f"| {label} | {statistics.median(colds) * 1e3:.1f} "
+            f"| {statistics.median(warms) * 1e3:.2f} | {statistics.median(diffs) * 1e3:.1f} |"
+        )
+
+
+def measure_rest(
+    root: Path, branches: tuple[str, str], args: argparse.Namespace
+) -> dict[str, list[tuple[float, float, float]]]:
+    """Per branch and round: (cold ls, median warm ls, median warm diff page) seconds."""
+    home = root / "home"
+    admin_file = root / "admin.txt"
+    admin: tuple[str, str] | None = None
+    if admin_file.exists():
+        key_id, secret = admin_file.read_text().split()
+        admin = (key_id, secret)
+    out: dict[str, list[tuple[float, float, float]]] = {b: [] for b in branches}
+    params: dict[str, str | int] = {"prefix": PREFIX.decode(), "amount": 1}
+    for _ in range(args.rounds):
+        for b in branches:
+            server = start_server(home, admin=admin)
+            if admin is None:
+                admin = server.admin
+                admin_file.write_text(" ".join(admin))
+                admin_file.chmod(0o600)
+            try:
+                with httpx.Client(base_url=server.api, auth=server.admin, timeout=600) as c:
+                    ls = f"/repositories/{REPO}/refs/{b}/objects/ls"
+
+                    def timed(url: str, q: dict[str, str | int], c: httpx.Client = c) -> float:
+                        t = time.perf_counter()
+                        r = c.get(url, params=q)
+                        took = time.perf_counter() - t
+                        assert r.status_code == 200, r.text
+                        return took
+
+                    cold = timed(ls, params)
+                    calls = args.warm if b == branches[1] else args.peer_warm
+                    warm = statistics.median(timed(ls, params) for _ in range(calls))
+                    diff = f"/repositories/{REPO}/branches/{b}/diff"
+                    page = statistics.median(
+                        timed(diff, {"amount": 1000}) for _ in range(max(1, args.peer_warm))
+                    )
+            finally:
+                server.stop()
+            out[b].append((cold, warm, page))
+            print(
+                f"  REST {b}: cold {cold * 1e3:.1f} ms, warm {warm * 1e3:.2f} ms, "
+                f"diff page {page * 1e3:.1f} ms (load {os.getloadavg()[0]:.1f})",
+                flush=True,
+            )
+    return out
 
 
 def main(argv: list[str]) -> int:
