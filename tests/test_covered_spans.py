@@ -20,6 +20,7 @@ from lsmstore.compaction.coverage import (
     tombstone_runs,
 )
 from lsmstore.compaction.job import CompactionJob
+from lsmstore.compaction.merge_worker import MergeWorker
 from lsmstore.errors import CorruptFileError
 from lsmstore.graveler.source import DirectSource
 from lsmstore.graveler.sst_reader import SSTReader
@@ -162,7 +163,11 @@ def test_tombstone_runs_are_cut_by_live_records() -> None:
 
 
 async def _deleted_branch(
-    refstore: RefStore, objects: ObjectStore, n: int, keep: set[int]
+    refstore: RefStore,
+    objects: ObjectStore,
+    n: int,
+    keep: set[int],
+    merger: MergeWorker | None = None,
 ) -> tuple[dict[bytes, bytes], str]:
     """A base of ``n`` keys, every key not in ``keep`` deleted (and some absent keys too),
     compacted into L2; the model of the branch and the base commit."""
@@ -179,7 +184,7 @@ async def _deleted_branch(
             refstore, objects, REPO, BRANCH, [rec(k, None) for k in deletes[lo : lo + 500]]
         )
     config = make_config(compaction_l2_file_bytes=8192, compaction_job_files=1000)
-    result = await CompactionJob(refstore, objects, REPO, BRANCH, config).run()
+    result = await CompactionJob(refstore, objects, REPO, BRANCH, config, merger=merger).run()
     assert result.outcome == "compacted", result
     return model, base
 
@@ -190,12 +195,21 @@ async def _snapshot(refstore: RefStore, objects: ObjectStore, ref: Ref | None = 
     return await Snapshot.load(ref, files, BRANCH)
 
 
+@pytest.mark.parametrize("where", ["loop", "process"])
 async def test_compaction_marks_spans_and_listing_skips_them(
-    refstore: RefStore, objects: FaultyStore
+    refstore: RefStore, objects: FaultyStore, where: str
 ) -> None:
+    """Both ways of merging (on the event loop, in the merge process) give the spans."""
     n = 3000
     keep = {1200, 2990, 2991, 2995}
-    model, base = await _deleted_branch(refstore, objects, n, keep)
+    merger = MergeWorker() if where == "process" else None
+    try:
+        model, base = await _deleted_branch(refstore, objects, n, keep, merger)
+        if merger is not None:
+            assert merger.jobs == 1
+    finally:
+        if merger is not None:
+            await merger.aclose()
     ref = await refstore.get_ref(REPO, BRANCH)
     assert not ref.l1 and len(ref.l2) > 3
     sidecars = [
