@@ -421,7 +421,7 @@ class Snapshot:
                     readers = await asyncio.gather(*(files.sst(f) for f in l2))
                     sources.append(_l2_chain(list(zip(l2, readers, strict=True)), pos))
                 if self.tree is not None:
-                    sources.append(self.tree.seek(pos))
+                    sources.append(self.tree.seek(pos, stop))
                 async with contextlib.aclosing(amerge_newest(sources)) as merged:
                     async for rec in merged:
                         if stop is not None and rec.key >= stop:
