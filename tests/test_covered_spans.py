@@ -15,6 +15,7 @@ import xxhash
 from lsmstore import layout
 from lsmstore.compaction.coverage import (
     MIN_SPAN_TOMBSTONES,
+    Run,
     _BaseKeys,
     covered_spans,
     tombstone_runs,
@@ -89,7 +90,7 @@ def test_sidecar_without_spans_stays_version_1() -> None:
 def test_sidecar_spans_round_trip() -> None:
     records = [rec(key(i), None) for i in range(10)]
     _, _, sc = encode_staging_file(records, 0.01)
-    spans = ((key(0), key(3)), (key(5), key(9)))
+    spans = ((key(0), key(3)), (key(5), key(8) + b"x"), (key(9), b""))
     meta = encode_sidecar(dataclasses.replace(sc, base="c" * 64, covered=spans))
     assert meta.startswith(SIDECAR_MAGIC_COVERED)
     back = decode_sidecar(meta)
@@ -100,13 +101,16 @@ def test_sidecar_spans_round_trip() -> None:
 @pytest.mark.parametrize(
     "spans",
     [
-        ((b"a/00005", b"a/00003"),),  # lo > hi
-        ((b"a/00000", b"a/00004"), (b"a/00004", b"a/00006")),  # overlapping
-        ((b"a/00000", b"z"),),  # past the file's last key
+        ((b"a/00005", b"a/00003"),),  # end before lo
+        ((b"a/00005", b"a/00005"),),  # empty
+        ((b"a/00000", b"a/00005"), (b"a/00004", b"a/00006")),  # overlapping
+        ((b"a/00000", b""), (b"a/00005", b"a/00006")),  # after an unbounded span
+        ((b"z", b""),),  # starting past the file's last key
+        ((b"a", b"a/00003"),),  # starting before the file's first key
     ],
 )
 def test_sidecar_with_bad_spans_is_corrupt(spans: tuple[tuple[bytes, bytes], ...]) -> None:
-    _, _, sc = encode_staging_file([rec(key(i), None) for i in range(10)], 0.01)
+    _, _, sc = encode_staging_file([rec(key(i), None) for i in range(10)] + [rec("b", None)], 0.01)
     meta = encode_sidecar(dataclasses.replace(sc, base="c" * 64, covered=spans))
     with pytest.raises(CorruptFileError):
         decode_sidecar(meta, "x.meta")
@@ -137,25 +141,29 @@ def test_spans_stop_at_a_base_key_the_run_keeps() -> None:
     base = [key(i) for i in range(0, 400)]
     # the run deletes 0..399 except 150, and also keys the base does not hold
     run = sorted([key(i) for i in range(400) if i != 150] + [b"a/00200x", b"a/99999"])
-    spans = covered_spans(run, _base(base), min_len=10)
-    assert spans == [(key(0), key(149)), (key(151), b"a/99999")]
+    spans = covered_spans(Run(run, b""), _base(base), min_len=10)
+    # each span ends at the next key the file or the base holds
+    assert spans == [(key(0), key(150)), (key(151), b"")]
+    assert covered_spans(Run(run, b"b"), _base(base), min_len=10)[-1] == (key(151), b"b")
+    after = _BaseKeys(_base(base).readers, b"a/zzz")
+    assert covered_spans(Run(run, b"b"), after, min_len=10)[-1] == (key(151), b"a/zzz")
 
 
 def test_short_runs_give_no_span() -> None:
     base = [key(i) for i in range(0, 100, 2)]
     run = [key(i) for i in range(0, 100, 2)]
-    assert covered_spans(run, _base(base), min_len=51) == []
-    assert covered_spans(run, _base(base), min_len=50) == [(key(0), key(98))]
+    assert covered_spans(Run(run, b""), _base(base), min_len=51) == []
+    assert covered_spans(Run(run, b""), _base(base), min_len=50) == [(key(0), b"")]
     # every other base key kept: no span reaches the minimum
-    assert covered_spans(run, _base([key(i) for i in range(100)]), min_len=2) == []
+    assert covered_spans(Run(run, b""), _base([key(i) for i in range(100)]), min_len=2) == []
 
 
 def test_tombstone_runs_are_cut_by_live_records() -> None:
     records = [rec(key(i), "v" if i in (3, 80) else None) for i in range(200)]
     runs = tombstone_runs(SSTReader(write_sst(records), "f"), min_len=10)
-    assert [(r[0], r[-1], len(r)) for r in runs] == [
-        (key(4), key(79), 76),
-        (key(81), key(199), 119),
+    assert [(r.keys[0], r.keys[-1], len(r.keys), r.next_key) for r in runs] == [
+        (key(4), key(79), 76, key(80)),
+        (key(81), key(199), 119, b""),
     ]
 
 
@@ -219,16 +227,19 @@ async def test_compaction_marks_spans_and_listing_skips_them(
     spans = [s for sc in sidecars for s in sc.covered]
     assert all(sc.base == base for sc in sidecars if sc.covered)
     assert spans and sum(1 for sc in sidecars if sc.covered) >= len(ref.l2) - 1
-    for lo, hi in spans:  # no span holds a kept key
-        assert not any(lo <= k <= hi for k in model)
+    for lo, end in spans:  # no span holds a kept key
+        assert not any(lo <= k and (not end or k < end) for k in model)
 
     snap = await _snapshot(refstore, objects)
     objects.log.clear()
     page = [e.key async for e in snap.list(b"a/", limit=1)]
     assert page == [key(1200)]
     l2_reads = [k for op, k in objects.log if op == "get" and "/L2/" in k]
-    # the files wholly inside spans before a/01200 are not read at all
+    # the files wholly inside spans before a/01200 are not read at all, and of the
+    # base only the metarange and the range holding a/01200
     assert len(l2_reads) < len(ref.l2) // 2, (len(l2_reads), len(ref.l2))
+    base_reads = [k for op, k in objects.log if op == "get" and k.startswith(layout.RANGES)]
+    assert len(base_reads) <= 2, base_reads
 
     rng = random.Random(3)
     live = sorted(model)

@@ -31,6 +31,7 @@ import itertools
 from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 from lsmstore.graveler.commit import read_commit
 from lsmstore.graveler.metarange import Metarange
@@ -48,12 +49,22 @@ MAX_BASE_PER_TOMBSTONE = 8
 #: Base ranges kept parsed between the files of one job (neighbouring files share one).
 RANGES_KEPT = 8
 
+#: ``(lo, end)``: the keys ``lo <= k < end``; ``end`` empty: no bound.
 Span = tuple[bytes, bytes]
 
 
-def tombstone_runs(sst: SSTReader, min_len: int = MIN_SPAN_TOMBSTONES) -> list[list[bytes]]:
+@dataclass(frozen=True, slots=True)
+class Run:
+    """Consecutive tombstones of a file and the key of the file's next record (b"":
+    none)."""
+
+    keys: list[bytes]
+    next_key: bytes
+
+
+def tombstone_runs(sst: SSTReader, min_len: int = MIN_SPAN_TOMBSTONES) -> list[Run]:
     """The maximal runs of consecutive tombstones in ``sst`` holding ``min_len`` or more."""
-    runs: list[list[bytes]] = []
+    runs: list[Run] = []
     run: list[bytes] = []
     for _, (keys, records) in sst.blocks():
         for key, rec in zip(keys, records, strict=True):
@@ -61,54 +72,64 @@ def tombstone_runs(sst: SSTReader, min_len: int = MIN_SPAN_TOMBSTONES) -> list[l
                 run.append(key)
             elif run:
                 if len(run) >= min_len:
-                    runs.append(run)
+                    runs.append(Run(run, key))
                 run = []
     if len(run) >= min_len:
-        runs.append(run)
+        runs.append(Run(run, b""))
     return runs
 
 
 class _BaseKeys:
-    """The keys of a few consecutive base ranges, from any key on."""
+    """The keys of a few consecutive base ranges, from any key on; ``after``: the
+    base's first key past them (b"": none)."""
 
-    def __init__(self, readers: Sequence[SSTReader]) -> None:
+    def __init__(self, readers: Sequence[SSTReader], after: bytes = b"") -> None:
         self.readers = list(readers)
         self.last = [r.last_key for r in self.readers]
+        self.after = after
 
     def seek(self, key: bytes) -> Iterator[bytes]:
         i = bisect_left(self.last, key)
         for reader in self.readers[i:]:
             for j, (keys, _records) in reader.blocks(key):
                 yield from itertools.islice(keys, j, None) if j else keys
+        if self.after:
+            yield self.after
 
 
-def covered_spans(
-    run: Sequence[bytes], base: _BaseKeys, min_len: int = MIN_SPAN_TOMBSTONES
-) -> list[Span]:
-    """The spans of ``run`` (sorted tombstone keys, nothing live between them) holding
-    ``min_len`` tombstones or more in which every key of ``base`` is one of the run's."""
+def _end(*keys: bytes) -> bytes:
+    """The smallest of ``keys`` that bound (b"" is no bound; all b"": b"")."""
+    bounds = [k for k in keys if k]
+    return min(bounds) if bounds else b""
+
+
+def covered_spans(run: Run, base: _BaseKeys, min_len: int = MIN_SPAN_TOMBSTONES) -> list[Span]:
+    """The covered spans of ``run`` (nothing live between its tombstones): ``[lo, end)``
+    holding ``min_len`` of its tombstones or more, in which every key of ``base`` is
+    one of them; ``end`` is the first key past the span's last tombstone that the file
+    or the base holds (b"": neither holds one), so the spans of neighbouring files
+    meet when nothing lies between them."""
+    keys = run.keys
     spans: list[Span] = []
-    it = base.seek(run[0])
-    b = next(it, None)
+    it = base.seek(keys[0])
+    b = next(it, b"")
     lo: bytes | None = None
-    prev = run[0]
     n = 0
-    for t in run:
-        if b is not None and b < t:
+    for t in keys:
+        if b and b < t:
             # a base key the run does not delete: the current span ends before it
             if lo is not None and n >= min_len:
-                spans.append((lo, prev))
+                spans.append((lo, b))
             lo = None
             it = base.seek(t)
-            b = next(it, None)
+            b = next(it, b"")
         if b == t:
-            b = next(it, None)
+            b = next(it, b"")
         if lo is None:
             lo, n = t, 0
         n += 1
-        prev = t
     if lo is not None and n >= min_len:
-        spans.append((lo, prev))
+        spans.append((lo, _end(b, run.next_key)))
     return spans
 
 
@@ -156,16 +177,19 @@ class Coverage:
         mr = await self._mr()
         spans: list[Span] = []
         for run in runs:
-            lo, hi = run[0], run[-1]
+            lo, hi = run.keys[0], run.keys[-1]
+            first = mr.index(lo)
             over: list[RangeInfo] = []
-            for r in mr.ranges[mr.index(lo) :]:
+            for r in mr.ranges[first:]:
                 if r.min_key > hi:
                     break
                 over.append(r)
-            if _inner_count(over, lo, hi) > MAX_BASE_PER_TOMBSTONE * len(run):
+            if _inner_count(over, lo, hi) > MAX_BASE_PER_TOMBSTONE * len(run.keys):
                 continue
+            later = first + len(over)
+            after = mr.ranges[later].min_key if later < len(mr.ranges) else b""
             readers = [await self._reader(r.id) for r in over]
-            spans += await asyncio.to_thread(covered_spans, run, _BaseKeys(readers))
+            spans += await asyncio.to_thread(covered_spans, run, _BaseKeys(readers, after))
         if not spans:
             return meta
         return encode_sidecar(dataclasses.replace(sc, base=self.base, covered=tuple(spans)))

@@ -273,10 +273,12 @@ class Sidecar:
     bloom: BloomFilter
     #: The commit the spans were computed against ("" when there are none).
     base: str = ""
-    #: Covered spans ``(lo, hi)``, disjoint and in key order: the file holds only
-    #: tombstones in ``[lo, hi]``, and every key that commit ``base`` holds in
-    #: ``[lo, hi]`` is one of them.  A listing over that base seeks past a span
-    #: instead of walking it (written by compaction, lsmstore.compaction.coverage).
+    #: Covered spans ``(lo, end)``, disjoint and in key order: the file holds only
+    #: tombstones in ``lo <= key < end`` (``end`` empty: no bound), and every key that
+    #: commit ``base`` holds there is one of them.  ``lo`` is a key of the file; ``end``
+    #: may lie past its last key (no record of the file or the base lies between).
+    #: A listing over that base seeks past a span instead of walking it (written by
+    #: compaction, lsmstore.compaction.coverage).
     covered: tuple[tuple[bytes, bytes], ...] = ()
 
     def may_contain(self, key: bytes, probe: BloomProbe | None = None) -> bool:
@@ -354,13 +356,13 @@ def decode_sidecar(buf: bytes, name: str = "sidecar") -> Sidecar:
         # each span takes at least two length words: bound the count before the loop
         if count * 8 > len(body) - p:
             raise CorruptFileError(name, f"sidecar claims {count} covered spans")
-        prev = b""
         for _ in range(count):
-            lo, hi = part(), part()
-            if not (prev < lo <= hi) or lo < first or hi > last:
-                raise CorruptFileError(name, "sidecar's covered spans are out of order")
-            covered.append((lo, hi))
-            prev = hi
+            lo, end = part(), part()
+            if covered and (not covered[-1][1] or lo < covered[-1][1]):
+                raise CorruptFileError(name, "sidecar's covered spans overlap")
+            if not first <= lo <= last or (end and end <= lo):
+                raise CorruptFileError(name, "sidecar's covered span is out of bounds")
+            covered.append((lo, end))
     if p != len(body):
         raise CorruptFileError(name, f"{len(body) - p} trailing bytes in sidecar")
     try:

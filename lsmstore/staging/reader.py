@@ -363,18 +363,27 @@ class Snapshot:
 
     # --- listing ----------------------------------------------------------------------
 
-    def covered(self, start: bytes, end: bytes | None) -> list[tuple[bytes, bytes]]:
-        """The covered spans of this snapshot's L2 files over its base that meet
-        ``[start, end)``, in key order (lsmstore.compaction.coverage): L2 and the
-        base hold nothing live in them."""
+    def covered(self, start: bytes, end: bytes | None) -> list[tuple[bytes, bytes | None]]:
+        """The covered spans ``(lo, stop)`` (``lo <= key < stop``, None: no bound) of
+        this snapshot's L2 files over its base that meet ``[start, end)``, in key
+        order (lsmstore.compaction.coverage): L2 and the base hold nothing live in
+        them.  A span reaching past its file's last key is cut at the next L2 file's
+        first key (the file vouches for no other file)."""
         base = self.ref.base
-        return [
-            span
-            for f in self.l2
-            if f.sidecar.covered and f.sidecar.base == base and f.sidecar.overlaps(start, end)
-            for span in f.sidecar.covered
-            if span[1] >= start and (end is None or span[0] < end)
-        ]
+        l2 = self.l2
+        out: list[tuple[bytes, bytes | None]] = []
+        for i, f in enumerate(l2):
+            sc = f.sidecar
+            if not sc.covered or sc.base != base or not sc.overlaps(start, end):
+                continue
+            after = l2[i + 1].sidecar.first_key if i + 1 < len(l2) else None
+            for lo, stop in sc.covered:
+                bound: bytes | None = stop or None
+                if after is not None and (bound is None or after < bound):
+                    bound = after
+                if (bound is None or bound > start) and (end is None or lo < end):
+                    out.append((lo, bound))
+        return out
 
     async def scan(self, start: bytes, end: bytes | None) -> AsyncIterator[Record]:
         """Every newest record with ``start <= key < end``: tombstones included, except
@@ -404,7 +413,7 @@ class Snapshot:
             yield rec
 
     async def _uncovered(
-        self, start: bytes, end: bytes | None, spans: Sequence[tuple[bytes, bytes]]
+        self, start: bytes, end: bytes | None, spans: Sequence[tuple[bytes, bytes | None]]
     ) -> AsyncIterator[Record]:
         """L2 merged over the base, newest record per key in ``[start, end)``, outside
         ``spans`` (covered spans in key order): each stretch between two spans is a
@@ -412,7 +421,8 @@ class Snapshot:
         only when a stretch meets it."""
         files = self.files
         pos = start
-        for lo, hi in itertools.chain(spans, [(None, None)]):
+        last: list[tuple[bytes | None, bytes | None]] = [(None, None)]
+        for lo, after in itertools.chain(spans, last):
             stop = end if lo is None else (lo if end is None or lo < end else end)
             if stop is None or pos < stop:
                 sources: list[Iterable[Record] | AsyncIterator[Record]] = []
@@ -427,10 +437,9 @@ class Snapshot:
                         if stop is not None and rec.key >= stop:
                             break
                         yield rec
-            if hi is None or (end is not None and hi >= end):
+            if lo is None or after is None or (end is not None and after >= end):
                 return
-            if hi >= pos:
-                pos = hi + b"\x00"
+            pos = max(pos, after)
 
     async def list(
         self,
