@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 import xxhash
@@ -42,6 +41,7 @@ from lsmstore.storage.memory import MemoryStore
 from lsmstore.testing.compaction import (
     BRANCH,
     REPO,
+    PlainCache,
     append_l1_file,
     make_commit,
     make_config,
@@ -49,17 +49,6 @@ from lsmstore.testing.compaction import (
     setup_branch,
 )
 from lsmstore.testing.faulty_store import FaultyStore
-
-T = TypeVar("T")
-
-
-class PlainCache:
-    """A FileCacheLike with no caching: every file read is an object-store get."""
-
-    async def get(
-        self, store: ObjectStore, key: str, parse: Callable[[bytes, str], T], *, kind: str = ""
-    ) -> T:
-        return parse(await store.get(key), key)
 
 
 @pytest.fixture
