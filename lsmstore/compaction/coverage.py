@@ -44,10 +44,12 @@ from lsmstore.storage.base import ObjectStore
 #: Tombstones a span holds at least: a shorter run is walked by a listing in a few us.
 MIN_SPAN_TOMBSTONES = 64
 #: A run is checked only if the base ranges lying wholly inside it hold at most this
-#: many keys per tombstone of the run.
-MAX_BASE_PER_TOMBSTONE = 8
+#: many keys per tombstone of the run.  A span's base keys are all its tombstones, so a
+#: run whose ranges hold many more keys has short spans at best; the bound also bounds
+#: the base ranges a run holds in memory to about twice the run's own records.
+MAX_BASE_PER_TOMBSTONE = 2
 #: Base ranges kept parsed between the files of one job (neighbouring files share one).
-RANGES_KEPT = 8
+RANGES_KEPT = 4
 
 #: ``(lo, end)``: the keys ``lo <= k < end``; ``end`` empty: no bound.
 Span = tuple[bytes, bytes]
