@@ -288,3 +288,81 @@ async def test_sparse_deletes_over_a_large_base_get_no_span(
     ref = await refstore.get_ref(REPO, BRANCH)
     sc = decode_sidecar(await objects.get(layout.staging_key(BRANCH, "L2", ref.l2[0], ".meta")))
     assert sc.covered == () and sc.tombstones == len(deletes) >= MIN_SPAN_TOMBSTONES
+
+
+@pytest.mark.parametrize("seed", range(4))
+async def test_listings_match_the_model_over_random_delete_runs(
+    refstore: RefStore, objects: FaultyStore, seed: int
+) -> None:
+    """Random runs of deletes (some of absent keys), puts among them, then newer L1 writes
+    on top of the compacted L2: every listing equals the dict model."""
+    rng = random.Random(seed)
+    n = 2500
+    base_state = {key(i): b"b" for i in range(n) if rng.random() < 0.9}
+    base = await make_commit(objects, base_state)
+    await refstore.set_base(REPO, BRANCH, expected_base="", new_base=base)
+    model = dict(base_state)
+    staged: dict[bytes, bytes | None] = {}
+    i = 0
+    while i < n:
+        length = rng.choice([1, 5, 80, 200, 400])
+        for j in range(i, min(n, i + length)):
+            if rng.random() < 0.97:
+                staged[key(j)] = None
+            else:
+                staged[key(j) + b"p"] = b"put"
+        i += length + rng.choice([0, 0, 1, 3])
+    for lo in range(0, len(staged), 700):
+        part = sorted(staged)[lo : lo + 700]
+        await append_l1_file(refstore, objects, REPO, BRANCH, [rec(k, staged[k]) for k in part])
+    for k, v in staged.items():
+        if v is None:
+            model.pop(k, None)
+        else:
+            model[k] = v
+    config = make_config(compaction_l2_file_bytes=rng.choice([4096, 16384]))
+    assert (await CompactionJob(refstore, objects, REPO, BRANCH, config).run()).outcome == (
+        "compacted"
+    )
+    newer = {key(rng.randrange(n)) + rng.choice([b"", b"n"]): b"new" for _ in range(15)}
+    newer |= {key(rng.randrange(n)): None for _ in range(15)}
+    await append_l1_file(refstore, objects, REPO, BRANCH, [rec(k, v) for k, v in newer.items()])
+    for k, v in newer.items():
+        if v is None:
+            model.pop(k, None)
+        else:
+            model[k] = v
+    snap = await _snapshot(refstore, objects)
+    assert snap.covered(b"", None), "no span to test"
+    live = sorted(model)
+    assert [e.key async for e in snap.list()] == live
+    for _ in range(60):
+        prefix = key(rng.randrange(n))[: rng.choice([2, 4, 5, 6])]
+        after = rng.choice([None, key(rng.randrange(n)), key(rng.randrange(n)) + b"p"])
+        limit = rng.choice([None, 1, 3, 50])
+        delimiter = rng.choice([None, None, b"3", b"p"])
+        want = _folded(live, prefix, after, delimiter)
+        want = want if limit is None else want[:limit]
+        got = [
+            e.key async for e in snap.list(prefix, after=after, limit=limit, delimiter=delimiter)
+        ]
+        assert got == want, (prefix, after, limit, delimiter)
+
+
+def _folded(
+    live: list[bytes], prefix: bytes, after: bytes | None, delimiter: bytes | None
+) -> list[bytes]:
+    """What a listing of the sorted keys ``live`` returns (common prefixes folded)."""
+    out: list[bytes] = []
+    for k in live:
+        if not k.startswith(prefix) or (after is not None and k <= after):
+            continue
+        i = k.find(delimiter, len(prefix)) if delimiter else -1
+        if i >= 0:
+            cp = k[: i + len(delimiter or b"")]
+            if (out and out[-1] == cp) or (after is not None and cp <= after):
+                continue
+            out.append(cp)
+        else:
+            out.append(k)
+    return out

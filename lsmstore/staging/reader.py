@@ -396,6 +396,8 @@ class Snapshot:
             async for rec in amerge_newest(
                 [*(r.seek(start) for r in l1_readers), self._uncovered(start, end, spans)]
             ):
+                if end is not None and rec.key >= end:
+                    return
                 yield rec
             return
         l2 = [f for f in self.l2 if f.sidecar.overlaps(start, end)]
