@@ -28,9 +28,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lsmstore.graveler.commit import read_commit
@@ -82,21 +82,25 @@ def tombstone_runs(sst: SSTReader, min_len: int = MIN_SPAN_TOMBSTONES) -> list[R
 
 
 class _BaseKeys:
-    """The keys of a few consecutive base ranges, from any key on; ``after``: the
-    base's first key past them (b"": none)."""
+    """The keys of a few consecutive base ranges; ``after``: the base's first key past
+    them (b"": none)."""
 
     def __init__(self, readers: Sequence[SSTReader], after: bytes = b"") -> None:
         self.readers = list(readers)
         self.last = [r.last_key for r in self.readers]
         self.after = after
 
-    def seek(self, key: bytes) -> Iterator[bytes]:
-        i = bisect_left(self.last, key)
-        for reader in self.readers[i:]:
-            for j, (keys, _records) in reader.blocks(key):
-                yield from itertools.islice(keys, j, None) if j else keys
-        if self.after:
-            yield self.after
+    def between(self, lo: bytes, hi: bytes) -> tuple[list[bytes], bytes]:
+        """The keys ``lo <= k <= hi`` in order, and the first key past ``hi`` (b"":
+        none).  Whole blocks are taken as lists (no Python step per key)."""
+        out: list[bytes] = []
+        for reader in self.readers[bisect_left(self.last, lo) :]:
+            for j, (keys, _records) in reader.blocks(lo):
+                out.extend(itertools.islice(keys, j, None) if j else keys)
+                if out and out[-1] > hi:
+                    cut = bisect_right(out, hi)
+                    return out[:cut], out[cut]
+        return out, self.after
 
 
 def _end(*keys: bytes) -> bytes:
@@ -110,28 +114,23 @@ def covered_spans(run: Run, base: _BaseKeys, min_len: int = MIN_SPAN_TOMBSTONES)
     holding ``min_len`` of its tombstones or more, in which every key of ``base`` is
     one of them; ``end`` is the first key past the span's last tombstone that the file
     or the base holds (b"": neither holds one), so the spans of neighbouring files
-    meet when nothing lies between them."""
+    meet when nothing lies between them.
+
+    The base keys the run does not delete cut it: set lookups and bisections, no
+    Python step per tombstone."""
     keys = run.keys
+    inside, past = base.between(keys[0], keys[-1])
+    members = set(keys)
+    cuts = [b for b in inside if b not in members]
     spans: list[Span] = []
-    it = base.seek(keys[0])
-    b = next(it, b"")
-    lo: bytes | None = None
-    n = 0
-    for t in keys:
-        if b and b < t:
-            # a base key the run does not delete: the current span ends before it
-            if lo is not None and n >= min_len:
-                spans.append((lo, b))
-            lo = None
-            it = base.seek(t)
-            b = next(it, b"")
-        if b == t:
-            b = next(it, b"")
-        if lo is None:
-            lo, n = t, 0
-        n += 1
-    if lo is not None and n >= min_len:
-        spans.append((lo, _end(b, run.next_key)))
+    first = 0
+    for cut in cuts:
+        stop = bisect_left(keys, cut, first)
+        if stop - first >= min_len:
+            spans.append((keys[first], cut))
+        first = stop
+    if len(keys) - first >= min_len:
+        spans.append((keys[first], _end(past, run.next_key)))
     return spans
 
 
