@@ -48,7 +48,7 @@ Rules every method follows (the method docs below add what is particular to each
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Protocol, Self, runtime_checkable
 
@@ -56,7 +56,16 @@ from lsmstore.config import Config
 from lsmstore.objects import LinkItem
 from lsmstore.refstore.base import Ref as RefValue
 from lsmstore.refstore.base import Workspace
-from lsmstore.types import Change, Commit, Entry, LogEntry, MergeResult, ObjectStats, Stat
+from lsmstore.types import (
+    BranchProtection,
+    Change,
+    Commit,
+    Entry,
+    LogEntry,
+    MergeResult,
+    ObjectStats,
+    Stat,
+)
 
 
 @runtime_checkable
@@ -473,6 +482,24 @@ class RepositoryAPI(Protocol):
         """The changes that turn the commit ``left`` names into the one ``right``
         names, in key order (committed states only; staged writes are not part of
         it)."""
+        ...
+
+    async def branch_protection(self) -> BranchProtection:
+        """The repository's branch protection rules (glob patterns over branch names)
+        and their ``etag``.  A branch matching a pattern refuses staging writes,
+        commits, reverts, cherry-picks, resets, stash/pop and deletion with
+        ProtectedBranchError (403 on a server); merges into it are accepted (lakeFS's
+        branch protection)."""
+        ...
+
+    async def set_branch_protection(
+        self, patterns: Sequence[str], *, if_match: str | None = None
+    ) -> BranchProtection:
+        """Replace the rules with ``patterns`` (an empty list removes them all); with
+        ``if_match`` only while the current ETag is that one: PreconditionFailedError
+        otherwise, nothing changed.  InvalidInputError for a pattern that is empty, too
+        long, repeated or holds a control character.  Returns the new rules and ETag;
+        they apply to every write appended afterwards, in every process."""
         ...
 
     async def merge(

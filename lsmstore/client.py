@@ -29,11 +29,20 @@ anything is staged.  Arguments are checked at method entry with :mod:`lsmstore.v
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import os
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
@@ -59,6 +68,7 @@ from lsmstore.objects.addresses import ALLOWED_EXTERNAL_PREFIXES_KEY, parse_allo
 from lsmstore.objects.api import ObjectReads
 from lsmstore.operations import batch as _batch
 from lsmstore.operations import branches as _branches
+from lsmstore.operations import protection as _protection
 from lsmstore.operations import repositories as _repositories
 from lsmstore.operations import versioning as _versioning
 from lsmstore.operations import workspaces as _workspaces
@@ -77,7 +87,16 @@ from lsmstore.staging.writer import BranchWriter, WriterStats
 from lsmstore.storage.base import ObjectStore
 from lsmstore.storage.url import open_object_store
 from lsmstore.tasks import retrieve_exception
-from lsmstore.types import Change, Commit, Entry, LogEntry, MergeResult, Stat, Strategy
+from lsmstore.types import (
+    BranchProtection,
+    Change,
+    Commit,
+    Entry,
+    LogEntry,
+    MergeResult,
+    Stat,
+    Strategy,
+)
 from lsmstore.versioning import changes as _changes
 from lsmstore.versioning import history as _history
 from lsmstore.versioning import refs as _refs
@@ -321,6 +340,9 @@ class Store:
                 on_append=lambda ref: self._appended(repo.name, branch, ref),
                 encoder=self.encoder,
                 repository_id=repo.info.uid,
+                before_append=functools.partial(
+                    _protection.check, self.refstore, repo.info, branch, "write to"
+                ),
             )
         return w
 
@@ -595,6 +617,17 @@ class Repository:
     async def diff_uncommitted(self, branch: str | None = None) -> list[Change]:
         """What committing ``branch`` (default: the default branch) now would change."""
         return await self.branch(branch).diff_uncommitted()
+
+    async def branch_protection(self) -> BranchProtection:
+        """The repository's branch protection rules and their ETag."""
+        return await _protection.get_rules(self)
+
+    async def set_branch_protection(
+        self, patterns: Sequence[str], *, if_match: str | None = None
+    ) -> BranchProtection:
+        """Replace the branch protection rules (``if_match``: only while their ETag is
+        that one, else PreconditionFailedError); the new rules and ETag."""
+        return await _protection.set_rules(self, patterns, if_match=if_match)
 
     async def merge(
         self,

@@ -196,3 +196,8 @@ class PermissionDeniedError(LsmError, PermissionError):
     def __init__(self, message: str, *, status: int = 403) -> None:
         super().__init__(message)
         self.status = status
+
+
+class ProtectedBranchError(PermissionDeniedError):
+    """The branch matches a branch protection rule: it refuses staging writes, commits,
+    resets and deletion (403); merges into it are accepted."""

@@ -27,6 +27,8 @@ from lsmstore.errors import (
     NothingToCommitError,
     ObjectExistsError,
     ObjectNotFoundError,
+    PreconditionFailedError,
+    ProtectedBranchError,
     RefExistsError,
     RefNotFoundError,
     RepositoryNotFoundError,
@@ -725,3 +727,60 @@ async def test_cherry_pick(target: Target) -> None:
         await other.cherry_pick("dev", parent_number=2)  # one parent only
     with pytest.raises(RefNotFoundError):
         await other.cherry_pick("no-such-ref")
+
+
+async def test_branch_protection(target: Target) -> None:
+    """A protected branch refuses staging writes, commits, reverts, cherry-picks,
+    resets, stash and deletion with ProtectedBranchError, and accepts merges; the rules
+    are replaced only under their ETag.  The same on every transport."""
+    repo = await target.repo()
+    main = repo.branch("main")
+    await main.put("a", b"1")
+    await main.commit("base")
+    dev = await repo.create_branch("dev", source="main")
+    rel = await repo.create_branch("rel-1", source="main")
+    await rel.put("r", b"staged before the rule")
+    await rel.flush()
+    first = await repo.branch_protection()
+    assert first.patterns == ()
+    rules = await repo.set_branch_protection(["main", "rel-*"], if_match=first.etag)
+    assert rules.patterns == ("main", "rel-*") and rules.etag != first.etag
+    assert await repo.branch_protection() == rules
+    with pytest.raises(PreconditionFailedError):
+        await repo.set_branch_protection(["x"], if_match=first.etag)
+    assert (await repo.branch_protection()).patterns == ("main", "rel-*")
+
+    head = (await main.head()).base
+    with pytest.raises(ProtectedBranchError):
+        await main.put("b", b"2")
+        await main.flush()
+    with pytest.raises(ProtectedBranchError):
+        await main.upload("obj.txt", b"data")
+    with pytest.raises(ProtectedBranchError):
+        await rel.commit("direct")
+    with pytest.raises(ProtectedBranchError):
+        await rel.reset()
+    with pytest.raises(ProtectedBranchError):
+        await rel.stash("w")
+    with pytest.raises(ProtectedBranchError):
+        await repo.delete_branch("rel-1")
+    await dev.put("d", b"from dev")
+    dev_c = await dev.commit("dev work")
+    with pytest.raises(ProtectedBranchError):
+        await repo.revert("main", branch="main")
+    with pytest.raises(ProtectedBranchError):
+        await main.cherry_pick(dev_c.id)
+    assert (await main.head()).base == head and not await main.exists("b")
+    assert await rel.get("r") == b"staged before the rule"  # nothing dropped
+
+    merged = await repo.merge("dev", into="main")  # merges are accepted
+    assert merged.merged and await main.get("d") == b"from dev"
+    await dev.put("still", b"writable")  # other branches are not affected
+    await dev.flush()
+
+    await repo.set_branch_protection([])
+    await main.put("b", b"2")
+    await main.commit("after the rules")
+    assert await main.get("b") == b"2"
+    with pytest.raises(InvalidInputError):
+        await repo.set_branch_protection(["ok", ""])

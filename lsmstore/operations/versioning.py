@@ -9,7 +9,9 @@ compare-and-swap (retried with backoff, ``commit_max_attempts``); the destinatio
 staged writes stay staged on top.  Their :class:`MergeResult` is the answer every front
 end reports (the server sends its fields; the remote client rebuilds it from them).
 
-Pre-commit and pre-merge hooks and branch protection belong here: each
+Branch protection (:mod:`lsmstore.operations.protection`) is checked at the entry
+of commit, revert and cherry-pick, which write a commit onto the branch; a merge into
+a protected branch is accepted, as lakeFS does.  Pre-commit and pre-merge hooks belong here: each
 operation below is the one entry every front end calls, and would run them at its
 start.
 """
@@ -20,6 +22,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from lsmstore import validate
+from lsmstore.operations import protection as _protection
 from lsmstore.types import Commit, MergeResult, Strategy
 from lsmstore.versioning import merging as _merging
 
@@ -47,6 +50,7 @@ async def commit(
     metadata = validate.check_metadata(metadata, "commit metadata")
     validate.check_bool(allow_empty, "allow_empty")
     repo = branch.repository
+    await _protection.guard(repo, branch.name, "commit to")
     store = repo.store
     cfg = store.config
     async with store.exclusion.shared(repo.name, branch.name):
@@ -112,6 +116,7 @@ async def revert(
 ) -> MergeResult:
     """Undo the changes of the commit ``commit_ref`` names on ``branch`` with a new
     commit (``Repository.revert``)."""
+    await _protection.guard(repo, repo.branch(branch).name, "revert on")
     cfg = repo.store.config
     return await _merging.revert(
         repo.context(),
@@ -141,6 +146,7 @@ async def cherry_pick(
 ) -> MergeResult:
     """Apply the changes of the commit ``commit_ref`` names onto ``branch`` as a new
     commit (``Branch.cherry_pick``)."""
+    await _protection.guard(repo, repo.branch(branch).name, "cherry-pick onto")
     cfg = repo.store.config
     return await _merging.cherry_pick(
         repo.context(),

@@ -74,6 +74,7 @@ COMPONENTS: dict[str, dict[str, Any]] = {
         {"type": {"type": "string", "enum": ["object", "common_prefix", "reset"]}},
         {"path": STR, "force": BOOL},
     ),
+    "BranchProtectionRule": obj({"pattern": STR}, {}),
     "RevertCreation": obj(
         {"ref": STR, "parent_number": {"type": "integer"}},
         {
