@@ -210,6 +210,18 @@ class Config:
     server_auth_failure_window_s: float = 300.0
     server_auth_max_failures_per_key: int = 100
     server_auth_max_failures_per_client: int = 30
+    #: Connections (docs/security.md, "Limits"): a request head (request line and
+    #: headers) over ``server_max_header_bytes`` is 431, one not complete within
+    #: ``server_header_timeout_s`` of its first byte 408; a connection that sends
+    #: nothing closes after ``server_keepalive_s``; past ``server_max_connections``
+    #: open connections a new one gets 503 and is closed.
+    server_max_header_bytes: int = 64 * KiB
+    server_header_timeout_s: float = 10.0
+    server_max_connections: int = 4096
+    #: A batch request: at most this many entries (413), and at most this many values
+    #: decoded from its body in all (entries, their fields, metadata keys and values).
+    server_batch_max_entries: int = 100_000
+    server_batch_max_values: int = 1_000_000
 
     @property
     def refstore_url(self) -> str:
@@ -254,6 +266,7 @@ _SIZES = {
     "commit_range_max_bytes",
     "server_max_body_bytes",
     "server_max_object_bytes",
+    "server_max_header_bytes",
 }
 #: On/off/auto switches: TOML booleans and ``true``/``false``/``on``/``off``/``1``/``0``.
 _SWITCHES = {"compaction_in_process", "gc_freeze"}
@@ -368,6 +381,11 @@ _BOUNDS: dict[str, tuple[float, float, bool]] = {
     "server_auth_failure_window_s": (0, _YEAR_S, True),
     "server_auth_max_failures_per_key": (0, _COUNT, False),
     "server_auth_max_failures_per_client": (0, _COUNT, False),
+    "server_max_header_bytes": (1 * KiB, 64 * MiB, False),
+    "server_header_timeout_s": (0, _YEAR_S, True),
+    "server_max_connections": (1, 10_000_000, False),
+    "server_batch_max_entries": (1, _COUNT, False),
+    "server_batch_max_values": (1, _COUNT, False),
     "remote_batch_window_ms": (0, 3_600_000, False),
     "remote_batch_max_entries": (1, _COUNT, False),
     "remote_batch_max_bytes": (1, _BYTES, False),

@@ -38,7 +38,7 @@ from lsmstore.server.context import Context
 from lsmstore.server.instrument import Timed
 from lsmstore.server.metrics import Metrics
 from lsmstore.server.probes import ServerProbes
-from lsmstore.server.protocol import CoalescingHttpToolsProtocol
+from lsmstore.server.protocol import ConnectionLimits, limited_protocol
 from lsmstore.server.throttle import AuthThrottle
 from lsmstore.storage.base import ObjectStore
 from lsmstore.storage.url import open_object_store
@@ -83,7 +83,14 @@ def uvicorn_config(app: Any, config: Config) -> uvicorn.Config:
         app,
         host=config.server_host,
         port=config.server_port,
-        http=CoalescingHttpToolsProtocol,
+        http=limited_protocol(
+            ConnectionLimits(
+                max_header_bytes=config.server_max_header_bytes,
+                header_timeout_s=config.server_header_timeout_s,
+                idle_timeout_s=config.server_keepalive_s,
+                max_connections=config.server_max_connections,
+            )
+        ),
         lifespan="off",
         access_log=False,
         log_config=None,
@@ -93,7 +100,6 @@ def uvicorn_config(app: Any, config: Config) -> uvicorn.Config:
         ssl_certfile=config.server_tls_cert or None,
         ssl_keyfile=config.server_tls_key or None,
         backlog=4096,
-        h11_max_incomplete_event_size=64 * 1024,
     )
 
 
