@@ -119,6 +119,9 @@ class Config:
     #: Key and value bounds, checked before anything is staged.
     max_key_bytes: int = 1024
     max_value_bytes: int = 16 * MiB
+    #: The most a prepared SST (``Branch.stage_sst``, the server's ``/sst``) may decode
+    #: to: its keys and values plus 32 bytes per record (past it: EntryTooLargeError).
+    max_prepared_sst_bytes: int = 256 * MiB
     #: Backpressure on the branch's L1 list: past the soft limit each flush waits
     #: ``l1_slowdown_ms`` per file of excess; at the hard limit writers wait for
     #: compaction or commit, up to ``stall_timeout_s`` (then WriteStalledError).
@@ -258,6 +261,7 @@ _SIZES = {
     "max_pending_bytes",
     "max_key_bytes",
     "max_value_bytes",
+    "max_prepared_sst_bytes",
     "compaction_l1_bytes",
     "compaction_job_bytes",
     "compaction_l2_file_bytes",
@@ -341,6 +345,7 @@ _BOUNDS: dict[str, tuple[float, float, bool]] = {
     "max_pending_bytes": (1, _BYTES, False),
     "max_key_bytes": (1, 64 * KiB, False),
     "max_value_bytes": (0, 1 << 31, False),
+    "max_prepared_sst_bytes": (1, _BYTES, False),
     "l1_soft_limit": (1, MAX_FILE_IDS // 2, False),
     "l1_hard_limit": (1, MAX_FILE_IDS // 2, False),
     "l1_slowdown_ms": (0, 3_600_000, False),

@@ -38,9 +38,6 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import msgpack
-import orjson
-
 from lsmstore import layout
 from lsmstore.client import Branch
 from lsmstore.errors import EntryTooLargeError, LsmError, ObjectNotFoundError, UnavailableError
@@ -50,6 +47,7 @@ from lsmstore.objects.entry import decode_entry
 from lsmstore.objects.garbage import record_candidates
 from lsmstore.objects.rules import check_content_type, check_metadata, check_path
 from lsmstore.refstore.names import check_ref_name
+from lsmstore.server.batch_body import MSGPACK, SLICE, decode_batch
 from lsmstore.server.context import Context
 from lsmstore.server.errors import ApiError, bad_request
 from lsmstore.server.http import Request, Response, json_response
@@ -60,25 +58,8 @@ from lsmstore.staging.keys import check_key, make_record
 from lsmstore.staging.pending import Staged
 from lsmstore.storage.base import PutMode
 
-MSGPACK = "application/msgpack"
 _ENTRY = {"type": "array", "minItems": 2, "items": {}}
 SCHEMA = {"type": "array", "items": _ENTRY}
-
-
-def decode_body(data: bytes, content_type: str) -> list[Any]:
-    media = content_type.split(";")[0].strip().lower()
-    try:
-        if media in (MSGPACK, "application/x-msgpack"):
-            doc = msgpack.unpackb(data, raw=False, strict_map_key=True)
-        elif media in ("application/json", ""):
-            doc = orjson.loads(data)
-        else:
-            raise bad_request(f"batch body must be {MSGPACK} or application/json")
-    except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as e:
-        raise bad_request(f"malformed batch body: {e}") from None
-    if not isinstance(doc, list):
-        raise bad_request("batch body must be an array of entries")
-    return doc
 
 
 def _opt(entry: Sequence[Any], i: int) -> Any:
@@ -116,6 +97,8 @@ async def apply(branch: Branch, entries: list[Any], json_body: bool) -> int:
     puts: list[tuple[int, _Put]] = []
     news: dict[int, str | None] = {}  # put/delete entries: index -> data address staged
     for n, entry in enumerate(entries):
+        if n and not n % SLICE:
+            await asyncio.sleep(0)  # other requests in between (batch_body.SLICE)
         try:
             if type(entry) is not list or len(entry) < 2 or type(entry[0]) is not str:
                 raise bad_request("an entry is an array [op, path, ...]")
@@ -263,7 +246,11 @@ def routes(ctx: Context, path: str) -> list[Route]:
         branch = repo.branch(name)
         await ctx.check_branch(branch)  # 404 before the body, not per request
         content_type = request.headers.get("content-type", "")
-        entries = decode_body(await request.body(), content_type)
+        entries = await decode_batch(
+            await request.body(), content_type,
+            max_entries=ctx.config.server_batch_max_entries,
+            max_values=ctx.config.server_batch_max_values,
+        )  # fmt: skip
         started = time.perf_counter()
         async with ctx.locks.shared(repo.name, name):
             in_flight.inc()

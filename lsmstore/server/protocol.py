@@ -34,7 +34,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol, RequestResponseCycle
+from uvicorn.protocols.http.httptools_impl import (
+    STATUS_LINE,
+    HttpToolsProtocol,
+    RequestResponseCycle,
+)
 
 #: Pending bytes past which a write goes out at once.
 FLUSH_BYTES = 64 * 1024
@@ -133,6 +137,7 @@ class LimitedHttpToolsProtocol(CoalescingHttpToolsProtocol):
         self._refused = False
         self._head_bytes = 0
         self._in_head = True
+        self._head_started = 0.0  # loop time of the current head's first bytes (0: none)
         self._head_timer: asyncio.TimerHandle | None = None
         super().connection_made(transport)
         if len(self.connections) > self.limits.max_connections:
@@ -152,10 +157,12 @@ class LimitedHttpToolsProtocol(CoalescingHttpToolsProtocol):
             return  # answered and closing: dropped
         if self._in_head:
             self._head_bytes += len(data)
-            if self._head_timer is None:
-                self._head_timer = self.loop.call_later(
-                    self.limits.header_timeout_s, self._head_timed_out
-                )
+            if not self._head_started:
+                self._head_started = self.loop.time()
+                if self._head_timer is None:  # one timer per connection, re-armed lazily
+                    self._head_timer = self.loop.call_at(
+                        self._head_started + self.limits.header_timeout_s, self._head_timed_out
+                    )
         super().data_received(data)
         if self._in_head and self._head_bytes > self.limits.max_header_bytes:
             if not self.transport.is_closing() and not self._refused:
@@ -164,7 +171,7 @@ class LimitedHttpToolsProtocol(CoalescingHttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._in_head = False
         self._head_bytes = 0
-        self._cancel_head_timer()
+        self._head_started = 0.0  # the timer stays: it finds no head when it fires
         super().on_headers_complete()
         cycle = self.cycle
         if cycle is not None and type(cycle) is RequestResponseCycle:
@@ -182,14 +189,16 @@ class LimitedHttpToolsProtocol(CoalescingHttpToolsProtocol):
 
     def _head_timed_out(self) -> None:
         self._head_timer = None
-        if not self._in_head or self.transport.is_closing() or self._refused:
-            return
+        started = self._head_started
+        if not started or self.transport.is_closing() or self._refused:
+            return  # no head being read (a later one arms the timer again)
+        due = started + self.limits.header_timeout_s
         cycle = self.cycle
         if cycle is not None and not cycle.response_complete:
             # A pipelined head behind a request still answering: wait for that answer.
-            self._head_timer = self.loop.call_later(
-                self.limits.header_timeout_s, self._head_timed_out
-            )
+            due = self.loop.time() + self.limits.header_timeout_s
+        if due > self.loop.time():
+            self._head_timer = self.loop.call_at(due, self._head_timed_out)
             return
         self._refuse(408, "timed out reading the request head")
 

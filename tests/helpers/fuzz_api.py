@@ -518,6 +518,12 @@ def urls(url: Any, name: str) -> None:
     ok, obj = FUZZ.attempt("urls", lambda: open_object_store(url))
     if ok:
         FUZZ.run(obj.aclose())
+    # The same text as the RefStore (or server) of a store: opened lazily, so only
+    # the argument's own checks run here.
+    home = str(FUZZ.tmp / "connect")
+    ok, store = FUZZ.attempt("urls", lambda: lsmstore.connect(url, home=home))
+    if ok:
+        FUZZ.run(store.aclose())
     ok, obj = FUZZ.attempt("urls", lambda: open_refstore(url))
     if ok:
         FUZZ.run(obj.aclose())

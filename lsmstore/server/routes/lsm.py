@@ -4,9 +4,11 @@ a prepared SST, reset, a branch's staging state, and raw key/value reads
 
 from __future__ import annotations
 
+from lsmstore.errors import EntryTooLargeError
 from lsmstore.refstore.names import check_ref_name
 from lsmstore.server import batch
 from lsmstore.server.context import Context
+from lsmstore.server.errors import ApiError
 from lsmstore.server.http import Request, Response, empty, json_response
 from lsmstore.server.routes import kv, staging
 from lsmstore.server.routes.schemas import ref
@@ -53,6 +55,8 @@ def routes(ctx: Context) -> list[Route]:
             ctx.metrics.writes_in_flight.inc()
             try:
                 file_id = await repo.branch(name).stage_sst(data)
+            except EntryTooLargeError as e:  # a record or the decoded whole over its bound
+                raise ApiError(413, str(e)) from None
             finally:
                 ctx.metrics.writes_in_flight.dec()
         return json_response({"file_id": file_id}, 201)
