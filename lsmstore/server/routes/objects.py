@@ -16,7 +16,7 @@ from email.utils import formatdate
 from typing import Any
 
 from lsmstore.client import Ref
-from lsmstore.errors import ObjectExistsError
+from lsmstore.errors import CorruptFileError, ObjectExistsError, ObjectNotFoundError
 from lsmstore.objects import DEFAULT_CONTENT_TYPE, ObjectStats
 from lsmstore.objects.source import HASH_IN_THREAD
 from lsmstore.refstore.names import check_ref_name
@@ -192,9 +192,36 @@ def routes(ctx: Context) -> list[Route]:
             await reader.aclose()
             return Response(status, b"", None, headers)
 
+        # The data's first chunk is read before the status line: a data object that is
+        # gone or short there answers an error, not a 200 cut off (a large object
+        # found short further on still ends the connection: the head is sent).
+        stream = reader.iter_chunks(start, end - start)
+        head: list[bytes] = []
+        try:
+            got = 0
+            async for chunk in stream:
+                head.append(chunk)
+                got += len(chunk)
+                if got >= end - start or len(head) > 1:
+                    break
+            if got >= end - start:
+                async for _ in stream:  # nothing more: the reader's own length check
+                    pass
+        except ObjectNotFoundError as e:
+            await reader.aclose()
+            raise ApiError(404, f"data of {path!r} is missing: {e}") from None
+        except CorruptFileError as e:
+            await reader.aclose()
+            raise ApiError(500, f"data of {path!r} is shorter than its entry records") from e
+        except BaseException:
+            await reader.aclose()
+            raise
+
         async def chunks() -> AsyncIterator[bytes]:
             try:
-                async for chunk in reader.iter_chunks(start, end - start):
+                for chunk in head:
+                    yield chunk
+                async for chunk in stream:
                     yield chunk
             finally:
                 await reader.aclose()
