@@ -362,13 +362,11 @@ def test_a_read_of_missing_or_short_data_answers_an_error_not_a_cut_200(
         r = admin.post(f"/repositories/{repo}/branches/main/objects", params={"path": name},
                        content=b"hello world")  # fmt: skip
         assert r.status_code == 201, r.text
+    stat = f"/repositories/{repo}/refs/main/objects/stat"
+    addresses = [admin.get(stat, params={"path": n}).json()["physical_address"]
+                 for n in ("short", "gone")]  # fmt: skip
     short, gone = (
-        next(p for p in _data_files(server, repo) if p.name == Path(addr).name)
-        for addr in (
-            admin.get(f"/repositories/{repo}/refs/main/objects/stat",
-                      params={"path": n}).json()["physical_address"]  # fmt: skip
-            for n in ("short", "gone")
-        )
+        next(p for p in _data_files(server, repo) if p.name == Path(a).name) for a in addresses
     )
     short.write_bytes(b"he")
     gone.unlink()
@@ -382,12 +380,13 @@ def test_multipart_takes_only_an_exact_delimiter_as_the_end(admin: httpx.Client)
     repo = make_repo(admin)
     data = b"ab\r\n--Bc\r\n--B \r\nx\r\n--Bd--\r\n--B-x"
     body = (
-        b"--B\r\nContent-Disposition: form-data; name=\"content\"; filename=\"f\"\r\n"
+        b'--B\r\nContent-Disposition: form-data; name="content"; filename="f"\r\n'
         b"Content-Type: text/plain\r\n\r\n" + data + b"\r\n--B  \t\r\n"
-        b"Content-Disposition: form-data; name=\"other\"\r\n\r\nzz\r\n--B--\r\n"
+        b'Content-Disposition: form-data; name="other"\r\n\r\nzz\r\n--B--\r\n'
     )  # the part ends at the padded delimiter: "--B \r\n" inside is one too
+    form = {"Content-Type": "multipart/form-data; boundary=B"}
     r = admin.post(f"/repositories/{repo}/branches/main/objects", params={"path": "m"},
-                   content=body, headers={"Content-Type": "multipart/form-data; boundary=B"})  # fmt: skip
+                   content=body, headers=form)  # fmt: skip
     assert r.status_code == 201, r.text
     got = admin.get(f"/repositories/{repo}/refs/main/objects", params={"path": "m"}).content
     assert got == b"ab\r\n--Bc"
@@ -397,7 +396,7 @@ def test_multipart_takes_only_an_exact_delimiter_as_the_end(admin: httpx.Client)
         + exact + b"\r\n--B--\r\n"
     )  # fmt: skip
     r = admin.post(f"/repositories/{repo}/branches/main/objects", params={"path": "n"},
-                   content=body, headers={"Content-Type": "multipart/form-data; boundary=B"})  # fmt: skip
+                   content=body, headers=form)  # fmt: skip
     assert r.status_code == 201, r.text
     got = admin.get(f"/repositories/{repo}/refs/main/objects", params={"path": "n"}).content
     assert got == exact

@@ -105,7 +105,7 @@ async def _msgpack_entries(data: bytes, max_entries: int, max_values: int) -> li
     try:
         try:
             n = unpacker.read_array_header()
-        except msgpack.UnpackValueError:
+        except (msgpack.UnpackException, ValueError):
             raise bad_request("batch body must be an array of entries") from None
         if n > max_entries:
             raise _too_many_entries(n, max_entries)
@@ -120,7 +120,7 @@ async def _msgpack_entries(data: bytes, max_entries: int, max_values: int) -> li
             entries.extend(got)
     except _TooMany:
         raise _too_many_values(max_values) from None
-    except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as e:
+    except (ValueError, msgpack.UnpackException) as e:
         raise bad_request(f"malformed batch body: {e}") from None
     if unpacker.tell() != len(data):
         raise bad_request("malformed batch body: extra data after the array")

@@ -429,9 +429,7 @@ def sidecar_of_prepared_sst(
         data_bytes += size
         decoded += size + RECORD_OVERHEAD_BYTES
         if decoded > max_decoded_bytes:
-            raise EntryTooLargeError(
-                f"{name}: decodes to more than {max_decoded_bytes} bytes"
-            )
+            raise EntryTooLargeError(f"{name}: decodes to more than {max_decoded_bytes} bytes")
         keys.append(key)
         prev = key
     if not keys:
