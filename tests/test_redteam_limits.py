@@ -31,7 +31,7 @@ WAIT_S = 60.0
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    env = {"LSMSTORE_SERVER_HEADER_TIMEOUT_S": "1", "LSMSTORE_SERVER_KEEPALIVE_S": "1"}
+    env = {"LSMSTORE_SERVER_HEADER_TIMEOUT_S": "1"}
     proc = start_server(Path(tmp_path_factory.mktemp("redteam")) / "home", env=env)
     try:
         yield proc
@@ -119,9 +119,17 @@ def test_a_head_sent_slowly_is_408_and_closed(server: ServerProcess) -> None:
     assert answer.startswith(b"HTTP/1.1 408 "), answer[:200]
 
 
-def test_a_connection_that_sends_nothing_is_closed(server: ServerProcess) -> None:
-    s = _connect(server)
-    assert _read_until_closed(s) == b""  # closed by the server, no answer
+def test_a_connection_that_sends_nothing_is_closed(tmp_path: Path) -> None:
+    proc = start_server(tmp_path / "home", env={"LSMSTORE_SERVER_KEEPALIVE_S": "1"})
+    try:
+        s = _connect(proc)
+        assert _read_until_closed(s) == b""  # closed by the server, no answer
+        s = _connect(proc)  # and after a response, as before
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert _read_response(s)[0].startswith(b"HTTP/1.1 200 ")
+        assert _read_until_closed(s) == b""
+    finally:
+        proc.stop()
 
 
 def test_connections_past_the_limit_are_refused(tmp_path: Path) -> None:
@@ -135,6 +143,7 @@ def test_connections_past_the_limit_are_refused(tmp_path: Path) -> None:
         extra = _connect(proc)
         answer = _read_until_closed(extra)
         assert answer.startswith(b"HTTP/1.1 503 "), answer[:200]
+        extra.close()
         held.pop().close()
         with httpx.Client(base_url=proc.url, timeout=WAIT_S) as c:
             # a closed connection frees its place (the close is seen asynchronously)
