@@ -31,18 +31,13 @@ WAIT_S = 60.0
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """The server of this module (``admin``, helpers/server.py, is its client)."""
     env = {"LSMSTORE_SERVER_HEADER_TIMEOUT_S": "1"}
     proc = start_server(Path(tmp_path_factory.mktemp("redteam")) / "home", env=env)
     try:
         yield proc
     finally:
         proc.stop()
-
-
-@pytest.fixture(scope="module")
-def admin(server: ServerProcess) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.api, auth=server.admin, timeout=WAIT_S) as c:
-        yield c
 
 
 def _address(server: ServerProcess) -> tuple[str, int]:
