@@ -427,6 +427,16 @@ def config(name: str, value: Any, via_env: bool) -> None:
         ok, cfg = FUZZ.attempt("config", lambda: load_config(environ=env))
     else:
         ok, cfg = FUZZ.attempt("config", lambda: load_config(environ=env, **{name: value}))
+        # The same setting as an argument of connect: refused alike, before any I/O
+        # (connect may refuse more: a server URL is parsed when the client is made).
+        if name != "home":
+            home = str(FUZZ.tmp / "home")
+            opened, store = FUZZ.attempt(
+                "config", lambda: lsmstore.connect(home=home, **{name: value})
+            )
+            assert ok or not opened, f"connect accepted {name}={value!r}"
+            if opened:
+                FUZZ.run(store.aclose())
     if ok:
         got = getattr(cfg, name)
         if isinstance(got, float):
