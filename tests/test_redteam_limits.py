@@ -114,6 +114,16 @@ def test_a_head_sent_slowly_is_408_and_closed(server: ServerProcess) -> None:
     assert answer.startswith(b"HTTP/1.1 408 "), answer[:200]
 
 
+def test_refusals_are_counted(server: ServerProcess, admin: httpx.Client) -> None:
+    s = _connect(server)
+    s.sendall(b"GET /healthz HTTP/1.1\r\n")
+    assert _read_until_closed(s).startswith(b"HTTP/1.1 408 ")
+    metrics = admin.get(server.url + "/metrics").text
+    name = 'lsmstore_http_connections_refused_total{reason="head_timeout"}'
+    counted = [line for line in metrics.splitlines() if line.startswith(name)]
+    assert counted and float(counted[0].split()[-1]) >= 1, counted
+
+
 def test_a_connection_that_sends_nothing_is_closed(tmp_path: Path) -> None:
     proc = start_server(tmp_path / "home", env={"LSMSTORE_SERVER_KEEPALIVE_S": "1"})
     try:

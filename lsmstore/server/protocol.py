@@ -30,6 +30,7 @@ is pending first.  Everything else passes straight through.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,6 +116,9 @@ class ConnectionLimits:
     header_timeout_s: float
     idle_timeout_s: float
     max_connections: int
+    #: Told the reason of each refusal: "head_too_large", "head_timeout",
+    #: "too_many_connections".
+    on_refused: Callable[[str], None] = lambda reason: None
 
 
 class _Cycle(RequestResponseCycle):
@@ -141,7 +145,7 @@ class LimitedHttpToolsProtocol(CoalescingHttpToolsProtocol):
         self._head_timer: asyncio.TimerHandle | None = None
         super().connection_made(transport)
         if len(self.connections) > self.limits.max_connections:
-            self._refuse(503, "too many open connections")
+            self._refuse(503, "too many open connections", "too_many_connections")
             return
         # Nothing sent yet: the same idle timer as between requests.
         self.timeout_keep_alive_task = self.loop.call_later(
@@ -166,7 +170,11 @@ class LimitedHttpToolsProtocol(CoalescingHttpToolsProtocol):
         super().data_received(data)
         if self._in_head and self._head_bytes > self.limits.max_header_bytes:
             if not self.transport.is_closing() and not self._refused:
-                self._refuse(431, f"request head larger than {self.limits.max_header_bytes} bytes")
+                self._refuse(
+                    431,
+                    f"request head larger than {self.limits.max_header_bytes} bytes",
+                    "head_too_large",
+                )
 
     def on_headers_complete(self) -> None:
         self._in_head = False
@@ -200,11 +208,12 @@ class LimitedHttpToolsProtocol(CoalescingHttpToolsProtocol):
         if due > self.loop.time():
             self._head_timer = self.loop.call_at(due, self._head_timed_out)
             return
-        self._refuse(408, "timed out reading the request head")
+        self._refuse(408, "timed out reading the request head", "head_timeout")
 
-    def _refuse(self, status: int, message: str) -> None:
+    def _refuse(self, status: int, message: str, reason: str) -> None:
         """Answer ``status`` outside any request and close the connection (without an
         answer while a request is being answered: it would be read as that answer)."""
+        self.limits.on_refused(reason)
         self._cancel_head_timer()
         self._unset_keepalive_if_required()
         cycle = self.cycle

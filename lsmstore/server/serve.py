@@ -78,7 +78,8 @@ def make_context(config: Config, store: Store | None = None) -> Context:
     return Context(store, config, auth, metrics)
 
 
-def uvicorn_config(app: Any, config: Config) -> uvicorn.Config:
+def uvicorn_config(app: Any, config: Config, metrics: Metrics) -> uvicorn.Config:
+    refused = metrics.connections_refused
     return uvicorn.Config(
         app,
         host=config.server_host,
@@ -89,6 +90,7 @@ def uvicorn_config(app: Any, config: Config) -> uvicorn.Config:
                 header_timeout_s=config.server_header_timeout_s,
                 idle_timeout_s=config.server_keepalive_s,
                 max_connections=config.server_max_connections,
+                on_refused=lambda reason: refused.labels(reason).inc(),
             )
         ),
         lifespan="off",
@@ -142,7 +144,7 @@ async def _serve(ctx: Context, config: Config, init: bool, probes: ServerProbes)
             extra={"fields": {"event": "no_keys"}},
         )
     app = App(ctx, VERSION)
-    server = _Uvicorn(uvicorn_config(app, config))
+    server = _Uvicorn(uvicorn_config(app, config, ctx.metrics))
     deadline: list[float] = []
 
     def drain(signum: int) -> None:
