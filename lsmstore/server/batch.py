@@ -212,7 +212,9 @@ async def _previous_data(branch: Branch, keys: list[bytes]) -> list[str | None]:
     try:
         snap = await branch._view.snapshot()
         out: list[str | None] = []
-        for key in keys:
+        for n, key in enumerate(keys):
+            if n and not n % SLICE:
+                await asyncio.sleep(0)  # other requests in between
             found = snap.lookup_cached(key)
             if found is None:
                 found = await snap.lookup(key)
