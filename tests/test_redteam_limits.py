@@ -166,6 +166,19 @@ def test_connections_past_the_limit_are_refused(tmp_path: Path) -> None:
         proc.stop()
 
 
+def test_a_connection_limit_over_the_open_file_limit_is_warned_about(tmp_path: Path) -> None:
+    import resource
+
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    assert soft != resource.RLIM_INFINITY and soft < 10_000_000
+    proc = start_server(tmp_path / "home", env={"LSMSTORE_SERVER_MAX_CONNECTIONS": "10000000"})
+    try:
+        warned = proc.events("open_file_limit")
+        assert warned and warned[0]["limit"] == soft, proc.log_lines
+    finally:
+        proc.stop()
+
+
 # --- Expect: 100-continue and unread bodies --------------------------------------------
 
 

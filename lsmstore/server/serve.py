@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import resource
 import signal
 import time
 from collections.abc import Generator
@@ -105,6 +106,26 @@ def uvicorn_config(app: Any, config: Config, metrics: Metrics) -> uvicorn.Config
     )
 
 
+#: Open files the server needs besides its connections (object store, RefStore,
+#: staging files, the worker's pipes), for the start-up check of the open-file limit.
+FILES_BESIDE_CONNECTIONS = 256
+
+
+def _check_open_files(config: Config) -> None:
+    """Warn when the open-file limit is below ``server_max_connections`` and what the
+    server needs beside them: the kernel would then refuse connections before the
+    server's own limit answers them (docs/security.md, "Limits")."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = config.server_max_connections + FILES_BESIDE_CONNECTIONS
+    if soft != resource.RLIM_INFINITY and soft < need:
+        log.warning(
+            "the open-file limit (%d) is below server_max_connections + %d (%d): raise it "
+            "(ulimit -n, LimitNOFILE) or lower server_max_connections",
+            soft, FILES_BESIDE_CONNECTIONS, need,
+            extra={"fields": {"event": "open_file_limit", "limit": soft, "needed": need}},
+        )  # fmt: skip
+
+
 async def serve(
     config: Config,
     *,
@@ -143,6 +164,7 @@ async def _serve(ctx: Context, config: Config, init: bool, probes: ServerProbes)
             "or run 'credentials create --role admin'",
             extra={"fields": {"event": "no_keys"}},
         )
+    _check_open_files(config)
     app = App(ctx, VERSION)
     server = _Uvicorn(uvicorn_config(app, config, ctx.metrics))
     deadline: list[float] = []
