@@ -225,6 +225,12 @@ class Config:
     #: decoded from its body in all (entries, their fields, metadata keys and values).
     server_batch_max_entries: int = 100_000
     server_batch_max_values: int = 1_000_000
+    #: S3 endpoints an API caller's namespace may name (``?endpoint_url=``), separated
+    #: by spaces or commas; none by default: the server then uses its own AWS
+    #: configuration (docs/security.md, "Namespaces, ownership and deletion").
+    server_namespace_endpoints: str = ""
+    #: ``on`` lets API callers create ``mem://`` repositories (lost on restart: tests).
+    server_mem_namespaces: str = "off"
 
     @property
     def refstore_url(self) -> str:
@@ -273,7 +279,7 @@ _SIZES = {
     "server_max_header_bytes",
 }
 #: On/off/auto switches: TOML booleans and ``true``/``false``/``on``/``off``/``1``/``0``.
-_SWITCHES = {"compaction_in_process", "gc_freeze"}
+_SWITCHES = {"compaction_in_process", "gc_freeze", "server_mem_namespaces"}
 _SWITCH_VALUES = {
     "auto": "auto",
     "on": "on",
