@@ -21,7 +21,7 @@ from email.utils import formatdate
 from typing import Any
 
 from lsmstore.client import Ref
-from lsmstore.errors import CorruptFileError, ObjectNotFoundError, PreconditionFailedError
+from lsmstore.errors import CorruptFileError, PreconditionFailedError
 from lsmstore.objects import DEFAULT_CONTENT_TYPE
 from lsmstore.objects.source import HASH_IN_THREAD
 from lsmstore.refstore.names import check_ref_name
@@ -217,12 +217,11 @@ def routes(ctx: Context) -> list[Route]:
             if got >= end - start:
                 async for _ in stream:  # nothing more: the reader's own length check
                     pass
-        except ObjectNotFoundError as e:
-            await reader.aclose()
-            raise ApiError(404, f"data of {path!r} is missing: {e}") from None
         except CorruptFileError as e:
             await reader.aclose()
-            raise ApiError(500, f"data of {path!r} is shorter than its entry records") from e
+            raise ApiError(
+                500, f"data of {path!r} is shorter than its entry records", kind=type(e).__name__
+            ) from e
         except BaseException:
             await reader.aclose()
             raise
