@@ -224,6 +224,33 @@ async def test_cherry_pick(cli: Cli, store: lsmstore.Store) -> None:
     assert other.returncode == ExitCode.USAGE
 
 
+async def test_branch_protect(cli: Cli, store: lsmstore.Store) -> None:
+    """lakectl's ``branch-protect add|list|delete``: a protected branch refuses commits
+    and deletion (exit 9, nothing changed) and accepts merges."""
+    cli("repo", "create", "lsm://bp", check=True)
+    cli("branch", "create", "lsm://bp/dev", "-s", "lsm://bp/main", check=True)
+    assert cli.json("branch-protect", "list", "lsm://bp") == []
+    assert cli.json("branch-protect", "add", "lsm://bp", "ma*") == ["ma*"]
+    assert cli.json("branch-protect", "add", "lsm://bp", "dev") == ["ma*", "dev"]
+    assert cli.json("branch-protect", "list", "lsm://bp") == [
+        {"pattern": "ma*"},
+        {"pattern": "dev"},
+    ]
+    refused = cli("commit", "lsm://bp/main", "-m", "direct", "--allow-empty")
+    assert refused.returncode == ExitCode.PERMISSION and "protected branch" in refused.stderr
+    assert cli("branch", "delete", "lsm://bp/dev", "-y").returncode == ExitCode.PERMISSION
+    assert cli.json("branch-protect", "delete", "lsm://bp", "dev") == ["ma*"]
+    repo = await store.get_repository("bp")
+    await repo.branch("dev").put("k", b"v")
+    await repo.branch("dev").flush()
+    cli("commit", "lsm://bp/dev", "-m", "dev work", check=True)
+    assert cli.json("merge", "lsm://bp/dev", "lsm://bp/main")["merged"]
+    assert await repo.ref("main").get("k") == b"v"
+    missing = cli("branch-protect", "delete", "lsm://bp", "nope")
+    assert missing.returncode == ExitCode.USAGE and "no branch protection rule" in missing.stderr
+    cli("branch", "delete", "lsm://bp/dev", "-y", check=True)
+
+
 def test_errors_debug_and_json(cli: Cli) -> None:
     plain = cli("branch", "show", "lsm://nothere/main")
     assert plain.returncode == ExitCode.NOT_FOUND

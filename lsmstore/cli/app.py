@@ -22,6 +22,7 @@ from lsmstore.cli import (
     completion,
     fs,
     importer,
+    protect,
     repo,
     service,
     tag,
@@ -99,7 +100,8 @@ def cli(
     )
 
 
-for module in (repo, branch, commits, tag, fs, importer, workspace, service, completion):
+for module in (repo, branch, commits, tag, fs, importer, workspace, service, completion,
+               protect):  # fmt: skip
     module.register(cli)
 
 
