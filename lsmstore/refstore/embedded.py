@@ -43,6 +43,7 @@ from lsmstore.refstore.base import (
     RefKind,
     RefStore,
     Repository,
+    WindowCount,
     Workspace,
     encode_metadata,
 )
@@ -110,6 +111,20 @@ MIGRATIONS: dict[int, list[str]] = {
         *(t for t in _V3_TABLES.split(";") if t.strip()),
     ],
 }
+
+#: Window counters (created on open if absent, whatever the schema version: an older
+#: lsmstore ignores the table).
+COUNTERS = """
+CREATE TABLE IF NOT EXISTS counters (
+    name TEXT PRIMARY KEY,
+    value INTEGER NOT NULL,
+    ends_at REAL NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS counters_ends_at ON counters (ends_at)
+"""
+
+#: Ended counters removed by one count at most.
+_COUNTER_SWEEP = 16
 
 #: Mutations committed in one transaction at most (group commit: one fsync for all).
 MAX_GROUP = 128
@@ -229,6 +244,8 @@ class EmbeddedRefStore(RefStore):
                     for statement in MIGRATIONS[v]:
                         con.execute(statement)
             con.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            for statement in COUNTERS.split(";"):
+                con.execute(statement)
         except BaseException:
             _rollback(con)
             raise
@@ -737,6 +754,35 @@ class EmbeddedRefStore(RefStore):
                 raise RecordNotFoundError(f"record not found: {kind}/{name}")
 
         await self._write(run)
+
+    # --- window counters -------------------------------------------------------------
+
+    async def _count_in_window(self, name: str, window_s: float, now: float) -> WindowCount:
+        def run(con: sqlite3.Connection) -> WindowCount:
+            con.execute(
+                "DELETE FROM counters WHERE name IN (SELECT name FROM counters "
+                "WHERE ends_at <= ? AND name != ? LIMIT ?)",
+                (now, name, _COUNTER_SWEEP),
+            )
+            row = con.execute(
+                "INSERT INTO counters VALUES (?, 1, ?) ON CONFLICT (name) DO UPDATE SET "
+                "value = CASE WHEN ends_at <= ? THEN 1 ELSE value + 1 END, "
+                "ends_at = CASE WHEN ends_at <= ? THEN excluded.ends_at ELSE ends_at END "
+                "RETURNING value, ends_at",
+                (name, now + window_s, now, now),
+            ).fetchone()
+            return WindowCount(int(row[0]), float(row[1]))
+
+        return await self._write(run)
+
+    async def _read_window_count(self, name: str, now: float) -> WindowCount:
+        def run(con: sqlite3.Connection) -> WindowCount:
+            row = con.execute(
+                "SELECT value, ends_at FROM counters WHERE name = ? AND ends_at > ?", (name, now)
+            ).fetchone()
+            return WindowCount(int(row[0]), float(row[1])) if row else WindowCount(0, 0.0)
+
+        return await self._read(run)
 
     # --- leases ----------------------------------------------------------------------
 
