@@ -50,6 +50,7 @@ from typing import Any, TypeVar, cast
 
 import xxhash
 
+from lsmstore import private
 from lsmstore.errors import CorruptFileError
 from lsmstore.storage.base import ObjectStore
 
@@ -108,10 +109,10 @@ def _read_file(path: str) -> bytes | None:
 
 
 def _write_file(path: str, data: bytes) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+    private.make_dirs(os.path.dirname(path))
     tmp = f"{path}{_TMP}{secrets.token_hex(6)}"
     try:
-        with open(tmp, "wb") as f:
+        with open(private.create_file(tmp, exclusive=True), "wb") as f:
             f.write(_HEADER.pack(_MAGIC, xxhash.xxh3_64_intdigest(data), len(data)))
             f.write(data)
         os.replace(tmp, path)

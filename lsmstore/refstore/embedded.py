@@ -17,6 +17,7 @@ import asyncio
 import collections
 import contextlib
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -25,6 +26,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from lsmstore import private
 from lsmstore.errors import (
     ClosedError,
     LsmError,
@@ -199,7 +201,7 @@ class EmbeddedRefStore(RefStore):
         with self._lock:
             if not self._initialised:
                 try:
-                    self.path.mkdir(parents=True, exist_ok=True)
+                    self._prepare_files()
                 except OSError as e:
                     raise UnavailableError(
                         f"{self.url}: cannot create the directory {self.path}: {e.strerror or e}"
@@ -222,6 +224,16 @@ class EmbeddedRefStore(RefStore):
             self._connections.append(con)
         self._local.con = con
         return con
+
+    def _prepare_files(self) -> None:
+        """The directory (0700) and the database (0600; SQLite gives its WAL and
+        shared-memory files the database's mode): :mod:`lsmstore.private`."""
+        private.make_dirs(self.path)
+        private.tighten(self.path)
+        os.close(private.create_file(self.path / FILENAME))
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                private.tighten(self.path / (FILENAME + suffix))
 
     def _initialise(self, con: sqlite3.Connection) -> None:
         mode = con.execute("PRAGMA journal_mode=WAL").fetchone()[0]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from lsmstore.client import Repository
 from lsmstore.server import models, pagination, validate
+from lsmstore.server.auth import forbidden
 from lsmstore.server.context import Context
 from lsmstore.server.errors import bad_request
 from lsmstore.server.http import Request, Response, empty, json_response
@@ -46,6 +47,9 @@ def routes(ctx: Context) -> list[Route]:
     async def create_repository(request: Request) -> Response:
         doc = await request.json_object()
         name = validate.string(doc, "name")
+        who = principal(request)
+        if not who.allows("admin", name):  # before anything tells whether it exists
+            raise forbidden(who, "create repositories", name)
         namespace = validate.string(doc, "storage_namespace")
         default_branch = validate.string(doc, "default_branch", required=False, default="main")
         if namespace.split("://", 1)[0].lower() not in API_NAMESPACE_SCHEMES:
