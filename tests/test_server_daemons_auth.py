@@ -6,15 +6,20 @@ RefStore exactly one creates and prints an admin key."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import httpx
 import pytest
 
+from lsmstore.refstore.url import open_refstore
+from lsmstore.server.auth import Authenticator, RecordStore
+from lsmstore.server.credentials import init_admin
 from lsmstore.testing.server_process import ServerProcess, start_server
 
 SECRET = "a-signing-secret-shared-by-every-server-" + "x" * 16
@@ -134,6 +139,25 @@ def test_failed_logins_are_counted_once_for_every_server(
         assert 3000 < int(r.headers["Retry-After"]) <= 3600
     other = a.create_key("reader")  # another key id is not affected
     assert _get(b, other) == 200
+
+
+async def test_concurrent_inits_on_one_refstore_create_one_key(
+    redis_server_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Five processes' worth of ``--init`` (each its own connections) at once."""
+    url = _env(redis_server_url)["LSMSTORE_REFSTORE"]
+    stores = [open_refstore(url) for _ in range(5)]
+    try:
+        auths = [Authenticator(cast(RecordStore, s)) for s in stores]
+        created = await asyncio.gather(*(init_admin(a) for a in auths))
+        assert sorted(created) == [False, False, False, False, True]
+        assert capsys.readouterr().out.count("secret_access_key:") == 1
+        keys = await auths[0].list_keys()
+        assert [k.role for k in keys] == ["admin"]
+        assert not await init_admin(auths[1])  # later runs find the key
+    finally:
+        for s in stores:
+            await s.aclose()
 
 
 def _decided(server: ServerProcess) -> str | None:
