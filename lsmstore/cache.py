@@ -39,7 +39,6 @@ import contextlib
 import hashlib
 import logging
 import os
-import secrets
 import struct
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -109,17 +108,8 @@ def _read_file(path: str) -> bytes | None:
 
 
 def _write_file(path: str, data: bytes) -> None:
-    private.make_dirs(os.path.dirname(path))
-    tmp = f"{path}{_TMP}{secrets.token_hex(6)}"
-    try:
-        with open(private.create_file(tmp, exclusive=True), "wb") as f:
-            f.write(_HEADER.pack(_MAGIC, xxhash.xxh3_64_intdigest(data), len(data)))
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    header = _HEADER.pack(_MAGIC, xxhash.xxh3_64_intdigest(data), len(data))
+    private.write_file(path, header, data, tmp_mark=_TMP)
 
 
 def _unlink(path: str) -> None:

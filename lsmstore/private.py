@@ -43,15 +43,17 @@ def create_file(path: str | os.PathLike[str], *, exclusive: bool = False) -> int
     return os.open(path, flags, FILE_MODE)
 
 
-def write_file(path: str | os.PathLike[str], data: bytes) -> None:
-    """Replace ``path`` with ``data`` atomically (a ``0600`` temp file renamed over it)."""
+def write_file(path: str | os.PathLike[str], *chunks: bytes, tmp_mark: str = ".tmp-") -> None:
+    """Replace ``path`` with ``chunks`` atomically: a ``0600`` temp file beside it
+    (``<path><tmp_mark><random>``) renamed over it."""
     path = os.fspath(path)
     make_dirs(os.path.dirname(path) or ".")
-    tmp = f"{path}.{secrets.token_hex(6)}.tmp"
+    tmp = f"{path}{tmp_mark}{secrets.token_hex(6)}"
     fd = create_file(tmp, exclusive=True)
     try:
         with open(fd, "wb") as f:
-            f.write(data)
+            for chunk in chunks:
+                f.write(chunk)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -17,6 +17,8 @@ import json
 import os
 import sqlite3
 import stat
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -331,15 +333,20 @@ async def test_an_unknown_key_id_costs_the_same_scrypt_work(
 
 
 def test_a_shared_refstore_needs_a_configured_secret(tmp_path: Path, redis_server_url: str) -> None:
-    env = {"LSMSTORE_REFSTORE": f"{redis_server_url}?prefix=test:redteam-secret:"}
-    with pytest.raises(RuntimeError) as e:
-        start_server(tmp_path / "none", env=env, timeout=120)
-    assert "server_auth_secret_key" in str(e.value)
-    short = {**env, "LSMSTORE_SERVER_AUTH_SECRET_KEY": "too-short"}
-    with pytest.raises(RuntimeError) as e:
-        start_server(tmp_path / "short", env=short, timeout=120)
-    assert "at least 32" in str(e.value)
-    ok = start_server(tmp_path / "ok", env={**env, "LSMSTORE_SERVER_AUTH_SECRET_KEY": "s" * 40})
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LSMSTORE_")}
+    env |= {"LSMSTORE_HOME": str(tmp_path / "home"),
+            "LSMSTORE_REFSTORE": f"{redis_server_url}?prefix=test:redteam-secret:"}  # fmt: skip
+    argv = [sys.executable, "-m", "lsmstore.server", "--port", "0", "--init"]
+    short = {"LSMSTORE_SERVER_AUTH_SECRET_KEY": "too-short"}
+    for extra, says in (({}, "server_auth_secret_key"), (short, "at least 32")):
+        out = subprocess.run(argv, env=env | extra, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 2, out.stderr  # a configuration error
+        assert says in out.stderr and not out.stdout  # no key printed either
+    ok = start_server(
+        tmp_path / "ok",
+        env={"LSMSTORE_REFSTORE": env["LSMSTORE_REFSTORE"],
+             "LSMSTORE_SERVER_AUTH_SECRET_KEY": "s" * 40},
+    )  # fmt: skip
     try:
         assert httpx.get(ok.api + "/repositories", auth=ok.admin).status_code == 200
         assert not (ok.home / "auth-secret").exists()  # configured: nothing generated
