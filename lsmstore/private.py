@@ -11,6 +11,7 @@ owns outright (the embedded RefStore's directory), which :func:`tighten` narrows
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 import stat
@@ -30,8 +31,8 @@ def make_dirs(path: str | os.PathLike[str]) -> None:
     try:
         os.mkdir(path, DIR_MODE)
     except FileExistsError:
-        if not os.path.isdir(path):
-            raise
+        if not os.path.isdir(path):  # a file where a directory must be, as makedirs says
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), path) from None
         return
     os.chmod(path, DIR_MODE)  # mkdir's mode is masked by the umask: 0700 at most anyway
 
