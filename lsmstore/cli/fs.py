@@ -20,7 +20,7 @@ from lsmstore.api import StoreAPI
 from lsmstore.cli.output import human_size, timestamp
 from lsmstore.cli.runtime import URI, out, parse_metadata, run
 from lsmstore.cli.transfer import DEFAULT_PARALLELISM, download_to, pool, upload_file, walk
-from lsmstore.objects import ObjectStats
+from lsmstore.types import ObjectStats
 from lsmstore.uri import LsmURI
 
 DELETE_BATCH = 1000
