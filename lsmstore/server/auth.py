@@ -221,10 +221,6 @@ class _Token:
     generation: str
 
 
-#: Tokens that are unsigned, malformed, signed with another secret or expired.
-_BAD = None
-
-
 @dataclass
 class Authenticator:
     """Checks ``Authorization`` headers against the stored keys (module docstring).
@@ -330,18 +326,20 @@ class Authenticator:
         return await self.throttle.guard(key_id, client, attempt)
 
     def _parse(self, header: str) -> _Basic | _Token | None:
+        """The credentials a header claims; None for junk (a malformed header, a token
+        that is unsigned, signed with another secret, malformed or expired)."""
         scheme, _, value = header.partition(" ")
         scheme = scheme.lower()
         if scheme == "basic":
             try:
                 decoded = base64.b64decode(value.strip(), validate=True).decode("utf-8")
             except (binascii.Error, UnicodeDecodeError):
-                return _BAD
+                return None
             key_id, sep, secret = decoded.partition(":")
-            return _Basic(key_id, secret) if sep else _BAD
+            return _Basic(key_id, secret) if sep else None
         if scheme == "bearer":
             return self._token(value.strip())
-        return _BAD
+        return None
 
     def _known(self, parsed: _Basic | _Token | None) -> Principal | None:
         """The principal when the cache proves the credentials good (fresh entry, same
@@ -425,20 +423,20 @@ class Authenticator:
     def _token(self, token: str) -> _Token | None:
         """The key a token names, if its signature is ours and it has not expired."""
         if self.signing_key is None:
-            return _BAD
+            return None
         payload, sep, sig = token.partition(".")
         if not sep:
-            return _BAD
+            return None
         want = hmac.new(self.signing_key, payload.encode(), hashlib.sha256).digest()
         try:
             got = _unb64(sig)
             if not hmac.compare_digest(got, want):
-                return _BAD
+                return None
             doc: Any = orjson.loads(_unb64(payload))
         except (ValueError, binascii.Error, orjson.JSONDecodeError):
-            return _BAD
+            return None
         if not isinstance(doc, dict):
-            return _BAD
+            return None
         exp, sub, gen = doc.get("exp"), doc.get("sub"), doc.get("gen")
         if (
             not isinstance(exp, int)
@@ -447,7 +445,7 @@ class Authenticator:
             or not gen
             or exp <= self.wall_clock()
         ):
-            return _BAD
+            return None
         return _Token(sub, gen)
 
 
