@@ -31,13 +31,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-from lsmstore import refexpr, validate
+from lsmstore import namespace, refexpr, validate
 from lsmstore.cache import FileCache
 from lsmstore.config import Config, load_config
 from lsmstore.errors import (
@@ -47,10 +48,12 @@ from lsmstore.errors import (
     InvalidNameError,
     InvalidURLError,
     LsmError,
+    NamespaceInUseError,
     NotFoundError,
     NothingToCommitError,
     RefExistsError,
     RefNotFoundError,
+    RepositoryNotFoundError,
     UnavailableError,
 )
 from lsmstore.gcfreeze import freeze_startup_state
@@ -73,6 +76,7 @@ from lsmstore.staging.refcache import RefCache
 from lsmstore.staging.writer import BranchWriter, WriterStats
 from lsmstore.storage.base import ObjectStore
 from lsmstore.storage.url import open_object_store
+from lsmstore.tasks import retrieve_exception
 from lsmstore.types import Change, Commit, Entry, LogEntry, MergeResult, Stat, Strategy
 from lsmstore.versioning import changes as _changes
 from lsmstore.versioning import history as _history
@@ -162,6 +166,7 @@ class Store:
         cache: FileCacheLike | None = None,
         open_objects: Callable[[str], ObjectStore] = open_object_store,
         clock: Callable[[], float] = time.time,
+        token: Callable[[int], str] = secrets.token_hex,
     ) -> None:
         """``refstore``, ``cache`` and ``open_objects`` (storage namespace URL -> store)
         replace the parts the configuration would open; tests use them to inject
@@ -178,10 +183,12 @@ class Store:
         #: Encodes the writers' batches (in a worker process when there is a spare CPU).
         self.encoder = Encoder()
         self.clock = clock
+        self._token = token  # randomness of repository ids
         self._open_objects = open_objects
         self._objects: dict[str, ObjectStore] = {}
-        self._writers: dict[tuple[str, str], BranchWriter] = {}
-        self._views: dict[tuple[str, str], BranchView] = {}
+        #: Keyed by (repository name, repository id, branch).
+        self._writers: dict[tuple[str, str, str], BranchWriter] = {}
+        self._views: dict[tuple[str, str, str], BranchView] = {}
         self._repos: dict[str, Repository] = {}
         self._jobs: dict[tuple[str, str, str], asyncio.Task[None]] = {}
         self._append_listeners: list[AppendListener] = []
@@ -209,7 +216,8 @@ class Store:
         ``metadata`` is kept with the repository; the key
         ``lsmstore.allowed_external_prefixes`` lists URI prefixes outside the storage
         namespace that ``Branch.link`` may point at (docs/client.md, "Objects API").
-        RefExistsError if the name is taken; InvalidNameError/InvalidURLError/
+        RefExistsError if the name is taken, NamespaceInUseError if the namespace is
+        (docs/security.md, "Namespaces, ownership and deletion"); InvalidNameError/InvalidURLError/
         InvalidInputError for bad names, namespaces or metadata (checked before
         anything is written).
         """
@@ -221,8 +229,34 @@ class Store:
         parse_allowed_prefixes(
             md.get(ALLOWED_EXTERNAL_PREFIXES_KEY), storage_namespace.partition("://")[0].lower()
         )
-        objects = self.objects(storage_namespace)
+        location = namespace.resolve(storage_namespace, self.config.home)
         created = self.clock()
+        info = RepositoryInfo(
+            name,
+            storage_namespace,
+            default_branch,
+            created_at=created,
+            metadata=md,
+            uid=namespace.new_uid(self._token),
+            location=location,
+        )
+        try:
+            info = await self._half_created(info)
+        except RepositoryNotFoundError:
+            pass
+        # Refused early (nothing written) when the namespace is visibly in use.
+        taken = await namespace.overlapping(self.refstore, info)
+        if taken:
+            raise namespace.in_use_error(info, taken[0])
+        objects = self.objects(namespace.location_of(info))
+        found = await namespace.read_marker(objects)
+        if found is not None and not found.released and found.owner != info.uid:
+            raise NamespaceInUseError(
+                f"storage namespace {storage_namespace} is owned by repository "
+                f"{found.repository} (id {found.owner}), possibly of another RefStore"
+            )
+        if found is None or found.owner != info.uid:
+            await self._check_free(objects, info)
         commit = Commit(
             metarange_id=EMPTY_METARANGE_ID,
             parents=(),
@@ -233,27 +267,58 @@ class Store:
             generation=1,
         )
         commit_id = await write_commit(objects, commit)
-        info = RepositoryInfo(
-            name, storage_namespace, default_branch, created_at=created, metadata=md
-        )
+        # Steps (docs/security.md, "Namespaces, ownership and deletion"): record the
+        # repository, check that no other overlaps it (the RefStore orders concurrent
+        # creates: the later check sees the earlier record), write the ownership marker,
+        # create the default branch.
         try:
             await self.refstore.create_repository(info)
         except RefExistsError:
-            # Taken -- unless a create crashed between recording the repository and
-            # creating its default branch: then the same request finishes that work.
-            existing = await self.refstore.get_repository(name)
-            if (
-                existing.storage_namespace != storage_namespace
-                or existing.default_branch != default_branch
-                or await self.refstore.get_refs(name, [default_branch])
-            ):
-                raise
-            info = existing
+            info = await self._half_created(info)
+        try:
+            await namespace.check_exclusive(self.refstore, info)
+            await namespace.claim(self.objects(namespace.location_of(info)), info)
+        except NamespaceInUseError:
+            await self._forget_record(info)
+            raise
         try:
             await self.refstore.create_ref(name, default_branch, RefValue("branch", commit_id))
         except RefExistsError:
             pass  # someone else finished creating it
         return self._repository(info)
+
+    async def _check_free(self, objects: ObjectStore, info: RepositoryInfo) -> None:
+        """Markers of other owners around or inside the namespace (lsmstore.namespace)."""
+        urls = namespace.ancestor_urls(namespace.location_of(info))
+        ancestors = [self._open_objects(u) for u in urls]
+        try:
+            await namespace.check_free(objects, ancestors, info)
+        finally:
+            for outer in ancestors:
+                await outer.aclose()
+
+    async def _half_created(self, info: RepositoryInfo) -> RepositoryInfo:
+        """The recorded repository named ``info.name`` if a create of the same settings
+        crashed before creating its default branch (this request finishes that work);
+        RefExistsError if the name is taken otherwise; RepositoryNotFoundError if free."""
+        existing = await self.refstore.get_repository(info.name)
+        if (
+            existing.storage_namespace != info.storage_namespace
+            or existing.default_branch != info.default_branch
+            or await self.refstore.get_refs(info.name, [info.default_branch])
+        ):
+            raise RefExistsError(f"repository already exists: {info.name}")
+        return existing
+
+    async def _forget_record(self, info: RepositoryInfo) -> None:
+        """Undo a create that lost its namespace: delete the record if it is still ours
+        (it has no branch yet, so nothing was written through it)."""
+        try:
+            current = await self.refstore.get_repository(info.name)
+            if current.uid == info.uid and not await self.refstore.list_refs(info.name, limit=1):
+                await self.refstore.delete_repository(info.name)
+        except RepositoryNotFoundError:
+            pass
 
     async def get_repository(self, name: str) -> Repository:
         """RepositoryNotFoundError if there is none."""
@@ -266,24 +331,32 @@ class Store:
     ) -> list[Repository]:
         self._check_open()
         infos = await self.refstore.list_repositories(after=after, limit=limit)
-        return [self._repository(i) for i in infos]
+        return [self._repository(i, reachable=False) for i in infos]
 
     async def delete_repository(self, name: str) -> None:
         """Forget the repository and its refs (objects stay until garbage collection).
-        Pending writes to it are flushed first."""
+        Pending writes to it are flushed first.  Its namespace's ownership marker is
+        marked released first (a new repository may then take the namespace)."""
         self._check_open()
         for job in [k for k in self._jobs if k[0] == name]:
             await self.stop_job(*job)
         for key in [k for k in self._writers if k[0] == name]:
             await self._writers.pop(key).aclose()
+        info = await self.refstore.get_repository(name)
+        await namespace.release(self.objects(namespace.location_of(info)), info)
         await self.refstore.delete_repository(name)
         self._repos.pop(name, None)
         for key in [k for k in self._views if k[0] == name]:
             del self._views[key]
 
-    def _repository(self, info: RepositoryInfo) -> Repository:
+    def _repository(self, info: RepositoryInfo, *, reachable: bool = True) -> Repository:
+        """The handle of ``info`` (kept while the record is unchanged).  ``reachable``:
+        UnavailableError if its recorded ``local://`` directory is not there (another
+        machine's); listings skip the check."""
         repo = self._repos.get(info.name)
         if repo is None or repo.info != info:
+            if reachable:
+                namespace.reachable_location(info)
             repo = self._repos[info.name] = Repository(self, info)
         return repo
 
@@ -299,12 +372,20 @@ class Store:
         return store
 
     def writer(self, repo: Repository, branch: str) -> BranchWriter:
-        """The one writer of ``repo``/``branch`` in this process (created on first use)."""
-        key = (repo.name, branch)
+        """The one writer of ``repo``/``branch`` in this process (created on first use).
+
+        Writers (and views) are keyed by the repository's id, never only its name: a
+        repository deleted and re-created meanwhile gets new ones, and a writer of the
+        old one is closed (its appends are refused by the RefStore)."""
+        key = (repo.name, namespace.owner_id(repo.info), branch)
         w = self._writers.get(key)
         if w is None:
             self._check_open()
             check_ref_name(branch)
+            for stale in [k for k in self._writers if k[0] == repo.name and k[2] == branch]:
+                old = self._writers.pop(stale)
+                task = asyncio.ensure_future(old.aclose())
+                task.add_done_callback(retrieve_exception)
             if self.config.gc_freeze != "off":
                 freeze_startup_state()
             w = self._writers[key] = BranchWriter(
@@ -316,14 +397,17 @@ class Store:
                 clock=self.clock,
                 on_append=lambda ref: self._appended(repo.name, branch, ref),
                 encoder=self.encoder,
+                repository_id=repo.info.uid,
             )
         return w
 
     def view(self, repo: Repository, branch: str) -> BranchView:
-        key = (repo.name, branch)
+        key = (repo.name, namespace.owner_id(repo.info), branch)
         v = self._views.get(key)
         if v is None:
             check_ref_name(branch)
+            for stale in [k for k in self._views if k[0] == repo.name and k[2] == branch]:
+                del self._views[stale]
             v = self._views[key] = BranchView(repo.name, branch, repo.files, self.refs)
         return v
 
@@ -358,12 +442,12 @@ class Store:
     def notify_l1_changed(self, repo: str, branch: str) -> None:
         """Tell this process's writer of ``repo``/``branch`` that its L1 list shrank
         (after a compaction or commit), waking it if it stalls at the hard limit."""
-        w = self._writers.get((repo, branch))
-        if w is not None:
-            w.l1_changed()
+        for key, w in list(self._writers.items()):
+            if key[0] == repo and key[2] == branch:
+                w.l1_changed()
 
     def writer_stats(self) -> dict[tuple[str, str], WriterStats]:
-        return {k: w.stats for k, w in self._writers.items()}
+        return {(k[0], k[2]): w.stats for k, w in self._writers.items()}
 
     # --- life cycle ----------------------------------------------------------------------
 
@@ -443,7 +527,7 @@ class Repository:
         self.storage_namespace = info.storage_namespace
         self.default_branch = info.default_branch
         self.refstore = store.refstore
-        self.objects = store.objects(info.storage_namespace)
+        self.objects = store.objects(namespace.location_of(info))
         self.cache = store.cache
         self.source: RangeSource = CachedSource(self.objects, self.cache)
         self.files = Files(self.objects, self.cache, self.source, store.sidecars)
@@ -858,7 +942,8 @@ class Branch(_Reads, ObjectWrites):
 
     async def flush(self) -> None:
         """Wait until every write this process staged on the branch has its outcome."""
-        w = self._store._writers.get((self.repository.name, self.name))
+        repo = self.repository
+        w = self._store._writers.get((repo.name, namespace.owner_id(repo.info), self.name))
         if w is not None:
             await w.flush()
 

@@ -219,6 +219,12 @@ class Config:
     #: again: the bound within which a deleted or re-created key changes on every
     #: server (docs/security.md, "How fast key changes reach every server").
     server_auth_revalidate_s: float = 2.0
+    #: S3 endpoints an API caller's namespace may name (``?endpoint_url=``), separated
+    #: by spaces or commas; none by default: the server then uses its own AWS
+    #: configuration (docs/security.md, "Namespaces, ownership and deletion").
+    server_namespace_endpoints: str = ""
+    #: ``on`` lets API callers create ``mem://`` repositories (lost on restart: tests).
+    server_mem_namespaces: str = "off"
 
     @property
     def refstore_url(self) -> str:
@@ -265,7 +271,7 @@ _SIZES = {
     "server_max_object_bytes",
 }
 #: On/off/auto switches: TOML booleans and ``true``/``false``/``on``/``off``/``1``/``0``.
-_SWITCHES = {"compaction_in_process", "gc_freeze"}
+_SWITCHES = {"compaction_in_process", "gc_freeze", "server_mem_namespaces"}
 _SWITCH_VALUES = {
     "auto": "auto",
     "on": "on",

@@ -12,7 +12,7 @@ status   exception
 404      ``ObjectNotFoundError`` for object paths, ``RepositoryNotFoundError``,
          ``RefNotFoundError``, ``WorkspaceNotFoundError``, else ``NotFoundError`` --
          from the request and message
-409      ``MergeConflictError`` (merges), ``RefExistsError`` (creations),
+409      ``MergeConflictError`` (merges), ``NamespaceInUseError``, ``RefExistsError`` (creations),
          ``WorkspaceExistsError`` (stash), else ``ConflictError``
 412      ``ObjectExistsError`` (create-only uploads), else ``PreconditionFailedError``
 413      ``EntryTooLargeError``
@@ -47,6 +47,7 @@ from lsmstore.errors import (
     InvalidURLError,
     LsmError,
     MergeConflictError,
+    NamespaceInUseError,
     NotFoundError,
     NothingToCommitError,
     ObjectExistsError,
@@ -265,6 +266,8 @@ def error_for(answer: Response, method: str, what: str, kind: str) -> LsmError:
             return MergeConflictError(msg, [])
         if low.startswith("workspace already exists"):
             return WorkspaceExistsError(msg)
+        if low.startswith("storage namespace "):  # lsmstore.namespace's refusals
+            return NamespaceInUseError(msg)
         if kind == "create" or "exists" in low:
             return RefExistsError(msg)
         return ConflictError(msg)
