@@ -280,9 +280,7 @@ def ancestor_urls(url: str) -> list[str]:
     return out
 
 
-async def check_free(
-    objects: ObjectStore, ancestors: list[ObjectStore], repo: Repository
-) -> None:
+async def check_free(objects: ObjectStore, ancestors: list[ObjectStore], repo: Repository) -> None:
     """NamespaceInUseError if another owner's files may be in the way of ``repo``'s
     namespace (``objects``), whatever this RefStore knows: a containing namespace
     (``ancestors``) or a contained one holds a marker that is not released, or a

@@ -91,7 +91,12 @@ def batch(client: httpx.Client, repo: str, entries: list[object]) -> httpx.Respo
 def test_a_namespace_equal_to_inside_or_around_another_is_refused(a: httpx.Client) -> None:
     assert create(a, "victim", "local://victim").status_code == 201
     assert upload(a, "victim", "precious", b"acknowledged").status_code == 201
-    for ns in ("local://victim", "local://victim/data", "local://victim/_lsm", "local://victim/x/y"):
+    for ns in (
+        "local://victim",
+        "local://victim/data",
+        "local://victim/_lsm",
+        "local://victim/x/y",
+    ):
         r = create(a, "thief", ns)
         assert r.status_code == 409, (ns, r.text)
         assert "overlaps" in r.json()["message"]
@@ -132,9 +137,7 @@ def test_mem_namespaces_are_refused(a: httpx.Client) -> None:
     assert a.get("/repositories/volatile").status_code == 404
 
 
-def test_s3_endpoints_come_from_the_server_configuration(
-    a: httpx.Client, moto: MotoServer
-) -> None:
+def test_s3_endpoints_come_from_the_server_configuration(a: httpx.Client, moto: MotoServer) -> None:
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(8)

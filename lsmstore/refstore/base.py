@@ -441,9 +441,7 @@ class RefStore(AsyncCloseable, abc.ABC):
         check_ref_name(branch)
         check_file_id(group_id)
         ids = self._check_id_list(repo, branch, f"group {group_id}", file_ids)
-        return await self._append_l1_group(
-            repo, branch, group_id, ids, _check_uid(repository_id)
-        )
+        return await self._append_l1_group(repo, branch, group_id, ids, _check_uid(repository_id))
 
     # --- workspaces --------------------------------------------------------------
 
@@ -777,9 +775,11 @@ def _check_repository(repo: Repository) -> None:
         )
     _check_uid(repo.uid)
     loc = repo.location
-    if not isinstance(loc, str) or len(loc.encode("utf-8", "replace")) > (
-        MAX_STORAGE_NAMESPACE_BYTES
-    ) or any(ord(c) < 0x20 or ord(c) == 0x7F for c in loc):
+    if (
+        not isinstance(loc, str)
+        or len(loc.encode("utf-8", "replace")) > (MAX_STORAGE_NAMESPACE_BYTES)
+        or any(ord(c) < 0x20 or ord(c) == 0x7F for c in loc)
+    ):
         raise InvalidInputError(f"repository {repo.name}: location {loc!r}")
     if not isinstance(repo.created_at, int | float) or not math.isfinite(repo.created_at):
         raise InvalidInputError(f"repository {repo.name}: created_at {repo.created_at!r}")

@@ -1054,8 +1054,10 @@ class DynamoRefStore(RefStore):
             )
             if reasons[:1] == ["ConditionalCheckFailed"]:
                 raise RepositoryNotFoundError(replaced_message(repo))
-            if reasons and reasons[1:2] != ["ConditionalCheckFailed"] and (
-                "TransactionConflict" not in reasons
+            if (
+                reasons
+                and reasons[1:2] != ["ConditionalCheckFailed"]
+                and ("TransactionConflict" not in reasons)
             ):
                 raise UnavailableError(f"{self.url}: {what}: transaction cancelled {reasons}")
             return not reasons

@@ -76,6 +76,7 @@ def _condition(repository_id: str | None) -> str:
     """An append's repository condition as the scripts take it."""
     return "" if repository_id is None else "=" + repository_id
 
+
 _LIB = """
 local function count(s)
   if s == '' then return 0 end

@@ -9,7 +9,8 @@ from lsmstore.client import Repository
 from lsmstore.config import Config
 from lsmstore.errors import LsmError
 from lsmstore.objects.entry import decode_entry
-from lsmstore.types import Change, Commit
+from lsmstore.refstore.base import Ref
+from lsmstore.types import Change, Commit, MergeResult
 
 #: What ``version_config.version`` says: numeric (lakefs-spec parses it), >= 1.3.1.
 LAKEFS_VERSION = "1.70.0"
@@ -42,6 +43,41 @@ def commit(commit_id: str, c: Commit) -> dict[str, Any]:
         "generation": c.generation,
         "version": 1,
     }
+
+
+def merge_result(r: MergeResult) -> dict[str, Any]:
+    """lakeFS's ``MergeResult`` (``reference``: the commit the destination is now at)
+    with the fields of the merge or revert that made it: whether a commit was written,
+    that commit (when one was), and the three commits of the three-way merge
+    (``merge_base`` left out when the histories share none)."""
+    out: dict[str, Any] = {
+        "reference": r.commit_id,
+        "merged": r.merged,
+        "source": r.source,
+        "destination": r.destination,
+    }
+    if r.commit is not None:
+        out["commit"] = commit(r.commit_id, r.commit)
+    if r.merge_base is not None:
+        out["merge_base"] = r.merge_base
+    return out
+
+
+def staging_state(branch: str, value: Ref, commit: Commit | None = None) -> dict[str, Any]:
+    """The ``StagingState`` of a branch's ref value; with the base ``commit``, also
+    ``last_commit_id``/``last_commit_date``."""
+    out: dict[str, Any] = {
+        "branch": branch,
+        "commit_id": value.base,
+        "l1_files": len(value.l1),
+        "l2_files": len(value.l2),
+        "l1": list(value.l1),
+        "l2": list(value.l2),
+    }
+    if commit is not None or not value.base:
+        out["last_commit_id"] = value.base
+        out["last_commit_date"] = commit.created_at if commit is not None else 0
+    return out
 
 
 _DIFF_TYPE = {"added": "added", "removed": "removed", "changed": "changed"}

@@ -232,9 +232,7 @@ class RefStoreContract:
             await refstore.create_repository(Repository("x", "file:///d", "main", location="\x00"))
 
     @pytest.mark.parametrize("op", ["append_l1", "append_l1_many", "append_l1_group"])
-    async def test_append_conditioned_on_repository_id(
-        self, refstore: RefStore, op: str
-    ) -> None:
+    async def test_append_conditioned_on_repository_id(self, refstore: RefStore, op: str) -> None:
         """An append prepared for a repository is refused once it is deleted and
         re-created (another id), and changes nothing; with the right id it applies."""
 
