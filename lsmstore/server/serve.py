@@ -190,6 +190,11 @@ async def _serve(ctx: Context, config: Config, init: bool, probes: ServerProbes)
         listening["health_port"] = probes.health.port
     await probes.listening()
     log.info("listening", extra={"fields": listening})
+    if init:
+        from lsmstore.ui.assets import page_url
+
+        print(f"Web UI: {page_url(scheme, sock[0], sock[1])} (log in with an access key)",
+              flush=True)  # fmt: skip
     await task
     code = 0
     remaining = (deadline[0] - time.monotonic()) if deadline else config.server_drain_timeout_s

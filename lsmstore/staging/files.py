@@ -38,6 +38,8 @@ from lsmstore.graveler.sst_reader import SSTReader
 from lsmstore.graveler.sst_writer import write_sst, write_sst_columns
 
 SIDECAR_MAGIC = b"LSMSIDE1"
+#: A sidecar that also names covered spans over a base commit (:class:`Sidecar`).
+SIDECAR_MAGIC_COVERED = b"LSMSIDE2"
 SIDECAR_SUFFIX = ".meta"
 SST_SUFFIX = ".sst"
 _HEADER = struct.Struct("<8sQQQQ")  # magic, entries, tombstones, sst_size, data_bytes
@@ -269,6 +271,15 @@ class Sidecar:
     first_key: bytes
     last_key: bytes
     bloom: BloomFilter
+    #: The commit the spans were computed against ("" when there are none).
+    base: str = ""
+    #: Covered spans ``(lo, end)``, disjoint and in key order: the file holds only
+    #: tombstones in ``lo <= key < end`` (``end`` empty: no bound), and every key that
+    #: commit ``base`` holds there is one of them.  ``lo`` is a key of the file; ``end``
+    #: may lie past its last key (no record of the file or the base lies between).
+    #: A listing over that base seeks past a span instead of walking it (written by
+    #: compaction, lsmstore.compaction.coverage).
+    covered: tuple[tuple[bytes, bytes], ...] = ()
 
     def may_contain(self, key: bytes, probe: BloomProbe | None = None) -> bool:
         """False only if the file certainly has no entry (value or tombstone) for ``key``."""
@@ -282,8 +293,11 @@ class Sidecar:
 
 
 def encode_sidecar(sc: Sidecar) -> bytes:
+    """The sidecar's bytes: version 1 (``LSMSIDE1``) without covered spans, so readers
+    that know only version 1 read every file that has none; version 2 with them."""
     buf = io.BytesIO()
-    buf.write(_HEADER.pack(SIDECAR_MAGIC, sc.entries, sc.tombstones, sc.sst_size, sc.data_bytes))
+    magic = SIDECAR_MAGIC_COVERED if sc.covered else SIDECAR_MAGIC
+    buf.write(_HEADER.pack(magic, sc.entries, sc.tombstones, sc.sst_size, sc.data_bytes))
     for k in (sc.first_key, sc.last_key):
         buf.write(_U32.pack(len(k)))
         buf.write(k)
@@ -291,6 +305,15 @@ def encode_sidecar(sc: Sidecar) -> bytes:
     sc.bloom.tofile(bloom)
     buf.write(_U32.pack(len(bloom.getvalue())))
     buf.write(bloom.getvalue())
+    if sc.covered:
+        base = sc.base.encode("ascii")
+        buf.write(_U32.pack(len(base)))
+        buf.write(base)
+        buf.write(_U32.pack(len(sc.covered)))
+        for span in sc.covered:
+            for k in span:
+                buf.write(_U32.pack(len(k)))
+                buf.write(k)
     body = buf.getvalue()
     return body + _U64.pack(xxhash.xxh64_intdigest(body))
 
@@ -303,26 +326,52 @@ def decode_sidecar(buf: bytes, name: str = "sidecar") -> Sidecar:
     if xxhash.xxh64_intdigest(body) != digest:
         raise CorruptFileError(name, "sidecar checksum mismatch")
     magic, entries, tombstones, sst_size, data_bytes = _HEADER.unpack_from(body, 0)
-    if magic != SIDECAR_MAGIC:
+    if magic not in (SIDECAR_MAGIC, SIDECAR_MAGIC_COVERED):
         raise CorruptFileError(name, f"not a sidecar (magic {magic!r})")
     p = _HEADER.size
-    parts: list[bytes] = []
-    for _ in range(3):
+
+    def part() -> bytes:
+        nonlocal p
         if p + 4 > len(body):
             raise CorruptFileError(name, "sidecar truncated")
         (n,) = _U32.unpack_from(body, p)
         p += 4
         if p + n > len(body):
             raise CorruptFileError(name, "sidecar truncated")
-        parts.append(body[p : p + n])
         p += n
+        return body[p - n : p]
+
+    first, last, bloom_bytes = part(), part(), part()
+    base = ""
+    covered: list[tuple[bytes, bytes]] = []
+    if magic == SIDECAR_MAGIC_COVERED:
+        try:
+            base = part().decode("ascii")
+        except UnicodeDecodeError:
+            raise CorruptFileError(name, "sidecar names a non-ASCII base commit") from None
+        if p + 4 > len(body):
+            raise CorruptFileError(name, "sidecar truncated")
+        (count,) = _U32.unpack_from(body, p)
+        p += 4
+        # each span takes at least two length words: bound the count before the loop
+        if count * 8 > len(body) - p:
+            raise CorruptFileError(name, f"sidecar claims {count} covered spans")
+        for _ in range(count):
+            lo, end = part(), part()
+            if covered and (not covered[-1][1] or lo < covered[-1][1]):
+                raise CorruptFileError(name, "sidecar's covered spans overlap")
+            if not first <= lo <= last or (end and end <= lo):
+                raise CorruptFileError(name, "sidecar's covered span is out of bounds")
+            covered.append((lo, end))
     if p != len(body):
         raise CorruptFileError(name, f"{len(body) - p} trailing bytes in sidecar")
     try:
-        bloom = BloomFilter.fromfile(io.BytesIO(parts[2]))
+        bloom = BloomFilter.fromfile(io.BytesIO(bloom_bytes))
     except Exception as e:  # struct.error, ValueError from pybloom-live
         raise CorruptFileError(name, f"bad bloom filter: {e}") from e
-    return Sidecar(entries, tombstones, sst_size, data_bytes, parts[0], parts[1], bloom)
+    return Sidecar(
+        entries, tombstones, sst_size, data_bytes, first, last, bloom, base, tuple(covered)
+    )
 
 
 def sidecar_of(records: list[Record], sst_size: int, error_rate: float) -> Sidecar:
