@@ -37,7 +37,9 @@ from lsmstore.server.routing import Route
 from lsmstore.server.serve import make_context
 from lsmstore.testing.server_process import ServerProcess, start_server
 
-OPEN = {"healthCheck", "liveness", "readiness", "getOpenAPI", "login"}
+#: Routes without credentials: health, the API document, login, and the web UI's page
+#: and static files (no data: the page asks the API, with credentials, for everything).
+OPEN = {"healthCheck", "liveness", "readiness", "getOpenAPI", "login", "uiIndex", "uiAsset"}
 
 
 @pytest.fixture(scope="module")
@@ -203,6 +205,13 @@ def test_every_route_refuses_every_bad_credential(
             assert c.get("/api/v1/auth/users", headers=headers).status_code == 401, what
         assert c.get("/api/v1/auth/users", auth=server.admin).status_code == 501
     assert not failures, failures
+
+
+def test_the_open_ui_holds_no_data(server: ServerProcess, world: dict[str, Any]) -> None:
+    page = httpx.get(server.url + "/")
+    assert page.status_code == 200
+    for secret in ("alpha", "beta", server.admin[0], server.admin[1]):
+        assert secret not in page.text
 
 
 def test_tokens_cannot_be_minted_from_the_refstore(server: ServerProcess) -> None:
