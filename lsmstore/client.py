@@ -108,9 +108,6 @@ __all__ = [
 
 _sha256 = hashlib.sha256
 
-#: The committer recorded when a caller names none.
-DEFAULT_COMMITTER = "lsmstore"
-
 #: Listener of appends: ``(repository, branch, ref after the append)``.
 AppendListener = Callable[[str, str, RefValue], None]
 #: A background job of one branch (e.g. a compaction loop), run as a task until stopped.
@@ -646,7 +643,7 @@ class Repository:
             into,
             strategy=strategy,
             message=validate.check_message(message),
-            committer=validate.check_committer(committer) or DEFAULT_COMMITTER,
+            committer=validate.check_committer(committer) or cfg.user,
             metadata=validate.check_metadata(metadata),
             squash=validate.check_bool(squash, "merge squash"),
             max_attempts=cfg.commit_max_attempts,
@@ -675,7 +672,7 @@ class Repository:
             parent=validate.check_int(parent, "revert parent", min_value=1, max_value=2),
             strategy=strategy,
             message=validate.check_message(message),
-            committer=validate.check_committer(committer) or DEFAULT_COMMITTER,
+            committer=validate.check_committer(committer) or cfg.user,
             metadata=validate.check_metadata(metadata),
             max_attempts=cfg.commit_max_attempts,
             backoff_s=cfg.commit_backoff_ms / 1000,
@@ -838,7 +835,7 @@ class Branch(_Reads, ObjectWrites):
         from committer.job import commit_branch
 
         validate.check_str(message, "commit message", empty_ok=True)
-        committer = validate.check_committer(committer) or DEFAULT_COMMITTER
+        committer = validate.check_committer(committer) or self._config.user
         metadata = validate.check_metadata(metadata, "commit metadata")
         validate.check_bool(allow_empty, "allow_empty")
         cfg = self._config

@@ -19,7 +19,8 @@ from click.shell_completion import CompletionItem
 import lsmstore
 from lsmstore.api import StoreAPI
 from lsmstore.cli.output import Output
-from lsmstore.errors import InvalidURLError
+from lsmstore.config import lakectl_settings, load_config
+from lsmstore.errors import InvalidURLError, RepositoryNotFoundError
 from lsmstore.uri import LsmURI, parse_uri
 
 T = TypeVar("T")
@@ -36,6 +37,10 @@ class Settings:
     debug: bool = False
     color: bool | None = None
     progress: bool | None = None
+    #: lakectl's YAML configuration (``-c FILE.yaml``); default ``~/.lakectl.yaml``.
+    lakectl_config: str | None = None
+    #: A ``lakefs://`` URI was given: lakectl's configuration wins over ours.
+    lakefs_scheme: bool = False
     _out: Output | None = None
 
     @property
@@ -57,21 +62,60 @@ def out() -> Output:
     return settings().out
 
 
+def lakectl_overrides(s: Settings) -> dict[str, str]:
+    """The settings lakectl's configuration adds (docs/cli.md, "lakectl
+    compatibility"): with a ``lakefs://`` URI they win over ours; otherwise they only
+    fill in what ours leaves unset (its server only when ours names no store)."""
+    theirs = lakectl_settings(s.lakectl_config)
+    if not theirs or s.lakefs_scheme:
+        return theirs
+    ours = load_config(config=s.config)
+    names_store = bool(s.server or s.refstore or ours.server_url or ours.refstore)
+    return {
+        k: v
+        for k, v in theirs.items()
+        if not getattr(ours, k) and not (k == "server_url" and names_store)
+    }
+
+
 def open_store(s: Settings) -> StoreAPI:
     """The store the options name: ``--server`` (or the configured ``server``), else
-    ``--refstore`` (or the configured ``refstore``), else the embedded default."""
+    ``--refstore`` (or the configured ``refstore``), else lakectl's server, else the
+    embedded default."""
+    extra: dict[str, str] = lakectl_overrides(s)
+    if s.server or s.refstore:
+        extra.pop("server_url", None)
     if s.server:
-        return lsmstore.connect(s.server, config=s.config)
-    return lsmstore.connect(s.refstore, config=s.config)
+        return lsmstore.connect(s.server, config=s.config, **extra)
+    return lsmstore.connect(s.refstore, config=s.config, **extra)
+
+
+def store_location(store: StoreAPI) -> str:
+    """Which store a command looked in, for messages: ``server URL`` or ``the
+    embedded store at PATH`` (or its RefStore URL)."""
+    url = getattr(store, "url", None)
+    if isinstance(url, str) and url:
+        return f"server {url}"
+    cfg = store.config
+    if not cfg.refstore:
+        return f"the embedded store at {cfg.home}"
+    return f"RefStore {cfg.refstore_url}"
 
 
 def run(body: Callable[[StoreAPI], Awaitable[T]]) -> T:
-    """Run ``body(store)`` on a fresh event loop with the store the options name."""
+    """Run ``body(store)`` on a fresh event loop with the store the options name; a
+    missing repository is reported with the store it was looked for in."""
     s = settings()
 
     async def main() -> T:
         async with open_store(s) as store:
-            return await body(store)
+            try:
+                return await body(store)
+            except RepositoryNotFoundError as e:
+                where = store_location(store)
+                if where in str(e):
+                    raise
+                raise RepositoryNotFoundError(f"{e} (looked in {where})") from e
 
     return uvloop.run(main())
 
@@ -91,6 +135,10 @@ class URIType(click.ParamType[LsmURI, Any]):
     ) -> LsmURI:
         if isinstance(value, LsmURI):
             return value
+        if isinstance(value, str) and value.lower().startswith("lakefs://") and ctx:
+            obj = ctx.find_root().obj
+            if isinstance(obj, Settings):
+                obj.lakefs_scheme = True
         try:
             return parse_uri(value)
         except InvalidURLError as e:
