@@ -1,8 +1,8 @@
 """The root ``lsmstore`` command: global options, command groups, errors -> exit codes.
 
-Errors print as one line on stderr (``lsmstore: error: ...``; with ``--output json``
-also as one ``{"error": {...}}`` document on stdout), click's usage errors too, and exit with the code of
-:mod:`lsmstore.cli.exitcodes`; ``--debug`` (or ``LSMSTORE_DEBUG=1``) adds the
+Errors (click's usage errors too) print as one line on stderr (``lsmstore: error:
+...``; with ``--output json`` also as one ``{"error": {...}}`` document on stdout) and
+exit with the code of :mod:`lsmstore.cli.exitcodes`; ``--debug`` (or ``LSMSTORE_DEBUG=1``) adds the
 traceback.
 """
 
