@@ -5,7 +5,6 @@ JSON output, exit codes, one-line errors, completion and the service commands.""
 from __future__ import annotations
 
 import json
-
 from collections.abc import AsyncIterator
 from pathlib import Path
 

@@ -64,18 +64,17 @@ def out() -> Output:
 
 def lakectl_overrides(s: Settings) -> dict[str, str]:
     """The settings lakectl's configuration adds (docs/cli.md, "lakectl
-    compatibility"): with a ``lakefs://`` URI they win over ours; otherwise they only
-    fill in what ours leaves unset (its server only when ours names no store)."""
+    compatibility"): with a ``lakefs://`` URI they win over ours; otherwise lakectl's
+    server (with its credentials) is used only when ours names no store, and its
+    credentials fill in ours when missing."""
     theirs = lakectl_settings(s.lakectl_config)
     if not theirs or s.lakefs_scheme:
         return theirs
     ours = load_config(config=s.config)
-    names_store = bool(s.server or s.refstore or ours.server_url or ours.refstore)
-    return {
-        k: v
-        for k, v in theirs.items()
-        if not getattr(ours, k) and not (k == "server_url" and names_store)
-    }
+    if not (s.server or s.refstore or ours.server_url or ours.refstore):
+        return theirs
+    theirs.pop("server_url", None)
+    return {k: v for k, v in theirs.items() if not getattr(ours, k)}
 
 
 def open_store(s: Settings) -> StoreAPI:

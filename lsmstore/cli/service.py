@@ -1,14 +1,18 @@
 """``lsmstore serve|compactor|committer|spark|demo``: the long-running services and the demo.
 
 Each passes its arguments unchanged to the service's own entry point (``lsmstore
-compactor --help`` shows the compactor's flags) and exits with its exit status.
+compactor --help`` shows the compactor's flags) and exits with its exit status.  A
+flag the service's parser refuses is reported like any other usage error (one line,
+exit code 2, JSON with ``-o json``).
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, NoReturn
 
 import click
 
@@ -19,12 +23,28 @@ PASS_THROUGH = {
 }
 
 
+@contextmanager
+def _usage_errors_as_click() -> Iterator[None]:
+    """While a service parses its flags, its parser's usage error is a click one."""
+    original = argparse.ArgumentParser.error
+
+    def error(self: argparse.ArgumentParser, message: str) -> NoReturn:
+        raise click.UsageError(message)  # click adds the command and where help is
+
+    argparse.ArgumentParser.error = error  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        argparse.ArgumentParser.error = original  # type: ignore[method-assign]
+
+
 def _dispatch(module: str, args: Sequence[str], what: str) -> int:
     try:
         entry: Callable[[list[str]], Any] = importlib.import_module(module).main
     except ImportError as e:
         raise click.UsageError(f"{what} is not available in this installation ({e})") from e
-    rv = entry(list(args))
+    with _usage_errors_as_click():
+        rv = entry(list(args))
     return rv if isinstance(rv, int) else 0
 
 
