@@ -29,7 +29,7 @@ from lsmstore.cli import (
     workspace,
 )
 from lsmstore.cli.exitcodes import ExitCode, exit_code_for
-from lsmstore.cli.output import FORMATS
+from lsmstore.cli.output import FORMATS, StdoutClosed
 from lsmstore.cli.runtime import Settings
 from lsmstore.errors import LsmError
 
@@ -179,7 +179,7 @@ def _silence_stdout() -> None:
 
 
 def _broken_pipe(exc: BaseException) -> bool:
-    if isinstance(exc, BrokenPipeError):
+    if isinstance(exc, BrokenPipeError | StdoutClosed):
         return True
     if isinstance(exc, BaseExceptionGroup):
         return all(_broken_pipe(e) for e in exc.exceptions)

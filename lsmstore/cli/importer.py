@@ -153,7 +153,7 @@ def import_(
         head = await branch.head()
         if (head.l1 or head.l2) and not allow_dirty:
             raise lsmstore.InvalidInputError(
-                f"{uri.repository}/{uri.ref} has uncommitted changes: commit or reset them "
+                f"lsm://{uri.repository}/{uri.ref} has uncommitted changes: commit or reset them "
                 "first, or pass --allow-dirty to commit them with the import"
             )
         prefix = _dir_prefix(uri.path)

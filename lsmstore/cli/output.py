@@ -34,6 +34,19 @@ from rich.table import Table
 FORMATS = ("table", "json")
 
 
+class StdoutClosed(Exception):
+    """The reader of stdout went away (``| head -1``): the command stops, quietly and
+    successfully.  (Not an OSError, which click would turn into exit status 1.)"""
+
+
+@contextmanager
+def _stdout_closed_is_done() -> Iterator[None]:
+    try:
+        yield
+    except BrokenPipeError as e:
+        raise StdoutClosed() from e
+
+
 def timestamp(epoch: float | int | None) -> str:
     if not epoch:
         return ""
@@ -76,8 +89,9 @@ class Output:
     # --- results -----------------------------------------------------------------------
 
     def emit_json(self, data: Any) -> None:
-        sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
-        sys.stdout.flush()
+        with _stdout_closed_is_done():
+            sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+            sys.stdout.flush()
 
     def table(
         self,
@@ -105,8 +119,9 @@ class Output:
             return
         with self.console.capture() as captured:  # off a terminal: no trailing blanks
             self.console.print(t)
-        sys.stdout.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
-        sys.stdout.flush()
+        with _stdout_closed_is_done():
+            sys.stdout.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
+            sys.stdout.flush()
 
     def record(self, fields: Mapping[str, Any], *, data: Any = None) -> None:
         """One object as ``key: value`` lines, or (JSON) ``data`` if given, else it."""
@@ -133,7 +148,8 @@ class Output:
             self.console.print(message)
 
     def write_bytes(self, data: bytes) -> None:
-        sys.stdout.buffer.write(data)
+        with _stdout_closed_is_done():
+            sys.stdout.buffer.write(data)
 
     def warn(self, message: str) -> None:
         self.err.print(f"[yellow]warning:[/yellow] {escape(message)}")
