@@ -76,6 +76,12 @@ def parse_size(value: object, name: str = "size") -> int:
     )
 
 
+def configured_home() -> Path | None:
+    """``$LSMSTORE_HOME`` when set (and not empty), else None."""
+    env = os.environ.get("LSMSTORE_HOME")
+    return Path(env).expanduser() if env else None
+
+
 def default_home() -> Path:
     """``$LSMSTORE_HOME`` or ``~/.lsmstore``."""
     env = os.environ.get("LSMSTORE_HOME")

@@ -232,7 +232,13 @@ def test_completion_version_and_services(cli: Cli, tmp_path: Path) -> None:
     assert cli("--version", check=True).stdout.startswith("lsmstore, version ")
 
     help_ = cli("compactor", "--help", check=True).stdout
-    assert "lsmstore-compactor" in help_ and "--once" in help_
+    assert help_.startswith("Usage: lsmstore compactor") and "--once" in help_
+    serve_help = cli("serve", "--help", check=True).stdout
+    assert serve_help.startswith("Usage: lsmstore serve") and "--tls-cert" in serve_help
+    assert "``" not in serve_help and "default None" not in serve_help
+    assert "credentials" in serve_help and "--shutdown-timeout SECONDS" in serve_help
+    demo_help = cli("demo", "--help", check=True).stdout
+    assert demo_help.startswith("Usage: lsmstore demo") and "--puts INTEGER" in demo_help
     refs = (tmp_path / "refs").as_uri().replace("file:", "local:")
     ran = cli("committer", "--refstore", refs, "--once")
     assert ran.returncode == 0, ran.stderr
