@@ -1,6 +1,7 @@
 """Every command of the click tree, given a bad argument, reports one error line on
 stderr (``lsmstore: error: ...``) and, with ``-o json``, one JSON document on stdout;
-messages carry no Python reprs; a closed pipe is not an error."""
+messages carry no Python reprs; a closed pipe is not an error; progress and summary
+share units; commits are signed by the configured user."""
 
 from __future__ import annotations
 
@@ -135,3 +136,33 @@ def test_cat_into_a_closed_pipe_exits_quietly(tmp_path: Path) -> None:
     )  # fmt: skip
     assert p.stdout == "line 0\n"
     assert p.returncode == 0 and p.stderr == "", p.stderr
+
+
+def test_progress_and_summary_use_the_same_units(tmp_path: Path) -> None:
+    cli = Cli(tmp_path / "home")
+    cli("repo", "create", "lsm://units", check=True)
+    local = tmp_path / "r.bin"
+    local.write_bytes(bytes(17_300))  # 16.9 KiB, 17.3 kB
+    p = cli("--progress", "fs", "upload", str(local), "lsm://units/main/r.bin", check=True)
+    assert "16.9 KiB" in p.stdout and "16.9/16.9 KiB" in p.stderr, p.stderr
+    assert "kB" not in p.stderr
+
+
+def test_commits_are_signed_by_the_configured_user(tmp_path: Path) -> None:
+    import getpass
+
+    cli = Cli(tmp_path / "home")
+    cli("repo", "create", "lsm://who", check=True)
+    cli("branch", "create", "lsm://who/dev", "-s", "lsm://who/main", check=True)
+    assert cli.json("commit", "lsm://who/main", "-m", "x", "--allow-empty")["committer"] == (
+        getpass.getuser()
+    )
+    alice = Cli(cli.home, {"LSMSTORE_USER": "alice"})
+    assert alice.json("commit", "lsm://who/dev", "-m", "y", "--allow-empty")["committer"] == (
+        "alice"
+    )
+    merged = alice.json("merge", "lsm://who/dev", "lsm://who/main")
+    assert alice.json("show", "lsm://who/main")["id"] == merged["reference"]
+    assert alice.json("show", "lsm://who/main")["committer"] == "alice"
+    named = alice.json("commit", "lsm://who/dev", "-m", "z", "--allow-empty", "--committer", "bob")
+    assert named["committer"] == "bob"

@@ -22,14 +22,16 @@ from rich.progress import (
     DownloadColumn,
     MofNCompleteColumn,
     Progress,
+    ProgressColumn,
     SpinnerColumn,
+    Task,
     TaskID,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
-    TransferSpeedColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
 FORMATS = ("table", "json")
 
@@ -60,6 +62,15 @@ def human_size(n: int) -> str:
             return f"{int(size)} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+class BinarySpeedColumn(ProgressColumn):
+    """Transfer speed in the units the summary line uses (KiB/s, MiB/s)."""
+
+    def render(self, task: Task) -> Text:
+        speed = task.finished_speed or task.speed
+        shown = "?" if speed is None else f"{human_size(int(speed))}/s"
+        return Text(shown, style="progress.data.speed")
 
 
 class Output:
@@ -165,8 +176,8 @@ class Output:
         progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
-            DownloadColumn(),
-            TransferSpeedColumn(),
+            DownloadColumn(binary_units=True),  # KiB/MiB, as human_size and the summary
+            BinarySpeedColumn(),
             TextColumn("{task.fields[files]} files"),
             TimeRemainingColumn(),
             console=self.err,
