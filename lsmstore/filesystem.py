@@ -36,10 +36,12 @@ already merged.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import secrets
 import tempfile
 from collections.abc import Callable
+from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Self
 
@@ -88,11 +90,21 @@ def _info(repo: str, ref: str, s: ObjectStats) -> dict[str, Any]:
         "size": s.size,
         "type": "file",
         "checksum": s.checksum,
+        "ETag": s.checksum,
         "mtime": s.mtime,
+        # an object is never changed in place: it is created when last written
+        "created": s.mtime,
+        "LastModified": datetime.fromtimestamp(s.mtime, UTC),
         "content_type": s.content_type,
         "physical_address": s.physical_address,
         "metadata": dict(s.metadata),
     }
+
+
+def _file_info(info: dict[str, Any], path: str) -> dict[str, Any]:
+    if info["type"] != "file":
+        raise IsADirectoryError(f"{path} is a directory (a prefix), not an object")
+    return info
 
 
 class LsmFileSystem(AsyncFileSystem):  # type: ignore[misc]
@@ -243,6 +255,29 @@ class LsmFileSystem(AsyncFileSystem):  # type: ignore[misc]
                     await asyncio.to_thread(f.write, chunk)
             finally:
                 await asyncio.to_thread(f.close)
+
+    # --- what engines ask about files (DuckDB, Polars, pyarrow) ----------------------------
+
+    def modified(self, path: str) -> datetime:
+        """When the object was last written (UTC)."""
+        info = _file_info(self.info(path), path)
+        return datetime.fromtimestamp(info["mtime"], UTC)
+
+    def created(self, path: str) -> datetime:
+        """When the object was written: objects are never changed in place, so this is
+        :meth:`modified`."""
+        return self.modified(path)
+
+    def ukey(self, path: str) -> str:
+        """A key that changes whenever the object's content does: its checksum and
+        physical address."""
+        info = _file_info(self.info(path), path)
+        return f"{info['checksum']}:{info['physical_address']}"
+
+    def checksum(self, path: str) -> int:
+        """An integer that changes whenever the object's content does (from its
+        content checksum)."""
+        return int(hashlib.md5(self.ukey(path).encode()).hexdigest(), 16)
 
     # --- writes ------------------------------------------------------------------------
 
