@@ -48,10 +48,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from committer.job import CommitResult, commit_branch
 from lsmstore import layout
 from lsmstore.cache import FileCache
-from lsmstore.graveler.commit import Commit, read_commit, write_commit
+from lsmstore.commit.job import CommitResult, commit_branch
+from lsmstore.graveler.commit import read_commit, write_commit
 from lsmstore.graveler.metarange import store_metarange
 from lsmstore.graveler.range_encoder import RangeEncoder
 from lsmstore.graveler.ranges import RangePolicy, RangeWriter
@@ -65,6 +65,7 @@ from lsmstore.storage.base import ObjectStore, PutMode
 from lsmstore.storage.local import LocalStore
 from lsmstore.storage.url import open_object_store
 from lsmstore.testing.faulty_store import OPS, FaultyStore
+from lsmstore.types import Commit
 from lsmstore.versioning.context import RepoContext
 
 REPO = "bench"

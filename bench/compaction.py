@@ -42,10 +42,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from compactor.merge_worker import MergeWorker
-from compactor.runner import Compactor
-from compactor.testing import make_config
 from lsmstore import layout
+from lsmstore.compaction.merge_worker import MergeWorker
+from lsmstore.compaction.runner import Compactor
 from lsmstore.graveler.record import Record
 from lsmstore.graveler.source import DirectSource
 from lsmstore.refstore.base import Ref, RefStore, Repository
@@ -54,6 +53,7 @@ from lsmstore.staging.files import SIDECAR_SUFFIX, SST_SUFFIX, encode_staging_fi
 from lsmstore.staging.reader import Files, SidecarCache, Snapshot
 from lsmstore.storage.base import ObjectStore
 from lsmstore.storage.local import LocalStore
+from lsmstore.testing.compaction import make_config
 
 T = TypeVar("T")
 REPO = "bench"

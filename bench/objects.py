@@ -70,8 +70,8 @@ import uvloop
 
 import lsmstore
 from lsmstore.config import parse_size
-from lsmstore.objects import ObjectLink
 from lsmstore.testing.servers import MOTO_ENV, free_port, wait_listening
+from lsmstore.types import ObjectLink
 
 STAT_TASKS = 100
 TUPLES = "link_many, tuples"

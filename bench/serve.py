@@ -314,7 +314,7 @@ async def app_cpu(home: Path, n: int = 5000, op: str = "stat") -> float:
 
 async def library(home: Path, seconds: float, batch: int) -> dict[str, float]:
     import lsmstore
-    from lsmstore.objects import ObjectLink
+    from lsmstore.types import ObjectLink
 
     out: dict[str, float] = {}
     async with lsmstore.connect(home=str(home)) as store:

@@ -38,10 +38,10 @@ import lsmstore
 from lsmstore.gc import collect_repository
 from lsmstore.gc.retention import Retention
 from lsmstore.gcfreeze import paused
-from lsmstore.objects.model import ObjectLink
 from lsmstore.spark import jobs
 from lsmstore.storage.url import open_object_store
 from lsmstore.testing.spark import local_session
+from lsmstore.types import ObjectLink
 
 
 def make_inventory(path: Path, n: int) -> None:

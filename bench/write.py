@@ -386,7 +386,7 @@ class Lsm(System):
         return describe_flushes(list(stats.flushes)) + f"; L1 at the end {stats.l1_length}"
 
     async def load_for_reads(self, keys: list[bytes], batch: int) -> str:
-        from compactor.runner import Compactor
+        from lsmstore.compaction.runner import Compactor
 
         b = await self.repo.create_branch("reads")
         base = [(k, VALUES[i % len(VALUES)]) for i, k in enumerate(keys) if i % 3 == 0]

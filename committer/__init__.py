@@ -1,5 +1,6 @@
-"""The committer: turns a branch's staged changes into commits (job) by policy (worker).
+"""The committer worker process: ``python -m committer`` / ``lsmstore-committer``.
 
-``python -m committer`` (or ``lsmstore-committer``) runs the worker; docs/versioning.md
-describes the commit flow, its crash table and the worker's policy.
+It commits branches' staged changes by policy with the commit job
+(:mod:`lsmstore.commit.job`); docs/versioning.md describes the flow, its crash table and
+the worker's policy.
 """

@@ -47,8 +47,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from committer.job import CommitResult, commit_branch
 from lsmstore import layout
+from lsmstore.commit.job import CommitResult, commit_branch
 from lsmstore.config import Config
 from lsmstore.errors import (
     ConflictError,

@@ -15,7 +15,8 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from compactor.worker import Worker, pause_hook_from_env
+from compactor.worker import Worker
+from lsmstore.compaction.job import StepHook
 from lsmstore.config import load_config
 from lsmstore.refstore.url import open_refstore
 from lsmstore.service import (
@@ -40,7 +41,7 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-async def body(service: Service) -> int:
+async def body(service: Service, step: StepHook | None = None) -> int:
     args = service.args
     config = load_config(args.refstore, config=args.config)
     refstore = open_refstore(config.refstore_url)
@@ -51,7 +52,7 @@ async def body(service: Service) -> int:
             concurrency=args.concurrency,
             interval=args.interval,
             shutdown_timeout=args.shutdown_timeout,
-            step=pause_hook_from_env(),
+            step=step,
             owner=args.owner,
             readiness=service.readiness,
         )
@@ -69,8 +70,14 @@ async def body(service: Service) -> int:
         await refstore.aclose()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    return run_service("compactor", parser().parse_args(argv), body)
+def main(argv: Sequence[str] | None = None, *, step: StepHook | None = None) -> int:
+    """Run the worker; ``step`` is awaited at each step of every job (crash tests pass
+    one through :mod:`lsmstore.testing.pause`)."""
+
+    async def run(service: Service) -> int:
+        return await body(service, step)
+
+    return run_service("compactor", parser().parse_args(argv), run)
 
 
 if __name__ == "__main__":

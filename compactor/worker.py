@@ -16,15 +16,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from compactor.job import CompactionJob, StepHook
-from compactor.runner import Compactor
+from lsmstore.compaction.job import StepHook
+from lsmstore.compaction.runner import Compactor
 from lsmstore.config import Config
 from lsmstore.errors import LsmError, NotFoundError, UnavailableError
 from lsmstore.refstore.base import Ref, RefStore, Repository
@@ -35,42 +34,6 @@ from lsmstore.storage.base import ObjectStore
 log = logging.getLogger("compactor")
 
 PAGE = 1000
-#: Environment variable of the test hook: the job pauses at this step (``STEPS``) and
-#: logs ``{"event": "paused", ...}``; ``step:seconds`` pauses that long, else forever.
-PAUSE_ENV = "COMPACTOR_TEST_PAUSE_AT"
-
-
-def pause_hook_from_env(environ: dict[str, str] | None = None) -> StepHook | None:
-    """The test hook named by ``$COMPACTOR_TEST_PAUSE_AT`` (None when unset)."""
-    spec = (os.environ if environ is None else environ).get(PAUSE_ENV, "")
-    if not spec:
-        return None
-    name, _, secs = spec.partition(":")
-    seconds = float(secs) if secs else None
-
-    async def hook(step: str, job: CompactionJob) -> None:
-        if step != name:
-            return
-        log.warning(
-            "paused",
-            extra={
-                "fields": {
-                    "event": "paused",
-                    "step": step,
-                    "repo": job.repo,
-                    "branch": job.branch,
-                    "pid": os.getpid(),
-                }
-            },
-        )
-        for h in logging.getLogger().handlers:
-            h.flush()
-        if seconds is None:
-            await asyncio.Event().wait()
-        else:
-            await asyncio.sleep(seconds)
-
-    return hook
 
 
 @dataclass(slots=True)

@@ -48,12 +48,17 @@ from lsmstore.errors import (
     WorkspaceNotFoundError,
     WriteStalledError,
 )
-from lsmstore.graveler.commit import Commit
-from lsmstore.graveler.diff import Change
-from lsmstore.objects import ObjectLink, ObjectReader, ObjectStats
-from lsmstore.staging.reader import Entry, Stat
-from lsmstore.versioning.history import LogEntry
-from lsmstore.versioning.merging import MergeResult
+from lsmstore.objects import ObjectReader
+from lsmstore.types import (
+    Change,
+    Commit,
+    Entry,
+    LogEntry,
+    MergeResult,
+    ObjectLink,
+    ObjectStats,
+    Stat,
+)
 
 __all__ = [
     "AlreadyExistsError",

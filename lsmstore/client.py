@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import importlib
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
@@ -55,9 +54,7 @@ from lsmstore.errors import (
     UnavailableError,
 )
 from lsmstore.gcfreeze import freeze_startup_state
-from lsmstore.graveler.commit import Commit, write_commit
-from lsmstore.graveler.diff import Change
-from lsmstore.graveler.merge import Strategy
+from lsmstore.graveler.commit import write_commit
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID
 from lsmstore.graveler.range_encoder import shared_range_encoder
 from lsmstore.graveler.record import Record
@@ -71,26 +68,17 @@ from lsmstore.refstore.names import check_ref_name, check_repository_name
 from lsmstore.refstore.url import open_refstore
 from lsmstore.staging.encoder import Encoder
 from lsmstore.staging.keys import check_key, encode_opt, make_put_records, make_record
-from lsmstore.staging.reader import (
-    BranchView,
-    Entry,
-    FileCacheLike,
-    Files,
-    SidecarCache,
-    Snapshot,
-    Stat,
-)
+from lsmstore.staging.reader import BranchView, FileCacheLike, Files, SidecarCache, Snapshot
 from lsmstore.staging.refcache import RefCache
 from lsmstore.staging.writer import BranchWriter, WriterStats
 from lsmstore.storage.base import ObjectStore
 from lsmstore.storage.url import open_object_store
+from lsmstore.types import Change, Commit, Entry, LogEntry, MergeResult, Stat, Strategy
 from lsmstore.versioning import changes as _changes
 from lsmstore.versioning import history as _history
 from lsmstore.versioning import merging as _merging
 from lsmstore.versioning import refs as _refs
 from lsmstore.versioning.context import RepoContext, range_policy
-from lsmstore.versioning.history import LogEntry
-from lsmstore.versioning.merging import MergeResult
 
 if TYPE_CHECKING:
     from lsmstore.remote.client import RemoteStore
@@ -197,8 +185,11 @@ class Store:
         self._closed = False
         self._background: Any = None
         if config.compaction_in_process_enabled:
-            # compactor.inprocess wires itself in through the seams below.
-            self._background = importlib.import_module("compactor.inprocess").attach(self)
+            # In-process compaction wires itself in through the seams below; imported
+            # here so that a client without it never loads the compaction engine.
+            from lsmstore.compaction.inprocess import attach
+
+            self._background = attach(self)
 
     # --- repositories ------------------------------------------------------------------
 
@@ -537,7 +528,7 @@ class Repository:
         ref = await _refs.delete_branch(self.context(), name)
         files = [("L1", f) for f in ref.l1] + [("L2", f) for f in ref.l2]
         if files:
-            from compactor.garbage import record_garbage
+            from lsmstore.gc.staging import record_garbage
 
             try:
                 await record_garbage(
@@ -832,7 +823,7 @@ class Branch(_Reads, ObjectWrites):
         nothing) unless ``allow_empty``.  The returned commit has ``id``, ``parents``,
         ``metarange_id``, ``committer``, ``message``, ``created_at``, ``metadata``.
         """
-        from committer.job import commit_branch
+        from lsmstore.commit.job import commit_branch
 
         validate.check_str(message, "commit message", empty_ok=True)
         committer = validate.check_committer(committer) or self._config.user
@@ -921,7 +912,7 @@ class Branch(_Reads, ObjectWrites):
         when compaction moved the staging lists meanwhile; writes acknowledged while it
         runs may be dropped too.  The dropped files become garbage.  Returns the new ref.
         """
-        from compactor.garbage import StagedFile, record_garbage
+        from lsmstore.gc.staging import StagedFile, record_garbage
 
         await self.flush()
         refstore, repo = self.repository.refstore, self.repository.name

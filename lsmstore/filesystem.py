@@ -55,7 +55,7 @@ from lsmstore.errors import (
     NothingToCommitError,
     ObjectNotFoundError,
 )
-from lsmstore.objects import ObjectStats
+from lsmstore.types import ObjectStats
 
 SCHEMES = ("lsm://", "lakefs://")
 _STORE_OPTIONS = ("refstore", "server", "config")

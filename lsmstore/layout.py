@@ -51,5 +51,5 @@ def data_key(object_id: str) -> str:
     return DATA + check_file_id(object_id)
 
 
-#: Uncommitted object data that was overwritten or deleted (lsmstore.objects.garbage).
+#: Uncommitted object data that was overwritten or deleted (lsmstore.gc.data).
 DATA_GC = f"{PREFIX}/gc-data/"

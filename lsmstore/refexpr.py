@@ -35,7 +35,7 @@ from __future__ import annotations
 import contextlib
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from lsmstore import layout
 from lsmstore.errors import (
@@ -46,7 +46,9 @@ from lsmstore.errors import (
 )
 from lsmstore.refstore.base import Ref
 from lsmstore.refstore.names import check_ref_name
-from lsmstore.versioning.context import RepoContext
+
+if TYPE_CHECKING:
+    from lsmstore.versioning.context import RepoContext
 
 #: Shortest commit-ID prefix accepted (git's default abbreviation is 7; lakeFS shows 6+).
 MIN_PREFIX = 6

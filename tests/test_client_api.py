@@ -32,9 +32,8 @@ from lsmstore.errors import (
     WorkspaceExistsError,
     WorkspaceNotFoundError,
 )
-from lsmstore.objects import ObjectLink
-from lsmstore.staging.reader import Entry, Stat
 from lsmstore.testing.servers import new_bucket
+from lsmstore.types import Entry, ObjectLink, Stat
 from tests.helpers.remote import lsm_server  # noqa: F401 - the fixture
 
 TRANSPORTS = ["embedded", "redis_s3", "server"]

@@ -18,7 +18,6 @@ from lsmstore.errors import (
     RefNotFoundError,
 )
 from lsmstore.graveler.commit import (
-    Commit,
     commit_id,
     decode_commit,
     next_generation,
@@ -29,6 +28,7 @@ from lsmstore.graveler.metarange import EMPTY_METARANGE_ID
 from lsmstore.storage.local import LocalStore
 from lsmstore.storage.memory import MemoryStore
 from lsmstore.testing.faulty_store import FaultyStore
+from lsmstore.types import Commit
 
 M = hashlib.sha256(b"metarange").hexdigest()
 P1 = hashlib.sha256(b"p1").hexdigest()

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from helpers.versioning import REPO, TINY, branch_state, close, make_repo, rec, stage, tree_of
 
-from committer.__main__ import PAUSE_ENV, PAUSE_STEPS
-from committer.job import commit_branch
+from lsmstore.commit.job import commit_branch
 from lsmstore.refstore.base import Ref
 from lsmstore.refstore.embedded import EmbeddedRefStore
 from lsmstore.storage.local import LocalStore
+from lsmstore.testing.pause import STEPS
 from lsmstore.versioning.context import RepoContext
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,17 +32,16 @@ def _env(tmp_path: Path, pause: str | None) -> dict[str, str]:
     env["LSMSTORE_COMMIT_RANGE_MAX_BYTES"] = "2000"
     env["LSMSTORE_COMMIT_RANGE_RAGGEDNESS"] = "8"
     env["PYTHONPATH"] = str(ROOT)
-    env.pop(PAUSE_ENV, None)
-    if pause:
-        env[PAUSE_ENV] = pause
     return env
 
 
 async def _committer(tmp_path: Path, pause: str | None) -> asyncio.subprocess.Process:
+    # a paused run goes through the pausing entry, which hands the worker its hooks
+    entry = ("lsmstore.testing.pause", "committer", pause) if pause else ("committer",)
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "committer",
+        *entry,
         "--once",
         "--force",
         "--owner",
@@ -72,7 +71,7 @@ async def _open(tmp_path: Path) -> RepoContext:
     return RepoContext(REPO, rs, LocalStore(tmp_path / "data"), policy=TINY)
 
 
-@pytest.mark.parametrize("step", PAUSE_STEPS)
+@pytest.mark.parametrize("step", STEPS["committer"])
 async def test_kill_at_step(tmp_path: Path, step: str) -> None:
     ctx = await make_repo(tmp_path)
     await stage(ctx, "main", [rec(f"k{i:05d}", f"v{i}") for i in range(3000)])

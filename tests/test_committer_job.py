@@ -19,9 +19,8 @@ from helpers.versioning import (
     tree_of,
 )
 
-from committer.job import STEPS, commit_branch
-from compactor.garbage import GC_PREFIX
 from lsmstore import layout
+from lsmstore.commit.job import STEPS, commit_branch
 from lsmstore.errors import (
     ConflictError,
     InvalidInputError,
@@ -29,6 +28,7 @@ from lsmstore.errors import (
     RefNotFoundError,
     UnavailableError,
 )
+from lsmstore.gc.staging import GC_PREFIX
 from lsmstore.graveler.record import Record
 from lsmstore.refstore.base import Ref
 from lsmstore.refstore.embedded import EmbeddedRefStore

@@ -13,17 +13,8 @@ from typing import Any
 
 import pytest
 
-from compactor.inprocess import BackgroundCompactor
-from compactor.runner import Compactor
-from compactor.testing import (
-    BRANCH,
-    REPO,
-    WorkerProcess,
-    branch_state,
-    check_l2,
-    make_config,
-    setup_branch,
-)
+from lsmstore.compaction.inprocess import BackgroundCompactor
+from lsmstore.compaction.runner import Compactor
 from lsmstore.config import Config
 from lsmstore.errors import WriteStalledError
 from lsmstore.graveler.record import Record, default_identity
@@ -34,6 +25,15 @@ from lsmstore.staging.writer import BranchWriter
 from lsmstore.storage.base import ObjectStore
 from lsmstore.storage.local import LocalStore
 from lsmstore.storage.s3 import S3Store
+from lsmstore.testing.compaction import (
+    BRANCH,
+    REPO,
+    WorkerProcess,
+    branch_state,
+    check_l2,
+    make_config,
+    setup_branch,
+)
 from lsmstore.testing.servers import MotoServer, new_bucket
 
 

@@ -8,8 +8,11 @@ import random
 from pathlib import Path
 
 import lsmstore
-from compactor.job import CompactionJob
-from compactor.testing import (
+from lsmstore.compaction.job import CompactionJob
+from lsmstore.refstore.embedded import EmbeddedRefStore
+from lsmstore.staging.encoder import Encoder
+from lsmstore.storage.memory import MemoryStore
+from lsmstore.testing.compaction import (
     BRANCH,
     REPO,
     append_l1_file,
@@ -19,9 +22,6 @@ from compactor.testing import (
     rec,
     setup_branch,
 )
-from lsmstore.refstore.embedded import EmbeddedRefStore
-from lsmstore.staging.encoder import Encoder
-from lsmstore.storage.memory import MemoryStore
 
 
 async def test_outputs_through_the_worker_process_hold_the_merged_state(

@@ -12,10 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from compactor import garbage
-from compactor.garbage import Sweeper
-from compactor.job import CompactionJob
-from compactor.testing import (
+from lsmstore import layout
+from lsmstore.compaction.job import CompactionJob
+from lsmstore.errors import CorruptFileError
+from lsmstore.gc import staging as garbage
+from lsmstore.gc.staging import Sweeper
+from lsmstore.refstore.base import Ref, RefStore
+from lsmstore.refstore.embedded import EmbeddedRefStore
+from lsmstore.staging.files import encode_staging_file, new_file_id
+from lsmstore.storage.memory import MemoryStore
+from lsmstore.testing.compaction import (
     BRANCH,
     REPO,
     append_l1_file,
@@ -27,12 +33,6 @@ from compactor.testing import (
     setup_branch,
     staged_files,
 )
-from lsmstore import layout
-from lsmstore.errors import CorruptFileError
-from lsmstore.refstore.base import Ref, RefStore
-from lsmstore.refstore.embedded import EmbeddedRefStore
-from lsmstore.staging.files import encode_staging_file, new_file_id
-from lsmstore.storage.memory import MemoryStore
 from lsmstore.testing.faulty_store import FaultyStore
 
 GRACE = 60.0

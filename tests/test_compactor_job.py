@@ -11,10 +11,18 @@ from typing import Any, TypeVar
 
 import pytest
 
-from compactor import garbage
-from compactor.job import CompactionJob, JobResult
-from compactor.merge_worker import MergeWorker
-from compactor.testing import (
+from lsmstore.compaction.job import CompactionJob, JobResult
+from lsmstore.compaction.merge_worker import MergeWorker
+from lsmstore.config import Config
+from lsmstore.errors import ConflictError, UnavailableError
+from lsmstore.gc import staging as garbage
+from lsmstore.graveler.source import DirectSource
+from lsmstore.refstore.base import Ref, RefStore
+from lsmstore.refstore.embedded import EmbeddedRefStore
+from lsmstore.staging.reader import Files, SidecarCache, Snapshot
+from lsmstore.storage.base import ObjectStore
+from lsmstore.storage.memory import MemoryStore
+from lsmstore.testing.compaction import (
     BRANCH,
     REPO,
     TINY_RANGES,
@@ -29,14 +37,6 @@ from compactor.testing import (
     setup_branch,
     staged_files,
 )
-from lsmstore.config import Config
-from lsmstore.errors import ConflictError, UnavailableError
-from lsmstore.graveler.source import DirectSource
-from lsmstore.refstore.base import Ref, RefStore
-from lsmstore.refstore.embedded import EmbeddedRefStore
-from lsmstore.staging.reader import Files, SidecarCache, Snapshot
-from lsmstore.storage.base import ObjectStore
-from lsmstore.storage.memory import MemoryStore
 from lsmstore.testing.faulty_store import FaultyStore
 
 T = TypeVar("T")
@@ -465,7 +465,7 @@ async def test_compaction_racing_the_committer(
 ) -> None:
     """The real committer against a real compaction job, both paused just before their
     swaps, with appends in between: either order ends valid and complete."""
-    from committer.job import commit_branch
+    from lsmstore.commit.job import commit_branch
     from lsmstore.versioning.context import RepoContext
 
     rng = random.Random(11)

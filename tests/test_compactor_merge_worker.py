@@ -16,10 +16,15 @@ from typing import Any
 
 import pytest
 
-from compactor import job as job_module
-from compactor.job import CompactionJob, JobResult
-from compactor.merge_worker import MergeWorker
-from compactor.testing import (
+from lsmstore import layout
+from lsmstore.compaction import job as job_module
+from lsmstore.compaction.job import CompactionJob, JobResult
+from lsmstore.compaction.merge_worker import MergeWorker
+from lsmstore.graveler.sst_reader import SSTReader
+from lsmstore.refstore.base import RefStore
+from lsmstore.refstore.embedded import EmbeddedRefStore
+from lsmstore.storage.memory import MemoryStore
+from lsmstore.testing.compaction import (
     BRANCH,
     REPO,
     append_l1_file,
@@ -31,11 +36,6 @@ from compactor.testing import (
     setup_branch,
     staged_files,
 )
-from lsmstore import layout
-from lsmstore.graveler.sst_reader import SSTReader
-from lsmstore.refstore.base import RefStore
-from lsmstore.refstore.embedded import EmbeddedRefStore
-from lsmstore.storage.memory import MemoryStore
 from lsmstore.testing.faulty_store import FaultyStore
 
 
@@ -248,9 +248,9 @@ async def test_a_worker_that_cannot_start_leaves_the_merge_on_the_loop(
 ROOT = str(Path(__file__).resolve().parent.parent)
 CLIENT = r"""
 import asyncio, sys
-from compactor.merge_plan import L2Input
-from compactor.merge_worker import MergeWorker
-from compactor.testing import rec
+from lsmstore.compaction.merge_plan import L2Input
+from lsmstore.compaction.merge_worker import MergeWorker
+from lsmstore.testing.compaction import rec
 from lsmstore.staging.files import encode_staging_file
 
 async def main() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from compactor.policy import Policy, file_time
+from lsmstore.compaction.policy import Policy, file_time
 from lsmstore.config import load_config
 from lsmstore.errors import InvalidInputError
 from lsmstore.staging.files import new_file_id

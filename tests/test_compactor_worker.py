@@ -4,7 +4,6 @@ SIGTERM, kill -9 at every step of a job, JSON log lines, bad configuration."""
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import signal
 import time
@@ -16,19 +15,9 @@ from pathlib import Path
 import pytest
 
 from compactor import worker as worker_module
-from compactor.garbage import Sweeper
-from compactor.job import STEPS
-from compactor.testing import (
-    WorkerProcess,
-    append_l1_file,
-    branch_state,
-    gc_records,
-    make_config,
-    rec,
-    referenced,
-    staged_files,
-)
 from compactor.worker import Worker
+from lsmstore.compaction.job import STEPS
+from lsmstore.gc.staging import Sweeper
 from lsmstore.graveler.record import Record, default_identity
 from lsmstore.refstore.base import Ref, RefStore, Repository
 from lsmstore.refstore.embedded import EmbeddedRefStore
@@ -38,6 +27,17 @@ from lsmstore.staging.writer import BranchWriter
 from lsmstore.storage.base import ObjectStore
 from lsmstore.storage.local import LocalStore
 from lsmstore.storage.s3 import S3Store
+from lsmstore.testing.compaction import (
+    WorkerProcess,
+    append_l1_file,
+    branch_state,
+    gc_records,
+    make_config,
+    rec,
+    referenced,
+    staged_files,
+)
+from lsmstore.testing.pause import Pause
 from lsmstore.testing.servers import MOTO_ENV, MotoServer
 
 POLICY_ENV = {"LSMSTORE_COMPACTION_L1_FILES": "3", "LSMSTORE_COMPACTION_L2_FILE_BYTES": "2000"}
@@ -89,8 +89,8 @@ async def fill(setup: Setup, repo: str, branch: str, files: int, seed: int) -> N
         await append_l1_file(rs, setup.stores[repo], repo, branch, recs)
 
 
-async def run_once(setup: Setup, *args: str, env: dict[str, str] | None = None) -> WorkerProcess:
-    w = WorkerProcess("--refstore", setup.url, "--once", *args, env={**setup.env, **(env or {})})
+async def run_once(setup: Setup, *args: str, pause: str | None = None) -> WorkerProcess:
+    w = WorkerProcess("--refstore", setup.url, "--once", *args, env=setup.env, pause=pause)
     await w.start()
     return w
 
@@ -175,7 +175,7 @@ async def test_sigterm_abandons_a_job_cleanly(embedded: Setup) -> None:
         "0.5",
         "--concurrency",
         "1",
-        env={worker_module.PAUSE_ENV: "before_swap"},
+        pause="before_swap",
     )
     paused = await w.wait_for("paused")
     assert paused["step"] == "before_swap" and paused["branch"] == "main"
@@ -196,7 +196,7 @@ async def test_sigterm_abandons_a_job_cleanly(embedded: Setup) -> None:
 async def test_sigterm_lets_a_running_job_finish(embedded: Setup) -> None:
     await fill(embedded, "alpha", "main", 6, seed=1)
     state = await branch_state(embedded.refstore, embedded.stores["alpha"], "alpha", "main")
-    w = await run_once(embedded, env={worker_module.PAUSE_ENV: "before_swap:1.0"})
+    w = await run_once(embedded, pause="before_swap:1.0")
     await w.wait_for("paused")
     assert w.proc is not None
     w.proc.send_signal(signal.SIGTERM)
@@ -248,7 +248,7 @@ async def test_kill_9_at_every_step(embedded: Setup, step: str) -> None:
     rs, objects = embedded.refstore, embedded.stores["alpha"]
     before = await rs.get_ref("alpha", "main")
     assert len(before.l1) == 12
-    w = await run_once(embedded, env={worker_module.PAUSE_ENV: step})
+    w = await run_once(embedded, pause=step)
     await w.wait_for("paused")
     assert w.proc is not None
     w.proc.kill()  # SIGKILL: no cleanup whatsoever
@@ -319,10 +319,13 @@ async def test_listing_pages_through_every_branch(
     await w.compactor.aclose()
 
 
-def test_pause_hook_from_env() -> None:
-    assert worker_module.pause_hook_from_env({}) is None
-    assert worker_module.pause_hook_from_env({worker_module.PAUSE_ENV: "after_swap:0.1"})
-    assert os.environ.get(worker_module.PAUSE_ENV) is None
+def test_pause_steps_are_checked() -> None:
+    assert Pause.parse("compactor", "after_swap:0.1").seconds == 0.1
+    assert Pause.parse("compactor", "before_swap").seconds is None
+    with pytest.raises(ValueError, match="no_such_step"):
+        Pause.parse("compactor", "no_such_step")
+    with pytest.raises(ValueError, match="writer"):
+        Pause.parse("writer", "before_swap")
 
 
 async def test_sigterm_during_interval_wait(embedded: Setup) -> None:

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from lsmstore import layout
 from lsmstore.graveler.apply import apply_changes, write_tree
-from lsmstore.graveler.diff import Change, diff_trees
+from lsmstore.graveler.diff import diff_trees
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID
 from lsmstore.graveler.ranges import RangePolicy
 from lsmstore.graveler.record import Record, tombstone
@@ -17,6 +17,7 @@ from lsmstore.graveler.source import DirectSource
 from lsmstore.graveler.tree import TreeReader
 from lsmstore.storage.memory import MemoryStore
 from lsmstore.testing.faulty_store import FaultyStore
+from lsmstore.types import Change
 
 TINY = RangePolicy(min_bytes=120, max_bytes=600, raggedness=6)
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -18,13 +18,13 @@ import lsmstore
 from lsmstore import gc, layout
 from lsmstore.gc.mark import data_keys, list_keys
 from lsmstore.gc.retention import DAY, Retention, kept_commits
-from lsmstore.graveler.commit import Commit
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID
 from lsmstore.graveler.record import Record
 from lsmstore.graveler.sst_reader import SSTReader
 from lsmstore.objects.entry import AddressType, ObjectEntry, encode_value
 from lsmstore.spark import stage
 from lsmstore.storage.url import open_object_store
+from lsmstore.types import Commit
 
 GRACE = 600.0
 
@@ -305,8 +305,8 @@ async def test_concurrent_writers_compactor_and_committer_lose_nothing(tmp_path:
     The one assumption of the rule is kept by construction: an operation finishes before
     the mark one grace period after the one it started under (marks are half a grace
     apart here).  In the end every object of the branch reads back its last value."""
-    from compactor.job import CompactionJob
-    from compactor.testing import make_config
+    from lsmstore.compaction.job import CompactionJob
+    from lsmstore.testing.compaction import make_config
 
     async with lsmstore.connect(
         f"local://{tmp_path / 'refs'}", batch_interval_ms=2, compaction_in_process="off"

@@ -18,12 +18,12 @@ from hypothesis import strategies as st
 
 from lsmstore.config import Config
 from lsmstore.errors import LsmError
-from lsmstore.objects import ObjectLink
 from lsmstore.objects.addresses import MAX_ADDRESS_BYTES, PLAIN_KEY, PLAIN_KEY_BYTES, Namespace
 from lsmstore.objects.linking import _ETAG_BYTES, LinkStager, _lengths, _plain_etag
 from lsmstore.objects.rules import MAX_FIELD_BYTES, MAX_PATH_BYTES, MAX_SIZE
 from lsmstore.staging.memstore import staged_bytes
 from lsmstore.staging.pending import PendingCall, maker_of
+from lsmstore.types import ObjectLink
 
 BASE = "file:///ns/repo"
 DATA = f"{BASE}/data/"

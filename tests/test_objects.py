@@ -24,12 +24,13 @@ import pytest
 
 import lsmstore
 from lsmstore import errors
-from lsmstore.objects import ALLOWED_EXTERNAL_PREFIXES_KEY, ObjectLink, ObjectStats
+from lsmstore.gc.data import candidates_prefix, decode_candidates
+from lsmstore.objects import ALLOWED_EXTERNAL_PREFIXES_KEY
 from lsmstore.objects.entry import AddressType, ObjectEntry, decode_entry, encode_value
-from lsmstore.objects.garbage import candidates_prefix, decode_candidates
 from lsmstore.storage.s3 import MIN_PART_SIZE
 from lsmstore.storage.url import open_object_store
 from lsmstore.testing.servers import MotoServer, new_bucket
+from lsmstore.types import ObjectLink, ObjectStats
 
 BACKENDS = ["embedded-file", "redis-s3"]
 

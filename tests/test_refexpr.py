@@ -16,12 +16,13 @@ from lsmstore.errors import (
     InvalidRefExpressionError,
     RefNotFoundError,
 )
-from lsmstore.graveler.commit import Commit, next_generation, write_commit
+from lsmstore.graveler.commit import next_generation, write_commit
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID
 from lsmstore.refexpr import Modifier, RefExpression, parse, resolve
 from lsmstore.refstore.base import Ref, Repository
 from lsmstore.refstore.embedded import EmbeddedRefStore
 from lsmstore.storage.local import LocalStore
+from lsmstore.types import Commit
 from lsmstore.versioning.context import RepoContext
 
 REPO = "repo"

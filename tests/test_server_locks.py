@@ -71,9 +71,28 @@ async def test_waiting_exclusive_holds_new_shared_back_then_lets_them_in_togethe
 
 async def test_other_branches_do_not_wait() -> None:
     locks = BranchLocks()
-    async with locks.exclusive("r", "b"):
-        async with locks.exclusive("r", "other"), locks.shared("r2", "b"):
-            pass
+    entered: list[str] = []
+    held = locks.exclusive("r", "b")
+    await held.__aenter__()
+
+    async def enter(name: str, repo: str, branch: str, exclusive: bool) -> None:
+        async with locks.exclusive(repo, branch) if exclusive else locks.shared(repo, branch):
+            entered.append(name)
+
+    tasks = [
+        asyncio.create_task(enter("same branch", "r", "b", False)),
+        asyncio.create_task(enter("other branch", "r", "other", True)),
+        asyncio.create_task(enter("other repo", "r2", "b", True)),
+        asyncio.create_task(enter("other branch shared", "r", "other", False)),
+    ]
+    await _turns()
+    # while r/b is held: every other branch's holder has been in and out, r/b's waits
+    assert sorted(entered) == ["other branch", "other branch shared", "other repo"]
+    assert not tasks[0].done()
+    await held.__aexit__(None, None, None)
+    await asyncio.gather(*tasks)
+    assert entered[-1] == "same branch"
+    assert not locks._locks
 
 
 @pytest.mark.parametrize("exclusive", [False, True])

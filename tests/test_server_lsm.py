@@ -125,7 +125,7 @@ def test_batch_records_replaced_staged_data_as_garbage_candidates(
 ) -> None:
     import json
 
-    from lsmstore.objects.garbage import candidates_prefix
+    from lsmstore.gc.data import candidates_prefix
 
     repo = make_repo(admin)
     assert _batch(admin, repo, [["put", "a", b"first"], ["put", "b", b"kept"]]).status_code == 200

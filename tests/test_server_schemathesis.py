@@ -15,7 +15,7 @@ import pytest
 
 from lsmstore.testing.server_process import ServerProcess
 
-EXAMPLES = int(os.environ.get("LSMSTORE_SCHEMATHESIS_EXAMPLES", "8"))
+EXAMPLES = int(os.environ.get("SCHEMATHESIS_EXAMPLES", "8"))
 
 
 @pytest.mark.timeout(1500)

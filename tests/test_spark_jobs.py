@@ -16,11 +16,11 @@ import pyarrow.parquet as pq
 import pytest
 
 import lsmstore
-from compactor.job import CompactionJob
-from compactor.testing import make_config
+from lsmstore.compaction.job import CompactionJob
 from lsmstore.gc.retention import Retention
 from lsmstore.spark import jobs
 from lsmstore.storage.url import open_object_store
+from lsmstore.testing.compaction import make_config
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -16,19 +16,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lsmstore
-from compactor.garbage import Sweeper
-from compactor.testing import staged_files
+from lsmstore.gc.staging import Sweeper
 from lsmstore.graveler.ranges import RangeInfo, RangePolicy, RangeWriter
 from lsmstore.graveler.record import Record, default_identity
 from lsmstore.graveler.source import DirectSource
-from lsmstore.objects.model import ObjectLink
 from lsmstore.spark import save
 from lsmstore.spark.direct import DirectWriter, hash_boundaries, write_ranges
 from lsmstore.spark.scan import partition_plan
 from lsmstore.spark.source import LsmWriter, Options
 from lsmstore.storage.memory import MemoryStore
 from lsmstore.storage.url import open_object_store
+from lsmstore.testing.compaction import staged_files
 from lsmstore.testing.servers import MotoServer, new_bucket
+from lsmstore.types import ObjectLink
 
 pytestmark = pytest.mark.timeout(600)
 

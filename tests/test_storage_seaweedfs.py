@@ -15,13 +15,12 @@ from pathlib import Path
 import pytest
 from aiobotocore.session import get_session
 
-from compactor import worker as worker_module
-from compactor.testing import WorkerProcess, append_l1_file, branch_state, rec
 from lsmstore.errors import ObjectExistsError, PreconditionFailedError
 from lsmstore.refstore.base import Ref, Repository
 from lsmstore.refstore.url import open_refstore
 from lsmstore.storage.base import ObjectStore, PutMode
 from lsmstore.storage.s3 import S3Store
+from lsmstore.testing.compaction import WorkerProcess, append_l1_file, branch_state, rec
 from lsmstore.testing.servers import MOTO_ENV, WeedServer
 from lsmstore.testing.store_contract import StoreContract
 
@@ -178,7 +177,7 @@ async def test_kill_9_compactor_on_real_s3(
         }
         # one --owner: the second run takes back the lease the killed one held
         args = ("--refstore", url, "--once", "--owner", "sw-compactor")
-        w = WorkerProcess(*args, env={**env, worker_module.PAUSE_ENV: step})
+        w = WorkerProcess(*args, env=env, pause=step)
         await w.start()
         await w.wait_for("paused", 300)
         assert w.proc is not None

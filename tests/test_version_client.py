@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 import lsmstore
-from compactor.garbage import GC_PREFIX
 from lsmstore.errors import (
     InvalidInputError,
     InvalidRefExpressionError,
@@ -20,6 +19,7 @@ from lsmstore.errors import (
     RefExistsError,
     RefNotFoundError,
 )
+from lsmstore.gc.staging import GC_PREFIX
 
 T0 = 1_800_000_000.0
 

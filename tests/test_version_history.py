@@ -10,8 +10,9 @@ import pytest
 from helpers.versioning import close, make_repo
 
 from lsmstore.errors import InvalidInputError, RefNotFoundError
-from lsmstore.graveler.commit import Commit, next_generation, write_commit
+from lsmstore.graveler.commit import next_generation, write_commit
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID
+from lsmstore.types import Commit
 from lsmstore.versioning.context import RepoContext
 from lsmstore.versioning.history import ancestors, is_ancestor, log, merge_base
 

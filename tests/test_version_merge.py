@@ -17,9 +17,10 @@ from lsmstore.errors import (
     NothingToCommitError,
 )
 from lsmstore.graveler.apply import write_tree
-from lsmstore.graveler.commit import Commit, write_commit
+from lsmstore.graveler.commit import write_commit
 from lsmstore.graveler.ranges import RangePolicy
 from lsmstore.graveler.record import Record, default_identity
+from lsmstore.types import Commit
 
 MISSING = None
 CONFLICT = "conflict"

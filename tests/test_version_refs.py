@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from helpers.versioning import REPO, close, make_repo, rec, stage, tree_of
 
-from committer.job import commit_branch
+from lsmstore.commit.job import commit_branch
 from lsmstore.errors import (
     ConflictError,
     InvalidInputError,

@@ -21,13 +21,13 @@ from urllib.parse import urlparse
 
 import pytest
 
-from compactor.testing import WorkerProcess, append_l1_file, branch_state, rec
 from lsmstore.refstore.base import Ref, RefStore, Repository
 from lsmstore.refstore.url import open_refstore
 from lsmstore.service import ExitCode
 from lsmstore.storage.base import ObjectStore
 from lsmstore.storage.local import LocalStore
 from lsmstore.storage.s3 import S3Store
+from lsmstore.testing.compaction import WorkerProcess, append_l1_file, branch_state, rec
 from lsmstore.testing.faultproxy import FaultPlan, FaultProxy
 from lsmstore.testing.servers import MOTO_ENV, MotoServer, RedisServer, free_port
 

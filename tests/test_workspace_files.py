@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 import lsmstore
-from compactor.garbage import Sweeper, referenced_files
-from compactor.job import CompactionJob
-from compactor.testing import make_config, staged_files
+from lsmstore.compaction.job import CompactionJob
+from lsmstore.gc.staging import Sweeper, referenced_files
 from lsmstore.refstore.names import locate_entry
 from lsmstore.storage.url import open_object_store
+from lsmstore.testing.compaction import make_config, staged_files
 
 GRACE = 60.0
 

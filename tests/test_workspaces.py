@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 import lsmstore
-from compactor.job import CompactionJob
-from compactor.testing import make_config
 from lsmstore.cli.exitcodes import ExitCode
+from lsmstore.compaction.job import CompactionJob
 from lsmstore.errors import NothingToCommitError
+from lsmstore.testing.compaction import make_config
 from lsmstore.testing.server_process import ServerProcess
 from tests.helpers.cli import Cli
 from tests.helpers.remote import lsm_server  # noqa: F401 - the fixture

@@ -31,7 +31,7 @@ from lsmstore.cli.transfer import (
     walk,
 )
 from lsmstore.errors import ObjectNotFoundError
-from lsmstore.objects import ObjectStats
+from lsmstore.types import ObjectStats
 from lsmstore.uri import LsmURI
 
 DELETE_BATCH = 1000

@@ -28,10 +28,10 @@ from lsmstore.api import StoreAPI
 from lsmstore.cli.output import Tracker, human_size
 from lsmstore.cli.runtime import URI, out, parse_metadata, run
 from lsmstore.cli.transfer import DEFAULT_PARALLELISM, pool, upload_file, walk
-from lsmstore.objects import ObjectLink
 from lsmstore.server import models
 from lsmstore.storage.base import ObjectStore
 from lsmstore.storage.url import open_object_store
+from lsmstore.types import ObjectLink
 from lsmstore.uri import LsmURI
 
 LINK_BATCH = 1000

@@ -1,4 +1,12 @@
-"""Garbage collection of committed objects, staging files and object data.
+"""Garbage collection of committed objects, staging files and object data: the one
+place that decides what may be deleted.
+
+* :mod:`lsmstore.gc.staging` -- staging files that left a ref: the garbage and intent
+  records compactions and commits write, and the sweep that deletes them a grace period
+  later (run by the compactor worker and the in-process compactor);
+* :mod:`lsmstore.gc.data` -- records of uncommitted object data that an upload, link,
+  copy or delete replaced (candidates only; nothing is deleted by the writer);
+* the committed GC below, which reads those candidate records too.
 
 lakeFS-style: retention rules per branch (:mod:`lsmstore.gc.retention`), a mark phase
 (:mod:`lsmstore.gc.mark`) and a sweep that deletes only what two marks a grace period

@@ -3,14 +3,14 @@
 A mark first **lists** the namespace's collectable objects -- commits
 (``_lsm/commits/``), ranges and metaranges (``_lsm/ranges/``), staging files
 (``_lsm/staging/``), object data (``data/``) and the objects layer's garbage-candidate
-records (``_lsm/gc-data/``, :mod:`lsmstore.objects.garbage`) -- and only **then** reads
+records (``_lsm/gc-data/``, :mod:`lsmstore.gc.data`) -- and only **then** reads
 the references, so an object written after the listing is never a candidate of this mark.
 Live ("reachable") are:
 
 * the commits :func:`~lsmstore.gc.retention.kept_commits` keeps from the branches'
   heads and the tags' targets, their metaranges, and the ranges those list;
 * the staging files named by a ref or a workspace (qualified entries resolved), listed
-  between two reads of the repository's move count (:func:`compactor.garbage.
+  between two reads of the repository's move count (:func:`lsmstore.gc.staging.
   referenced_files`);
 * every ``data/`` object an object entry in a kept range or a live staging file points
   at (relative addresses; entries that are not object entries reference nothing).
@@ -33,11 +33,11 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
-from compactor.garbage import referenced_files
 from lsmstore import layout
 from lsmstore.errors import CorruptFileError, ObjectNotFoundError
 from lsmstore.gc.retention import Retention, kept_commits
-from lsmstore.graveler.commit import Commit, read_commit
+from lsmstore.gc.staging import referenced_files
+from lsmstore.graveler.commit import read_commit
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID
 from lsmstore.graveler.source import DirectSource
 from lsmstore.graveler.sst_reader import SSTReader
@@ -45,6 +45,7 @@ from lsmstore.objects.entry import decode_entry
 from lsmstore.refstore.base import RefStore, Repository
 from lsmstore.staging.files import SIDECAR_SUFFIX, SST_SUFFIX, new_file_id
 from lsmstore.storage.base import ObjectStore
+from lsmstore.types import Commit
 
 #: The object areas a mark lists (everything else of a namespace is never collected).
 AREAS = (layout.COMMITS, layout.RANGES, layout.STAGING, layout.DATA, layout.DATA_GC)

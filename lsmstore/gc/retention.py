@@ -20,8 +20,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from lsmstore.errors import InvalidInputError, ObjectNotFoundError, RefNotFoundError
-from lsmstore.graveler.commit import Commit
 from lsmstore.refstore.names import check_ref_name
+from lsmstore.types import Commit
 
 DAY = 86_400.0
 

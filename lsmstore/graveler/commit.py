@@ -18,114 +18,18 @@ The object stored at ``layout.commit_key(id)`` is exactly these bytes, so
 from __future__ import annotations
 
 import hashlib
-import struct
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
 
 from lsmstore import layout
 from lsmstore.errors import (
     CorruptFileError,
-    InvalidInputError,
     ObjectExistsError,
     ObjectNotFoundError,
     RefNotFoundError,
 )
-from lsmstore.graveler.metarange import check_tree_id
 from lsmstore.graveler.source import FileCacheLike
 from lsmstore.storage.base import ObjectStore, PutMode
-
-MAGIC = b"LSMC"
-VERSION = 1
-MAX_PARENTS = 2
-_U32 = struct.Struct(">I")
-_U64 = struct.Struct(">Q")
-_MAX_U32 = (1 << 32) - 1
-_MAX_U63 = (1 << 63) - 1
-
-
-def _utf8(value: object, what: str) -> bytes:
-    if not isinstance(value, str):
-        raise InvalidInputError(f"commit {what} must be a str, got {type(value).__name__}")
-    try:
-        data = value.encode("utf-8")
-    except UnicodeEncodeError as e:
-        raise InvalidInputError(f"commit {what} is not valid Unicode: {e}") from None
-    if len(data) > _MAX_U32:
-        raise InvalidInputError(f"commit {what} is longer than {_MAX_U32} bytes")
-    return data
-
-
-@dataclass(frozen=True, slots=True)
-class Commit:
-    """One commit.  Construction validates every field (:class:`InvalidInputError`)."""
-
-    metarange_id: str
-    parents: tuple[str, ...]
-    committer: str
-    message: str
-    created_at: int  # seconds since the Unix epoch
-    metadata: Mapping[str, str] = field(default_factory=dict)
-    generation: int = 1
-
-    def __post_init__(self) -> None:
-        check_tree_id(self.metarange_id)
-        parents = tuple(self.parents)
-        object.__setattr__(self, "parents", parents)
-        if len(parents) > MAX_PARENTS:
-            raise InvalidInputError(f"a commit has at most {MAX_PARENTS} parents, got {parents}")
-        for p in parents:
-            check_tree_id(p, "parent commit")
-        if len(set(parents)) != len(parents):
-            raise InvalidInputError(f"commit parents repeat: {parents}")
-        for name in ("created_at", "generation"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= _MAX_U63:
-                raise InvalidInputError(
-                    f"commit {name} must be an int in [0, 2**63), got {value!r}"
-                )
-        if parents and self.generation < 2:
-            raise InvalidInputError(
-                f"a commit with parents has generation >= 2, not {self.generation}"
-            )
-        if not parents and self.generation != 1:
-            raise InvalidInputError(
-                f"a commit without parents has generation 1, not {self.generation}"
-            )
-        metadata = dict(self.metadata)
-        for k, v in metadata.items():
-            _utf8(k, "metadata key")
-            _utf8(v, f"metadata value of {k!r}")
-        object.__setattr__(self, "metadata", metadata)
-        _utf8(self.committer, "committer")
-        _utf8(self.message, "message")
-
-    def serialize(self) -> bytes:
-        """The canonical bytes (module docstring); the stored object."""
-        out = bytearray(MAGIC)
-        out.append(VERSION)
-        out += self.metarange_id.encode("ascii")
-        out += _U64.pack(self.generation)
-        out += _U64.pack(self.created_at)
-        out.append(len(self.parents))
-        for p in self.parents:
-            out += p.encode("ascii")
-        for text in (self.committer, self.message):
-            data = text.encode("utf-8")
-            out += _U32.pack(len(data))
-            out += data
-        items = sorted((k.encode("utf-8"), v.encode("utf-8")) for k, v in self.metadata.items())
-        out += _U32.pack(len(items))
-        for k, v in items:
-            out += _U32.pack(len(k))
-            out += k
-            out += _U32.pack(len(v))
-            out += v
-        return bytes(out)
-
-    @property
-    def id(self) -> str:
-        """SHA-256 (hex) of :meth:`serialize`."""
-        return hashlib.sha256(self.serialize()).hexdigest()
+from lsmstore.types import MAGIC, U32, U64, VERSION, Commit, check_tree_id
 
 
 def commit_id(commit: Commit) -> str:
@@ -154,10 +58,10 @@ class _Buf:
         return self.take(1)[0]
 
     def u32(self) -> int:
-        return int(_U32.unpack(self.take(4))[0])
+        return int(U32.unpack(self.take(4))[0])
 
     def u64(self) -> int:
-        return int(_U64.unpack(self.take(8))[0])
+        return int(U64.unpack(self.take(8))[0])
 
     def text(self) -> str:
         return self.take(self.u32()).decode("utf-8")

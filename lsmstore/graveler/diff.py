@@ -8,25 +8,10 @@ other ranges are read only when the walk reaches them.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from typing import Literal
 
-from lsmstore.graveler.record import Record
 from lsmstore.graveler.source import RangeSource
 from lsmstore.graveler.tree import TreeCursor
-
-ChangeKind = Literal["added", "removed", "changed"]
-
-
-@dataclass(frozen=True, slots=True)
-class Change:
-    """``key`` is in ``right`` only (added), in ``left`` only (removed), or in both with
-    different identities (changed)."""
-
-    key: bytes
-    kind: ChangeKind
-    left: Record | None
-    right: Record | None
+from lsmstore.types import Change
 
 
 async def diff_trees(source: RangeSource, left_id: str, right_id: str) -> AsyncIterator[Change]:

@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import enum
 from dataclasses import dataclass
-from typing import Literal
 
 from lsmstore.errors import InvalidInputError, MergeConflictError
 from lsmstore.graveler.metarange import Metarange, store_metarange
@@ -41,9 +40,8 @@ from lsmstore.graveler.record import Record
 from lsmstore.graveler.source import RangeSource
 from lsmstore.graveler.tree import TreeCursor
 from lsmstore.storage.base import ObjectStore
+from lsmstore.types import STRATEGIES, Strategy
 
-Strategy = Literal["source-wins", "dest-wins"]
-STRATEGIES: tuple[Strategy | None, ...] = (None, "source-wins", "dest-wins")
 MAX_CONFLICTS = 1000
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import bisect
 import hashlib
-import re
 from collections.abc import Iterator, Sequence
 
 from google.protobuf.message import DecodeError
@@ -32,20 +31,13 @@ from lsmstore.graveler.record import Record
 from lsmstore.graveler.sst_reader import SSTReader
 from lsmstore.graveler.sst_writer import METARANGE, write_committed_sst
 from lsmstore.storage.base import ObjectStore, PutMode
+from lsmstore.types import HEX_ID
 
 #: The ID of the tree with no records: SHA-256 of no record IDs.  Never stored.
 EMPTY_METARANGE_ID = hashlib.sha256(b"").hexdigest()
 
 #: First byte of the range data of metaranges written before the protobuf form.
 LEGACY_RANGE_DATA_VERSION = 1
-_HEX_ID = re.compile(rb"^[0-9a-f]{64}$")
-
-
-def check_tree_id(tree_id: str, what: str = "metarange") -> str:
-    """A range or metarange ID is 64 lowercase hex characters; InvalidInputError otherwise."""
-    if not isinstance(tree_id, str) or not _HEX_ID.match(tree_id.encode("ascii", "replace")):
-        raise InvalidInputError(f"invalid {what} ID {tree_id!r}: expected 64 lowercase hex digits")
-    return tree_id
 
 
 def _get_uvarint(buf: bytes, p: int) -> tuple[int, int]:
@@ -102,7 +94,7 @@ def decode_range_entry(record: Record, name: str) -> RangeInfo:
     identity, data = record.identity, record.value
     if data is None:
         raise CorruptFileError(name, f"metarange entry {record.key!r} is a tombstone")
-    if not _HEX_ID.match(identity):
+    if not HEX_ID.match(identity):
         raise CorruptFileError(name, f"metarange entry {record.key!r}: bad range ID {identity!r}")
     try:
         min_key, max_key, size, count = decode_range_data(data)

@@ -179,9 +179,7 @@ class RangeEncoder:
         cut them): in a worker process when ``in_pool`` and the workers have started
         (waiting for a busy one), else in a thread."""
         if in_pool and self.processes and not self._closed:
-            keys = [r[0] for r in records]
-            identities = [r[1] for r in records]
-            values = [r[2] for r in records]  # no tombstones: the writer checks
+            keys, identities, values = columns(records)  # no tombstones: the writer checks
             self.start()
             if self._workers:  # started: wait for an idle one
                 # sent along (pickled); a Container that is not a set is checked after

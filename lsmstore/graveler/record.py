@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import NamedTuple, TypeAlias
+from operator import itemgetter
+from typing import Any, NamedTuple, TypeAlias
 
 
 class Record(NamedTuple):
@@ -47,15 +48,22 @@ def as_record(t: RecordTuple) -> Record:
     return rec
 
 
-def columns(
-    records: Sequence[RecordTuple],
-) -> tuple[Sequence[bytes], Sequence[bytes], Sequence[bytes | None]]:
-    """Keys, identities and values of ``records`` (Records or plain tuples), one tuple
-    each (built in C)."""
-    if not records:
-        return (), (), ()
-    keys, identities, values = zip(*records, strict=True)
-    return keys, identities, values
+_FIELD = tuple(map(itemgetter, range(8)))
+
+
+def field_columns(rows: Sequence[Sequence[Any]], width: int) -> list[list[Any]]:
+    """The first ``width`` fields of ``rows`` (tuples of at least that many fields) as
+    ``width`` lists, a column a pass in C: no Python frame per row, and none of the
+    per-row iterators ``zip(*rows)`` would make (each a new object for the cyclic
+    collector).  Every batch of records or pending records is taken apart here."""
+    return [list(map(get, rows)) for get in _FIELD[:width]]
+
+
+def columns(records: Sequence[RecordTuple]) -> tuple[list[bytes], list[bytes], list[bytes | None]]:
+    """Keys, identities and values of ``records`` (Records or plain tuples), a list
+    each (:func:`field_columns`)."""
+    key, identity, value = _FIELD[:3]
+    return list(map(key, records)), list(map(identity, records)), list(map(value, records))
 
 
 def tombstone(key: bytes) -> Record:

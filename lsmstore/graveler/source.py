@@ -20,9 +20,10 @@ from typing import Any, Protocol, TypeVar
 
 from lsmstore import layout
 from lsmstore.errors import ObjectNotFoundError
-from lsmstore.graveler.metarange import EMPTY_METARANGE_ID, Metarange, check_tree_id
+from lsmstore.graveler.metarange import EMPTY_METARANGE_ID, Metarange
 from lsmstore.graveler.sst_reader import SSTReader
 from lsmstore.storage.base import ObjectStore
+from lsmstore.types import check_tree_id
 
 T = TypeVar("T")
 

@@ -14,11 +14,12 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from operator import itemgetter
 
 from lsmstore.errors import CorruptFileError
-from lsmstore.graveler.metarange import Metarange, check_tree_id
+from lsmstore.graveler.metarange import Metarange
 from lsmstore.graveler.ranges import RangeInfo
 from lsmstore.graveler.record import Record, RecordTuple
 from lsmstore.graveler.source import RangeSource
 from lsmstore.graveler.sst_reader import DecodedBlock, SSTReader
+from lsmstore.types import check_tree_id
 
 _VALUE = itemgetter(2)
 _new_tuple = tuple.__new__  # a Record of a plain tuple, made in C

@@ -9,8 +9,9 @@ repository's storage namespace.  ``Branch`` gains ``upload``, ``link``, ``link_m
 
 from lsmstore.objects.addresses import ALLOWED_EXTERNAL_PREFIXES_KEY
 from lsmstore.objects.entry import DEFAULT_CONTENT_TYPE, AddressType, ObjectEntry
-from lsmstore.objects.model import LinkItem, LinkTuple, ObjectLink, ObjectStats
+from lsmstore.objects.model import LinkItem, LinkTuple
 from lsmstore.objects.reader import ObjectReader
+from lsmstore.types import ObjectLink, ObjectStats
 
 __all__ = [
     "ALLOWED_EXTERNAL_PREFIXES_KEY",

@@ -38,6 +38,7 @@ from lsmstore.errors import (
     ObjectNotFoundError,
     UnavailableError,
 )
+from lsmstore.gc.data import record_candidates
 from lsmstore.graveler.record import Record
 from lsmstore.objects.addresses import (
     ALLOWED_EXTERNAL_PREFIXES_KEY,
@@ -52,9 +53,8 @@ from lsmstore.objects.entry import (
     encode_value,
     parse_entry,
 )
-from lsmstore.objects.garbage import record_candidates
 from lsmstore.objects.linking import LinkStager, link_entry, made_record
-from lsmstore.objects.model import LinkItem, ObjectLink, ObjectStats, inline_stats
+from lsmstore.objects.model import LinkItem, inline_stats
 from lsmstore.objects.reader import InlineReader, ObjectReader
 from lsmstore.objects.rules import (
     MAX_PATH_BYTES,
@@ -64,8 +64,8 @@ from lsmstore.objects.rules import (
 )
 from lsmstore.objects.source import Source
 from lsmstore.staging.files import new_file_id
-from lsmstore.staging.reader import Entry
 from lsmstore.storage.base import ObjectStore, PutMode
+from lsmstore.types import Entry, ObjectLink, ObjectStats
 
 if TYPE_CHECKING:
     from lsmstore.client import Repository

@@ -46,6 +46,38 @@ from lsmstore.objects.proto.catalog_pb2 import Entry as EntryMessage
 #: lakeFS's ``catalog.DefaultContentType``: stored when an object is written without one.
 DEFAULT_CONTENT_TYPE = "application/octet-stream"
 
+#: The wire tags, ``(field number << 3) | wire type``, of ``catalog.Entry``'s fields,
+#: of its ``last_modified`` Timestamp's and of a metadata map entry's: the one statement
+#: of the layout that every encoder and decoder of entries uses -- the protobuf library
+#: aside, the encoders here, the block encoder (:mod:`lsmstore.objects.entry_block`) and
+#: the column decoder (:mod:`lsmstore.spark.entry_columns`).
+TAG_ADDRESS = 0x0A  # 1, bytes
+TAG_LAST_MODIFIED = 0x12  # 2, message
+TAG_SIZE = 0x18  # 3, varint
+TAG_ETAG = 0x22  # 4, bytes
+TAG_METADATA = 0x2A  # 5, map entry (message)
+TAG_ADDRESS_TYPE = 0x30  # 6, varint
+TAG_CONTENT_TYPE = 0x3A  # 7, bytes
+TAG_SECONDS = 0x08  # Timestamp 1, varint
+TAG_NANOS = 0x10  # Timestamp 2, varint
+TAG_MAP_KEY = 0x0A  # map entry 1, bytes
+TAG_MAP_VALUE = 0x12  # map entry 2, bytes
+(_ADDRESS, _LAST_MODIFIED, _SIZE, _ETAG, _METADATA, _ADDRESS_TYPE, _CONTENT_TYPE) = (
+    bytes((TAG_ADDRESS,)),
+    bytes((TAG_LAST_MODIFIED,)),
+    bytes((TAG_SIZE,)),
+    bytes((TAG_ETAG,)),
+    bytes((TAG_METADATA,)),
+    bytes((TAG_ADDRESS_TYPE,)),
+    bytes((TAG_CONTENT_TYPE,)),
+)
+_SECONDS, _NANOS, _MAP_KEY, _MAP_VALUE = (
+    bytes((TAG_SECONDS,)),
+    bytes((TAG_NANOS,)),
+    bytes((TAG_MAP_KEY,)),
+    bytes((TAG_MAP_VALUE,)),
+)
+
 _T_STRING = b"\x01"
 _T_INT64 = b"\x02\x08"
 _T_STRING_MAP = b"\x04"
@@ -75,10 +107,15 @@ class ObjectEntry:
     metadata: Mapping[str, str] = field(default_factory=dict)
 
     def is_relative(self) -> bool:
-        t = self.address_type
-        return t is AddressType.RELATIVE or (
-            t is AddressType.BY_PREFIX_DEPRECATED and "://" not in self.address
-        )
+        return is_relative(self.address, self.address_type)
+
+
+def is_relative(address: str, address_type: int) -> bool:
+    """Whether an entry's ``address`` is relative to the storage namespace: its type
+    says so, or it is an old lakeFS entry (by prefix) whose address has no scheme."""
+    return address_type == AddressType.RELATIVE or (
+        address_type == AddressType.BY_PREFIX_DEPRECATED and "://" not in address
+    )
 
 
 def _string(s: str) -> bytes:
@@ -154,8 +191,8 @@ def _metadata_field(metadata: Mapping[str, str]) -> bytes:
     for k in sorted(metadata):
         key = k.encode("utf-8")
         value = metadata[k].encode("utf-8")
-        body = b"\x0a" + _uvarint(len(key)) + key + b"\x12" + _uvarint(len(value)) + value
-        parts.append(b"\x2a" + _uvarint(len(body)) + body)
+        body = _MAP_KEY + _uvarint(len(key)) + key + _MAP_VALUE + _uvarint(len(value)) + value
+        parts.append(_METADATA + _uvarint(len(body)) + body)
     return b"".join(parts)
 
 
@@ -183,13 +220,13 @@ def _uvarint(n: int) -> bytes:
 
 _BYTE = [bytes((i,)) for i in range(0x80)]
 #: Field key and length of an address (field 1) or ETag (field 4) of under 128 bytes.
-_ADDRESS_HEAD = [b"\x0a" + b for b in _BYTE]
-_ETAG_HEAD = [b"\x22" + b for b in _BYTE]
+_ADDRESS_HEAD = [_ADDRESS + b for b in _BYTE]
+_ETAG_HEAD = [_ETAG + b for b in _BYTE]
 
 
 def _size_field(n: int) -> bytes:
     """Field 3 (size > 0): key and varint."""
-    return b"\x18" + (_BYTE[n] if n < 0x80 else _uvarint(n))
+    return _SIZE + (_BYTE[n] if n < 0x80 else _uvarint(n))
 
 
 class BatchEncoder:
@@ -213,8 +250,8 @@ class BatchEncoder:
     def __init__(self, mtime: int, nanos: int, address_type: int, content_type: str) -> None:
         self._timed(mtime, nanos, int(address_type), content_type)
         ct = content_type.encode("utf-8")
-        self._tail = (b"\x30" + _uvarint(address_type) if address_type else b"") + (
-            b"\x3a" + _uvarint(len(ct)) + ct if ct else b""
+        self._tail = (_ADDRESS_TYPE + _uvarint(address_type) if address_type else b"") + (
+            _CONTENT_TYPE + _uvarint(len(ct)) + ct if ct else b""
         )
         self._id_tail = _EMPTY_MAP + (_string(content_type) if content_type else b"")
 
@@ -222,10 +259,10 @@ class BatchEncoder:
         self._args = (mtime, nanos, address_type, content_type)
         #: The :data:`~lsmstore.staging.pending.MakerSpec` naming this encoder.
         self.spec = (_SPEC_NAME, *self._args)
-        ts = (b"\x08" + _uvarint(mtime) if mtime else b"") + (
-            b"\x10" + _uvarint(nanos) if nanos else b""
+        ts = (_SECONDS + _uvarint(mtime) if mtime else b"") + (
+            _NANOS + _uvarint(nanos) if nanos else b""
         )
-        self._ts = b"\x12" + _uvarint(len(ts)) + ts
+        self._ts = _LAST_MODIFIED + _uvarint(len(ts)) + ts
 
     def at(self, mtime: int, nanos: int) -> BatchEncoder:
         """An encoder of the same address type and content type for another time
@@ -256,11 +293,11 @@ class BatchEncoder:
         lt = len(t)
         data = b"".join(
             (
-                _ADDRESS_HEAD[la] if 0 < la < 0x80 else (b"\x0a" + _uvarint(la) if la else b""),
+                _ADDRESS_HEAD[la] if 0 < la < 0x80 else (_ADDRESS + _uvarint(la) if la else b""),
                 a,
                 self._ts,
                 _size_field(size) if size else b"",
-                _ETAG_HEAD[lt] if 0 < lt < 0x80 else (b"\x22" + _uvarint(lt) if lt else b""),
+                _ETAG_HEAD[lt] if 0 < lt < 0x80 else (_ETAG + _uvarint(lt) if lt else b""),
                 t,
                 self._tail,
             )
@@ -305,7 +342,7 @@ class BatchEncoder:
                 zip(
                     a_heads,
                     a,
-                    repeat(self._ts + b"\x18"),
+                    repeat(self._ts + _SIZE),
                     varints,
                     t_heads,
                     t,

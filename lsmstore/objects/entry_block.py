@@ -31,7 +31,7 @@ import numpy as np
 
 from lsmstore.graveler.value import length_header
 from lsmstore.graveler.varint import encode_uvarint
-from lsmstore.objects.entry import _STRING_HEAD, _T_INT64, _pack_q
+from lsmstore.objects.entry import _STRING_HEAD, _T_INT64, TAG_ADDRESS, TAG_ETAG, TAG_SIZE, _pack_q
 
 #: Layouts a block is encoded in at most (see the module docstring).
 MAX_LAYOUTS = 8
@@ -148,8 +148,8 @@ def _block(
     pre.const(identity_tail)
     identities = list(map(_digest, map(_sha256, pre.rows())))
     # the catalog.Entry: address (1), timestamp (2), size (3, if not 0), ETag (4), tail
-    a_head = b"\x0a" + encode_uvarint(la) if la else b""
-    t_head = b"\x22" + encode_uvarint(lt) if lt else b""
+    a_head = bytes((TAG_ADDRESS,)) + encode_uvarint(la) if la else b""
+    t_head = bytes((TAG_ETAG,)) + encode_uvarint(lt) if lt else b""
     data_len = len(a_head) + la + len(timestamp) + (1 + vl if vl else 0) + len(t_head) + lt
     data_len += len(tail)
     data_head = length_header(data_len)
@@ -158,7 +158,7 @@ def _block(
     out.put(np.frombuffer(b"".join(identities), _U8).reshape(g, 32))
     out.const(data_head + a_head)
     out.put(a)
-    out.const(timestamp + (b"\x18" if vl else b""))
+    out.const(timestamp + (bytes((TAG_SIZE,)) if vl else b""))
     for k in range(vl):  # seven bits a byte, low first; all but the last have 0x80
         septet = (s >> np.uint64(7 * k)) & np.uint64(0x7F)
         out.put((septet | np.uint64(0x80 if k < vl - 1 else 0)).astype(_U8)[:, None])

@@ -41,7 +41,7 @@ from lsmstore.objects.entry import (
     ObjectEntry,
     encode_value,
 )
-from lsmstore.objects.model import ObjectLink, as_link
+from lsmstore.objects.model import as_link
 from lsmstore.objects.rules import (
     MAX_FIELD_BYTES,
     MAX_PATH_BYTES,
@@ -55,6 +55,7 @@ from lsmstore.objects.rules import (
 )
 from lsmstore.staging.memstore import pending_bytes
 from lsmstore.staging.pending import PendingCall, Staged
+from lsmstore.types import ObjectLink
 
 #: An upper bound of the ``catalog.Entry`` bytes of an entry without metadata: its
 #: address, checksum and content type at their limits plus every other field and the

@@ -16,8 +16,8 @@ from collections.abc import AsyncIterator
 
 from lsmstore.closing import AsyncCloseable
 from lsmstore.errors import ClosedError, CorruptFileError, InvalidInputError
-from lsmstore.objects.model import ObjectStats
 from lsmstore.storage.base import STREAM_CHUNK, ObjectStore
+from lsmstore.types import ObjectStats
 
 
 class ObjectReader(AsyncCloseable):

@@ -36,10 +36,6 @@ from lsmstore.errors import (
     RefNotFoundError,
     UnavailableError,
 )
-from lsmstore.graveler.commit import Commit
-from lsmstore.graveler.diff import Change
-from lsmstore.graveler.merge import STRATEGIES
-from lsmstore.objects import ObjectLink, ObjectStats
 from lsmstore.objects.addresses import check_address
 from lsmstore.objects.linking import LINKS
 from lsmstore.objects.model import LinkItem, as_link
@@ -57,9 +53,17 @@ from lsmstore.refstore.names import check_ref_name, check_repository_name
 from lsmstore.remote.batcher import Batcher
 from lsmstore.remote.http import HttpTransport, seg
 from lsmstore.staging.keys import check_key, encode_opt, make_record
-from lsmstore.staging.reader import Entry, Stat
-from lsmstore.versioning.history import LogEntry
-from lsmstore.versioning.merging import MergeResult
+from lsmstore.types import (
+    STRATEGIES,
+    Change,
+    Commit,
+    Entry,
+    LogEntry,
+    MergeResult,
+    ObjectLink,
+    ObjectStats,
+    Stat,
+)
 
 PAGE = 1000
 _CHUNK = 4 << 20

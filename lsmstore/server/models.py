@@ -7,9 +7,8 @@ from typing import Any
 
 from lsmstore.client import Repository
 from lsmstore.errors import LsmError
-from lsmstore.graveler.commit import Commit
-from lsmstore.graveler.diff import Change
 from lsmstore.objects.entry import decode_entry
+from lsmstore.types import Change, Commit
 
 #: What ``version_config.version`` says: numeric (lakefs-spec parses it), >= 1.3.1.
 LAKEFS_VERSION = "1.70.0"

@@ -44,7 +44,7 @@ from lsmstore import layout
 from lsmstore.config import load_config
 from lsmstore.errors import ConflictError, UnavailableError
 from lsmstore.graveler.apply import apply_changes
-from lsmstore.graveler.commit import Commit, next_generation, write_commit
+from lsmstore.graveler.commit import next_generation, write_commit
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID, store_metarange
 from lsmstore.graveler.ranges import FNV_OFFSET, FNV_PRIME, RangeInfo, RangePolicy, RangeWriter
 from lsmstore.graveler.record import Record
@@ -56,6 +56,7 @@ from lsmstore.spark import stage
 from lsmstore.spark.source import LsmWriter, Options, run
 from lsmstore.storage.base import ObjectStore
 from lsmstore.storage.url import open_object_store
+from lsmstore.types import Commit
 from lsmstore.versioning.context import RepoContext, range_policy
 
 COMMITTER = "lsmstore-spark"

@@ -21,19 +21,31 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lsmstore.objects.entry import DEFAULT_CONTENT_TYPE, AddressType
-
-#: Wire tags of ``catalog.Entry``: (field number << 3) | wire type.
-_ADDRESS, _MODIFIED, _SIZE, _ETAG, _METADATA, _ADDRESS_TYPE, _CONTENT_TYPE = (
-    0x0A,
-    0x12,
-    0x18,
-    0x22,
-    0x2A,
-    0x30,
-    0x3A,
+from lsmstore.objects.entry import (
+    DEFAULT_CONTENT_TYPE,
+    TAG_ADDRESS,
+    TAG_ADDRESS_TYPE,
+    TAG_CONTENT_TYPE,
+    TAG_ETAG,
+    TAG_LAST_MODIFIED,
+    TAG_METADATA,
+    TAG_NANOS,
+    TAG_SECONDS,
+    TAG_SIZE,
+    AddressType,
 )
-_SECONDS, _NANOS = 0x08, 0x10
+
+#: Wire tags of ``catalog.Entry`` (:mod:`lsmstore.objects.entry` states them).
+_ADDRESS, _MODIFIED, _SIZE, _ETAG, _METADATA, _ADDRESS_TYPE, _CONTENT_TYPE = (
+    TAG_ADDRESS,
+    TAG_LAST_MODIFIED,
+    TAG_SIZE,
+    TAG_ETAG,
+    TAG_METADATA,
+    TAG_ADDRESS_TYPE,
+    TAG_CONTENT_TYPE,
+)
+_SECONDS, _NANOS = TAG_SECONDS, TAG_NANOS
 #: Longest varint read (63 bits: every value fits an int64 and is >= 0).
 _MAX_VARINT = 9
 

@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 
 from lsmstore import layout
 from lsmstore.errors import CorruptFileError, InvalidInputError
-from lsmstore.graveler.record import Record, RecordTuple, default_identity
+from lsmstore.graveler.record import Record, RecordTuple, columns, default_identity
 from lsmstore.objects.addresses import (
     ALLOWED_EXTERNAL_PREFIXES_KEY,
     MAX_ADDRESS_BYTES,
@@ -43,6 +43,7 @@ from lsmstore.objects.entry import (
     BatchEncoder,
     ObjectEntry,
     encode_value,
+    is_relative,
     parse_entry,
 )
 from lsmstore.objects.model import inline_stats
@@ -147,7 +148,6 @@ def parsed_batch(records: Sequence[RecordTuple], ns: Namespace) -> pa.RecordBatc
     types: list[str] = []
     metadata: list[list[tuple[str, str]]] = []
     base = ns.base
-    relative, by_prefix = int(AddressType.RELATIVE), int(AddressType.BY_PREFIX_DEPRECATED)
     for key, identity, value in records:
         assert value is not None
         path = key.decode("utf-8", "surrogateescape")
@@ -164,9 +164,7 @@ def parsed_batch(records: Sequence[RecordTuple], ns: Namespace) -> pa.RecordBatc
             metadata.append([])
             continue
         address = m.address
-        atype = m.address_type
-        # ObjectEntry.is_relative, on the message
-        if atype == relative or (atype == by_prefix and "://" not in address):
+        if is_relative(address, m.address_type):
             address = base + address
         paths.append(path)
         addresses.append(address)
@@ -176,9 +174,9 @@ def parsed_batch(records: Sequence[RecordTuple], ns: Namespace) -> pa.RecordBatc
         types.append(m.content_type or DEFAULT_CONTENT_TYPE)
         md = m.metadata
         metadata.append(sorted(md.items()) if md else [])
-    columns = (paths, addresses, sizes, etags, mtimes, types, metadata)
+    fields = (paths, addresses, sizes, etags, mtimes, types, metadata)
     return pa.RecordBatch.from_arrays(
-        [pa.array(c, f.type) for c, f in zip(columns, OBJECT_ARROW, strict=True)],
+        [pa.array(c, f.type) for c, f in zip(fields, OBJECT_ARROW, strict=True)],
         schema=OBJECT_ARROW,
     )
 
@@ -186,29 +184,24 @@ def parsed_batch(records: Sequence[RecordTuple], ns: Namespace) -> pa.RecordBatc
 def _decoded_batch(records: Sequence[RecordTuple], ns: Namespace) -> pa.RecordBatch | None:
     """:func:`object_batch` by :func:`~lsmstore.spark.entry_columns.decode_entries` (of
     records whose keys are object paths), or None when it does not read the entries."""
-    values = [r[2] for r in records]
+    keys, _, values = columns(records)
     if None in values:
         return None
-    columns = decode_entries(values, ns.base)  # type: ignore[arg-type]  # no tombstones
-    if columns is None:
+    decoded = decode_entries(values, ns.base)  # type: ignore[arg-type]  # no tombstones
+    if decoded is None:
         return None
-    paths = pa.array([r[0] for r in records], pa.binary()).cast(pa.string())
+    paths = pa.array(keys, pa.binary()).cast(pa.string())
     n = len(records)
     metadata = pa.MapArray.from_arrays(
         pa.array(np.zeros(n + 1, np.int32)), pa.array([], pa.string()), pa.array([], pa.string())
     )
-    return pa.RecordBatch.from_arrays([paths, *columns, metadata], schema=OBJECT_ARROW)
+    return pa.RecordBatch.from_arrays([paths, *decoded, metadata], schema=OBJECT_ARROW)
 
 
 def raw_batch(records: Sequence[RecordTuple]) -> pa.RecordBatch:
     """Raw records as one batch (:data:`RAW_ARROW`)."""
     return pa.RecordBatch.from_arrays(
-        [
-            pa.array([r[0] for r in records], pa.binary()),
-            pa.array([r[1] for r in records], pa.binary()),
-            pa.array([r[2] for r in records], pa.binary()),
-        ],
-        schema=RAW_ARROW,
+        [pa.array(column, pa.binary()) for column in columns(records)], schema=RAW_ARROW
     )
 
 

@@ -37,8 +37,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from compactor.policy import file_time
 from lsmstore import layout
+from lsmstore.compaction.policy import file_time
 from lsmstore.errors import InvalidInputError, LsmError, UnavailableError
 from lsmstore.graveler.record import Record
 from lsmstore.refstore.base import MAX_FILE_IDS, Ref, RefStore

@@ -42,6 +42,7 @@ from operator import methodcaller
 from typing import BinaryIO
 
 from lsmstore.graveler.record import RecordTuple
+from lsmstore.graveler.record import columns as record_columns
 from lsmstore.graveler.value import encode_value, encode_values
 from lsmstore.staging.files import encode_staging_columns
 from lsmstore.staging.keys import DEFERRED_IDENTITY
@@ -73,10 +74,8 @@ def columns(records: Sequence[Staged | RecordTuple], pending: bool = False) -> C
     pend = None
     if pending:
         records, pend = split(list(records))
-    keys = [r[0] for r in records]
-    identities = [r[1] for r in records]
-    values = [r[2] for r in records]
-    return keys, identities, values, pend  # type: ignore[return-value]  # made records
+    keys, identities, values = record_columns(records)  # type: ignore[arg-type]  # made
+    return keys, identities, values, pend
 
 
 def encode_columns(
@@ -133,7 +132,8 @@ _digest = methodcaller("digest")
 
 def _columns_of(made: Sequence[RecordTuple], pending: PendingColumns | None) -> Columns:
     """The columns of made records, and the pending ones' as given."""
-    return [r[0] for r in made], [r[1] for r in made], [r[2] for r in made], pending
+    keys, identities, values = record_columns(made)
+    return keys, identities, values, pending
 
 
 class _Unavailable(Exception):

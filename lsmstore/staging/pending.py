@@ -25,10 +25,10 @@ from __future__ import annotations
 import functools
 import importlib
 from collections.abc import Iterator, Sequence
-from operator import is_not, itemgetter
+from operator import is_not
 from typing import Any, Protocol, TypeAlias
 
-from lsmstore.graveler.record import Record, RecordTuple
+from lsmstore.graveler.record import Record, RecordTuple, field_columns
 from lsmstore.graveler.value import encode_values
 
 
@@ -171,13 +171,9 @@ def split(
     return made, _columns(pending)
 
 
-_FIELD = tuple(map(itemgetter, range(5)))
-
-
 def _columns(records: list[Pending]) -> PendingColumns:
-    """The columns of pending records, a column a pass (``zip(*records)`` would make an
-    iterator per record, each a new object for the cyclic collector)."""
-    keys, makers, addresses, sizes, checksums = (list(map(get, records)) for get in _FIELD)
+    """The columns of pending records (:func:`~lsmstore.graveler.record.field_columns`)."""
+    keys, makers, addresses, sizes, checksums = field_columns(records, 5)
     return keys, makers, addresses, sizes, checksums
 
 

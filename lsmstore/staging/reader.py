@@ -22,7 +22,7 @@ import asyncio
 import itertools
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from lsmstore import layout
@@ -48,6 +48,7 @@ from lsmstore.staging.merge import amerge_newest
 from lsmstore.staging.refcache import RefCache
 from lsmstore.storage.base import ObjectStore
 from lsmstore.tasks import retrieve_exception
+from lsmstore.types import Entry
 
 T = TypeVar("T")
 
@@ -58,39 +59,6 @@ class FileCacheLike(Protocol):
     async def get(
         self, store: ObjectStore, key: str, parse: Callable[[bytes, str], T], *, kind: str = ...
     ) -> T: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Stat:
-    """What ``stat`` tells about a key."""
-
-    key: bytes
-    size: int  # bytes of the value
-    identity: bytes
-    staged: bool  # True: the newest record is an uncommitted write; False: committed
-
-    @property
-    def path(self) -> str:
-        return self.key.decode("utf-8", "surrogateescape")
-
-
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """One listing entry: a key with its value's size and identity, or a common prefix.
-
-    ``value`` is the value itself (None for a common prefix); it takes no part in
-    comparisons or ``repr``."""
-
-    key: bytes
-    size: int = 0
-    identity: bytes = b""
-    common_prefix: bool = False
-    value: bytes | None = field(default=None, compare=False, repr=False)
-
-    @property
-    def path(self) -> str:
-        """The key decoded as UTF-8 (undecodable bytes as surrogate escapes)."""
-        return self.key.decode("utf-8", "surrogateescape")
 
 
 def _parse_sidecar(data: bytes, name: str) -> Sidecar:

@@ -41,13 +41,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from compactor.job import STEPS as COMPACTOR_STEPS
 from lsmstore.api import ReadsAPI
 from lsmstore.testing.faultproxy import FaultPlan, FaultProxy
+from lsmstore.testing.pause import STEPS as PAUSE_STEPS
 from lsmstore.testing.servers import MOTO_ENV, RedisServer, free_port
 
-#: Steps of a commit where the committer can be paused (committer.__main__.PAUSE_STEPS).
-COMMITTER_STEPS = ("range-uploaded", "staged-read", "tree-written", "commit-written", "swapped")
 REPO = "soak"
 #: How long a step kill waits for the worker to reach its step (it needs work to do).
 STEP_WAIT_S = 30.0
@@ -204,7 +202,10 @@ class Proc:
         self.log_path: Path | None = None
         self.stderr_path: Path | None = None  # writers: where their stderr goes
 
-    async def start(self, extra_env: dict[str, str] | None = None) -> None:
+    async def start(
+        self, extra_env: dict[str, str] | None = None, argv: list[str] | None = None
+    ) -> None:
+        """Start the process (``argv`` instead of the usual command line, once)."""
         pipe, devnull = asyncio.subprocess.PIPE, asyncio.subprocess.DEVNULL
         self.expected_exit = False
         self.started.clear()
@@ -212,7 +213,7 @@ class Proc:
         if self.stream == "stdout" and self.stderr_path is not None:
             err = self.stderr_path.open("ab")
         self.proc = await asyncio.create_subprocess_exec(
-            *self.argv,
+            *(argv or self.argv),
             env={**self.env, **(extra_env or {})},
             stdin=devnull,
             stdout=pipe if self.stream == "stdout" else devnull,
@@ -423,14 +424,19 @@ class Soak:
 
     # --- chaos ----------------------------------------------------------------------
 
-    async def _restart_worker(self, p: Proc, env: dict[str, str] | None = None) -> None:
+    async def _restart_worker(self, p: Proc, argv: list[str] | None = None) -> None:
         await p.kill()
-        await p.start(env)
+        await p.start(argv=argv)
 
-    async def _step_kill(self, p: Proc, var: str, steps: tuple[str, ...], suffix: str) -> None:
+    async def _step_kill(self, p: Proc, suffix: str) -> None:
+        """Restart worker ``p`` paused at a random step (through
+        :mod:`lsmstore.testing.pause`), wait for it to get there, restart it plainly."""
+        steps = PAUSE_STEPS[p.name]
         step = self.rng.choice(steps)
         paused = self.paused[p.name] = asyncio.Event()
-        await self._restart_worker(p, {var: step + suffix})
+        py, _, module, *args = p.argv
+        paused_argv = [py, "-m", "lsmstore.testing.pause", module, step + suffix, *args]
+        await self._restart_worker(p, paused_argv)
         try:
             await asyncio.wait_for(paused.wait(), STEP_WAIT_S)
         except TimeoutError:
@@ -484,9 +490,9 @@ class Soak:
             self.report.kills[p.name] += 1
         elif event == "step_kill_compactor":
             # the job pauses 1 s at the step (then would go on); killed while paused
-            await self._step_kill(self.compactor, "COMPACTOR_TEST_PAUSE_AT", COMPACTOR_STEPS, ":1")
+            await self._step_kill(self.compactor, ":1")
         elif event == "step_kill_committer":
-            await self._step_kill(self.committer, "COMMITTER_PAUSE_AT", COMMITTER_STEPS, "")
+            await self._step_kill(self.committer, "")
         elif event in ("restart_redis", "kill_redis"):
             if event == "kill_redis":
                 await asyncio.to_thread(self.redis.kill)

@@ -5,7 +5,7 @@ a repository), :mod:`~lsmstore.versioning.staged` (a branch's staged changes as 
 stream), :mod:`~lsmstore.versioning.history` (log, ancestry, merge base),
 :mod:`~lsmstore.versioning.refs` (branches and tags), :mod:`~lsmstore.versioning.changes`
 (diffs), :mod:`~lsmstore.versioning.merging` (merge and revert).  Ref expressions live
-in :mod:`lsmstore.refexpr`; the commit itself in ``committer.job``.  docs/versioning.md
+in :mod:`lsmstore.refexpr`; the commit itself in ``lsmstore.commit.job``.  docs/versioning.md
 describes the whole.
 """
 

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from lsmstore.graveler.diff import Change, diff_trees
+from lsmstore.graveler.diff import diff_trees
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID
 from lsmstore.graveler.tree import TreeCursor
 from lsmstore.refexpr import resolve
+from lsmstore.types import Change
 from lsmstore.versioning.context import RepoContext
 from lsmstore.versioning.refs import get_branch
 from lsmstore.versioning.staged import merged, open_staged

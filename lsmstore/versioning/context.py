@@ -17,7 +17,7 @@ from typing import Protocol, TypeVar
 
 from lsmstore import layout
 from lsmstore.config import Config
-from lsmstore.graveler.commit import Commit, read_commit
+from lsmstore.graveler.commit import read_commit
 from lsmstore.graveler.range_encoder import RangeEncoder
 from lsmstore.graveler.ranges import RangePolicy
 from lsmstore.graveler.source import DirectSource, RangeSource
@@ -25,6 +25,7 @@ from lsmstore.graveler.sst_reader import SSTReader
 from lsmstore.layout import Level
 from lsmstore.refstore.base import RefStore
 from lsmstore.storage.base import ObjectStore
+from lsmstore.types import Commit
 
 T = TypeVar("T")
 

@@ -10,48 +10,10 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 
 from lsmstore import validate
-from lsmstore.graveler.commit import Commit
+from lsmstore.types import LogEntry
 from lsmstore.versioning.context import RepoContext
-
-
-@dataclass(frozen=True, slots=True)
-class LogEntry:
-    """A commit and its ID, as the log yields them."""
-
-    id: str
-    commit: Commit
-
-    # Convenient pass-throughs of the commit's fields.
-    @property
-    def parents(self) -> tuple[str, ...]:
-        return self.commit.parents
-
-    @property
-    def message(self) -> str:
-        return self.commit.message
-
-    @property
-    def committer(self) -> str:
-        return self.commit.committer
-
-    @property
-    def created_at(self) -> int:
-        return self.commit.created_at
-
-    @property
-    def metadata(self) -> dict[str, str]:
-        return dict(self.commit.metadata)
-
-    @property
-    def generation(self) -> int:
-        return self.commit.generation
-
-    @property
-    def metarange_id(self) -> str:
-        return self.commit.metarange_id
 
 
 async def log(

@@ -60,11 +60,12 @@ from lsmstore.errors import (
     UnavailableError,
 )
 from lsmstore.graveler import merge as trees
-from lsmstore.graveler.commit import Commit, next_generation, write_commit
-from lsmstore.graveler.merge import STRATEGIES, Strategy, merge_trees
+from lsmstore.graveler.commit import next_generation, write_commit
+from lsmstore.graveler.merge import merge_trees
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID
 from lsmstore.refexpr import resolve
 from lsmstore.refstore.base import Ref
+from lsmstore.types import STRATEGIES, Commit, MergeResult, Strategy
 from lsmstore.validate import key_text
 from lsmstore.versioning.context import RepoContext
 from lsmstore.versioning.history import is_ancestor, merge_base
@@ -74,32 +75,6 @@ DEFAULT_COMMITTER = "lsmstore"
 DEFAULT_MAX_ATTEMPTS = 10
 DEFAULT_BACKOFF_S = 0.05
 DEFAULT_BACKOFF_MAX_S = 2.0
-
-
-@dataclass(frozen=True, slots=True)
-class MergeResult:
-    """The outcome of a merge or revert.
-
-    ``merged`` is False when there was nothing to merge (``commit_id`` is then the
-    destination's unchanged base and ``commit`` is None).
-    """
-
-    commit_id: str
-    commit: Commit | None
-    merged: bool
-    #: The three commits of the three-way merge.  Merge: the commit ``source`` named;
-    #: the destination's base the merge started from; their nearest common ancestor
-    #: (None: the histories share no commit).  Revert: the reverted commit's parent
-    #: (``""`` when it has none: the empty tree); the branch's base the revert started
-    #: from; the reverted commit.
-    source: str
-    destination: str
-    merge_base: str | None
-    conflicts_resolved: int = 0
-    ranges_read: int = 0
-    ranges_written: int = 0
-    ranges_reused: int = 0
-    attempts: int = 1
 
 
 @dataclass(frozen=True, slots=True)

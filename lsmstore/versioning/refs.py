@@ -18,11 +18,12 @@ from dataclasses import dataclass
 
 from lsmstore import validate
 from lsmstore.errors import ConflictError, InvalidInputError, RefExistsError, RefNotFoundError
-from lsmstore.graveler.commit import Commit, write_commit
+from lsmstore.graveler.commit import write_commit
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID
 from lsmstore.refexpr import resolve
 from lsmstore.refstore.base import Ref, RefKind
 from lsmstore.refstore.names import check_ref_name
+from lsmstore.types import Commit
 from lsmstore.versioning.context import RepoContext
 
 INITIAL_COMMITTER = "lsmstore"

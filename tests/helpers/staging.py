@@ -52,9 +52,10 @@ async def commit_tree(
     objects: ObjectStore, records: list[Record], max_bytes: int = 2000, raggedness: int = 7
 ) -> str:
     """Write ``records`` (sorted, no tombstones) as a committed tree and a commit; its id."""
-    from lsmstore.graveler.commit import Commit, write_commit
+    from lsmstore.graveler.commit import write_commit
     from lsmstore.graveler.metarange import store_metarange
     from lsmstore.graveler.ranges import RangePolicy, RangeWriter
+    from lsmstore.types import Commit
 
     writer = RangeWriter(
         objects, RangePolicy(min_bytes=0, max_bytes=max_bytes, raggedness=raggedness)

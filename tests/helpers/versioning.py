@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from compactor.testing import rec as rec  # shared with the compactor tests
 from lsmstore import layout
 from lsmstore.graveler.ranges import RangePolicy
 from lsmstore.graveler.record import Record
@@ -18,6 +17,7 @@ from lsmstore.staging.files import SIDECAR_SUFFIX, SST_SUFFIX, encode_staging_fi
 from lsmstore.staging.merge import merge_newest
 from lsmstore.storage.base import ObjectStore, PutMode
 from lsmstore.storage.local import LocalStore
+from lsmstore.testing.compaction import rec as rec  # shared with the compactor tests
 from lsmstore.versioning.context import RepoContext
 from lsmstore.versioning.refs import init_default_branch
 

@@ -6,7 +6,6 @@ import functools
 
 from lsmstore.client import Repository
 from lsmstore.errors import InvalidInputError, RefNotFoundError
-from lsmstore.graveler.commit import Commit
 from lsmstore.refstore.names import check_ref_name
 from lsmstore.server import models, pagination, validate
 from lsmstore.server.context import Context
@@ -16,6 +15,7 @@ from lsmstore.server.routes import staging
 from lsmstore.server.routes.common import DIFF_PARAMS, committer, diff_page, merge_strategy
 from lsmstore.server.routes.schemas import BOOL, STR, ref
 from lsmstore.server.routing import Param, Route
+from lsmstore.types import Commit
 from lsmstore.versioning import changes as _changes
 from lsmstore.versioning import refs as _refs
 

@@ -13,9 +13,9 @@ from lsmstore.server.errors import bad_request
 from lsmstore.server.http import Request, Response, json_response
 from lsmstore.server.routes.schemas import BOOL, STR, ref
 from lsmstore.server.routing import Param, Route
+from lsmstore.types import LogEntry
 from lsmstore.versioning import history
 from lsmstore.versioning.context import RepoContext
-from lsmstore.versioning.history import LogEntry
 
 LOG_PARAMS = (
     Param("after", STR, description="a commit ID: list the commits after it"),

@@ -6,8 +6,6 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from lsmstore.errors import InvalidInputError
-from lsmstore.graveler.diff import Change
-from lsmstore.graveler.merge import STRATEGIES, Strategy
 from lsmstore.server import models
 from lsmstore.server.auth import Principal
 from lsmstore.server.errors import ApiError, bad_request
@@ -15,6 +13,7 @@ from lsmstore.server.http import Request
 from lsmstore.server.pagination import PARAMS as PAGE
 from lsmstore.server.routes.schemas import STR
 from lsmstore.server.routing import Param
+from lsmstore.types import STRATEGIES, Change, Strategy
 from lsmstore.validate import check_committer
 
 REPO = "repository"

@@ -23,7 +23,7 @@ from lsmstore.server.errors import bad_request
 from lsmstore.server.http import Request, Response, json_response
 from lsmstore.server.routes.schemas import ref
 from lsmstore.server.routing import Param, Route
-from lsmstore.staging.reader import Entry
+from lsmstore.types import Entry
 
 BASE = "/api/v1/lsm/repositories/{repository}/refs/{ref}/kv"
 _OCTETS = {"type": "string", "format": "binary"}

@@ -17,7 +17,7 @@ from typing import Any
 
 from lsmstore.client import Ref
 from lsmstore.errors import ObjectExistsError
-from lsmstore.objects import DEFAULT_CONTENT_TYPE, ObjectStats
+from lsmstore.objects import DEFAULT_CONTENT_TYPE
 from lsmstore.objects.source import HASH_IN_THREAD
 from lsmstore.refstore.names import check_ref_name
 from lsmstore.server import pagination, validate
@@ -27,6 +27,7 @@ from lsmstore.server.http import Request, Response, empty, json_response
 from lsmstore.server.multipart import ContentPart, boundary_of
 from lsmstore.server.routes.schemas import BOOL, STR, ref
 from lsmstore.server.routing import Param, Route
+from lsmstore.types import ObjectStats
 
 REPO = "/api/v1/repositories/{repository}"
 BRANCH_OBJECTS = REPO + "/branches/{branch}/objects"

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 from lsmstore import refexpr
 from lsmstore.errors import NothingToCommitError
-from lsmstore.graveler.diff import Change, diff_trees
+from lsmstore.graveler.diff import diff_trees
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID
 from lsmstore.refstore.names import check_ref_name
 from lsmstore.server import pagination, validate
@@ -16,6 +16,7 @@ from lsmstore.server.http import Request, Response, json_response
 from lsmstore.server.routes.common import DIFF_PARAMS, committer, diff_page, merge_strategy
 from lsmstore.server.routes.schemas import ref
 from lsmstore.server.routing import Param, Route
+from lsmstore.types import Change
 from lsmstore.versioning import history
 from lsmstore.versioning.context import RepoContext
 

@@ -44,7 +44,7 @@ async def discard(ctx: Context, repo: Repository, branch: str) -> Ref:
 
 
 async def _record_garbage(ctx: Context, repo: Repository, branch: str, ref: Ref) -> None:
-    from compactor.garbage import record_garbage
+    from lsmstore.gc.staging import record_garbage
 
     files = [("L1", f) for f in ref.l1] + [("L2", f) for f in ref.l2]
     try:

@@ -12,11 +12,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from compactor.garbage import GC_PREFIX, StagedFile, _parse_staging_key
 from lsmstore import layout
 from lsmstore.config import Config, load_config
+from lsmstore.gc.staging import GC_PREFIX, StagedFile, _parse_staging_key
 from lsmstore.graveler.apply import write_tree
-from lsmstore.graveler.commit import Commit, read_commit, write_commit
+from lsmstore.graveler.commit import read_commit, write_commit
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID
 from lsmstore.graveler.ranges import RangePolicy
 from lsmstore.graveler.record import Record, default_identity
@@ -32,6 +32,7 @@ from lsmstore.staging.files import (
     new_file_id,
 )
 from lsmstore.storage.base import ObjectStore
+from lsmstore.types import Commit
 
 TINY_RANGES = RangePolicy(min_bytes=256, max_bytes=4096, raggedness=7)
 REPO = "repo"
@@ -177,11 +178,18 @@ async def append_l1_file(
 
 class WorkerProcess:
     """``python -m compactor ...`` (or another ``module``'s process) as a child process
-    whose JSON log lines (stderr) are collected."""
+    whose JSON log lines (stderr) are collected.  With ``pause`` (``STEP[:SECONDS]``) the
+    worker runs through :mod:`lsmstore.testing.pause` and pauses at that step."""
 
     def __init__(
-        self, *args: str, env: dict[str, str] | None = None, module: str = "compactor"
+        self,
+        *args: str,
+        env: dict[str, str] | None = None,
+        module: str = "compactor",
+        pause: str | None = None,
     ) -> None:
+        if pause is not None:
+            module, args = "lsmstore.testing.pause", (module, pause, *args)
         self.module = module
         self.args = args
         self.env = {**os.environ, **(env or {})}

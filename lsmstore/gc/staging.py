@@ -46,8 +46,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from compactor.policy import file_time
 from lsmstore import layout
+from lsmstore.compaction.policy import file_time
 from lsmstore.errors import (
     CorruptFileError,
     InvalidNameError,

@@ -53,19 +53,20 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mappin
 from dataclasses import dataclass, field
 from typing import Any
 
-from compactor.garbage import StagedFile, record_garbage
 from lsmstore.errors import (
     ConflictError,
     InvalidInputError,
     NothingToCommitError,
     UnavailableError,
 )
+from lsmstore.gc.staging import StagedFile, record_garbage
 from lsmstore.graveler.apply import apply_changes
-from lsmstore.graveler.commit import Commit, write_commit
+from lsmstore.graveler.commit import write_commit
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID
 from lsmstore.graveler.record import Record
 from lsmstore.refstore.base import Ref
 from lsmstore.refstore.transitions import starts_with
+from lsmstore.types import Commit
 from lsmstore.versioning.context import RepoContext
 from lsmstore.versioning.staged import merged, open_staged
 
@@ -170,7 +171,7 @@ async def commit_branch(
 
     ``clock`` gives the creation time; ``sleep``/``rng`` time the backoff.  With
     ``grace_s``, the staging files the swap removed are recorded as garbage due that
-    long after (:func:`compactor.garbage.record_garbage`); a failure to record is only
+    long after (:func:`lsmstore.gc.staging.record_garbage`); a failure to record is only
     logged -- the sweep finds unrecorded files as orphans.  ``on_step`` is awaited at
     each of :data:`STEPS` (crash tests pause there).
     """

@@ -3,7 +3,7 @@
 Steps (docs/compaction.md, "The job"):
 
 1. Read the ref ``{base, L2, L1}``; fetch the sidecars of L1's head and of L2; choose
-   the prefix (:meth:`compactor.policy.Policy.select_prefix`).
+   the prefix (:meth:`lsmstore.compaction.policy.Policy.select_prefix`).
 2. ``before_upload``: fetch the prefix's SSTs (bounded by the policy's job size) and
    merge them, newest wins (:func:`lsmstore.staging.merge.merge_newest`), with L2,
    **keeping tombstones** (the base may hold the key).  L2 files are fetched one at a
@@ -15,7 +15,7 @@ Steps (docs/compaction.md, "The job"):
    ``layout.staging_key(branch, "L2", id)``.
 3. ``after_upload``: if the job ran longer than half the grace period, it gives up
    (the sweep may treat outputs that old as orphans).  Otherwise it writes an *intent*
-   (:mod:`compactor.garbage`) naming inputs and outputs.
+   (:mod:`lsmstore.gc.staging`) naming inputs and outputs.
 4. ``before_swap``: ``swap_compacted(base, l2_old, l1_prefix, l2_new)``.  Appends made
    meanwhile do not conflict (the condition looks at a prefix of L1).  A conflict
    means a commit or another compactor moved the branch: the job is abandoned -- never
@@ -42,13 +42,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from compactor import garbage
-from compactor.merge_plan import FILE, NEED, REUSE, TICK, L2Input, plan
-from compactor.merge_worker import MergeWorker, WorkerUnavailable
-from compactor.policy import Policy
 from lsmstore import layout
+from lsmstore.compaction.merge_plan import FILE, NEED, REUSE, TICK, L2Input, plan
+from lsmstore.compaction.merge_worker import MergeWorker, WorkerUnavailable
+from lsmstore.compaction.policy import Policy
 from lsmstore.config import Config
 from lsmstore.errors import ConflictError, UnavailableError
+from lsmstore.gc import staging as garbage
 from lsmstore.graveler.record import Record
 from lsmstore.graveler.sst_reader import SSTReader
 from lsmstore.layout import Level

@@ -37,8 +37,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from compactor.merge_worker import MergeWorker
-from compactor.runner import Compactor
+from lsmstore.compaction.merge_worker import MergeWorker
+from lsmstore.compaction.runner import Compactor
 from lsmstore.config import Config
 from lsmstore.errors import ClosedError, InvalidInputError
 from lsmstore.refstore.base import Ref, RefStore
@@ -77,7 +77,7 @@ class BackgroundCompactor:
         merge_process: bool | None = None,
     ) -> None:
         """``merge_process``: merge and encode in a child process of our own
-        (:class:`compactor.merge_worker.MergeWorker`) -- ``None``: when this machine
+        (:class:`lsmstore.compaction.merge_worker.MergeWorker`) -- ``None``: when this machine
         has more than one CPU.  Otherwise jobs merge on the event loop and ``encoder``
         encodes their output files."""
         self.config = config

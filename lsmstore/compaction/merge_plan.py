@@ -5,10 +5,10 @@ the result into L2 files of about ``target`` bytes (docs/compaction.md, "The job
 :func:`plan` does the merging and cutting and leaves every side effect to its driver,
 so the same code runs in two places:
 
-* on the event loop (:mod:`compactor.job`, the worker process ``python -m compactor``):
+* on the event loop (:mod:`lsmstore.compaction.job`, the worker process ``python -m compactor``):
   the driver fetches, encodes in a thread and uploads, and yields to the loop at each
   :data:`TICK`;
-* in a merge process (:mod:`compactor.merge_worker`, the in-process compactor): the
+* in a merge process (:mod:`lsmstore.compaction.merge_worker`, the in-process compactor): the
   records never exist in the client process, whose event loop and garbage collector
   only see bytes going through a pipe.
 

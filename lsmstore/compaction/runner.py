@@ -23,12 +23,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from compactor.garbage import Sweeper, SweepResult
-from compactor.job import CompactionJob, JobResult, Sidecars, StepHook
-from compactor.merge_worker import MergeWorker
-from compactor.policy import Policy
+from lsmstore.compaction.job import CompactionJob, JobResult, Sidecars, StepHook
+from lsmstore.compaction.merge_worker import MergeWorker
+from lsmstore.compaction.policy import Policy
 from lsmstore.config import Config
 from lsmstore.errors import LsmError, RefNotFoundError, RepositoryNotFoundError
+from lsmstore.gc.staging import Sweeper, SweepResult
 from lsmstore.refstore.base import Ref, RefStore
 from lsmstore.staging.encoder import Encoder
 from lsmstore.storage.base import ObjectStore

@@ -3,7 +3,7 @@
 The in-process compactor (the embedded default) shares its process with the writers;
 merging and encoding there cost the writers' event loop ~10 us of CPU per record and
 fill the heap with live records that CPython's full collections walk.
-:class:`MergeWorker` runs the CPU part of a job -- :func:`compactor.merge_plan.plan`
+:class:`MergeWorker` runs the CPU part of a job -- :func:`lsmstore.compaction.merge_plan.plan`
 over the decoded inputs, and the encoding of every output file -- in one child
 process, started on first use and kept for later jobs.  Everything else stays in the
 job, on the event loop, unchanged: reading the ref, fetching the inputs (the worker
@@ -39,7 +39,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, BinaryIO
 
-from compactor.merge_plan import FILE, NEED, REUSE, L2Input, plan
+from lsmstore.compaction.merge_plan import FILE, NEED, REUSE, L2Input, plan
 from lsmstore.errors import CorruptFileError, LsmError, UnavailableError, UnsupportedFormatError
 from lsmstore.graveler.sst_reader import SSTReader
 from lsmstore.staging.files import encode_staging_file
@@ -161,7 +161,7 @@ class MergeWorker:
             raise WorkerUnavailable("no merge worker")
         self.restarts += 1
         try:
-            proc = await AsyncWorkerProcess.start("compactor.merge_worker", START_TIMEOUT)
+            proc = await AsyncWorkerProcess.start("lsmstore.compaction.merge_worker", START_TIMEOUT)
         except Exception as e:
             log.warning("compaction merge worker did not start (%s); merging in process", e)
             raise WorkerUnavailable(str(e)) from e
