@@ -195,6 +195,7 @@ def test_duckdb_reads_and_writes(fs: LsmFileSystem) -> None:
     assert con.sql("SELECT n FROM read_csv('lsm://r/main/duck/u.csv')").fetchall() == [(7,)]
     globbed = con.sql("SELECT count(*) FROM read_parquet('lsm://r/main/duck/*.parquet')")
     assert globbed.fetchall() == [(1000,)]
+    con.unregister_filesystem("lsm")
     con.close()
 
 
