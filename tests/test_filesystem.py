@@ -80,8 +80,9 @@ def test_ls_info_cat_open_put_get_rm_cp(fs: LsmFileSystem, tmp_path: Path) -> No
     assert sorted(fs.find("r/main/dir")) == ["r/main/dir/big.bin", "r/main/dir/sub/small.txt"]
     with pytest.raises(FileNotFoundError):
         fs.info("r/main/nope")
-    with pytest.raises(FileNotFoundError):
-        fs.ls("nosuchrepo/main")
+    with pytest.raises(lsmstore.RepositoryNotFoundError, match="looked in"):
+        fs.ls("nosuchrepo/main")  # a wrong name or store, not a missing file
+    assert not fs.exists("nosuchrepo/main/x")
 
     assert fs.cat_file("r/main/dir/big.bin", start=1000, end=1010) == data[1000:1010]
     assert fs.cat_file("r/main/dir/big.bin", start=-5) == data[-5:]
@@ -230,3 +231,10 @@ def test_pyarrow_reads_and_writes(fs: LsmFileSystem) -> None:
     assert back.num_rows == 300 and sorted(back.column("n").to_pylist()) == list(range(300))
     info = handler.get_file_info("r/main/pa/t.parquet")
     assert info.size == fs.info("r/main/pa/t.parquet")["size"] and info.mtime is not None
+
+
+def test_missing_repository_names_the_store(fs: LsmFileSystem, options: dict[str, Any]) -> None:
+    with pytest.raises(lsmstore.RepositoryNotFoundError) as caught:
+        pd.read_parquet("lsm://absent/main/t.parquet", storage_options=options)
+    where = f"server {options['server']}" if "server" in options else "the embedded store at"
+    assert "repository not found" in str(caught.value) and where in str(caught.value)

@@ -17,7 +17,7 @@ import uvloop
 from click.shell_completion import CompletionItem
 
 import lsmstore
-from lsmstore.api import StoreAPI
+from lsmstore.api import StoreAPI, store_location
 from lsmstore.cli.output import Output
 from lsmstore.config import lakectl_settings, load_config
 from lsmstore.errors import InvalidURLError, RepositoryNotFoundError
@@ -87,18 +87,6 @@ def open_store(s: Settings) -> StoreAPI:
     if s.server:
         return lsmstore.connect(s.server, config=s.config, **extra)
     return lsmstore.connect(s.refstore, config=s.config, **extra)
-
-
-def store_location(store: StoreAPI) -> str:
-    """Which store a command looked in, for messages: ``server URL`` or ``the
-    embedded store at PATH`` (or its RefStore URL)."""
-    url = getattr(store, "url", None)
-    if isinstance(url, str) and url:
-        return f"server {url}"
-    cfg = store.config
-    if not cfg.refstore:
-        return f"the embedded store at {cfg.home}"
-    return f"RefStore {cfg.refstore_url}"
 
 
 def run(body: Callable[[StoreAPI], Awaitable[T]]) -> T:
