@@ -202,3 +202,31 @@ def test_capabilities_not_available(tmp_path: Path, args: tuple[str, ...]) -> No
     assert "not available" in p.stderr
     js = _lsm(env, "-o", "json", *args)
     assert json.loads(js.stdout)["error"]["type"] == "NotAvailableError"
+
+
+def test_diff_is_three_dot_with_lakefs_scheme(tmp_path: Path) -> None:
+    env = _env(tmp_path / "home", {})
+    local = tmp_path / "f.txt"
+    local.write_text("x")
+
+    def ok(*args: str) -> str:
+        p = _lsm(env, *args)
+        assert p.returncode == 0, p.stderr
+        return p.stdout
+
+    ok("repo", "create", "lsm://dots")
+    ok("fs", "upload", str(local), "lsm://dots/main/a")
+    ok("commit", "lsm://dots/main", "-m", "a")
+    ok("branch", "create", "lsm://dots/dev", "-s", "lsm://dots/main")
+    ok("fs", "upload", str(local), "lsm://dots/dev/b")
+    ok("commit", "lsm://dots/dev", "-m", "b")
+    ok("fs", "upload", str(local), "lsm://dots/main/c")
+    ok("commit", "lsm://dots/main", "-m", "c")
+    three = json.loads(ok("-o", "json", "diff", "lakefs://dots/main", "lakefs://dots/dev"))
+    assert three == [{"type": "added", "path": "b"}]  # dev's changes since the merge base
+    two = [{"type": "added", "path": "b"}, {"type": "removed", "path": "c"}]
+    assert json.loads(ok("-o", "json", "diff", "lsm://dots/main", "lsm://dots/dev")) == two
+    assert json.loads(ok("-o", "json", "diff", "--two-way", "lakefs://dots/main",
+                         "lakefs://dots/dev")) == two  # fmt: skip
+    assert json.loads(ok("-o", "json", "diff", "--three-way", "lsm://dots/main",
+                         "lsm://dots/dev")) == three  # fmt: skip
