@@ -994,7 +994,7 @@ class Ref(_Reads):
         return f"Ref({self.repository.name!r}, {self.expression!r})"
 
     def _where(self) -> str:
-        return f"lsm://{self.repository.name}/{self.expression}"
+        return f"{self.repository.name}/{self.expression}"
 
     async def resolve(self) -> ResolvedRef:
         if self._resolved is None:
