@@ -582,3 +582,10 @@ def _read_lakectl_file(p: Path) -> dict[str, str]:
             raise InvalidInputError(f"lakectl configuration {p}: {key} must be a string")
         found[setting] = value
     return found
+
+
+def lakectl_base_uri(environ: Mapping[str, str] | None = None) -> str | None:
+    """lakectl's ``LAKECTL_BASE_URI`` (``lakefs://repo/branch``), against which a
+    command line's relative URIs (``/path``) are read; None when unset."""
+    env = os.environ if environ is None else environ
+    return env.get(LAKECTL_ENV_PREFIX + "BASE_URI") or None

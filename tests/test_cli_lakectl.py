@@ -230,3 +230,16 @@ def test_diff_is_three_dot_with_lakefs_scheme(tmp_path: Path) -> None:
                          "lakefs://dots/dev")) == two  # fmt: skip
     assert json.loads(ok("-o", "json", "diff", "--three-way", "lsm://dots/main",
                          "lsm://dots/dev")) == three  # fmt: skip
+
+
+def test_relative_uris_against_the_base_uri(tmp_path: Path) -> None:
+    env = _env(tmp_path / "home", {"LAKECTL_BASE_URI": "lakefs://based/main"})
+    local = tmp_path / "f.txt"
+    local.write_text("based")
+    assert _lsm(env, "repo", "create", "lakefs://based").returncode == 0
+    up = _lsm(env, "fs", "upload", "/data/f.txt", "-s", str(local))
+    assert up.returncode == 0, up.stderr
+    assert _lsm(env, "fs", "cat", "lakefs://based/main/data/f.txt").stdout == "based"
+    del env["LAKECTL_BASE_URI"]
+    flag = _lsm(env, "--base-uri", "lsm://", "fs", "cat", "based/main/data/f.txt")
+    assert flag.stdout == "based", flag.stderr

@@ -31,6 +31,7 @@ from lsmstore.cli import (
 from lsmstore.cli.exitcodes import ExitCode, exit_code_for
 from lsmstore.cli.output import FORMATS, StdoutClosed
 from lsmstore.cli.runtime import Settings
+from lsmstore.config import lakectl_base_uri
 from lsmstore.errors import LsmError
 
 _debug = False
@@ -74,6 +75,12 @@ _json_errors = False
     help="progress bars on stderr (default: when stderr is a terminal)",
 )
 @click.option("--debug", is_flag=True, envvar="LSMSTORE_DEBUG", help="tracebacks on errors")
+@click.option(
+    "--base-uri",
+    metavar="URI",
+    help="read URI arguments without a scheme against this one (lakectl's; default: "
+    "$LAKECTL_BASE_URI)",
+)
 @click.option("--verbose", is_flag=True, hidden=True)  # lakectl's; errors are already typed
 @click.option("--log-level", hidden=True)  # lakectl's logging flags: accepted, no effect
 @click.option("--log-format", hidden=True)
@@ -89,6 +96,7 @@ def cli(
     no_color: bool,
     progress: bool | None,
     debug: bool,
+    base_uri: str | None,
     verbose: bool,
     log_level: str | None,
     log_format: str | None,
@@ -112,6 +120,7 @@ def cli(
         server=server,
         config=config,
         lakectl_config=lakectl_config,
+        base_uri=base_uri or lakectl_base_uri(),
         output=output,
         debug=debug,
         color=False if no_color else None,

@@ -41,6 +41,8 @@ class Settings:
     lakectl_config: str | None = None
     #: A ``lakefs://`` URI was given: lakectl's configuration wins over ours.
     lakefs_scheme: bool = False
+    #: lakectl's ``--base-uri``: a URI argument without a scheme is read against it.
+    base_uri: str | None = None
     _out: Output | None = None
 
     @property
@@ -122,9 +124,11 @@ class URIType(click.ParamType[LsmURI, Any]):
     ) -> LsmURI:
         if isinstance(value, LsmURI):
             return value
-        if isinstance(value, str) and value.lower().startswith("lakefs://") and ctx:
-            obj = ctx.find_root().obj
-            if isinstance(obj, Settings):
+        obj = ctx.find_root().obj if ctx else None
+        if isinstance(value, str) and isinstance(obj, Settings):
+            if "://" not in value and obj.base_uri:
+                value = join_base_uri(obj.base_uri, value)
+            if value.lower().startswith("lakefs://"):
                 obj.lakefs_scheme = True
         try:
             return parse_uri(value)
@@ -164,6 +168,14 @@ class URIType(click.ParamType[LsmURI, Any]):
 
 
 URI = URIType()
+
+
+def join_base_uri(base: str, relative: str) -> str:
+    """lakectl's ``--base-uri``: ``lakefs://repo/main`` + ``/data/x`` ->
+    ``lakefs://repo/main/data/x`` (one ``/`` between them)."""
+    if base.endswith("://"):
+        return base + relative.lstrip("/")
+    return base.rstrip("/") + "/" + relative.lstrip("/")
 
 
 def confirm(question: str, yes: bool) -> None:
