@@ -553,20 +553,25 @@ def lakectl_settings(
     return found
 
 
+#: The largest lakectl configuration file read (it holds a few keys).
+LAKECTL_FILE_MAX_BYTES = 1 << 20
+
+
 def _read_lakectl_file(p: Path) -> dict[str, str]:
     import yaml
 
     try:
-        text = p.read_text("utf-8")
-        data = yaml.safe_load(text) if len(text) <= 1 << 20 else None
+        with p.open("rb") as f:
+            raw = f.read(LAKECTL_FILE_MAX_BYTES + 1)  # bounded before it is parsed
+        if len(raw) > LAKECTL_FILE_MAX_BYTES:
+            raise InvalidInputError(f"lakectl configuration {p} is larger than 1 MiB")
+        data = yaml.safe_load(raw.decode("utf-8"))
     except FileNotFoundError as e:
         raise InvalidInputError(f"lakectl configuration {p} does not exist") from e
     except OSError as e:
         raise InvalidInputError(f"lakectl configuration {p} cannot be read: {e.strerror}") from e
     except (yaml.YAMLError, UnicodeDecodeError) as e:
         raise InvalidInputError(f"lakectl configuration {p} is not valid YAML: {e}") from e
-    if data is None and len(text) > 1 << 20:
-        raise InvalidInputError(f"lakectl configuration {p} is larger than 1 MiB")
     if data is None:
         return {}
     if not isinstance(data, dict):

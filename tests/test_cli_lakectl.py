@@ -65,6 +65,15 @@ def _env(home: Path, extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
+def _lakectl_variables(server: ServerProcess, endpoint: str) -> dict[str, str]:
+    key_id, secret = server.admin
+    return {
+        "LAKECTL_CREDENTIALS_ACCESS_KEY_ID": key_id,
+        "LAKECTL_CREDENTIALS_SECRET_ACCESS_KEY": secret,
+        "LAKECTL_SERVER_ENDPOINT_URL": endpoint,
+    }
+
+
 def _run_session(work: Path, env: dict[str, str], repo: str) -> subprocess.CompletedProcess[str]:
     script = SESSION.replace("REPO", repo).replace("lakectl ", "lsmstore ")
     work.mkdir(parents=True, exist_ok=True)
@@ -125,15 +134,7 @@ def test_lakectl_session_with_lakectl_variables(
     lsm_server: ServerProcess,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    key_id, secret = lsm_server.admin
-    env = _env(
-        tmp_path / "home",
-        {
-            "LAKECTL_CREDENTIALS_ACCESS_KEY_ID": key_id,
-            "LAKECTL_CREDENTIALS_SECRET_ACCESS_KEY": secret,
-            "LAKECTL_SERVER_ENDPOINT_URL": lsm_server.url,
-        },
-    )
+    env = _env(tmp_path / "home", _lakectl_variables(lsm_server, lsm_server.url))
     p = _run_session(tmp_path / "work", env, "quickstart-env")
     _check_session(p, tmp_path / "work", env, "quickstart-env")
 
@@ -142,13 +143,10 @@ def test_lakectl_configuration_wins_with_lakefs_scheme(
     lsm_server: ServerProcess,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    key_id, secret = lsm_server.admin
     env = _env(
         tmp_path / "home",
         {
-            "LAKECTL_CREDENTIALS_ACCESS_KEY_ID": key_id,
-            "LAKECTL_CREDENTIALS_SECRET_ACCESS_KEY": secret,
-            "LAKECTL_SERVER_ENDPOINT_URL": lsm_server.url + "/api/v1/",
+            **_lakectl_variables(lsm_server, lsm_server.url + "/api/v1/"),
             # ours names a server nobody listens on
             "LSMSTORE_SERVER_URL": "http://127.0.0.1:1",
             "LSMSTORE_ACCESS_KEY_ID": "nobody",

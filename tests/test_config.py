@@ -134,6 +134,9 @@ def test_lakectl_configuration(tmp_path: Path) -> None:
         lakectl_settings(bad, environ={})
     with pytest.raises(InvalidInputError, match="does not exist"):
         lakectl_settings(tmp_path / "missing.yaml", environ={})
+    bad.write_text("# " + "x" * (1 << 20) + "\n")
+    with pytest.raises(InvalidInputError, match="larger than 1 MiB"):
+        lakectl_settings(bad, environ={})
 
 
 def test_user_setting(tmp_path: Path) -> None:
