@@ -1,5 +1,5 @@
-"""Commit, merge, revert and cherry-pick (docs/versioning.md), with the arguments checked once for
-every front end.
+"""Commit, merge, revert and cherry-pick (docs/versioning.md), with the arguments
+checked once for every front end.
 
 A commit holds the branch's shared lock (:mod:`lsmstore.operations.exclusion`) and
 first flushes this process's pending writes to the branch: every write acknowledged
@@ -11,8 +11,8 @@ end reports (the server sends its fields; the remote client rebuilds it from the
 
 Branch protection (:mod:`lsmstore.operations.protection`) is checked at the entry
 of commit, revert and cherry-pick, which write a commit onto the branch; a merge into
-a protected branch is accepted, as lakeFS does.  Pre-commit and pre-merge hooks belong here: each
-operation below is the one entry every front end calls, and would run them at its
+a protected branch is accepted, as lakeFS does.  Pre-commit and pre-merge hooks
+belong here: each operation below is the one entry every front end calls, and would run them at its
 start.
 """
 
@@ -29,9 +29,6 @@ from lsmstore.versioning import merging as _merging
 if TYPE_CHECKING:
     from lsmstore.client import Branch, Repository
 
-#: The committer recorded when a caller names none.
-from lsmstore.versioning.merging import DEFAULT_COMMITTER
-
 
 async def commit(
     branch: Branch,
@@ -46,13 +43,14 @@ async def commit(
     from lsmstore.commit.job import commit_branch
 
     validate.check_str(message, "commit message", empty_ok=True)
-    committer = validate.check_committer(committer) or DEFAULT_COMMITTER
-    metadata = validate.check_metadata(metadata, "commit metadata")
-    validate.check_bool(allow_empty, "allow_empty")
     repo = branch.repository
     await _protection.guard(repo, branch.name, "commit to")
     store = repo.store
     cfg = store.config
+    # the caller's name, else the configured user (LSMSTORE_USER, else the OS user)
+    committer = validate.check_committer(committer) or cfg.user
+    metadata = validate.check_metadata(metadata, "commit metadata")
+    validate.check_bool(allow_empty, "allow_empty")
     async with store.exclusion.shared(repo.name, branch.name):
         await branch.flush()
         try:
@@ -94,7 +92,7 @@ async def merge(
         repo.branch(into).name,
         strategy=strategy,
         message=validate.check_message(message),
-        committer=validate.check_committer(committer) or DEFAULT_COMMITTER,
+        committer=validate.check_committer(committer) or cfg.user,
         metadata=validate.check_metadata(metadata),
         squash=validate.check_bool(squash, "merge squash"),
         max_attempts=cfg.commit_max_attempts,
@@ -125,7 +123,7 @@ async def revert(
         parent=validate.check_int(parent, "revert parent", min_value=1, max_value=2),
         strategy=strategy,
         message=validate.check_message(message),
-        committer=validate.check_committer(committer) or DEFAULT_COMMITTER,
+        committer=validate.check_committer(committer) or cfg.user,
         metadata=validate.check_metadata(metadata),
         max_attempts=cfg.commit_max_attempts,
         backoff_s=cfg.commit_backoff_ms / 1000,
@@ -155,7 +153,7 @@ async def cherry_pick(
         parent=validate.check_int(parent, "cherry-pick parent", min_value=1, max_value=2),
         strategy=strategy,
         message=validate.check_message(message),
-        committer=validate.check_committer(committer) or DEFAULT_COMMITTER,
+        committer=validate.check_committer(committer) or cfg.user,
         metadata=None if metadata is None else validate.check_metadata(metadata),
         max_attempts=cfg.commit_max_attempts,
         backoff_s=cfg.commit_backoff_ms / 1000,
