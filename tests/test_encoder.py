@@ -23,7 +23,7 @@ from lsmstore.objects.entry import (
     encode_value,
 )
 from lsmstore.staging import files
-from lsmstore.staging.encoder import INLINE_RECORDS, Encoder
+from lsmstore.staging.encoder import INLINE_RECORDS, PICKLE_SLICE, THREAD_COLUMNS, Encoder
 from lsmstore.staging.keys import make_record
 from lsmstore.staging.memstore import Memstore, record_bytes, staged_bytes
 from lsmstore.staging.pending import Pending, PendingCall, Staged
@@ -73,6 +73,23 @@ async def test_worker_and_thread_write_the_same_file() -> None:
     assert got == _contents(*in_thread)
     assert got[0] == sorted(records)
     assert got[1][:2] == (len(records), len(records[::7]))
+
+
+async def test_a_large_batch_goes_to_the_worker_in_slices_and_writes_the_same_file() -> None:
+    # past THREAD_COLUMNS the request is built in a thread, each column pickled in
+    # slices of PICKLE_SLICE rows (the last one short)
+    records = _records(THREAD_COLUMNS + 2 * PICKLE_SLICE + 5, seed=3)
+    enc = Encoder(use_process=True, min_records=10)
+    try:
+        await _worker_ready(enc, records[:100])
+        before = enc.batches_in_process
+        in_worker = await enc.encode(records, 0.01)
+        assert enc.batches_in_process == before + 1
+    finally:
+        await enc.aclose()
+    in_thread = await Encoder(use_process=False).encode(records, 0.01)
+    assert _contents(*in_worker) == _contents(*in_thread)
+    assert _contents(*in_worker)[0] == sorted(records)
 
 
 async def test_small_batches_stay_in_threads_and_tiny_ones_on_the_loop() -> None:
