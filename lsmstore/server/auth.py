@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import hashlib
 import hmac
 import secrets
@@ -45,6 +46,7 @@ import orjson
 
 from lsmstore.errors import InvalidInputError, NotFoundError
 from lsmstore.refstore.names import check_repository_name
+from lsmstore.server import sealing
 from lsmstore.server.errors import ApiError
 from lsmstore.server.throttle import AuthThrottle
 
@@ -210,6 +212,10 @@ class Authenticator:
         await self.records.put_record(
             KIND, key_id, Credential(principal, encoded).encode(), if_absent=True
         )
+        # After the credential (a crash in between leaves a key without S3 access, never
+        # a sealed secret overwriting another key's): lsmstore.server.sealing.
+        sealed = sealing.seal(await self._key(), key_id, secret)
+        await self.records.put_record(sealing.KIND, key_id, sealed)
         return principal, secret
 
     async def list_keys(self) -> list[Principal]:
@@ -228,6 +234,23 @@ class Authenticator:
     async def delete_key(self, access_key_id: str) -> None:
         await self.records.delete_record(KIND, access_key_id)
         self._cache.pop(access_key_id, None)
+        with contextlib.suppress(NotFoundError):
+            await self.records.delete_record(sealing.KIND, access_key_id)
+
+    async def signing_secret(self, key_id: str) -> tuple[Principal, str] | None:
+        """The principal and the secret of ``key_id`` for checking a request signature
+        (S3's SigV4 / SigV2), or None for an unknown key or one created before secrets
+        were sealed (:mod:`lsmstore.server.sealing`).  Read from the RefStore each time:
+        a deleted key stops at once."""
+        cred = await self._load(key_id)
+        if cred is None:
+            return None
+        try:
+            sealed = await self.records.get_record(sealing.KIND, key_id)
+        except NotFoundError:
+            return None
+        secret = sealing.unseal(await self._key(), key_id, sealed)
+        return None if secret is None else (cred.principal, secret)
 
     # --- requests --------------------------------------------------------------------
 
