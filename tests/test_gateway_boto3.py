@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -244,3 +245,81 @@ def test_requests_without_s3_auth_stay_with_the_rest_api(server: ServerProcess) 
     r = httpx.get(server.url + "/some-bucket/main/x")
     assert r.status_code == 404
     assert r.headers["content-type"].startswith("application/json")
+
+
+@pytest.mark.parametrize("version", ["s3", "s3v4"])
+def test_presigned_get_and_put_with_expiry(
+    server: ServerProcess, admin: httpx.Client, version: str
+) -> None:
+    """boto3 presigns with SigV2 by default (``s3``), SigV4 when configured."""
+    repo = make_repo(admin)
+    s3 = boto3.client(
+        "s3", endpoint_url=server.url, aws_access_key_id=server.admin[0],
+        aws_secret_access_key=server.admin[1], region_name="us-east-1",
+        config=Config(s3={"addressing_style": "path"}, signature_version=version),
+    )  # fmt: skip
+    put_url = s3.generate_presigned_url(
+        "put_object", Params={"Bucket": repo, "Key": "main/p.txt"}, ExpiresIn=300
+    )
+    assert httpx.put(put_url, content=b"presigned").status_code == 200
+    get_url = s3.generate_presigned_url(
+        "get_object", Params={"Bucket": repo, "Key": "main/p.txt"}, ExpiresIn=300
+    )
+    r = httpx.get(get_url)
+    assert r.status_code == 200 and r.content == b"presigned"
+    tampered = get_url.replace("main%2Fp.txt", "main%2Fq.txt").replace("main/p.txt", "main/q.txt")
+    r = httpx.get(tampered)
+    assert r.status_code == 403 and b"SignatureDoesNotMatch" in r.content
+    old = s3.generate_presigned_url(
+        "get_object", Params={"Bucket": repo, "Key": "main/p.txt"}, ExpiresIn=1
+    )
+    time.sleep(2.5)  # the URL's lifetime passes (not a timing assertion)
+    r = httpx.get(old)
+    assert r.status_code == 403 and b"Request has expired" in r.content
+
+
+def test_copy_object_within_and_across_branches(s3: Any, admin: httpx.Client) -> None:
+    repo = make_repo(admin)
+    assert admin.post(f"/repositories/{repo}/branches",
+                      json={"name": "dev", "source": "main"}).status_code == 201  # fmt: skip
+    s3.put_object(Bucket=repo, Key="main/src", Body=b"payload", ContentType="text/plain",
+                  Metadata={"a": "1"})  # fmt: skip
+    out = s3.copy_object(Bucket=repo, Key="dev/copy", CopySource=f"{repo}/main/src")
+    assert out["CopyObjectResult"]["ETag"] == f'"{hashlib.md5(b"payload").hexdigest()}"'
+    got = s3.get_object(Bucket=repo, Key="dev/copy")
+    assert got["Body"].read() == b"payload" and got["Metadata"] == {"a": "1"}
+    src = admin.get(f"/repositories/{repo}/refs/main/objects/stat", params={"path": "src"})
+    dst = admin.get(f"/repositories/{repo}/refs/dev/objects/stat", params={"path": "copy"})
+    assert src.json()["physical_address"] == dst.json()["physical_address"]  # no data copied
+    source = {"Bucket": repo, "Key": "main/src"}
+    s3.copy_object(Bucket=repo, Key="main/re", CopySource=source, MetadataDirective="REPLACE",
+                   ContentType="x/new", Metadata={"b": "2"})  # fmt: skip
+    head = s3.head_object(Bucket=repo, Key="main/re")
+    assert head["ContentType"] == "x/new" and head["Metadata"] == {"b": "2"}
+    with pytest.raises(ClientError) as e:
+        s3.copy_object(Bucket=repo, Key="main/x", CopySource=f"{repo}/main/absent")
+    assert code_of(e) == "NoSuchKey"
+
+
+def test_sigv2_header_signed_requests(server: ServerProcess, admin: httpx.Client) -> None:
+    repo = make_repo(admin)
+    v2 = boto3.client(
+        "s3", endpoint_url=server.url, aws_access_key_id=server.admin[0],
+        aws_secret_access_key=server.admin[1], region_name="us-east-1",
+        config=Config(s3={"addressing_style": "path"}, signature_version="s3",
+                      request_checksum_calculation="when_required"),
+    )  # fmt: skip
+    v2.put_object(Bucket=repo, Key="main/v2 key", Body=b"old style", Metadata={"m": "x"})
+    assert v2.get_object(Bucket=repo, Key="main/v2 key")["Body"].read() == b"old style"
+    assert [c["Key"] for c in v2.list_objects(Bucket=repo, Prefix="main/")["Contents"]] == [
+        "main/v2 key"
+    ]
+    v2.delete_objects(Bucket=repo, Delete={"Objects": [{"Key": "main/v2 key"}]})
+    wrong = boto3.client(
+        "s3", endpoint_url=server.url, aws_access_key_id=server.admin[0],
+        aws_secret_access_key="wrong-secret", region_name="us-east-1",
+        config=Config(s3={"addressing_style": "path"}, signature_version="s3"),
+    )  # fmt: skip
+    with pytest.raises(ClientError) as e:
+        wrong.list_objects(Bucket=repo)
+    assert code_of(e) == "SignatureDoesNotMatch"

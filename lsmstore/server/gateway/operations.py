@@ -16,6 +16,7 @@ import binascii
 from collections.abc import AsyncIterator
 from email.utils import parsedate_to_datetime
 from typing import Any
+from urllib.parse import unquote
 
 from lsmstore.client import Repository
 from lsmstore.errors import ObjectNotFoundError, RefNotFoundError
@@ -115,7 +116,7 @@ class Operations:
             return await self.get_object(request, repo, key)
         if method == "PUT":
             if "x-amz-copy-source" in request.headers:
-                raise not_implemented("CopyObject")
+                return await self.copy_object(request, repo, key)
             return await self.put_object(request, repo, key)
         if method == "DELETE":
             return await self.delete_object(repo, key)
@@ -340,6 +341,36 @@ class Operations:
             metadata=metadata, if_absent=if_absent,
         )  # fmt: skip
         return Response(200, b"", None, {"ETag": f'"{s.checksum}"'})
+
+    async def copy_object(self, request: Request, repo: Repository, key: str) -> Response:
+        """CopyObject within a repository, from any ref to a branch: the destination links
+        the source's data (no data is copied).  ``x-amz-metadata-directive: REPLACE``
+        takes the content type and user metadata of the request instead of the source's."""
+        ref, path = _split_key(key)
+        h = request.headers
+        source = unquote(h["x-amz-copy-source"].partition("?")[0]).lstrip("/")
+        src_bucket, _, src_key = source.partition("/")
+        if src_bucket != repo.name:
+            raise not_implemented("CopyObject between repositories")
+        src_ref, src_path = _split_key(src_key)
+        branch = await self._branch_of(repo, ref)
+        directive = h.get("x-amz-metadata-directive", "COPY").upper()
+        if directive == "COPY":
+            s = await branch.copy_object(src_path, path, src_ref=src_ref)
+        elif directive == "REPLACE":
+            src = await repo.ref(src_ref).stat_object(src_path)
+            if not src.physical_address:
+                raise not_implemented("REPLACE of the metadata of an inline value")
+            metadata = {k[len(META) :]: v for k, v in h.items() if k.startswith(META)}
+            s = await branch.link(
+                path, src.physical_address, size=src.size, checksum=src.checksum,
+                content_type=h.get("content-type") or src.content_type or None,
+                metadata=metadata,
+            )  # fmt: skip
+        else:
+            raise S3Error("InvalidArgument", f"unknown x-amz-metadata-directive {directive!r}")
+        result = [xml.el("LastModified", xml.iso(s.mtime)), xml.el("ETag", f'"{s.checksum}"')]
+        return _xml(xml.doc("CopyObjectResult", result))
 
     async def delete_object(self, repo: Repository, key: str) -> Response:
         ref, path = _split_key(key)
