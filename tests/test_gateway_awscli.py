@@ -17,12 +17,12 @@ from lsmstore.testing.server_process import ServerProcess
 
 pytestmark = pytest.mark.timeout(300)
 
-#: Below its multipart threshold the CLI sends single PUTs (multipart is not served).
+#: The CLI's default multipart threshold and part size (8 MiB): the big file is sent in
+#: parts.
 CONFIG = """[default]
 region = us-east-1
 s3 =
     addressing_style = path
-    multipart_threshold = 64MB
 """
 
 
@@ -52,7 +52,8 @@ def test_cp_ls_sync_rm(server: ServerProcess, admin: httpx.Client, tmp_path: Pat
     repo = make_repo(admin)
     src = tmp_path / "src"
     (src / "sub").mkdir(parents=True)
-    files = {"a.txt": b"alpha", "sub/b.bin": os.urandom(300_000), "sub/c d.txt": b"spaced"}
+    files = {"a.txt": b"alpha", "sub/b.bin": os.urandom(300_000), "sub/c d.txt": b"spaced",
+             "big.bin": os.urandom(20 * 1024 * 1024)}  # fmt: skip
     for name, data in files.items():
         (src / name).write_bytes(data)
     aws(server, tmp_path, "s3", "cp", str(src / "a.txt"), f"s3://{repo}/main/one/a.txt")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -232,6 +233,9 @@ def test_unsupported_operations_answer_not_implemented(s3: Any, admin: httpx.Cli
         lambda: s3.get_object_tagging(Bucket=repo, Key="main/x"),
         lambda: s3.get_bucket_acl(Bucket=repo),
         lambda: s3.get_bucket_versioning(Bucket=repo),
+        lambda: s3.put_bucket_lifecycle_configuration(
+            Bucket=repo, LifecycleConfiguration={"Rules": []}
+        ),
         lambda: s3.create_bucket(Bucket=unique("newbucket")),
     ]
     for call in calls:
@@ -323,3 +327,64 @@ def test_sigv2_header_signed_requests(server: ServerProcess, admin: httpx.Client
     with pytest.raises(ClientError) as e:
         wrong.list_objects(Bucket=repo)
     assert code_of(e) == "SignatureDoesNotMatch"
+
+
+def test_multipart_upload_copy_list_complete_abort(s3: Any, admin: httpx.Client) -> None:
+    repo = make_repo(admin)
+    part1 = os.urandom(5 * 1024 * 1024)
+    part2 = b"tail bytes"
+    s3.put_object(Bucket=repo, Key="main/source", Body=b"0123456789" * 10)
+    up = s3.create_multipart_upload(Bucket=repo, Key="main/big", ContentType="x/big",
+                                    Metadata={"k": "v"})["UploadId"]  # fmt: skip
+    e1 = s3.upload_part(Bucket=repo, Key="main/big", UploadId=up, PartNumber=1, Body=part1)
+    assert e1["ETag"] == f'"{hashlib.md5(part1).hexdigest()}"'
+    e2 = s3.upload_part(Bucket=repo, Key="main/big", UploadId=up, PartNumber=2, Body=part2)
+    e3 = s3.upload_part_copy(
+        Bucket=repo,
+        Key="main/big",
+        UploadId=up,
+        PartNumber=3,
+        CopySource=f"{repo}/main/source",
+        CopySourceRange="bytes=10-19",
+    )
+    listed = s3.list_parts(Bucket=repo, Key="main/big", UploadId=up)["Parts"]
+    assert [(p["PartNumber"], p["Size"]) for p in listed] == [(1, len(part1)), (2, 10), (3, 10)]
+    uploads = s3.list_multipart_uploads(Bucket=repo)["Uploads"]
+    assert [(u["Key"], u["UploadId"]) for u in uploads] == [("main/big", up)]
+    with pytest.raises(ClientError) as e:  # a part under 5 MiB that is not the last
+        s3.complete_multipart_upload(Bucket=repo, Key="main/big", UploadId=up,
+                                     MultipartUpload={"Parts": [
+                                         {"PartNumber": 2, "ETag": e2["ETag"]},
+                                         {"PartNumber": 3, "ETag": e3["CopyPartResult"]["ETag"]},
+                                     ]})  # fmt: skip
+    assert code_of(e) == "EntityTooSmall"
+    with pytest.raises(ClientError) as e:
+        s3.complete_multipart_upload(Bucket=repo, Key="main/big", UploadId=up,
+                                     MultipartUpload={"Parts": [
+                                         {"PartNumber": 1, "ETag": '"0000"'}]})  # fmt: skip
+    assert code_of(e) == "InvalidPart"
+    done = s3.complete_multipart_upload(Bucket=repo, Key="main/big", UploadId=up,
+                                        MultipartUpload={"Parts": [
+                                            {"PartNumber": 1, "ETag": e1["ETag"]},
+                                            {"PartNumber": 3,
+                                             "ETag": e3["CopyPartResult"]["ETag"]},
+                                        ]})  # fmt: skip
+    whole = part1 + b"0123456789"
+    assert done["ETag"] == f'"{hashlib.md5(whole).hexdigest()}"'
+    got = s3.get_object(Bucket=repo, Key="main/big")
+    assert got["Body"].read() == whole
+    assert got["ContentType"] == "x/big" and got["Metadata"] == {"k": "v"}
+    assert "Uploads" not in s3.list_multipart_uploads(Bucket=repo)
+    with pytest.raises(ClientError) as e:
+        s3.list_parts(Bucket=repo, Key="main/big", UploadId=up)
+    assert code_of(e) == "NoSuchUpload"
+    gone = s3.create_multipart_upload(Bucket=repo, Key="main/never")["UploadId"]
+    s3.upload_part(Bucket=repo, Key="main/never", UploadId=gone, PartNumber=1, Body=b"x")
+    s3.abort_multipart_upload(Bucket=repo, Key="main/never", UploadId=gone)
+    assert "Uploads" not in s3.list_multipart_uploads(Bucket=repo)
+    with pytest.raises(ClientError) as e:
+        s3.head_object(Bucket=repo, Key="main/never")
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+    with pytest.raises(ClientError) as e:
+        s3.create_multipart_upload(Bucket=repo, Key="missing-branch/x")
+    assert code_of(e) == "NoSuchKey"

@@ -23,8 +23,9 @@ from lsmstore.errors import ObjectNotFoundError, RefNotFoundError
 from lsmstore.objects import DEFAULT_CONTENT_TYPE
 from lsmstore.server.auth import Action, Principal
 from lsmstore.server.context import Context
-from lsmstore.server.gateway import payload, xml
+from lsmstore.server.gateway import multipart, payload, xml
 from lsmstore.server.gateway.errors import S3Error, not_implemented, s3_error_of
+from lsmstore.server.gateway.multipart import Multipart
 from lsmstore.server.http import Request, Response
 from lsmstore.server.routes.objects import WHOLE_BODY_BYTES, _range
 from lsmstore.types import ObjectStats
@@ -37,9 +38,9 @@ MAX_DELETE_BODY = 2 * 1024 * 1024
 _UNSUPPORTED = (
     "acl", "tagging", "versioning", "versions", "lifecycle", "policy", "cors", "encryption",
     "website", "logging", "notification", "replication", "accelerate", "requestPayment",
-    "object-lock", "retention", "legal-hold", "torrent", "restore", "select", "uploads",
-    "uploadId", "analytics", "inventory", "metrics", "intelligent-tiering",
-    "ownershipControls", "publicAccessBlock", "attributes",
+    "object-lock", "retention", "legal-hold", "torrent", "restore", "select", "analytics",
+    "inventory", "metrics", "intelligent-tiering", "ownershipControls", "publicAccessBlock",
+    "attributes",
 )  # fmt: skip
 
 
@@ -84,6 +85,7 @@ class Operations:
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
+        self.multipart = Multipart(ctx.store.refstore)
 
     async def dispatch(self, request: Request, who: Principal, bucket: str, key: str) -> Response:
         method = request.method
@@ -107,11 +109,16 @@ class Operations:
                 return _xml(xml.doc("LocationConstraint", []))
             if method == "HEAD":
                 return Response(200, b"", None, {})
+            if method == "GET" and "uploads" in query:
+                uploads = await self.multipart.uploads(repo)
+                return _xml(multipart.uploads_result(repo.name, uploads))
             if method == "GET":
                 return await self.list_objects(request, repo)
             if method == "POST" and "delete" in query:
                 return await self.delete_objects(request, repo)
             raise not_implemented(f"{method} on a bucket (buckets are repositories)")
+        if "uploads" in query or "uploadId" in query:
+            return await self.multipart_operation(request, who, repo, key)
         if method in ("GET", "HEAD"):
             return await self.get_object(request, repo, key)
         if method == "PUT":
@@ -371,6 +378,77 @@ class Operations:
             raise S3Error("InvalidArgument", f"unknown x-amz-metadata-directive {directive!r}")
         result = [xml.el("LastModified", xml.iso(s.mtime)), xml.el("ETag", f'"{s.checksum}"')]
         return _xml(xml.doc("CopyObjectResult", result))
+
+    async def multipart_operation(
+        self, request: Request, who: Principal, repo: Repository, key: str
+    ) -> Response:
+        """Create (POST ?uploads), UploadPart(Copy) (PUT), Complete (POST), Abort
+        (DELETE), ListParts (GET) -- :mod:`lsmstore.server.gateway.multipart`."""
+        ref, path = _split_key(key)
+        method, h, mp = request.method, request.headers, self.multipart
+        if method == "POST" and "uploads" in request.query:
+            branch = await self._branch_of(repo, ref)
+            metadata = {k[len(META) :]: v for k, v in h.items() if k.startswith(META)}
+            ctype = h.get("content-type") or DEFAULT_CONTENT_TYPE
+            uid = await mp.create(who, branch, path, ctype, metadata, self.ctx.store.clock())
+            return _xml(multipart.initiate_result(repo.name, key, uid))
+        upload_id = request.arg("uploadId") or ""
+        doc = await mp.upload(repo, upload_id, ref, path)
+        if method == "PUT":
+            number = multipart.part_number(request)
+            branch = await self._branch_of(repo, ref)
+            limit = self.ctx.config.server_max_object_bytes
+            if "x-amz-copy-source" in h:
+                chunks = await self._copy_source(repo, h)
+                etag = await mp.put_part(repo, branch, upload_id, number, chunks)
+                result = [xml.el("LastModified", xml.iso(self.ctx.store.clock())),
+                          xml.el("ETag", f'"{etag}"')]  # fmt: skip
+                return _xml(xml.doc("CopyPartResult", result))
+            body = multipart.checked_body(request, limit)
+            etag = await mp.put_part(repo, branch, upload_id, number, body)
+            return Response(200, b"", None, {"ETag": f'"{etag}"'})
+        if method == "POST":
+            branch = await self._branch_of(repo, ref)
+            listing = await request.body(multipart.MAX_COMPLETE_BODY)
+            if_absent = h.get("if-none-match", "").strip() == "*"
+            etag = await mp.complete(repo, branch, upload_id, doc, listing, if_absent)
+            return _xml(multipart.complete_result(repo.name, key, etag))
+        if method == "DELETE":
+            await mp.abort(repo, upload_id)
+            return Response(204, b"", None, {})
+        if method == "GET":
+            parts = await mp.parts(upload_id)
+            return _xml(multipart.parts_result(repo.name, key, upload_id, parts))
+        raise not_implemented(f"{method} on a multipart upload")
+
+    async def _copy_source(self, repo: Repository, h: dict[str, str]) -> AsyncIterator[bytes]:
+        """The bytes ``x-amz-copy-source`` (and ``x-amz-copy-source-range``) name."""
+        source = unquote(h["x-amz-copy-source"].partition("?")[0]).lstrip("/")
+        src_bucket, _, src_key = source.partition("/")
+        if src_bucket != repo.name:
+            raise not_implemented("UploadPartCopy between repositories")
+        src_ref, src_path = _split_key(src_key)
+        reader = await repo.ref(src_ref).open(src_path)
+        start, end = 0, reader.stats.size
+        spec = h.get("x-amz-copy-source-range")
+        if spec:
+            try:
+                span = _range(spec, reader.stats.size)
+            except Exception:
+                span = None
+            if span is None:
+                await reader.aclose()
+                raise S3Error("InvalidArgument", f"invalid x-amz-copy-source-range {spec!r}")
+            start, end = span
+
+        async def chunks() -> AsyncIterator[bytes]:
+            try:
+                async for chunk in reader.iter_chunks(start, end - start):
+                    yield chunk
+            finally:
+                await reader.aclose()
+
+        return chunks()
 
     async def delete_object(self, repo: Repository, key: str) -> Response:
         ref, path = _split_key(key)
