@@ -8,9 +8,12 @@ the REST API's router, so ``/`` and the web UI's paths are untouched.  Path styl
 ========================  ===============================================================
 module                    what it owns
 ========================  ===============================================================
-``auth``                  who a request is (SigV4 header or presigned query)
+``auth``                  who a request is (SigV4 / SigV2, header or presigned query)
 ``sigv4``                 the SigV4 canonical request and signature
+``sigv2``                 the SigV2 string to sign and signature
 ``payload``               Content-MD5 and x-amz-content-sha256 checks of a body
+``chunked``               ``aws-chunked`` bodies (signed chunks, unsigned trailers)
+``multipart``             multipart uploads (state in RefStore records)
 ``operations``            every S3 operation, over the library and the operations layer
 ``xml``                   S3's XML answers and the DeleteObjects body
 ``errors``                S3's error codes and the mapping of typed errors onto them
@@ -45,9 +48,9 @@ class Gateway:
         bucket, _, key = unquote(request.path).lstrip("/").partition("/")
         resource = request.path
         try:
-            who, _ = await authenticate(self.ctx.auth, request)
+            who, signer = await authenticate(self.ctx.auth, request)
             request.auth = who
-            return await self.operations.dispatch(request, who, bucket, key)
+            return await self.operations.dispatch(request, who, bucket, key, signer)
         except NotModified as e:
             return Response(304, b"", None, e.headers)
         except Exception as e:

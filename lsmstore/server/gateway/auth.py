@@ -9,7 +9,7 @@ from collections.abc import Callable
 from urllib.parse import parse_qsl
 
 from lsmstore.server.auth import Authenticator, Principal
-from lsmstore.server.gateway import sigv2, sigv4
+from lsmstore.server.gateway import chunked, sigv2, sigv4
 from lsmstore.server.gateway.errors import S3Error
 from lsmstore.server.http import Request
 
@@ -26,8 +26,8 @@ def carries_s3_auth(headers: dict[str, str], raw_query: bytes) -> bool:
 
 async def authenticate(
     auth: Authenticator, request: Request, clock: Callable[[], float] = time.time
-) -> tuple[Principal, sigv4.Signed | None]:
-    """The principal and, for SigV4, the claim (its payload hash and seed signature)."""
+) -> tuple[Principal, chunked.ChunkSigner | None]:
+    """The principal and, for a body of signed ``aws-chunked`` chunks, their signer."""
     scope = request.scope
     headers = request.headers
     raw_query: bytes = scope.get("query_string", b"")
@@ -47,7 +47,11 @@ async def authenticate(
     sigv4.check_time(signed, clock())
     principal, secret = await _secret(auth, signed.key_id)
     sigv4.check(signed, secret, request.method, raw_path, raw_query, headers)
-    return principal, signed
+    if signed.payload_hash != chunked.SIGNED:
+        return principal, None
+    key = sigv4.signing_key(secret, signed.date, signed.region, signed.service)
+    where = f"{signed.date}/{signed.region}/{signed.service}/aws4_request"
+    return principal, chunked.ChunkSigner(key, signed.amz_date, where, signed.signature)
 
 
 async def _secret(auth: Authenticator, key_id: str) -> tuple[Principal, str]:

@@ -34,7 +34,7 @@ from lsmstore.client import Branch, Repository
 from lsmstore.errors import NotFoundError
 from lsmstore.operations.objects import new_data_key
 from lsmstore.server.auth import Principal
-from lsmstore.server.gateway import payload, xml
+from lsmstore.server.gateway import xml
 from lsmstore.server.gateway.errors import S3Error
 from lsmstore.server.http import Request
 
@@ -241,14 +241,3 @@ def uploads_result(bucket: str, uploads: list[tuple[str, dict[str, Any]]]) -> by
     return xml.doc("ListMultipartUploadsResult", [
         xml.el("Bucket", bucket), xml.el("MaxUploads", 1000), xml.el("IsTruncated", False),
         *items])  # fmt: skip
-
-
-async def checked_body(request: Request, limit: int) -> AsyncIterator[bytes]:
-    h = request.headers
-    md5 = payload.expected_md5(h.get("content-md5"))
-    sha = h.get("x-amz-content-sha256", "")
-    stream = request.stream(limit)
-    if payload.needs_check(md5, sha):
-        stream = payload.checked(stream, md5, sha)
-    async for chunk in stream:
-        yield chunk

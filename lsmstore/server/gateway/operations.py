@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 from collections.abc import AsyncIterator
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -23,7 +24,8 @@ from lsmstore.errors import ObjectNotFoundError, RefNotFoundError
 from lsmstore.objects import DEFAULT_CONTENT_TYPE
 from lsmstore.server.auth import Action, Principal
 from lsmstore.server.context import Context
-from lsmstore.server.gateway import multipart, payload, xml
+from lsmstore.server.gateway import chunked, multipart, payload, xml
+from lsmstore.server.gateway.chunked import ChunkSigner
 from lsmstore.server.gateway.errors import S3Error, not_implemented, s3_error_of
 from lsmstore.server.gateway.multipart import Multipart
 from lsmstore.server.http import Request, Response
@@ -87,7 +89,10 @@ class Operations:
         self.ctx = ctx
         self.multipart = Multipart(ctx.store.refstore)
 
-    async def dispatch(self, request: Request, who: Principal, bucket: str, key: str) -> Response:
+    async def dispatch(self, request: Request, who: Principal, bucket: str, key: str,
+                       signer: ChunkSigner | None = None) -> Response:  # fmt: skip
+        """Answer one authenticated request; ``signer`` checks a body of signed
+        ``aws-chunked`` chunks."""
         method = request.method
         query = request.query
         for name in _UNSUPPORTED:
@@ -118,13 +123,13 @@ class Operations:
                 return await self.delete_objects(request, repo)
             raise not_implemented(f"{method} on a bucket (buckets are repositories)")
         if "uploads" in query or "uploadId" in query:
-            return await self.multipart_operation(request, who, repo, key)
+            return await self.multipart_operation(request, who, repo, key, signer)
         if method in ("GET", "HEAD"):
             return await self.get_object(request, repo, key)
         if method == "PUT":
             if "x-amz-copy-source" in request.headers:
                 return await self.copy_object(request, repo, key)
-            return await self.put_object(request, repo, key)
+            return await self.put_object(request, repo, key, signer)
         if method == "DELETE":
             return await self.delete_object(repo, key)
         raise not_implemented(f"{method} on an object")
@@ -321,11 +326,17 @@ class Operations:
                           "(tags and commits are read-only)")  # fmt: skip
         return repo.branch(ref)
 
-    async def put_object(self, request: Request, repo: Repository, key: str) -> Response:
-        ref, path = _split_key(key)
+    async def put_object(
+        self, request: Request, repo: Repository, key: str, signer: ChunkSigner | None
+    ) -> Response:
         h = request.headers
-        if "x-amz-decoded-content-length" in h or h.get("content-encoding", "") == "aws-chunked":
-            raise not_implemented("aws-chunked uploads")
+        ref, sep, rest = key.partition("/")
+        if sep and ref and not rest and h.get("content-length", "0") == "0":
+            # A directory marker for a branch's root (tools create "<ref>/" before
+            # writing under it): the root always exists, nothing is written.
+            await self._branch_of(repo, ref)
+            return Response(200, b"", None, {"ETag": f'"{hashlib.md5(b"").hexdigest()}"'})
+        ref, path = _split_key(key)
         if_absent = h.get("if-none-match", "").strip() == "*"
         metadata = {k[len(META) :]: v for k, v in h.items() if k.startswith(META) and k != META}
         md5 = payload.expected_md5(h.get("content-md5"))
@@ -336,13 +347,13 @@ class Operations:
         if declared is not None and declared.isdigit() and int(declared) > limit:
             raise S3Error("EntityTooLarge", f"objects are at most {limit} bytes")
         data: bytes | AsyncIterator[bytes]
-        if declared is not None and declared.isdigit() and int(declared) <= WHOLE_BODY_BYTES:
+        if chunked.is_streaming(sha):
+            data = body_stream(request, limit, signer)
+        elif declared is not None and declared.isdigit() and int(declared) <= WHOLE_BODY_BYTES:
             data = await request.body(limit)
             payload.verify(data, md5, sha)
         else:
-            data = request.stream(limit)
-            if payload.needs_check(md5, sha):
-                data = payload.checked(data, md5, sha)
+            data = body_stream(request, limit, None)
         s = await branch.upload(
             path, data, content_type=h.get("content-type") or DEFAULT_CONTENT_TYPE,
             metadata=metadata, if_absent=if_absent,
@@ -380,7 +391,12 @@ class Operations:
         return _xml(xml.doc("CopyObjectResult", result))
 
     async def multipart_operation(
-        self, request: Request, who: Principal, repo: Repository, key: str
+        self,
+        request: Request,
+        who: Principal,
+        repo: Repository,
+        key: str,
+        signer: ChunkSigner | None,
     ) -> Response:
         """Create (POST ?uploads), UploadPart(Copy) (PUT), Complete (POST), Abort
         (DELETE), ListParts (GET) -- :mod:`lsmstore.server.gateway.multipart`."""
@@ -404,7 +420,7 @@ class Operations:
                 result = [xml.el("LastModified", xml.iso(self.ctx.store.clock())),
                           xml.el("ETag", f'"{etag}"')]  # fmt: skip
                 return _xml(xml.doc("CopyPartResult", result))
-            body = multipart.checked_body(request, limit)
+            body = body_stream(request, limit, signer)
             etag = await mp.put_part(repo, branch, upload_id, number, body)
             return Response(200, b"", None, {"ETag": f'"{etag}"'})
         if method == "POST":
@@ -483,6 +499,21 @@ class Operations:
             done.extend(k for k, _ in items)
         parts = [] if quiet else ["<Deleted>" + xml.el("Key", k) + "</Deleted>" for k in done]
         return _xml(xml.doc("DeleteResult", parts + errors))
+
+
+def body_stream(request: Request, limit: int, signer: ChunkSigner | None) -> AsyncIterator[bytes]:
+    """The body's data: ``aws-chunked`` decoded, Content-MD5 and a hex
+    x-amz-content-sha256 checked as it streams."""
+    h = request.headers
+    md5 = payload.expected_md5(h.get("content-md5"))
+    sha = h.get("x-amz-content-sha256", "")
+    stream = request.stream(limit)
+    if chunked.is_streaming(sha):
+        stream = chunked.decode(stream, sha, signer)
+        sha = ""
+    if payload.needs_check(md5, sha):
+        stream = payload.checked(stream, md5, sha)
+    return stream
 
 
 def _delete_error(key: str, code: str, message: str) -> str:
