@@ -1,11 +1,12 @@
 """Dataframe tools through the S3 gateway of a real server: pyarrow's S3FileSystem
-(its C++ AWS SDK) writing and reading a partitioned dataset, and pandas over it."""
+(its C++ AWS SDK) writing and reading a partitioned dataset, and pandas through s3fs."""
 
 from __future__ import annotations
 
 from urllib.parse import urlparse
 
 import httpx
+import pandas as pd
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
@@ -45,3 +46,21 @@ def test_pyarrow_partitioned_dataset(server: ServerProcess, admin: httpx.Client)
     pq.write_table(table, f"{repo}/main/single.parquet", filesystem=fs)
     frame = pq.read_table(f"{repo}/main/single.parquet", filesystem=fs).to_pandas()
     assert frame["v"].sum() == 15.0
+
+
+def test_pandas_through_s3fs(server: ServerProcess, admin: httpx.Client) -> None:
+    repo = make_repo(admin)
+    opts = {"key": server.admin[0], "secret": server.admin[1],
+            "client_kwargs": {"endpoint_url": server.url, "region_name": "us-east-1"},
+            "config_kwargs": {"s3": {"addressing_style": "path"}}}  # fmt: skip
+    frame = pd.DataFrame({"part": ["a", "a", "b"], "n": [1, 2, 3]})
+    frame.to_parquet(f"s3://{repo}/main/t.parquet", storage_options=opts)
+    back = pd.read_parquet(f"s3://{repo}/main/t.parquet", storage_options=opts)
+    assert back.equals(frame)
+    frame.to_parquet(f"s3://{repo}/main/parts", partition_cols=["part"], storage_options=opts)
+    parts = pd.read_parquet(f"s3://{repo}/main/parts", storage_options=opts)
+    assert sorted(parts["n"].tolist()) == [1, 2, 3]
+    assert sorted(parts["part"].astype(str).unique()) == ["a", "b"]
+    csv = f"s3://{repo}/main/t.csv"
+    frame.to_csv(csv, index=False, storage_options=opts)
+    assert pd.read_csv(csv, storage_options=opts).equals(frame)
