@@ -1,5 +1,5 @@
 """Dataframe tools through the S3 gateway of a real server: pyarrow's S3FileSystem
-(its C++ AWS SDK) writing and reading a partitioned dataset, and pandas through s3fs."""
+(its C++ AWS SDK) writing and reading a partitioned dataset, pandas through s3fs, Polars."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from urllib.parse import urlparse
 
 import httpx
 import pandas as pd
+import polars as pl
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
@@ -64,3 +65,16 @@ def test_pandas_through_s3fs(server: ServerProcess, admin: httpx.Client) -> None
     csv = f"s3://{repo}/main/t.csv"
     frame.to_csv(csv, index=False, storage_options=opts)
     assert pd.read_csv(csv, storage_options=opts).equals(frame)
+
+
+def test_polars_with_storage_options(server: ServerProcess, admin: httpx.Client) -> None:
+    repo = make_repo(admin)
+    opts = {"aws_access_key_id": server.admin[0], "aws_secret_access_key": server.admin[1],
+            "aws_region": "us-east-1", "aws_endpoint_url": server.url,
+            "aws_allow_http": "true", "aws_virtual_hosted_style_request": "false"}  # fmt: skip
+    frame = pl.DataFrame({"k": ["x", "y", "z"], "v": [1, 2, 3]})
+    frame.write_parquet(f"s3://{repo}/main/pl/t.parquet", storage_options=opts)
+    back = pl.read_parquet(f"s3://{repo}/main/pl/t.parquet", storage_options=opts)
+    assert back.equals(frame)
+    lazy = pl.scan_parquet(f"s3://{repo}/main/pl/*.parquet", storage_options=opts)
+    assert lazy.filter(pl.col("v") > 1).collect()["k"].to_list() == ["y", "z"]
