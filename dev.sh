@@ -28,12 +28,14 @@ ensure_venv() {  # $1 = extras ("" | "dev" | "dev,bench")
 }
 
 ensure_debs() {  # Debian packages the tests talk to: a real redis-server, RocksDB's sst_dump,
-  # a Java runtime for Spark (local mode and a loopback standalone cluster)
+  # a Java runtime for Spark (local mode and a loopback standalone cluster), a headless
+  # chromium for the web UI's browser tests (driven by playwright, no browser download)
   local missing=()
   command -v redis-server >/dev/null || missing+=(redis-server)
   command -v sst_dump >/dev/null || missing+=(rocksdb-tools)
   command -v java >/dev/null || missing+=(openjdk-17-jre-headless)
   command -v rclone >/dev/null || missing+=(rclone)  # an S3 client of the gateway's tests
+  command -v chromium >/dev/null || missing+=(chromium)
   [ ${#missing[@]} -eq 0 ] && return 0
   local sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo -n"

@@ -31,13 +31,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-from lsmstore import refexpr, validate
+from lsmstore import namespace, refexpr, validate
 from lsmstore.cache import FileCache
 from lsmstore.config import Config, load_config
 from lsmstore.errors import (
@@ -54,6 +55,7 @@ from lsmstore.gcfreeze import freeze_startup_state
 from lsmstore.graveler.range_encoder import shared_range_encoder
 from lsmstore.graveler.record import Record
 from lsmstore.graveler.source import CachedSource, RangeSource
+from lsmstore.objects.addresses import ALLOWED_EXTERNAL_PREFIXES_KEY, parse_allowed_prefixes
 from lsmstore.objects.api import ObjectReads
 from lsmstore.operations import batch as _batch
 from lsmstore.operations import branches as _branches
@@ -65,7 +67,7 @@ from lsmstore.operations.objects import ObjectWrites
 from lsmstore.refstore.base import Ref as RefValue
 from lsmstore.refstore.base import RefStore, Workspace
 from lsmstore.refstore.base import Repository as RepositoryInfo
-from lsmstore.refstore.names import check_ref_name
+from lsmstore.refstore.names import check_ref_name, check_repository_name
 from lsmstore.refstore.url import open_refstore
 from lsmstore.staging.encoder import Encoder
 from lsmstore.staging.keys import check_key, encode_opt, make_put_records, make_record
@@ -74,6 +76,7 @@ from lsmstore.staging.refcache import RefCache
 from lsmstore.staging.writer import BranchWriter, WriterStats
 from lsmstore.storage.base import ObjectStore
 from lsmstore.storage.url import open_object_store
+from lsmstore.tasks import retrieve_exception
 from lsmstore.types import Change, Commit, Entry, LogEntry, MergeResult, Stat, Strategy
 from lsmstore.versioning import changes as _changes
 from lsmstore.versioning import history as _history
@@ -118,8 +121,11 @@ def connect(
     (else ``$LSMSTORE_CONFIG``); ``settings`` override any setting by name
     (:class:`lsmstore.config.Config`).  Precedence: arguments > ``LSMSTORE_*``
     variables > file > defaults.  No I/O happens until first use.  Both kinds of
-    store offer the same API (:mod:`lsmstore.api`).
+    store offer the same API (:mod:`lsmstore.api`).  A ``refstore`` that is not a
+    string raises InvalidInputError.
     """
+    if refstore is not None:
+        validate.check_str(refstore, "refstore URL", empty_ok=True)
     if refstore is not None and refstore.lower().startswith(("http://", "https://")):
         settings["server_url"], refstore = refstore, None
     cfg = load_config(refstore, config=config, **settings)
@@ -159,6 +165,7 @@ class Store:
         cache: FileCacheLike | None = None,
         open_objects: Callable[[str], ObjectStore] = open_object_store,
         clock: Callable[[], float] = time.time,
+        token: Callable[[int], str] = secrets.token_hex,
     ) -> None:
         """``refstore``, ``cache`` and ``open_objects`` (storage namespace URL -> store)
         replace the parts the configuration would open; tests use them to inject
@@ -177,10 +184,12 @@ class Store:
         self.clock = clock
         #: The per-branch locks the operations layer takes (lsmstore.operations.exclusion).
         self.exclusion = BranchLocks()
+        self._token = token  # randomness of repository ids
         self._open_objects = open_objects
         self._objects: dict[str, ObjectStore] = {}
-        self._writers: dict[tuple[str, str], BranchWriter] = {}
-        self._views: dict[tuple[str, str], BranchView] = {}
+        #: Keyed by (repository name, repository id, branch).
+        self._writers: dict[tuple[str, str, str], BranchWriter] = {}
+        self._views: dict[tuple[str, str, str], BranchView] = {}
         self._repos: dict[str, Repository] = {}
         self._jobs: dict[tuple[str, str, str], asyncio.Task[None]] = {}
         self._append_listeners: list[AppendListener] = []
@@ -208,46 +217,67 @@ class Store:
         ``metadata`` is kept with the repository; the key
         ``lsmstore.allowed_external_prefixes`` lists URI prefixes outside the storage
         namespace that ``Branch.link`` may point at (docs/client.md, "Objects API").
-        RefExistsError if the name is taken; InvalidNameError/InvalidURLError/
+        RefExistsError if the name is taken, NamespaceInUseError if the namespace is
+        (docs/security.md, "Namespaces, ownership and deletion"); InvalidNameError/InvalidURLError/
         InvalidInputError for bad names, namespaces or metadata (checked before
         anything is written).
         """
         self._check_open()
-        return await _repositories.create(
-            self, name, storage_namespace=storage_namespace, default_branch=default_branch,
-            metadata=metadata,
-        )  # fmt: skip
+        check_repository_name(name)
+        check_ref_name(default_branch)
+        validate.check_url_text(storage_namespace, "storage namespace", InvalidURLError)
+        md = validate.check_metadata(metadata, "repository metadata")
+        parse_allowed_prefixes(
+            md.get(ALLOWED_EXTERNAL_PREFIXES_KEY), storage_namespace.partition("://")[0].lower()
+        )
+        location = namespace.resolve(storage_namespace, self.config.home)
+        created = self.clock()
+        info = RepositoryInfo(
+            name,
+            storage_namespace,
+            default_branch,
+            created_at=created,
+            metadata=md,
+            uid=namespace.new_uid(self._token),
+            location=location,
+        )
+        return await _repositories.create(self, info)
 
     async def get_repository(self, name: str) -> Repository:
         """RepositoryNotFoundError if there is none."""
         self._check_open()
         info = await self.refstore.get_repository(name)
-        return self.repository(info)
+        return self._repository(info)
 
     async def list_repositories(
         self, *, after: str | None = None, limit: int = 1000
     ) -> list[Repository]:
         self._check_open()
         infos = await self.refstore.list_repositories(after=after, limit=limit)
-        return [self.repository(i) for i in infos]
+        return [self._repository(i, reachable=False) for i in infos]
 
     async def delete_repository(self, name: str) -> None:
         """Forget the repository and its refs (objects stay until garbage collection).
-        Pending writes to it are flushed first."""
+        Pending writes to it are flushed first.  Its namespace's ownership marker is
+        marked released first (a new repository may then take the namespace)."""
         self._check_open()
         for job in [k for k in self._jobs if k[0] == name]:
             await self.stop_job(*job)
         for key in [k for k in self._writers if k[0] == name]:
             await self._writers.pop(key).aclose()
-        await self.refstore.delete_repository(name)
+        await _repositories.delete(self, await self.refstore.get_repository(name))
         self._repos.pop(name, None)
         for key in [k for k in self._views if k[0] == name]:
             del self._views[key]
 
-    def repository(self, info: RepositoryInfo) -> Repository:
-        """The handle of the repository ``info`` records (one per record, cached; no I/O)."""
+    def _repository(self, info: RepositoryInfo, *, reachable: bool = True) -> Repository:
+        """The handle of ``info`` (kept while the record is unchanged).  ``reachable``:
+        UnavailableError if its recorded ``local://`` directory is not there (another
+        machine's); listings skip the check."""
         repo = self._repos.get(info.name)
         if repo is None or repo.info != info:
+            if reachable:
+                namespace.reachable_location(info)
             repo = self._repos[info.name] = Repository(self, info)
         return repo
 
@@ -262,13 +292,26 @@ class Store:
             store = self._objects[storage_namespace] = self._open_objects(storage_namespace)
         return store
 
+    def open_objects(self, url: str) -> ObjectStore:
+        """A new object store of ``url``, not shared: the caller closes it."""
+        self._check_open()
+        return self._open_objects(url)
+
     def writer(self, repo: Repository, branch: str) -> BranchWriter:
-        """The one writer of ``repo``/``branch`` in this process (created on first use)."""
-        key = (repo.name, branch)
+        """The one writer of ``repo``/``branch`` in this process (created on first use).
+
+        Writers (and views) are keyed by the repository's id, never only its name: a
+        repository deleted and re-created meanwhile gets new ones, and a writer of the
+        old one is closed (its appends are refused by the RefStore)."""
+        key = (repo.name, namespace.owner_id(repo.info), branch)
         w = self._writers.get(key)
         if w is None:
             self._check_open()
             check_ref_name(branch)
+            for stale in [k for k in self._writers if k[0] == repo.name and k[2] == branch]:
+                old = self._writers.pop(stale)
+                task = asyncio.ensure_future(old.aclose())
+                task.add_done_callback(retrieve_exception)
             if self.config.gc_freeze != "off":
                 freeze_startup_state()
             w = self._writers[key] = BranchWriter(
@@ -280,14 +323,17 @@ class Store:
                 clock=self.clock,
                 on_append=lambda ref: self._appended(repo.name, branch, ref),
                 encoder=self.encoder,
+                repository_id=repo.info.uid,
             )
         return w
 
     def view(self, repo: Repository, branch: str) -> BranchView:
-        key = (repo.name, branch)
+        key = (repo.name, namespace.owner_id(repo.info), branch)
         v = self._views.get(key)
         if v is None:
             check_ref_name(branch)
+            for stale in [k for k in self._views if k[0] == repo.name and k[2] == branch]:
+                del self._views[stale]
             v = self._views[key] = BranchView(repo.name, branch, repo.files, self.refs)
         return v
 
@@ -322,12 +368,12 @@ class Store:
     def notify_l1_changed(self, repo: str, branch: str) -> None:
         """Tell this process's writer of ``repo``/``branch`` that its L1 list shrank
         (after a compaction or commit), waking it if it stalls at the hard limit."""
-        w = self._writers.get((repo, branch))
-        if w is not None:
-            w.l1_changed()
+        for key, w in list(self._writers.items()):
+            if key[0] == repo and key[2] == branch:
+                w.l1_changed()
 
     def writer_stats(self) -> dict[tuple[str, str], WriterStats]:
-        return {k: w.stats for k, w in self._writers.items()}
+        return {(k[0], k[2]): w.stats for k, w in self._writers.items()}
 
     # --- life cycle ----------------------------------------------------------------------
 
@@ -407,7 +453,7 @@ class Repository:
         self.storage_namespace = info.storage_namespace
         self.default_branch = info.default_branch
         self.refstore = store.refstore
-        self.objects = store.objects(info.storage_namespace)
+        self.objects = store.objects(namespace.location_of(info))
         self.cache = store.cache
         self.source: RangeSource = CachedSource(self.objects, self.cache)
         self.files = Files(self.objects, self.cache, self.source, store.sidecars)
@@ -772,7 +818,8 @@ class Branch(_Reads, ObjectWrites):
 
     async def flush(self) -> None:
         """Wait until every write this process staged on the branch has its outcome."""
-        w = self._store._writers.get((self.repository.name, self.name))
+        repo = self.repository
+        w = self._store._writers.get((repo.name, namespace.owner_id(repo.info), self.name))
         if w is not None:
             await w.flush()
 

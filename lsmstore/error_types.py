@@ -25,6 +25,7 @@ from lsmstore.errors import (
     MergeConflictError,
     NotFoundError,
     NothingToCommitError,
+    NotOwnerError,
     ObjectExistsError,
     ObjectNotFoundError,
     PermissionDeniedError,
@@ -39,8 +40,9 @@ STATUS: tuple[tuple[type[LsmError], int], ...] = (
     (MergeConflictError, 409),
     (ObjectExistsError, 412),  # a create-only write (lakeFS's If-None-Match: *)
     (PreconditionFailedError, 412),
-    (AlreadyExistsError, 409),
+    (AlreadyExistsError, 409),  # NamespaceInUseError too
     (ConflictError, 409),
+    (NotOwnerError, 409),
     (ObjectNotFoundError, 404),
     (NotFoundError, 404),
     (NothingToCommitError, 400),

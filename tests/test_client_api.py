@@ -384,6 +384,10 @@ async def test_same_typed_errors(target: Target) -> None:
         await target.store.create_repository(
             repo.name, storage_namespace=target.namespace(repo.name)
         )
+    with pytest.raises(lsmstore.NamespaceInUseError):
+        await target.store.create_repository(
+            repo.name + "-in", storage_namespace=target.namespace(repo.name)
+        )
     main = repo.branch()
     with pytest.raises(NotFoundError):
         await main.get("missing")

@@ -80,6 +80,13 @@ class Env:
         """Whether the store is a remote client of a server."""
         return self._objects is not None
 
+    def base(self, repo: Any) -> str:
+        """The namespace as physical addresses show it (no trailing slash): a server's
+        ``local://`` namespace as named, else the object store's URL."""
+        if self.remote:
+            return str(repo.storage_namespace).rstrip("/")
+        return self.objects(repo).url.rstrip("/")
+
     def objects(self, repo: Any) -> ObjectStore:
         return repo.objects if self._objects is None else self._objects(repo)
 
@@ -95,7 +102,7 @@ class Env:
         """A fresh address under the namespace's ``data/`` (``new_physical_address``)."""
         if self._objects is None:
             return str(branch.new_physical_address())
-        base = self.objects(branch.repository).url.rstrip("/")
+        base = self.base(branch.repository)
         return f"{base}/data/{uuid.uuid4().hex}"
 
 
@@ -200,7 +207,7 @@ async def test_upload_every_kind_of_source(env: Env, tmp_path: Path) -> None:
         assert (stats.path, stats.path_type, stats.size) == (f"src/{name}", "object", len(expected))
         assert stats.checksum == md5(expected)
         assert stats.content_type == "application/octet-stream" and stats.metadata == {}
-        assert stats.physical_address.startswith(env.objects(repo).url.rstrip("/") + "/data/")
+        assert stats.physical_address.startswith(env.base(repo) + "/data/")
         assert await main.stat_object(f"src/{name}") == stats
         async with await main.open(f"src/{name}") as reader:
             assert reader.size == len(expected)
@@ -297,7 +304,7 @@ async def test_link_inside_the_namespace(env: Env) -> None:
     repo = await env.repo()
     main = repo.branch()
     address = env.new_address(main)
-    key = address[len(env.objects(repo).url.rstrip("/")) + 1 :]
+    key = address[len(env.base(repo)) + 1 :]
     assert key.startswith("data/")
     await env.objects(repo).put(key, b"written by a client")
     stats = await main.link("l/x", address, size=19, checksum='  "etag-1" ', verify=True)
@@ -305,7 +312,7 @@ async def test_link_inside_the_namespace(env: Env) -> None:
     assert await (await main.open("l/x")).read() == b"written by a client"
     # elsewhere in the namespace (not data/): stored as a full address, still readable
     await env.objects(repo).put("imports/y", b"imported")
-    other = env.objects(repo).url.rstrip("/") + "/imports/y"
+    other = env.base(repo) + "/imports/y"
     st = await main.link("l/y", other, size=8, checksum="e", mtime=1234, metadata={"m": "1"})
     assert (st.physical_address, st.mtime, st.metadata) == (other, 1234, {"m": "1"})
     assert await (await main.open("l/y")).read() == b"imported"
@@ -314,7 +321,7 @@ async def test_link_inside_the_namespace(env: Env) -> None:
 async def test_link_checks_addresses_and_sizes(env: Env) -> None:
     repo = await env.repo()
     main = repo.branch()
-    base = env.objects(repo).url.rstrip("/")
+    base = env.base(repo)
     await env.objects(repo).put("data/present", b"12345")
     head = await main.head()
     bad_addresses = [
@@ -388,7 +395,7 @@ async def test_a_forged_entry_reads_nothing_outside_its_places(env: Env) -> None
 async def test_link_many(env: Env) -> None:
     repo = await env.repo()
     main = repo.branch()
-    base = env.objects(repo).url.rstrip("/")
+    base = env.base(repo)
     links = [
         ObjectLink(f"part/{i:04d}", f"{base}/data/f{i}", i, f"etag{i}", metadata={"i": str(i)})
         for i in range(500)
@@ -429,7 +436,7 @@ async def test_a_bad_link_in_a_large_call_stages_nothing(env: Env) -> None:
     the same call without it stages every link, with the entry encode_value makes."""
     repo = await env.repo()
     main = repo.branch()
-    base = env.objects(repo).url.rstrip("/")
+    base = env.base(repo)
     etag = "d41d8cd98f00b204e9800998ecf8427e"
     good: list[Any] = [
         (f"big/{i:05d}", f"{base}/data/big-{i:05d}", 4096 + i, etag) for i in range(3000)
@@ -527,7 +534,7 @@ async def test_link_many_entries_equal_single_links(env: Env) -> None:
     """Every kind of link gives the same entry through link_many as through link."""
     repo = await env.repo()
     main = repo.branch()
-    base = env.objects(repo).url.rstrip("/")
+    base = env.base(repo)
     await env.objects(repo).put("elsewhere/x", b"x")
     variants: list[dict[str, object]] = [
         {},
@@ -564,7 +571,7 @@ async def test_link_many_entries_are_made_off_the_loop_and_read_exactly(
     finds exactly the bytes and identity encode_value gives."""
     repo = await env.repo()
     main = repo.branch()
-    base = env.objects(repo).url.rstrip("/")
+    base = env.base(repo)
     encoder = env.store.encoder
     encoding, release = asyncio.Event(), asyncio.Event()
     real = encoder.encode_split
@@ -609,7 +616,7 @@ async def test_link_many_under_a_small_value_bound(env: Env, tmp_path: Path) -> 
     """Where max_value_bytes is below the largest possible entry, link_many encodes
     on the caller's side and refuses an entry over the bound before staging any."""
     repo = await env.repo()
-    base = env.objects(repo).url.rstrip("/")
+    base = env.base(repo)
     async with small_values(env, tmp_path, 512) as small:
         branch = (await small.get_repository(repo.name)).branch()
         ok = ObjectLink("ok", f"{base}/data/ok", 1, "e")
@@ -688,7 +695,7 @@ async def candidates(env: Env, repo: Any) -> list[tuple[str, str, str]]:
 async def test_replaced_uncommitted_data_is_recorded_never_deleted(env: Env) -> None:
     repo = await env.repo()
     main = repo.branch()
-    base = len(env.objects(repo).url.rstrip("/")) + 1
+    base = len(env.base(repo)) + 1
     key1 = (await main.upload("p", b"v1")).physical_address[base:]
     key2 = (await main.upload("p", b"v2")).physical_address[base:]  # replaces a staged entry
     assert await candidates(env, repo) == [("overwritten", "p", key1)]
@@ -907,7 +914,7 @@ async def test_entries_written_by_lakefs_read_back(env: Env) -> None:
     repo = await env.repo()
     main = repo.branch()
     await env.objects(repo).put("data/old", b"old bytes")
-    base = env.objects(repo).url.rstrip("/")
+    base = env.base(repo)
     entries = {
         "relative-by-prefix": ObjectEntry("data/old", AddressType.BY_PREFIX_DEPRECATED, 9, "e", 7),
         "full-by-prefix": ObjectEntry(
@@ -930,7 +937,7 @@ async def test_link_calls_take_their_own_time(env: Env) -> None:
     """Each call's links get that call's time, though the stager's rules are cached."""
     repo = await env.repo()
     main = repo.branch()
-    base = env.objects(repo).url.rstrip("/")
+    base = env.base(repo)
     store = repo.store
     real = store.clock
     try:

@@ -68,7 +68,9 @@ def _stats_of(path: str, data: bytes, identity: bytes, ns: Namespace) -> ObjectS
     address = msg.address
     atype = msg.address_type
     if atype == 1 or (atype == 0 and "://" not in address):
-        address = ns.base + address
+        address = ns.public + address
+    else:
+        address = ns.shown(address)
     md = msg.metadata
     return ObjectStats(
         path,

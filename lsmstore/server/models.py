@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from lsmstore.client import Repository
+from lsmstore.config import Config
 from lsmstore.errors import LsmError
 from lsmstore.objects.entry import decode_entry
 from lsmstore.refstore.base import Ref
@@ -98,7 +99,7 @@ def diff_prefix(path: str) -> dict[str, Any]:
     return {"type": "prefix_changed", "path": path, "path_type": "common_prefix"}
 
 
-def config() -> dict[str, Any]:
+def config(settings: Config) -> dict[str, Any]:
     return {
         "version_config": {
             "version": LAKEFS_VERSION,
@@ -107,18 +108,22 @@ def config() -> dict[str, Any]:
             "upgrade_recommended": False,
             "upgrade_url": "",
         },
-        "storage_config": storage_config(),
+        "storage_config": storage_config(settings),
         "storage_config_list": [],
         "capabilities_config": {},
         "ui_config": {},
     }
 
 
-def storage_config() -> dict[str, Any]:
+def storage_config(settings: Config) -> dict[str, Any]:
+    """What the API accepts as a storage namespace (repositories.check_api_namespace):
+    ``local://`` (the default kind: a directory of the server) and ``s3://``, ``mem://``
+    only when the server allows it."""
+    schemes = "local|s3|mem" if settings.server_mem_namespaces == "on" else "local|s3"
     return {
-        "blockstore_type": "s3",
-        "blockstore_namespace_example": "s3://bucket/prefix",
-        "blockstore_namespace_ValidityRegex": "^(s3|file|mem)://",
+        "blockstore_type": "local",
+        "blockstore_namespace_example": "local://my-repository",
+        "blockstore_namespace_ValidityRegex": f"^({schemes})://",
         "default_namespace_prefix": "",
         "pre_sign_support": False,
         "pre_sign_support_ui": False,
