@@ -3,7 +3,8 @@
 A request outside ``/api/`` that carries S3 authentication comes here
 (:func:`~lsmstore.server.gateway.auth.carries_s3_auth`); every other request goes to
 the REST API's router, so ``/`` and the web UI's paths are untouched.  Path style:
-``/<bucket>/<key>`` with bucket = repository and key = ``<ref>/<path>``.
+``/<bucket>/<key>`` with bucket = repository and key = ``<ref>/<path>``; virtual-host
+style (``Host: <bucket>.<server_s3_domain>``) when a domain is configured.
 
 ========================  ===============================================================
 module                    what it owns
@@ -37,6 +38,16 @@ __all__ = ["Gateway", "carries_s3_auth"]
 log = logging.getLogger("lsmstore.server.gateway")
 
 
+def virtual_host_bucket(host: str, domain: str) -> str:
+    """The bucket a ``Host`` of ``<bucket>.<domain>[:port]`` names; "" for path style."""
+    if not domain:
+        return ""
+    name = host.rpartition(":")[0] if host.count(":") == 1 else host
+    suffix = "." + domain.lower()
+    name = name.lower()
+    return name[: -len(suffix)] if name.endswith(suffix) and len(name) > len(suffix) else ""
+
+
 class Gateway:
     """Answers one S3 request (module docstring); never raises."""
 
@@ -45,10 +56,19 @@ class Gateway:
         self.operations = Operations(ctx)
 
     async def handle(self, request: Request) -> Response:
-        bucket, _, key = unquote(request.path).lstrip("/").partition("/")
+        path = unquote(request.path)
+        vhost = virtual_host_bucket(
+            request.headers.get("host", ""), self.ctx.config.server_s3_domain
+        )
+        if vhost:
+            bucket, key = vhost, path.lstrip("/")
+        else:
+            bucket, _, key = path.lstrip("/").partition("/")
         resource = request.path
         try:
-            who, signer = await authenticate(self.ctx.auth, request)
+            who, signer = await authenticate(
+                self.ctx.auth, request, vhost, clock=self.ctx.store.clock
+            )
             request.auth = who
             return await self.operations.dispatch(request, who, bucket, key, signer)
         except NotModified as e:

@@ -25,9 +25,13 @@ def carries_s3_auth(headers: dict[str, str], raw_query: bytes) -> bool:
 
 
 async def authenticate(
-    auth: Authenticator, request: Request, clock: Callable[[], float] = time.time
+    auth: Authenticator,
+    request: Request,
+    vhost: str = "",
+    clock: Callable[[], float] = time.time,
 ) -> tuple[Principal, chunked.ChunkSigner | None]:
-    """The principal and, for a body of signed ``aws-chunked`` chunks, their signer."""
+    """The principal and, for a body of signed ``aws-chunked`` chunks, their signer.
+    ``vhost``: the bucket the Host header named (SigV2 signs it as part of the path)."""
     scope = request.scope
     headers = request.headers
     raw_query: bytes = scope.get("query_string", b"")
@@ -38,7 +42,8 @@ async def authenticate(
     if v2 is not None:
         sigv2.check_time(v2, headers, clock())
         principal, secret = await _secret(auth, v2.key_id)
-        sigv2.check(v2, secret, request.method, raw_path, raw_query, headers)
+        resource = b"/" + vhost.encode() + raw_path if vhost else raw_path
+        sigv2.check(v2, secret, request.method, resource, raw_query, headers)
         return principal, None
     if header.startswith(sigv4.ALGORITHM):
         signed = sigv4.parse_header(header, headers)
