@@ -185,6 +185,10 @@ class Authenticator:
     throttle: AuthThrottle | None = None
     _cache: OrderedDict[str, _Cached] = field(default_factory=OrderedDict)
     _signing_key: bytes | None = None
+    #: key id -> (principal, secret, expiry): S3 signature checks within ``cache_ttl_s``
+    #: cost no RefStore read (a deletion in another process shows within the TTL, as
+    #: for Basic credentials).  Only in memory, never logged.
+    _secrets: OrderedDict[str, tuple[Principal, str, float]] = field(default_factory=OrderedDict)
 
     # --- keys ------------------------------------------------------------------------
 
@@ -234,14 +238,19 @@ class Authenticator:
     async def delete_key(self, access_key_id: str) -> None:
         await self.records.delete_record(KIND, access_key_id)
         self._cache.pop(access_key_id, None)
+        self._secrets.pop(access_key_id, None)
         with contextlib.suppress(NotFoundError):
             await self.records.delete_record(sealing.KIND, access_key_id)
 
     async def signing_secret(self, key_id: str) -> tuple[Principal, str] | None:
         """The principal and the secret of ``key_id`` for checking a request signature
         (S3's SigV4 / SigV2), or None for an unknown key or one created before secrets
-        were sealed (:mod:`lsmstore.server.sealing`).  Read from the RefStore each time:
-        a deleted key stops at once."""
+        were sealed (:mod:`lsmstore.server.sealing`).  Remembered for ``cache_ttl_s``: a
+        key deleted in this process stops at once, in another within the TTL."""
+        now = self.clock()
+        hit = self._secrets.get(key_id)
+        if hit is not None and hit[2] > now:
+            return hit[0], hit[1]
         cred = await self._load(key_id)
         if cred is None:
             return None
@@ -250,7 +259,13 @@ class Authenticator:
         except NotFoundError:
             return None
         secret = sealing.unseal(await self._key(), key_id, sealed)
-        return None if secret is None else (cred.principal, secret)
+        if secret is None:
+            return None
+        self._secrets[key_id] = (cred.principal, secret, now + self.cache_ttl_s)
+        self._secrets.move_to_end(key_id)
+        while len(self._secrets) > self.cache_entries:
+            self._secrets.popitem(last=False)
+        return cred.principal, secret
 
     # --- requests --------------------------------------------------------------------
 
