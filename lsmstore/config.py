@@ -216,6 +216,15 @@ class Config:
     server_auth_failure_window_s: float = 300.0
     server_auth_max_failures_per_key: int = 100
     server_auth_max_failures_per_client: int = 30
+    #: The secret that signs login tokens (at least 32 characters; keep it out of the
+    #: RefStore and give every server of one RefStore the same).  Required unless the
+    #: RefStore is the embedded ``local://`` one, where an empty value means a secret
+    #: generated once into ``<home>/auth-secret`` (0600; docs/security.md).
+    server_auth_secret_key: str = field(default="", repr=False)
+    #: A server trusts a key it verified for this long before reading its record
+    #: again: the bound within which a deleted or re-created key changes on every
+    #: server (docs/security.md, "How fast key changes reach every server").
+    server_auth_revalidate_s: float = 2.0
     #: Connections (docs/security.md, "Limits"): a request head (request line and
     #: headers) over ``server_max_header_bytes`` is 431, one not complete within
     #: ``server_header_timeout_s`` of its first byte 408; a connection that sends
@@ -395,6 +404,7 @@ _BOUNDS: dict[str, tuple[float, float, bool]] = {
     "server_auth_failure_window_s": (0, _YEAR_S, True),
     "server_auth_max_failures_per_key": (0, _COUNT, False),
     "server_auth_max_failures_per_client": (0, _COUNT, False),
+    "server_auth_revalidate_s": (0, 60, True),
     "server_max_header_bytes": (1 * KiB, 64 * MiB, False),
     "server_header_timeout_s": (0, _YEAR_S, True),
     "server_max_connections": (1, 10_000_000, False),

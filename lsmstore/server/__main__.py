@@ -19,7 +19,7 @@ import sys
 from typing import Any
 
 from lsmstore.config import Config, load_config
-from lsmstore.errors import LsmError
+from lsmstore.errors import InvalidInputError, LsmError
 from lsmstore.service import ExitCode, add_common_flags, configure_logging
 
 
@@ -69,10 +69,18 @@ def config_from(args: argparse.Namespace) -> Config:
 
 
 async def _credentials(args: argparse.Namespace, config: Config) -> int:
-    from lsmstore.server import credentials
+    from lsmstore.server import credentials, secret
     from lsmstore.server.serve import make_context
 
-    ctx = make_context(config)
+    key = None
+    if args.action == "create":
+        # A new key's secret is sealed under the signing secret for S3 signature checks
+        # (lsmstore.server.sealing); without one configured the key has no S3 access.
+        try:
+            key = secret.signing_key(config)
+        except InvalidInputError as e:
+            print(f"warning: {e}; the new key will not work through S3", file=sys.stderr)
+    ctx = make_context(config, signing_key=key)
     try:
         auth = ctx.auth
         if args.action == "create":
@@ -86,6 +94,10 @@ async def _credentials(args: argparse.Namespace, config: Config) -> int:
                 print(f"{key.access_key_id}\t{key.role}\t{repos}\t{key.created_at}")
         else:
             await auth.delete_key(args.access_key_id)
+            print(
+                f"deleted {args.access_key_id}: every server refuses it (and its tokens) "
+                f"within {config.server_auth_revalidate_s:g} s"
+            )
         return ExitCode.OK
     finally:
         await ctx.store.aclose()
@@ -97,6 +109,10 @@ def main(argv: list[str] | None = None) -> int:
     log = logging.getLogger("lsmstore.server")
     try:
         config = config_from(args)
+        if args.command != "credentials":
+            from lsmstore.server.secret import signing_key
+
+            signing_key(config)  # no secret for a shared RefStore: a configuration error
     except LsmError as e:
         log.error("bad configuration: %s", e, extra={"fields": {"event": "bad_config"}})
         return ExitCode.USAGE

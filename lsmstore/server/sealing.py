@@ -3,12 +3,14 @@
 A SigV4 or SigV2 signature is an HMAC under the secret itself, so checking one needs
 the secret, not its scrypt hash (:mod:`lsmstore.server.auth`).  When a key is created
 its secret is also stored sealed: AES-256-GCM under a key derived (HMAC-SHA256) from
-the server's signing key, with the access key id as associated data (a sealed secret
+the server's signing secret (``server_auth_secret_key``, :mod:`lsmstore.server.secret`:
+configuration, never RefStore data), with the access key id as associated data (a sealed secret
 moved to another key id does not open).  Format: ``v1.<base64url(nonce | ciphertext)>``.
 
-Whoever reads both the RefStore's signing key record and the sealed record can recover
-the secret; the same holds for lakeFS, which keeps secrets encrypted under its
-configured secret.  docs/gateway.md says so.
+Whoever reads both the configured secret and the sealed record can recover the
+secret, as with lakeFS, which keeps secrets encrypted under its configured
+``auth.encrypt.secret_key``.  Changing the signing secret ends S3 access of every key
+created before (their sealed secrets no longer open).  docs/gateway.md says so.
 """
 
 from __future__ import annotations

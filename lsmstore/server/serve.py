@@ -33,6 +33,7 @@ from lsmstore.client import Store
 from lsmstore.config import Config
 from lsmstore.refstore.base import RefStore
 from lsmstore.refstore.url import open_refstore
+from lsmstore.server import secret
 from lsmstore.server.app import App
 from lsmstore.server.auth import Authenticator, RecordStore
 from lsmstore.server.context import Context
@@ -40,7 +41,7 @@ from lsmstore.server.instrument import Timed
 from lsmstore.server.metrics import Metrics
 from lsmstore.server.probes import ServerProbes
 from lsmstore.server.protocol import ConnectionLimits, limited_protocol
-from lsmstore.server.throttle import AuthThrottle
+from lsmstore.server.throttle import AuthThrottle, WindowCounters
 from lsmstore.storage.base import ObjectStore
 from lsmstore.storage.url import open_object_store
 
@@ -57,7 +58,11 @@ class _Uvicorn(uvicorn.Server):
         yield
 
 
-def make_context(config: Config, store: Store | None = None) -> Context:
+def make_context(
+    config: Config, store: Store | None = None, *, signing_key: bytes | None = None
+) -> Context:
+    """The server's state.  ``signing_key`` (:mod:`.secret`) signs login tokens; None
+    for processes that issue none (the credentials commands)."""
     metrics = Metrics()
     if store is None:
         refstore = cast(RefStore, Timed(open_refstore(config.refstore_url), "refstore", metrics))
@@ -70,12 +75,18 @@ def make_context(config: Config, store: Store | None = None) -> Context:
         )
     store.add_append_listener(metrics.on_append)
     throttle = AuthThrottle(
+        cast(WindowCounters, store.refstore),
         window_s=config.server_auth_failure_window_s,
         max_per_key=config.server_auth_max_failures_per_key,
         max_per_client=config.server_auth_max_failures_per_client,
         registry=metrics.registry,
     )
-    auth = Authenticator(cast(RecordStore, store.refstore), throttle=throttle)
+    auth = Authenticator(
+        cast(RecordStore, store.refstore),
+        signing_key=signing_key,
+        revalidate_s=config.server_auth_revalidate_s,
+        throttle=throttle,
+    )
     return Context(store, config, auth, metrics)
 
 
@@ -136,7 +147,7 @@ async def serve(
 ) -> int:
     """Serve until SIGTERM/SIGINT; the exit code (0: drained in time).  ``health_port``
     and ``status_file``: the common service flags (:mod:`lsmstore.server.probes`)."""
-    ctx = make_context(config)
+    ctx = make_context(config, signing_key=secret.signing_key(config))
     probes = ServerProbes(
         ctx, health_host=health_host, health_port=health_port, status_file=status_file
     )
