@@ -69,18 +69,19 @@ def config_from(args: argparse.Namespace) -> Config:
 
 
 async def _credentials(args: argparse.Namespace, config: Config) -> int:
-    from lsmstore.server import credentials, secret
+    from lsmstore.server import credentials
+    from lsmstore.server.secret import signing_key
     from lsmstore.server.serve import make_context
 
-    key = None
+    seal_key = None
     if args.action == "create":
         # A new key's secret is sealed under the signing secret for S3 signature checks
         # (lsmstore.server.sealing); without one configured the key has no S3 access.
         try:
-            key = secret.signing_key(config)
+            seal_key = signing_key(config)
         except InvalidInputError as e:
             print(f"warning: {e}; the new key will not work through S3", file=sys.stderr)
-    ctx = make_context(config, signing_key=key)
+    ctx = make_context(config, signing_key=seal_key)
     try:
         auth = ctx.auth
         if args.action == "create":
