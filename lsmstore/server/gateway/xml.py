@@ -48,14 +48,20 @@ def key_text(key: str, url: bool) -> str:
     return quote_plus(key, safe="/") if url else key
 
 
-def parse_delete(body: bytes) -> tuple[list[str], bool]:
-    """``(keys, quiet)`` of a ``<Delete>`` document; MalformedXML otherwise."""
+def parse(body: bytes) -> ET.Element:
+    """The root of a request's XML document; MalformedXML for a malformed one or one with
+    a document type (no entity is ever expanded)."""
     if b"<!DOCTYPE" in body or b"<!ENTITY" in body:
         raise S3Error("MalformedXML", "document types are not accepted")
     try:
-        root = ET.fromstring(body)
+        return ET.fromstring(body)
     except ET.ParseError as e:
         raise S3Error("MalformedXML", f"malformed XML: {e}") from None
+
+
+def parse_delete(body: bytes) -> tuple[list[str], bool]:
+    """``(keys, quiet)`` of a ``<Delete>`` document; MalformedXML otherwise."""
+    root = parse(body)
     keys: list[str] = []
     quiet = False
     for child in root:
