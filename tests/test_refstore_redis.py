@@ -13,7 +13,7 @@ from lsmstore.errors import UnavailableError
 from lsmstore.refstore.base import Ref, Repository
 from lsmstore.refstore.redis import RedisRefStore
 from lsmstore.refstore.url import open_refstore
-from lsmstore.testing.refstore_contract import REPO, RefStoreContract, branch
+from lsmstore.testing.refstore_contract import REPO, FakeClock, RefStoreContract, branch
 from lsmstore.testing.servers import RedisServer
 
 
@@ -47,9 +47,13 @@ class TestRedisRefStore(RefStoreContract):
 
     @pytest.fixture
     async def refstore(self, redis_server_url: str, prefix: str) -> AsyncIterator[RedisRefStore]:
-        store = RedisRefStore(redis_server_url, key_prefix=prefix)
+        self.clock = FakeClock()
+        store = RedisRefStore(redis_server_url, key_prefix=prefix, clock=self.clock)
         yield store
         await store.aclose()
+
+    async def pass_member_time(self, seconds: float) -> None:
+        self.clock.now += seconds  # members expire by the injected clock, leases by Redis
 
 
 async def test_key_layout_and_cleanup(redis_server_url: str, prefix: str) -> None:
