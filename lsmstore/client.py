@@ -121,8 +121,11 @@ def connect(
     (else ``$LSMSTORE_CONFIG``); ``settings`` override any setting by name
     (:class:`lsmstore.config.Config`).  Precedence: arguments > ``LSMSTORE_*``
     variables > file > defaults.  No I/O happens until first use.  Both kinds of
-    store offer the same API (:mod:`lsmstore.api`).
+    store offer the same API (:mod:`lsmstore.api`).  A ``refstore`` that is not a
+    string raises InvalidInputError.
     """
+    if refstore is not None:
+        validate.check_str(refstore, "refstore URL", empty_ok=True)
     if refstore is not None and refstore.lower().startswith(("http://", "https://")):
         settings["server_url"], refstore = refstore, None
     cfg = load_config(refstore, config=config, **settings)

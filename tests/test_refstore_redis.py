@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import AsyncIterator
 
@@ -47,13 +48,13 @@ class TestRedisRefStore(RefStoreContract):
 
     @pytest.fixture
     async def refstore(self, redis_server_url: str, prefix: str) -> AsyncIterator[RedisRefStore]:
-        self.clock = FakeClock()
+        self.clock = FakeClock(time.time())  # counters and members follow this clock
         store = RedisRefStore(redis_server_url, key_prefix=prefix, clock=self.clock)
         yield store
         await store.aclose()
 
-    async def pass_member_time(self, seconds: float) -> None:
-        self.clock.now += seconds  # members expire by the injected clock, leases by Redis
+    async def pass_counter_time(self, seconds: float) -> None:
+        self.clock.now += seconds
 
 
 async def test_key_layout_and_cleanup(redis_server_url: str, prefix: str) -> None:

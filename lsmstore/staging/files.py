@@ -419,20 +419,42 @@ def encode_staging_columns(
     return sst, encode_sidecar(sc), sc
 
 
+#: What one record of a prepared SST counts against its decoded bound besides its key
+#: and value (:func:`sidecar_of_prepared_sst`).
+RECORD_OVERHEAD_BYTES = 32
+
+
 def sidecar_of_prepared_sst(
-    data: bytes, name: str, max_key_bytes: int, max_value_bytes: int, error_rate: float
+    data: bytes,
+    name: str,
+    max_key_bytes: int,
+    max_value_bytes: int,
+    error_rate: float,
+    max_decoded_bytes: int,
 ) -> Sidecar:
     """Validate a prepared SST completely and return its sidecar.
 
     Every entry is read: keys must be 1..``max_key_bytes`` bytes and strictly
     increasing, values must decode (graveler value encoding) with data of at most
-    ``max_value_bytes``.  Raises CorruptFileError (unreadable, unsorted),
-    UnsupportedFormatError, EntryTooLargeError or InvalidInputError (empty).
-    Synchronous and CPU-bound: run it in a thread.
+    ``max_value_bytes``.  The file may decode to at most ``max_decoded_bytes`` (its
+    keys and values plus :data:`RECORD_OVERHEAD_BYTES` per record; the count its
+    properties claim is checked against it before anything is read): a small,
+    highly compressed file cannot make the reader produce more.  Records are
+    streamed, one data block at a time; only their keys are kept (for the bloom
+    filter).  Raises CorruptFileError (unreadable, unsorted), UnsupportedFormatError,
+    EntryTooLargeError (a key, a value or the whole past its bound) or
+    InvalidInputError (empty).  Synchronous and CPU-bound: run it in a thread.
     """
     reader = SSTReader(data, name)
-    records: list[Record] = []
+    if reader.num_entries * RECORD_OVERHEAD_BYTES > max_decoded_bytes:
+        raise EntryTooLargeError(
+            f"{name}: {reader.num_entries} entries, over the bound of {max_decoded_bytes} "
+            "decoded bytes"
+        )
+    keys: list[bytes] = []
     prev: bytes | None = None
+    tombstones = data_bytes = 0
+    decoded = 0
     for rec in reader:
         key = rec.key
         if prev is not None and key <= prev:
@@ -443,16 +465,27 @@ def sidecar_of_prepared_sst(
             raise EntryTooLargeError(
                 f"{name}: key {key[:32]!r}... is {len(key)} bytes, over {max_key_bytes}"
             )
-        if rec.value is not None and len(rec.value) > max_value_bytes:
-            raise EntryTooLargeError(
-                f"{name}: value of {key[:64]!r} is {len(rec.value)} bytes, over {max_value_bytes}"
-            )
-        records.append(rec)
+        value = rec.value
+        if value is None:
+            tombstones += 1
+            size = len(key)
+        else:
+            if len(value) > max_value_bytes:
+                raise EntryTooLargeError(
+                    f"{name}: value of {key[:64]!r} is {len(value)} bytes, over {max_value_bytes}"
+                )
+            size = len(key) + len(value)
+        data_bytes += size
+        decoded += size + RECORD_OVERHEAD_BYTES
+        if decoded > max_decoded_bytes:
+            raise EntryTooLargeError(f"{name}: decodes to more than {max_decoded_bytes} bytes")
+        keys.append(key)
         prev = key
-    if not records:
+    if not keys:
         raise InvalidInputError(f"{name}: holds no entries")
-    if len(records) != reader.num_entries:
+    if len(keys) != reader.num_entries:
         raise CorruptFileError(
-            name, f"properties count {reader.num_entries} entries but {len(records)} were read"
+            name, f"properties count {reader.num_entries} entries but {len(keys)} were read"
         )
-    return sidecar_of(records, len(data), error_rate)
+    bloom = build_bloom(keys, len(keys), error_rate)
+    return Sidecar(len(keys), tombstones, len(data), data_bytes, keys[0], keys[-1], bloom)
