@@ -5,6 +5,7 @@ drops it when its lifetime ends, and every daemon's view names the same branch o
 from __future__ import annotations
 
 import asyncio
+import secrets
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -46,6 +47,7 @@ async def test_daemons_join_leave_and_expire(
 ) -> None:
     env = {
         "LSMSTORE_REFSTORE": refstore_url,
+        "LSMSTORE_SERVER_AUTH_SECRET_KEY": secrets.token_hex(32),
         "LSMSTORE_SERVER_AFFINITY": "on",
         "LSMSTORE_SERVER_MEMBER_HEARTBEAT_S": "0.2",
         "LSMSTORE_SERVER_MEMBER_TTL_S": "1.5",
