@@ -164,3 +164,32 @@ def test_compose_bucket_service_creates_the_bucket(seaweed: WeedServer) -> None:
         aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
     )
     assert bucket in {b["Name"] for b in s3.list_buckets()["Buckets"]}
+
+
+def test_every_container_is_probed_and_the_servers_run_with_affinity(tmp_path: Path) -> None:
+    containers = {c["name"]: c for c in _containers()}
+    assert set(containers) == {"server", "compactor", "committer"}
+    for c in containers.values():
+        for probe in ("livenessProbe", "readinessProbe"):
+            port = c[probe]["httpGet"]["port"]
+            assert port in {p["name"] for p in c["ports"]}, (c["name"], probe)
+    for name in ("compactor", "committer"):  # the probes name the port the flags open
+        argv = containers[name]["command"]
+        assert argv[argv.index("--health-port") + 1] == str(
+            containers[name]["ports"][0]["containerPort"]
+        )
+    server = next(
+        d
+        for d in _k8s()
+        if d["kind"] == "Deployment" and d["metadata"]["name"] == "lsmstore-server"
+    )
+    assert server["spec"]["replicas"] >= 3
+    env = {
+        e["name"]: e["value"].replace("$(POD_IP)", "10.0.0.7")
+        for e in containers["server"]["env"]
+        if "value" in e
+    }
+    assert all(k.startswith("LSMSTORE_") for k in env)
+    cfg = load_config(config=_config_file(tmp_path), environ=env)
+    assert cfg.server_affinity == "on"
+    assert cfg.server_advertise_url == f"http://10.0.0.7:{cfg.server_port}"
