@@ -225,6 +225,9 @@ class Config:
     #: TLS: a PEM certificate (chain) and its key; both or neither.
     server_tls_cert: str = ""
     server_tls_key: str = ""
+    #: The S3 gateway's domain for virtual-host style (``<repository>.<domain>``);
+    #: empty: path style only (docs/gateway.md).
+    server_s3_domain: str = ""
     #: SIGTERM: stop accepting, finish requests, flush, exit within this many seconds.
     server_drain_timeout_s: float = 30.0
     #: Bounds of a JSON/batch request body and of one uploaded object (413 past them).
