@@ -42,7 +42,8 @@ def daemons(
         "LSMSTORE_SERVER_NAMESPACE_ENDPOINTS": moto.endpoint,
         "AWS_ACCESS_KEY_ID": "test",
         "AWS_SECRET_ACCESS_KEY": "test",
-        "LSMSTORE_SERVER_AUTH_SECRET_KEY": secrets.token_hex(32),  # a shared RefStore's
+        # a shared RefStore: both servers sign tokens with one configured secret
+        "LSMSTORE_SERVER_AUTH_SECRET_KEY": secrets.token_hex(32),
     }
     base = Path(tmp_path_factory.mktemp("redteam"))
     a = start_server(base / "a", env=env)
