@@ -177,13 +177,15 @@ async def test_deferred_identities_become_sha256_of_the_value(use_process: bool)
     assert got == sorted([*expected, given, tombstone(b"gone")])
 
 
-@pytest.mark.parametrize("use_process", [True, False])
-async def test_pending_records_are_made_beside_the_others(use_process: bool) -> None:
+@pytest.mark.parametrize(("use_process", "n"), [(True, 300), (False, 300),
+                                               (True, THREAD_COLUMNS + PICKLE_SLICE)])  # fmt: skip
+async def test_pending_records_are_made_beside_the_others(use_process: bool, n: int) -> None:
     """Pending records (link_many's) are made while the file is encoded -- in the
     worker, or in the thread -- into the entry encode_value gives, beside made records,
-    deferred identities and tombstones in one file."""
+    deferred identities and tombstones in one file; past THREAD_COLUMNS their columns go
+    to the worker in slices too."""
     maker = BatchEncoder(1700000000, 5, int(AddressType.RELATIVE), DEFAULT_CONTENT_TYPE)
-    links = [(b"l%04d" % i, maker.spec, f"data/x{i}", i, f"etag{i}") for i in range(300)]
+    links = [(b"l%04d" % i, maker.spec, f"data/x{i}", i, f"etag{i}") for i in range(n)]
     other = BatchEncoder(1600000000, 0, int(AddressType.FULL), "text/csv")
     links.append((b"full", other.spec, "s3://b/elsewhere", 7, "e"))
     put = make_record(b"p", b"value", None, 1024, 1024, defer_identity=True)
@@ -201,7 +203,7 @@ async def test_pending_records_are_made_beside_the_others(use_process: bool) -> 
     expected = [
         Record(b"l%04d" % i, *encode_value(ObjectEntry(f"data/x{i}", AddressType.RELATIVE, i,
                f"etag{i}", 1700000000, 5)))
-        for i in range(300)
+        for i in range(n)
     ]  # fmt: skip
     full = ObjectEntry("s3://b/elsewhere", AddressType.FULL, 7, "e", 1600000000, 0, "text/csv")
     expected.append(Record(b"full", *encode_value(full)))
