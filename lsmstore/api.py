@@ -48,7 +48,7 @@ Rules every method follows (the method docs below add what is particular to each
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Protocol, Self, runtime_checkable
 
@@ -56,7 +56,16 @@ from lsmstore.config import Config
 from lsmstore.objects import LinkItem
 from lsmstore.refstore.base import Ref as RefValue
 from lsmstore.refstore.base import Workspace
-from lsmstore.types import Change, Commit, Entry, LogEntry, MergeResult, ObjectStats, Stat
+from lsmstore.types import (
+    BranchProtection,
+    Change,
+    Commit,
+    Entry,
+    LogEntry,
+    MergeResult,
+    ObjectStats,
+    Stat,
+)
 
 
 @runtime_checkable
@@ -236,6 +245,29 @@ class BranchAPI(ReadsAPI, Protocol):
         the branch kept moving (another commit, merge or reset) through every attempt.
         Safe against concurrent commits and compactions of the branch: exactly one swap
         wins, the others retry on the new base."""
+        ...
+
+    async def cherry_pick(
+        self,
+        ref: str,
+        *,
+        parent_number: int = 1,
+        strategy: Any = None,
+        message: str | None = None,
+        committer: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> Commit:
+        """Apply the changes of the commit ``ref`` names onto this branch as one new
+        commit (lakeFS's cherry-pick): a three-way merge with base the commit's
+        ``parent_number``-th parent (1 or 2, for a merge commit), destination the
+        branch's base and source the commit, committed with the single parent the
+        branch's base.  Message and metadata are the picked commit's unless given; the
+        branch's staged writes stay staged on top.  MergeConflictError (``keys``) when
+        the branch changed those keys differently since, unless ``strategy``
+        (``"source-wins"`` / ``"dest-wins"``) settles it, nothing written;
+        NothingToCommitError when it changes nothing (already picked);
+        InvalidInputError for a parent the commit lacks.  Retried as a merge when the
+        branch moves; ConflictError after the last attempt.  Returns the new commit."""
         ...
 
     async def diff_uncommitted(self) -> list[Change]:
@@ -450,6 +482,24 @@ class RepositoryAPI(Protocol):
         """The changes that turn the commit ``left`` names into the one ``right``
         names, in key order (committed states only; staged writes are not part of
         it)."""
+        ...
+
+    async def branch_protection(self) -> BranchProtection:
+        """The repository's branch protection rules (glob patterns over branch names)
+        and their ``etag``.  A branch matching a pattern refuses staging writes,
+        commits, reverts, cherry-picks, resets, stash/pop and deletion with
+        ProtectedBranchError (403 on a server); merges into it are accepted (lakeFS's
+        branch protection)."""
+        ...
+
+    async def set_branch_protection(
+        self, patterns: Sequence[str], *, if_match: str | None = None
+    ) -> BranchProtection:
+        """Replace the rules with ``patterns`` (an empty list removes them all); with
+        ``if_match`` only while the current ETag is that one: PreconditionFailedError
+        otherwise, nothing changed.  InvalidInputError for a pattern that is empty, too
+        long, repeated or holds a control character.  Returns the new rules and ETag;
+        they apply to every write appended afterwards, in every process."""
         ...
 
     async def merge(

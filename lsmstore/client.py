@@ -29,11 +29,20 @@ anything is staged.  Arguments are checked at method entry with :mod:`lsmstore.v
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import os
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
@@ -59,6 +68,7 @@ from lsmstore.objects.addresses import ALLOWED_EXTERNAL_PREFIXES_KEY, parse_allo
 from lsmstore.objects.api import ObjectReads
 from lsmstore.operations import batch as _batch
 from lsmstore.operations import branches as _branches
+from lsmstore.operations import protection as _protection
 from lsmstore.operations import repositories as _repositories
 from lsmstore.operations import versioning as _versioning
 from lsmstore.operations import workspaces as _workspaces
@@ -77,7 +87,16 @@ from lsmstore.staging.writer import BranchWriter, WriterStats
 from lsmstore.storage.base import ObjectStore
 from lsmstore.storage.url import open_object_store
 from lsmstore.tasks import retrieve_exception
-from lsmstore.types import Change, Commit, Entry, LogEntry, MergeResult, Stat, Strategy
+from lsmstore.types import (
+    BranchProtection,
+    Change,
+    Commit,
+    Entry,
+    LogEntry,
+    MergeResult,
+    Stat,
+    Strategy,
+)
 from lsmstore.versioning import changes as _changes
 from lsmstore.versioning import history as _history
 from lsmstore.versioning import refs as _refs
@@ -324,6 +343,9 @@ class Store:
                 on_append=lambda ref: self._appended(repo.name, branch, ref),
                 encoder=self.encoder,
                 repository_id=repo.info.uid,
+                before_append=functools.partial(
+                    _protection.check, self.refstore, repo.info, branch, "write to"
+                ),
             )
         return w
 
@@ -599,6 +621,17 @@ class Repository:
         """What committing ``branch`` (default: the default branch) now would change."""
         return await self.branch(branch).diff_uncommitted()
 
+    async def branch_protection(self) -> BranchProtection:
+        """The repository's branch protection rules and their ETag."""
+        return await _protection.get_rules(self)
+
+    async def set_branch_protection(
+        self, patterns: Sequence[str], *, if_match: str | None = None
+    ) -> BranchProtection:
+        """Replace the branch protection rules (``if_match``: only while their ETag is
+        that one, else PreconditionFailedError); the new rules and ETag."""
+        return await _protection.set_rules(self, patterns, if_match=if_match)
+
     async def merge(
         self,
         source: str,
@@ -810,6 +843,28 @@ class Branch(_Reads, ObjectWrites):
         return await _versioning.commit(
             self, message, metadata=metadata, committer=committer, allow_empty=allow_empty
         )
+
+    async def cherry_pick(
+        self,
+        ref: str,
+        *,
+        parent_number: int = 1,
+        strategy: Strategy | None = None,
+        message: str | None = None,
+        committer: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> Commit:
+        """Apply the changes of the commit ``ref`` names (against its ``parent_number``-th
+        parent, for a merge commit) onto this branch as a new commit, with the picked
+        commit's message and metadata unless given.  MergeConflictError (``keys``) when
+        the branch changed those keys differently, unless ``strategy``;
+        NothingToCommitError when it changes nothing.  Returns the new commit."""
+        r = await _versioning.cherry_pick(
+            self.repository, ref, self.name, parent=parent_number, strategy=strategy,
+            message=message, committer=committer, metadata=metadata,
+        )  # fmt: skip
+        assert r.commit is not None
+        return r.commit
 
     async def diff_uncommitted(self) -> list[Change]:
         """The staged writes as changes against the branch's base (added, removed,

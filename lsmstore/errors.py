@@ -198,6 +198,11 @@ class PermissionDeniedError(LsmError, PermissionError):
         self.status = status
 
 
+class ProtectedBranchError(PermissionDeniedError):
+    """The branch matches a branch protection rule: it refuses staging writes, commits,
+    resets and deletion (403); merges into it are accepted."""
+
+
 class NotAvailableError(LsmError):
     """The operation exists in lakeFS (and its command line parses) but this version
     of the store does not offer the capability: nothing was changed."""

@@ -15,6 +15,7 @@ the :mod:`lsmstore` namespace re-exports them.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import re
 import struct
@@ -302,3 +303,17 @@ class ObjectLink:
     content_type: str | None = None
     metadata: Mapping[str, str] | None = None
     mtime: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BranchProtection:
+    """A repository's branch protection rules (glob ``patterns`` over branch names) and
+    the ``etag`` of this version, to replace them only if unchanged
+    (docs/versioning.md, "Branch protection")."""
+
+    patterns: tuple[str, ...]
+    etag: str
+
+    def protects(self, branch: str) -> bool:
+        """Whether ``branch`` matches one of the patterns (``fnmatch``, case-sensitive)."""
+        return any(fnmatch.fnmatchcase(branch, p) for p in self.patterns)

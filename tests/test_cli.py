@@ -187,6 +187,71 @@ async def test_merge_conflict_strategy_reset_and_revert(cli: Cli, store: lsmstor
     assert [b["id"] for b in cli.json("branch", "list", "lsm://mc")] == ["main"]
 
 
+async def test_cherry_pick(cli: Cli, store: lsmstore.Store) -> None:
+    """lakectl's ``cherry-pick COMMIT BRANCH``: the commit's changes as a new commit on
+    the branch; a conflict exits MERGE_CONFLICT and writes nothing; --strategy settles."""
+    cli("repo", "create", "lsm://cp", check=True)
+    repo = await store.get_repository("cp")
+    main = repo.branch("main")
+    await main.put("k", b"base")
+    await main.flush()
+    cli("commit", "lsm://cp/main", "-m", "base", check=True)
+    cli("branch", "create", "lsm://cp/dev", "-s", "lsm://cp/main", check=True)
+    dev = repo.branch("dev")
+    await dev.put("k", b"dev")
+    await dev.put("new", b"n")
+    await dev.flush()
+    cli("commit", "lsm://cp/dev", "-m", "dev work", "--meta", "t=1", check=True)
+    picked = cli.json("cherry-pick", "lsm://cp/dev", "lsm://cp/main")
+    assert (picked["message"], picked["metadata"]) == ("dev work", {"t": "1"})
+    assert cli.json("show", "lsm://cp/main")["id"] == picked["id"]
+    assert await main.get("new") == b"n" and await main.get("k") == b"dev"
+    again = cli("cherry-pick", "lsm://cp/dev", "lsm://cp/main")
+    assert again.returncode == ExitCode.NOTHING_TO_COMMIT
+
+    await main.put("k", b"main")
+    await main.flush()
+    cli("commit", "lsm://cp/main", "-m", "k on main", check=True)
+    await dev.put("k", b"dev2")
+    await dev.flush()
+    cli("commit", "lsm://cp/dev", "-m", "k again", check=True)
+    head = cli.json("show", "lsm://cp/main")["id"]
+    conflict = cli("cherry-pick", "lsm://cp/dev", "lsm://cp/main")
+    assert conflict.returncode == ExitCode.MERGE_CONFLICT and "conflict" in conflict.stderr
+    assert cli.json("show", "lsm://cp/main")["id"] == head
+    cli("cherry-pick", "lsm://cp/dev", "lsm://cp/main", "--strategy", "source-wins", check=True)
+    assert await main.get("k") == b"dev2"
+    other = cli("cherry-pick", "lsm://cp/dev", "lsm://elsewhere/main")
+    assert other.returncode == ExitCode.USAGE
+
+
+async def test_branch_protect(cli: Cli, store: lsmstore.Store) -> None:
+    """lakectl's ``branch-protect add|list|delete``: a protected branch refuses commits
+    and deletion (exit 9, nothing changed) and accepts merges."""
+    cli("repo", "create", "lsm://bp", check=True)
+    cli("branch", "create", "lsm://bp/dev", "-s", "lsm://bp/main", check=True)
+    assert cli.json("branch-protect", "list", "lsm://bp") == []
+    assert cli.json("branch-protect", "add", "lsm://bp", "ma*") == ["ma*"]
+    assert cli.json("branch-protect", "add", "lsm://bp", "dev") == ["ma*", "dev"]
+    assert cli.json("branch-protect", "list", "lsm://bp") == [
+        {"pattern": "ma*"},
+        {"pattern": "dev"},
+    ]
+    refused = cli("commit", "lsm://bp/main", "-m", "direct", "--allow-empty")
+    assert refused.returncode == ExitCode.PERMISSION and "protected branch" in refused.stderr
+    assert cli("branch", "delete", "lsm://bp/dev", "-y").returncode == ExitCode.PERMISSION
+    assert cli.json("branch-protect", "delete", "lsm://bp", "dev") == ["ma*"]
+    repo = await store.get_repository("bp")
+    await repo.branch("dev").put("k", b"v")
+    await repo.branch("dev").flush()
+    cli("commit", "lsm://bp/dev", "-m", "dev work", check=True)
+    assert cli.json("merge", "lsm://bp/dev", "lsm://bp/main")["merged"]
+    assert await repo.ref("main").get("k") == b"v"
+    missing = cli("branch-protect", "delete", "lsm://bp", "nope")
+    assert missing.returncode == ExitCode.USAGE and "no branch protection rule" in missing.stderr
+    cli("branch", "delete", "lsm://bp/dev", "-y", check=True)
+
+
 def test_errors_debug_and_json(cli: Cli) -> None:
     plain = cli("branch", "show", "lsm://nothere/main")
     assert plain.returncode == ExitCode.NOT_FOUND

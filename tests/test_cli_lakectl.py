@@ -181,13 +181,8 @@ def test_missing_repository_names_the_store(
 @pytest.mark.parametrize(
     "args",
     [
-        ("cherry-pick", "lakefs://r/feature", "lakefs://r/main"),
-        ("cherry-pick", "-m", "1", "lakefs://r/feature", "lakefs://r/main"),
         ("actions", "runs", "list", "lakefs://r", "--branch", "main"),
         ("actions", "runs", "describe", "lakefs://r", "run-1"),
-        ("branch-protect", "add", "lakefs://r", "stable_*"),
-        ("branch-protect", "list", "lakefs://r"),
-        ("branch-protect", "delete", "lakefs://r", "stable_*"),
         ("import", "--from", "s3://bucket/path/", "--to", "lakefs://r/main/path/"),
         ("branch", "reset", "lakefs://r/main", "--prefix", "tables/", "--yes"),
     ],

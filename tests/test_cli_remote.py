@@ -84,6 +84,19 @@ def test_commands_through_the_server(lsm_server: ServerProcess, tmp_path: Path) 
     shown = cli.json("show", "lsm://remote-cli/main")
     assert (shown["parents"], shown["committer"], shown["message"]) == ([head], "ci", "squash dev")
 
+    # cherry-pick through the server (lakeFS's cherryPick route)
+    cli("fs", "upload", str(tree / "a.txt"), "lsm://remote-cli/dev/picked.txt", check=True)
+    on_dev = cli.json("commit", "lsm://remote-cli/dev", "-m", "pick me")
+    picked = cli.json("cherry-pick", f"lsm://remote-cli/{on_dev['id']}", "lsm://remote-cli/main")
+    assert (picked["parents"], picked["message"]) == ([shown["id"]], "pick me")
+    assert cli.raw("fs", "cat", "lsm://remote-cli/main/picked.txt").stdout == b"alpha"
+
+    # branch protection through the server (lakeFS's settings/branch_protection)
+    assert cli.json("branch-protect", "add", "lsm://remote-cli", "main") == ["main"]
+    refused = cli("commit", "lsm://remote-cli/main", "-m", "direct", "--allow-empty")
+    assert refused.returncode == ExitCode.PERMISSION and "protected branch" in refused.stderr
+    assert cli.json("branch-protect", "delete", "lsm://remote-cli", "main") == []
+
 
 def test_reader_key_is_refused_and_serve_dispatches(
     lsm_server: ServerProcess,  # noqa: F811

@@ -27,6 +27,8 @@ from lsmstore.errors import (
     NothingToCommitError,
     ObjectExistsError,
     ObjectNotFoundError,
+    PreconditionFailedError,
+    ProtectedBranchError,
     RefExistsError,
     RefNotFoundError,
     RepositoryNotFoundError,
@@ -669,3 +671,116 @@ async def test_merges_racing_a_writer_report_their_own_commit(target: Target) ->
         assert r.commit.parents == (r.destination, sources[i]) and r.source == sources[i]
         assert (await repo.ref(r.commit_id).commit()).message == f"merge {i}"
     assert all([await main.exists(f"s{i}") for i in range(4)])
+
+
+async def test_cherry_pick(target: Target) -> None:
+    """A cherry-pick applies one commit's changes (against its parent) onto a branch as
+    one commit with the picked commit's message and metadata; a conflicting key is
+    reported as a merge reports it and nothing is written; picking it again changes
+    nothing.  The same on every transport."""
+    repo = await target.repo()
+    main = repo.branch("main")
+    await main.put("a", b"1")
+    await main.put("b", b"1")
+    await main.commit("base")
+    dev = await repo.create_branch("dev", source="main")
+    await dev.put("a", b"dev-a")
+    await dev.commit("first on dev")
+    await dev.put("new", b"n")
+    await dev.delete("b")
+    picked = await dev.commit("second on dev", metadata={"why": "fix"})
+    main_before = await _head_id(repo, "main")
+
+    c = await main.cherry_pick("dev")
+    assert c.parents == (main_before,) and c.id == await _head_id(repo, "main")
+    assert (c.message, c.metadata) == ("second on dev", {"why": "fix"})
+    # only the picked commit's changes: not the first dev commit's
+    assert await main.get("new") == b"n" and await main.get("a") == b"1"
+    assert not await main.exists("b")
+    with pytest.raises(NothingToCommitError):
+        await main.cherry_pick(picked.id)
+
+    await main.put("a", b"main-a")
+    await main.commit("main changes a")
+    head = await _head_id(repo, "main")
+    with pytest.raises(MergeConflictError) as conflict:
+        await main.cherry_pick("dev~1")
+    assert "1 conflicting key" in str(conflict.value)
+    if target.kind != "server":  # a server's 409 names the keys in its message only
+        assert conflict.value.keys == [b"a"]
+    assert await _head_id(repo, "main") == head and await main.get("a") == b"main-a"
+    forced = await main.cherry_pick(
+        "dev~1", strategy="source-wins", message="take dev's a", metadata={}
+    )
+    assert (forced.message, forced.metadata) == ("take dev's a", {})
+    assert await main.get("a") == b"dev-a"
+
+    # a merge commit, against its first parent: the changes the merge brought
+    side = await repo.create_branch("side", source="main")
+    await side.put("s", b"1")
+    await side.commit("side work")
+    other = await repo.create_branch("other", source=head)
+    await repo.merge("side", into="main", message="merge side")
+    picked_merge = await other.cherry_pick("main", parent_number=1)
+    assert picked_merge.message == "merge side" and await other.get("s") == b"1"
+    with pytest.raises(InvalidInputError):
+        await other.cherry_pick("dev", parent_number=2)  # one parent only
+    with pytest.raises(RefNotFoundError):
+        await other.cherry_pick("no-such-ref")
+
+
+async def test_branch_protection(target: Target) -> None:
+    """A protected branch refuses staging writes, commits, reverts, cherry-picks,
+    resets, stash and deletion with ProtectedBranchError, and accepts merges; the rules
+    are replaced only under their ETag.  The same on every transport."""
+    repo = await target.repo()
+    main = repo.branch("main")
+    await main.put("a", b"1")
+    await main.commit("base")
+    dev = await repo.create_branch("dev", source="main")
+    rel = await repo.create_branch("rel-1", source="main")
+    await rel.put("r", b"staged before the rule")
+    await rel.flush()
+    first = await repo.branch_protection()
+    assert first.patterns == ()
+    rules = await repo.set_branch_protection(["main", "rel-*"], if_match=first.etag)
+    assert rules.patterns == ("main", "rel-*") and rules.etag != first.etag
+    assert await repo.branch_protection() == rules
+    with pytest.raises(PreconditionFailedError):
+        await repo.set_branch_protection(["x"], if_match=first.etag)
+    assert (await repo.branch_protection()).patterns == ("main", "rel-*")
+
+    head = (await main.head()).base
+    with pytest.raises(ProtectedBranchError):
+        await main.put("b", b"2")
+        await main.flush()
+    with pytest.raises(ProtectedBranchError):
+        await main.upload("obj.txt", b"data")
+    with pytest.raises(ProtectedBranchError):
+        await rel.commit("direct")
+    with pytest.raises(ProtectedBranchError):
+        await rel.reset()
+    with pytest.raises(ProtectedBranchError):
+        await rel.stash("w")
+    with pytest.raises(ProtectedBranchError):
+        await repo.delete_branch("rel-1")
+    await dev.put("d", b"from dev")
+    dev_c = await dev.commit("dev work")
+    with pytest.raises(ProtectedBranchError):
+        await repo.revert("main", branch="main")
+    with pytest.raises(ProtectedBranchError):
+        await main.cherry_pick(dev_c.id)
+    assert (await main.head()).base == head and not await main.exists("b")
+    assert await rel.get("r") == b"staged before the rule"  # nothing dropped
+
+    merged = await repo.merge("dev", into="main")  # merges are accepted
+    assert merged.merged and await main.get("d") == b"from dev"
+    await dev.put("still", b"writable")  # other branches are not affected
+    await dev.flush()
+
+    await repo.set_branch_protection([])
+    await main.put("b", b"2")
+    await main.commit("after the rules")
+    assert await main.get("b") == b"2"
+    with pytest.raises(InvalidInputError):
+        await repo.set_branch_protection(["ok", ""])

@@ -3,13 +3,19 @@ pinned) against a real server process: every call below is the SDK's own request
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import lakefs
+import lakefs_sdk
 import pytest
 from helpers.server import unique
 from lakefs.client import Client
-from lakefs.exceptions import ConflictException, NotFoundException, ObjectExistsException
+from lakefs.exceptions import (
+    ConflictException,
+    ForbiddenException,
+    NotFoundException,
+    ObjectExistsException,
+)
 
 from lsmstore.testing.server_process import ServerProcess
 
@@ -170,3 +176,76 @@ def test_transactions(repo: lakefs.Repository) -> None:
     assert main.object("t1").reader().read() == b"one"
     assert [b.id for b in repo.branches()] == ["main"]  # the tx branch is gone
     assert any(c.message == "tx" for c in main.log(max_amount=5))
+
+
+def test_cherry_pick(repo: lakefs.Repository) -> None:
+    """lakeFS's cherryPick: the picked commit's changes (against its parent) as one new
+    commit on the branch, the picked commit's message and metadata; a conflict is the
+    SDK's ConflictException and writes nothing."""
+    main = repo.branch("main")
+    main.object("a.txt").upload(b"1")
+    main.commit("base")
+    dev = repo.branch("dev").create(source_reference="main")
+    dev.object("a.txt").upload(b"dev")
+    dev.commit("change a")
+    dev.object("b.txt").upload(b"b")
+    picked = dev.commit("add b", metadata={"ticket": "7"}).get_commit()
+    before = main.get_commit().id
+
+    c = main.cherry_pick(picked.id)
+    assert c.parents == [before] and c.message == "add b" and c.metadata == {"ticket": "7"}
+    assert main.get_commit().id == c.id
+    assert main.object("b.txt").reader().read() == b"b"
+    assert main.object("a.txt").reader().read() == b"1"
+
+    main.object("a.txt").upload(b"main")
+    head = main.commit("main changes a").get_commit().id
+    with pytest.raises(ConflictException):
+        main.cherry_pick("dev~1")
+    assert main.get_commit().id == head
+    with pytest.raises(NotFoundException):
+        main.cherry_pick("no-such-ref")
+
+
+def test_branch_protection(client: Client, repo: lakefs.Repository) -> None:
+    """lakeFS's settings/branch_protection through the SDK's generated API: rules with
+    an ETag, replaced only under If-Match; a protected branch refuses uploads, commits,
+    resets, reverts and deletion (403, the SDK's ForbiddenException) and accepts
+    merges."""
+    api = client.sdk_client.repositories_api
+    main = repo.branch("main")
+    main.object("a.txt").upload(b"1")
+    main.commit("base")
+    dev = repo.branch("dev").create(source_reference="main")
+    resp = api.get_branch_protection_rules_with_http_info(repo.id)
+    assert resp.data == []
+    etag = resp.headers["ETag"]
+    rule = lakefs_sdk.BranchProtectionRule(pattern="ma*")
+    api.set_branch_protection_rules(repo.id, [rule], if_match=etag)
+    got = api.get_branch_protection_rules_with_http_info(repo.id)
+    assert [r.pattern for r in got.data] == ["ma*"] and got.headers["ETag"] != etag
+    with pytest.raises(lakefs_sdk.ApiException) as stale:
+        api.set_branch_protection_rules(repo.id, [], if_match=etag)
+    assert stale.value.status == 412
+
+    head = main.get_commit().id
+    _refused(lambda: main.object("b.txt").upload(b"2"))
+    _refused(lambda: main.commit("direct", allow_empty=True))
+    _refused(lambda: main.reset_changes())
+    _refused(lambda: main.revert(head))
+    _refused(lambda: main.delete())
+    dev.object("d.txt").upload(b"d")
+    dev.commit("dev work")
+    dev.merge_into(main)
+    assert main.object("d.txt").reader().read() == b"d"
+    assert not main.object("b.txt").exists()
+    api.set_branch_protection_rules(repo.id, [])
+    main.object("b.txt").upload(b"2")
+
+
+def _refused(call: Callable[[], object]) -> None:
+    """The call fails with 403 and the protected-branch error (the high-level SDK wraps
+    some calls' errors in its ForbiddenException, and lets others' through)."""
+    with pytest.raises((ForbiddenException, lakefs_sdk.exceptions.ForbiddenException)) as e:
+        call()
+    assert "protected branch" in str(e.value)

@@ -22,6 +22,7 @@ from lsmstore.cli import (
     completion,
     fs,
     importer,
+    protect,
     repo,
     service,
     tag,
@@ -128,9 +129,8 @@ def cli(
     )
 
 
-for module in (
-    repo, branch, commits, tag, fs, importer, workspace, service, completion, unavailable
-):
+for module in (repo, branch, commits, tag, fs, importer, workspace, service, completion,
+               protect, unavailable):  # fmt: skip
     module.register(cli)
 
 

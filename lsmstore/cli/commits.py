@@ -1,4 +1,4 @@
-"""``lsmstore commit``, ``log``, ``show``, ``diff``, ``merge``."""
+"""``lsmstore commit``, ``log``, ``show``, ``diff``, ``merge``, ``cherry-pick``."""
 
 from __future__ import annotations
 
@@ -305,6 +305,52 @@ def merge(
     out().done(text, data=d)
 
 
+@click.command("cherry-pick")
+@click.argument("commit_uri", metavar="COMMIT", type=URI)
+@click.argument("branch", type=URI)
+@click.option(
+    "-m", "--parent-number", type=click.IntRange(min=1, max=2), default=1, show_default=True,
+    help="for a merge commit: the parent whose changes are taken as the base",
+)  # fmt: skip
+@click.option(
+    "--strategy",
+    type=click.Choice(["source-wins", "dest-wins"]),
+    help="resolve conflicts this way (default: fail on conflicts)",
+)
+@click.option("--message", help="commit message (default: the picked commit's)")
+@click.option(
+    "--committer",
+    help="committer name (default: the user setting, LSMSTORE_USER, else the OS user; "
+    "a server: your key)",
+)
+def cherry_pick(
+    commit_uri: LsmURI,
+    branch: LsmURI,
+    parent_number: int,
+    strategy: str | None,
+    message: str | None,
+    committer: str | None,
+) -> None:
+    """Apply the changes of COMMIT (lsm://REPO/REF) to BRANCH (lsm://REPO/BRANCH) as a
+    new commit (lakectl's ``cherry-pick``)."""
+    commit_uri.require(ref=True, no_path=True)
+    branch.require(ref=True, no_path=True)
+    if commit_uri.repository != branch.repository:
+        raise click.BadParameter("the commit and the branch must be in one repository")
+
+    async def body(store: StoreAPI) -> dict[str, Any]:
+        repo = await store.get_repository(branch.repository)
+        c = await repo.branch(branch.ref_or_error).cherry_pick(
+            commit_uri.ref_or_error, parent_number=parent_number, strategy=strategy,
+            message=message, committer=committer,
+        )  # fmt: skip
+        return models.commit(c.id, c)
+
+    d = run(body)
+    text = f"Cherry-picked {commit_uri} onto {branch}: commit [yellow]{d['id']}[/yellow]"
+    out().done(text, data=d)
+
+
 def register(cli: click.Group) -> None:
-    for command in (commit, log, show, diff, merge):
+    for command in (commit, log, show, diff, merge, cherry_pick):
         cli.add_command(command)

@@ -114,8 +114,10 @@ class ServiceCommand(click.Command):
                     flags += f" {metavar}"
                 rows.append((str(flags), _plain(_flag_help(action))))
             if rows:
-                title = "Options" if group.title in ("options", "optional arguments") else (
-                    "Commands" if group.title == "positional arguments" else group.title
+                title = (
+                    "Options"
+                    if group.title in ("options", "optional arguments")
+                    else ("Commands" if group.title == "positional arguments" else group.title)
                 )
                 with formatter.section(str(title).capitalize()):
                     formatter.write_dl(rows)
@@ -156,12 +158,23 @@ spark = _service(
 
 
 @click.command("demo")
-@click.option("--puts", type=click.IntRange(min=1), default=100_000, show_default=True,
-              help="single puts")
-@click.option("--tasks", type=click.IntRange(min=1), default=1000, show_default=True,
-              help="concurrent put tasks")
-@click.option("--batch", type=click.IntRange(min=1), default=10_000, show_default=True,
-              help="records per put_many call")
+@click.option(
+    "--puts", type=click.IntRange(min=1), default=100_000, show_default=True, help="single puts"
+)
+@click.option(
+    "--tasks",
+    type=click.IntRange(min=1),
+    default=1000,
+    show_default=True,
+    help="concurrent put tasks",
+)
+@click.option(
+    "--batch",
+    type=click.IntRange(min=1),
+    default=10_000,
+    show_default=True,
+    help="records per put_many call",
+)
 @click.option("--keep", is_flag=True, help="keep the temporary directory")
 def demo(puts: int, tasks: int, batch: int, keep: bool) -> None:
     """Run a write/read workload on the embedded default (in $LSMSTORE_HOME when set,

@@ -1,5 +1,5 @@
-"""lakectl commands whose capability this store does not offer yet: ``cherry-pick``,
-``actions runs list|describe``, ``actions validate``, ``branch-protect add|list|delete``.
+"""lakectl commands whose capability this store does not offer yet: ``actions runs
+list|describe``, ``actions validate``.
 
 Each parses lakectl's form (its arguments and flags, its URIs checked) so a lakectl
 script fails on the first such line with one typed error
@@ -18,18 +18,6 @@ from lsmstore.uri import LsmURI
 
 def _unavailable(what: str) -> NotAvailableError:
     return NotAvailableError(f"{what} is not available in this version of lsmstore")
-
-
-@click.command("cherry-pick")
-@click.argument("commit", type=URI)
-@click.argument("branch", type=URI)
-@click.option("-m", "--parent-number", type=click.IntRange(min=1), help="lakectl's flag")
-def cherry_pick(commit: LsmURI, branch: LsmURI, parent_number: int | None) -> None:
-    """Apply the changes of COMMIT (lsm://REPO/REF) to BRANCH as a new commit
-    (lakectl's form; not available yet)."""
-    commit.require(ref=True, no_path=True)
-    branch.require(ref=True, no_path=True)
-    raise _unavailable("cherry-pick")
 
 
 @click.group("actions")
@@ -74,37 +62,5 @@ def validate_action(path: str) -> None:
     raise _unavailable("actions (hooks and their runs)")
 
 
-@click.group("branch-protect")
-def protect_group() -> None:
-    """Branch protection rules: not available yet."""
-
-
-@protect_group.command("add")
-@click.argument("uri", type=URI)
-@click.argument("pattern")
-def protect_add(uri: LsmURI, pattern: str) -> None:
-    """Protect the branches of URI matching PATTERN (not available yet)."""
-    uri.require(no_path=True)
-    raise _unavailable("branch protection")
-
-
-@protect_group.command("list")
-@click.argument("uri", type=URI)
-def protect_list(uri: LsmURI) -> None:
-    """List the protection rules of URI (not available yet)."""
-    uri.require(no_path=True)
-    raise _unavailable("branch protection")
-
-
-@protect_group.command("delete")
-@click.argument("uri", type=URI)
-@click.argument("pattern")
-def protect_delete(uri: LsmURI, pattern: str) -> None:
-    """Delete the protection rule PATTERN of URI (not available yet)."""
-    uri.require(no_path=True)
-    raise _unavailable("branch protection")
-
-
 def register(cli: click.Group) -> None:
-    for command in (cherry_pick, actions_group, protect_group):
-        cli.add_command(command)
+    cli.add_command(actions_group)

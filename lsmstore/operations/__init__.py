@@ -16,13 +16,16 @@ module                 what it owns
 ``branches``           branch create / delete / reset, and the one record of dropped
                        staging files
 ``workspaces``         stash / pop
-``versioning``         commit / merge / revert
+``versioning``         commit / merge / revert / cherry-pick
+``protection``         branch protection rules (ETag'd) and the one check that
+                       commits, resets, deletion, stash / pop and every staging
+                       append (the branch writer's ``before_append``) call
 ``exclusion``          the per-branch reader/writer lock these operations take
 =====================  =================================================================
 
-Rules that every front end must obey and that are not built yet -- branch protection,
-pre-commit / pre-merge hooks, cherry-pick -- belong in these modules, at the entry of
-the operation they guard (``branches``, ``versioning``), never in a route or a client.
+Rules that every front end must obey and that are not built yet -- pre-commit /
+pre-merge hooks -- belong in these modules, at the entry of the operation they guard
+(``branches``, ``versioning``), never in a route or a client.
 A front end only translates: it parses its request, calls one operation and renders the
 answer or the typed error (:mod:`lsmstore.error_types`).
 """

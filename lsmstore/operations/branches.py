@@ -14,8 +14,9 @@ The dropped staging files are recorded as garbage (:func:`record_dropped`), swep
 the grace period so that readers holding the old ref keep working.  A crash between the
 swap and the garbage record leaves orphans that the staging sweep finds.
 
-Branch protection (refusing a deletion or reset of a protected branch) is to be checked
-here, at the entry of each operation, once for every front end.
+Branch protection (:mod:`lsmstore.operations.protection`) is checked at the entry of
+deletion and of both resets, once for every front end: a protected branch refuses them
+with ProtectedBranchError and nothing changes.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from lsmstore.errors import ConflictError, InvalidInputError
+from lsmstore.operations import protection as _protection
 from lsmstore.refstore.base import Ref
 from lsmstore.refstore.names import check_ref_name
 from lsmstore.versioning import refs as _refs
@@ -70,6 +72,7 @@ async def delete(repo: Repository, name: str) -> Ref:
     """Delete branch ``name`` and drop its staged writes; the value it had.
     RefNotFoundError; InvalidInputError for the default branch or a tag."""
     check_ref_name(name)
+    await _protection.guard(repo, name, "delete")
     store = repo.store
     async with store.exclusion.exclusive(repo.name, name):
         await repo.branch(name).flush()
@@ -84,6 +87,7 @@ async def reset(branch: Branch) -> Ref:
     repo = branch.repository
     store = repo.store
     refstore, name = repo.refstore, branch.name
+    await _protection.guard(repo, name, "reset")
     async with store.exclusion.exclusive(repo.name, name):
         await branch.flush()
         ref = await refstore.get_ref(repo.name, name)
@@ -113,6 +117,7 @@ async def reset_paths(branch: Branch, path: str, *, prefix: bool = False) -> int
     it): each such key gets its committed record back, or a tombstone where nothing is
     committed, in one write (lakeFS ``resetBranch`` of type object / common_prefix).
     The number of keys reset."""
+    await _protection.guard(branch.repository, branch.name, "reset")
     changes = await branch.diff_uncommitted()
     if prefix:
         hit = [c for c in changes if c.key.decode("utf-8", "surrogateescape").startswith(path)]

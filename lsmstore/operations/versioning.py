@@ -1,5 +1,5 @@
-"""Commit, merge and revert (docs/versioning.md), with the arguments checked once for
-every front end.
+"""Commit, merge, revert and cherry-pick (docs/versioning.md), with the arguments
+checked once for every front end.
 
 A commit holds the branch's shared lock (:mod:`lsmstore.operations.exclusion`) and
 first flushes this process's pending writes to the branch: every write acknowledged
@@ -9,8 +9,10 @@ compare-and-swap (retried with backoff, ``commit_max_attempts``); the destinatio
 staged writes stay staged on top.  Their :class:`MergeResult` is the answer every front
 end reports (the server sends its fields; the remote client rebuilds it from them).
 
-Pre-commit and pre-merge hooks, branch protection and cherry-pick belong here: each
-operation below is the one entry every front end calls, and would run them at its
+Branch protection (:mod:`lsmstore.operations.protection`) is checked at the entry
+of commit, revert and cherry-pick, which write a commit onto the branch; a merge into
+a protected branch is accepted, as lakeFS does.  Pre-commit and pre-merge hooks
+belong here: each operation below is the one entry every front end calls, and would run them at its
 start.
 """
 
@@ -20,6 +22,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from lsmstore import validate
+from lsmstore.operations import protection as _protection
 from lsmstore.types import Commit, MergeResult, Strategy
 from lsmstore.versioning import merging as _merging
 
@@ -41,6 +44,7 @@ async def commit(
 
     validate.check_str(message, "commit message", empty_ok=True)
     repo = branch.repository
+    await _protection.guard(repo, branch.name, "commit to")
     store = repo.store
     cfg = store.config
     # the caller's name, else the configured user (LSMSTORE_USER, else the OS user)
@@ -110,6 +114,7 @@ async def revert(
 ) -> MergeResult:
     """Undo the changes of the commit ``commit_ref`` names on ``branch`` with a new
     commit (``Repository.revert``)."""
+    await _protection.guard(repo, repo.branch(branch).name, "revert on")
     cfg = repo.store.config
     return await _merging.revert(
         repo.context(),
@@ -120,6 +125,36 @@ async def revert(
         message=validate.check_message(message),
         committer=validate.check_committer(committer) or cfg.user,
         metadata=validate.check_metadata(metadata),
+        max_attempts=cfg.commit_max_attempts,
+        backoff_s=cfg.commit_backoff_ms / 1000,
+        backoff_max_s=cfg.commit_backoff_max_ms / 1000,
+    )
+
+
+async def cherry_pick(
+    repo: Repository,
+    commit_ref: str,
+    branch: str,
+    *,
+    parent: int = 1,
+    strategy: Strategy | None = None,
+    message: str | None = None,
+    committer: str | None = None,
+    metadata: Mapping[str, str] | None = None,
+) -> MergeResult:
+    """Apply the changes of the commit ``commit_ref`` names onto ``branch`` as a new
+    commit (``Branch.cherry_pick``)."""
+    await _protection.guard(repo, repo.branch(branch).name, "cherry-pick onto")
+    cfg = repo.store.config
+    return await _merging.cherry_pick(
+        repo.context(),
+        repo.branch(branch).name,
+        commit_ref,
+        parent=validate.check_int(parent, "cherry-pick parent", min_value=1, max_value=2),
+        strategy=strategy,
+        message=validate.check_message(message),
+        committer=validate.check_committer(committer) or cfg.user,
+        metadata=None if metadata is None else validate.check_metadata(metadata),
         max_attempts=cfg.commit_max_attempts,
         backoff_s=cfg.commit_backoff_ms / 1000,
         backoff_max_s=cfg.commit_backoff_max_ms / 1000,

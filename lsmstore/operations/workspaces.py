@@ -19,6 +19,7 @@ from lsmstore.errors import (
     NothingToCommitError,
     UnavailableError,
 )
+from lsmstore.operations import protection as _protection
 from lsmstore.operations.branches import attempts
 from lsmstore.refstore.base import Ref, Workspace
 from lsmstore.refstore.names import check_ref_name
@@ -38,6 +39,7 @@ async def stash(branch: Branch, name: str) -> Workspace:
     check_ref_name(name, "workspace")
     repo = branch.repository
     refstore, rname, bname = repo.refstore, repo.name, branch.name
+    await _protection.guard(repo, bname, "stash the changes of")
     async with repo.store.exclusion.exclusive(rname, bname):
         await branch.flush()
         for _ in range(attempts(repo)):
@@ -72,6 +74,7 @@ async def pop(branch: Branch, name: str) -> Ref:
     many files (nothing changes)."""
     check_ref_name(name, "workspace")
     repo = branch.repository
+    await _protection.guard(repo, branch.name, "pop a workspace onto")
     async with repo.store.exclusion.exclusive(repo.name, branch.name):
         await branch.flush()
         ref = await repo.refstore.pop_workspace(repo.name, name, branch.name)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, cast
@@ -50,6 +50,7 @@ from lsmstore.objects.rules import (
     check_size,
 )
 from lsmstore.objects.source import Source
+from lsmstore.operations.protection import check_patterns
 from lsmstore.refstore.base import Ref as RefValue
 from lsmstore.refstore.base import Repository as RepositoryInfo
 from lsmstore.refstore.base import Workspace
@@ -59,6 +60,7 @@ from lsmstore.remote.http import HttpTransport, seg
 from lsmstore.staging.keys import check_key, encode_opt, make_record
 from lsmstore.types import (
     STRATEGIES,
+    BranchProtection,
     Change,
     Commit,
     Entry,
@@ -116,6 +118,24 @@ def _commit_fields(
     if strategy:
         body["strategy"] = strategy
     return body
+
+
+def _etag(headers: Mapping[str, str]) -> str:
+    etag = headers.get("ETag") or headers.get("etag")
+    if not etag:
+        raise UnavailableError("the server answered branch protection rules without an ETag")
+    return etag.strip('"')
+
+
+def _protection(r: Any) -> BranchProtection:
+    """Branch protection rules as ``getBranchProtectionRules`` answers them."""
+    try:
+        patterns = tuple(str(rule["pattern"]) for rule in r.json())
+    except (KeyError, TypeError) as e:
+        raise UnavailableError(
+            f"the server answered garbage: no branch protection rules: {r.body!r:.200}"
+        ) from e
+    return BranchProtection(patterns, _etag(r.headers))
 
 
 def _merge_result(d: Any) -> MergeResult:
@@ -532,6 +552,28 @@ class RemoteRepository:
     async def diff_uncommitted(self, branch: str | None = None) -> list[Change]:
         """What committing ``branch`` (default: the default branch) now would change."""
         return await self.branch(branch).diff_uncommitted()
+
+    async def branch_protection(self) -> BranchProtection:
+        """As the embedded ``branch_protection``: lakeFS's
+        ``getBranchProtectionRules`` (the ETag from its header)."""
+        r = await self.http.request(
+            "GET", f"{self._base}/settings/branch_protection", kind="repository"
+        )
+        return _protection(r)
+
+    async def set_branch_protection(
+        self, patterns: Sequence[str], *, if_match: str | None = None
+    ) -> BranchProtection:
+        """As the embedded ``set_branch_protection``: lakeFS's
+        ``setBranchProtectionRules`` with ``If-Match``."""
+        checked = check_patterns(patterns)
+        headers = {"If-Match": f'"{if_match.strip(chr(34))}"'} if if_match is not None else None
+        r = await self.http.request(
+            "PUT", f"{self._base}/settings/branch_protection",
+            json_body=[{"pattern": p} for p in checked], headers=headers, ok=(204,),
+            kind="repository",
+        )  # fmt: skip
+        return BranchProtection(checked, _etag(r.headers))
 
     async def merge(
         self,
@@ -1000,6 +1042,35 @@ class RemoteBranch(_RemoteReads):
             body["committer"] = committer
         r = await self.repository.http.request(
             "POST", self._b + "/commits", json_body=body, ok=(201,), kind="ref"
+        )  # fmt: skip
+        return _commit(r.json())
+
+    async def cherry_pick(
+        self,
+        ref: str,
+        *,
+        parent_number: int = 1,
+        strategy: Any = None,
+        message: str | None = None,
+        committer: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> Commit:
+        """As the embedded ``cherry_pick``: one request (lakeFS ``cherryPick``)."""
+        refexpr.parse(ref)
+        validate.check_int(parent_number, "cherry-pick parent", min_value=1, max_value=2)
+        fields = _commit_fields(message, None, None, strategy)
+        overrides: dict[str, Any] = {}
+        if "message" in fields:
+            overrides["message"] = fields.pop("message")
+        if metadata is not None:
+            overrides["metadata"] = validate.check_metadata(metadata, "commit metadata")
+        body: dict[str, Any] = {"ref": ref, "parent_number": parent_number, **fields}
+        if overrides:
+            body["commit_overrides"] = overrides
+        if validate.check_committer(committer) is not None:
+            body["committer"] = committer
+        r = await self.repository.http.request(
+            "POST", self._b + "/cherry-pick", json_body=body, ok=(201,), kind="merge"
         )  # fmt: skip
         return _commit(r.json())
 

@@ -29,6 +29,7 @@ from lsmstore.server.routes import (
     config,
     lsm,
     objects,
+    protection,
     refs,
     repositories,
     service,
@@ -52,7 +53,7 @@ _JSON_TYPE = (b"content-type", JSON.encode())
 def build_router(ctx: Context, version: str) -> Router:
     router = Router()
     for module in (config, repositories, branches, commits, refs, tags, objects, lsm, workspaces,
-                   ui_routes):  # fmt: skip
+                   protection, ui_routes):  # fmt: skip
         for route in module.routes(ctx):
             router.add(route)
     # The document describes every route, itself and the health routes included.

@@ -41,6 +41,7 @@ from lsmstore import layout
 from lsmstore.compaction.policy import file_time
 from lsmstore.errors import InvalidInputError, LsmError, UnavailableError
 from lsmstore.graveler.record import Record
+from lsmstore.operations import protection as _protection
 from lsmstore.refstore.base import MAX_FILE_IDS, Ref, RefStore
 from lsmstore.staging.files import SIDECAR_SUFFIX, SST_SUFFIX, encode_staging_file, new_file_id
 from lsmstore.storage.base import ObjectStore, PutMode
@@ -175,6 +176,9 @@ async def commit_files(
         grace_s,
     )
     ids = [f.file_id for f in ordered]
+    # branch protection (lsmstore.operations.protection): a protected branch refuses
+    # the job before anything is appended
+    await _protection.check(refstore, await refstore.get_repository(repo), branch, "write to")
     delay = 0.05
     for attempt in range(attempts):
         try:

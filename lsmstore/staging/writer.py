@@ -54,7 +54,7 @@ import logging
 import math
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -228,8 +228,11 @@ class BranchWriter:
         on_append: Callable[[Ref], None] | None = None,
         encoder: Encoder | None = None,
         repository_id: str | None = None,
+        before_append: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
-        """``encoder`` encodes sealed batches (a Store shares one, with a worker
+        """``before_append`` is awaited before every append and refuses it by raising
+        (the operations layer's branch protection: the batch fails, nothing is
+        appended).  ``encoder`` encodes sealed batches (a Store shares one, with a worker
         process); without one, batches are encoded in a thread.  ``repository_id``
         conditions every append on the repository's id (RefStore, "Repository ids"):
         a batch prepared for a repository deleted or re-created meanwhile fails with
@@ -246,6 +249,7 @@ class BranchWriter:
         self._clock = clock
         self._randbits = randbits
         self._on_append = on_append
+        self._before_append = before_append
         self._encoder = encoder or Encoder(use_process=False)
         self._loop = asyncio.get_running_loop()
         self._seq = 0
@@ -766,6 +770,8 @@ class BranchWriter:
         delay = 0.02
         rs, repo, branch = self.refstore, self.repo, self.branch
         named = ", ".join(file_ids)
+        if self._before_append is not None:
+            await self._before_append()
         for attempt in range(1, attempts + 1):
             try:
                 uid = self.repository_id

@@ -42,6 +42,15 @@ reported like any other.
 the branch's base and source C's parent (``parent`` chooses which, for a merge commit),
 committed with the single parent ``[D]``.  Keys changed since C conflict like in a
 merge.  A revert that changes nothing raises :class:`NothingToCommitError`.
+
+**Cherry-pick** commit C onto branch ``branch`` (lakeFS's ``cherryPick``): the same
+three-way merge the other way round -- base C's parent (``parent`` chooses which, for a
+merge commit), destination the branch's base D, source C -- committed with the single
+parent ``[D]``, C's message and metadata unless overridden, the caller as committer.
+Keys the branch changed differently since C's parent conflict as in a merge
+(:class:`MergeConflictError`, nothing written); a cherry-pick that changes nothing (C
+is already on the branch) raises :class:`NothingToCommitError`.  The result's
+``source`` is C and its ``base`` C's parent.
 """
 
 from __future__ import annotations
@@ -248,6 +257,79 @@ async def merge(
     )
 
 
+async def _apply(
+    ctx: RepoContext,
+    branch: str,
+    base_tree: str,
+    source_tree: str,
+    *,
+    verb: str,
+    target: str,
+    picked: str,
+    source: str,
+    base: str | None,
+    message: str,
+    committer: str,
+    metadata: Mapping[str, str],
+    strategy: Strategy | None,
+    now: Callable[[], float],
+    retry: _Retry,
+    max_attempts: int,
+) -> MergeResult:
+    """Apply the change from ``base_tree`` to ``source_tree`` onto the branch's base D as
+    one commit with the single parent ``[D]`` (revert and cherry-pick): keys the branch
+    changed differently conflict as in a merge; retried when the base moves."""
+    for attempt in range(1, max_attempts + 1):
+        dest = (await get_branch(ctx, branch)).base
+        if not dest:
+            raise RefNotFoundError(f"{ctx.name}/{branch} has no commit to {verb} on")
+        dest_tree = await _tree(ctx, dest)
+        result = await _merge_trees(
+            ctx,
+            base_tree,
+            dest_tree,
+            source_tree,
+            strategy,
+            f"{ctx.name}: {verb} of {target!r} (commit {picked[:12]}) on branch "
+            f"{branch!r} (commit {dest[:12]}): keys changed differently",
+        )
+        if result.metarange_id == dest_tree:
+            raise NothingToCommitError(
+                f"{ctx.name}/{branch}: {verb} of {picked[:12]} changes nothing"
+            )
+        dc = await ctx.commit(dest)
+        commit = Commit(
+            result.metarange_id,
+            (dest,),
+            committer,
+            message,
+            int(now()),
+            dict(metadata),
+            dc.generation + 1,
+        )
+        commit_id = await _commit_onto(ctx, branch, dest, commit)
+        if commit_id is not None:
+            return _merged(commit_id, commit, source, dest, base, result, attempt)
+        if attempt < max_attempts:
+            await retry.wait(attempt)
+    raise ConflictError(
+        f"{ctx.name}/{branch}: {verb} of {target!r} gave up after {max_attempts} attempts: "
+        "the branch's base kept moving"
+    )
+
+
+async def _parent(ctx: RepoContext, commit_id: str, parent: int) -> tuple[Commit, str | None]:
+    """The commit and its ``parent``-th parent (None for a root commit)."""
+    c = await ctx.commit(commit_id)
+    if c.parents and not 1 <= parent <= len(c.parents):
+        raise InvalidInputError(
+            f"commit {commit_id[:12]} has {len(c.parents)} parents: parent {parent} is not one"
+        )
+    if not c.parents and parent != 1:
+        raise InvalidInputError(f"commit {commit_id[:12]} has no parents: parent {parent}")
+    return c, c.parents[parent - 1] if c.parents else None
+
+
 async def revert(
     ctx: RepoContext,
     branch: str,
@@ -267,52 +349,46 @@ async def revert(
 ) -> MergeResult:
     """Undo the changes of commit ``target`` on ``branch`` with a new commit."""
     _check(strategy, max_attempts)
-    retry = _Retry(backoff_s, backoff_max_s, sleep, rng)
-    now = clock or ctx.clock
     reverted = (await resolve(ctx, target)).commit_id
-    rc = await ctx.commit(reverted)
-    if rc.parents and not 1 <= parent <= len(rc.parents):
-        raise InvalidInputError(
-            f"commit {reverted[:12]} has {len(rc.parents)} parents: parent {parent} is not one"
-        )
-    if not rc.parents and parent != 1:
-        raise InvalidInputError(f"commit {reverted[:12]} has no parents: parent {parent}")
-    before = rc.parents[parent - 1] if rc.parents else None
-    text = message if message is not None else f"Revert {reverted[:12]}: {rc.message}"
-    for attempt in range(1, max_attempts + 1):
-        dest = (await get_branch(ctx, branch)).base
-        if not dest:
-            raise RefNotFoundError(f"{ctx.name}/{branch} has no commit to revert on")
-        dest_tree = await _tree(ctx, dest)
-        result = await _merge_trees(
-            ctx,
-            rc.metarange_id,
-            dest_tree,
-            await _tree(ctx, before),
-            strategy,
-            f"{ctx.name}: reverting {target!r} (commit {reverted[:12]}) on branch "
-            f"{branch!r} (commit {dest[:12]}): keys changed since",
-        )
-        if result.metarange_id == dest_tree:
-            raise NothingToCommitError(
-                f"{ctx.name}/{branch}: reverting {reverted[:12]} changes nothing"
-            )
-        dc = await ctx.commit(dest)
-        commit = Commit(
-            result.metarange_id,
-            (dest,),
-            committer,
-            text,
-            int(now()),
-            dict(metadata or {}),
-            dc.generation + 1,
-        )
-        commit_id = await _commit_onto(ctx, branch, dest, commit)
-        if commit_id is not None:
-            return _merged(commit_id, commit, before or "", dest, reverted, result, attempt)
-        if attempt < max_attempts:
-            await retry.wait(attempt)
-    raise ConflictError(
-        f"{ctx.name}/{branch}: revert of {target!r} gave up after {max_attempts} attempts: "
-        "the branch's base kept moving"
-    )
+    rc, before = await _parent(ctx, reverted, parent)
+    return await _apply(
+        ctx, branch, rc.metarange_id, await _tree(ctx, before), verb="revert",
+        target=target, picked=reverted, source=before or "", base=reverted,
+        message=message if message is not None else f"Revert {reverted[:12]}: {rc.message}",
+        committer=committer, metadata=metadata or {}, strategy=strategy,
+        now=clock or ctx.clock, retry=_Retry(backoff_s, backoff_max_s, sleep, rng),
+        max_attempts=max_attempts,
+    )  # fmt: skip
+
+
+async def cherry_pick(
+    ctx: RepoContext,
+    branch: str,
+    target: str,
+    *,
+    parent: int = 1,
+    strategy: Strategy | None = None,
+    message: str | None = None,
+    committer: str = DEFAULT_COMMITTER,
+    metadata: Mapping[str, str] | None = None,
+    clock: Callable[[], float] | None = None,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    rng: Callable[[], float] = random.random,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    backoff_s: float = DEFAULT_BACKOFF_S,
+    backoff_max_s: float = DEFAULT_BACKOFF_MAX_S,
+) -> MergeResult:
+    """Apply the changes of commit ``target`` (against its ``parent``-th parent) onto
+    ``branch`` as a new commit (module docstring); its message and metadata are the
+    picked commit's unless given."""
+    _check(strategy, max_attempts)
+    picked = (await resolve(ctx, target)).commit_id
+    pc, before = await _parent(ctx, picked, parent)
+    return await _apply(
+        ctx, branch, await _tree(ctx, before), pc.metarange_id, verb="cherry-pick",
+        target=target, picked=picked, source=picked, base=before,
+        message=message if message is not None else pc.message,
+        committer=committer, metadata=pc.metadata if metadata is None else metadata,
+        strategy=strategy, now=clock or ctx.clock,
+        retry=_Retry(backoff_s, backoff_max_s, sleep, rng), max_attempts=max_attempts,
+    )  # fmt: skip

@@ -1,9 +1,11 @@
-"""Branches: list, create, get, delete, reset, revert, commit, uncommitted diff -- each
+"""Branches: list, create, get, delete, reset, revert, cherry-pick, commit, uncommitted
+diff -- each
 write one call of the operations layer (:mod:`lsmstore.operations`)."""
 
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 from lsmstore.errors import InvalidInputError, RefNotFoundError
 from lsmstore.operations import branches as _branches
@@ -38,16 +40,24 @@ async def revert_request(ctx: Context, request: Request) -> MergeResult:
     parent = validate.integer(doc, "parent_number", required=True)
     validate.boolean(doc, "force")
     validate.boolean(doc, "allow_empty")
-    overrides = doc.get("commit_overrides") or {}
-    if not isinstance(overrides, dict):
-        raise bad_request("field 'commit_overrides' must be an object")
-    message = validate.string(overrides, "message", required=False) or None
-    metadata = validate.string_map(overrides, "metadata")
+    message, metadata = commit_overrides(doc)
     strategy = merge_strategy(doc)
     return await repo.revert(
         target, branch=name, parent=max(parent, 1), strategy=strategy, message=message,
         committer=committer(request, doc), metadata=metadata,
     )  # fmt: skip
+
+
+def commit_overrides(doc: dict[str, Any]) -> tuple[str | None, dict[str, str] | None]:
+    """The ``commit_overrides`` of a revert or cherry-pick body: message and metadata,
+    None for each not given."""
+    overrides = doc.get("commit_overrides") or {}
+    if not isinstance(overrides, dict):
+        raise bad_request("field 'commit_overrides' must be an object")
+    message = validate.string(overrides, "message", required=False) or None
+    if overrides.get("metadata") is None:
+        return message, None
+    return message, validate.string_map(overrides, "metadata")
 
 
 def routes(ctx: Context) -> list[Route]:
@@ -110,6 +120,20 @@ def routes(ctx: Context) -> list[Route]:
         await revert_request(ctx, request)
         return empty(204)
 
+    async def cherry_pick(request: Request) -> Response:
+        repo = await ctx.repository(request.params["repository"])
+        name = check_ref_name(request.params["branch"])
+        doc = await request.json_object()
+        target = validate.string(doc, "ref")
+        parent = validate.integer(doc, "parent_number")
+        validate.boolean(doc, "force")
+        message, metadata = commit_overrides(doc)
+        c = await repo.branch(name).cherry_pick(
+            target, parent_number=max(parent or 1, 1), strategy=merge_strategy(doc),
+            message=message, committer=committer(request, doc), metadata=metadata,
+        )  # fmt: skip
+        return json_response(models.commit(c.id, c), 201)
+
     async def commit(request: Request) -> Response:
         repo = await ctx.repository(request.params["repository"])
         name = check_ref_name(request.params["branch"])
@@ -149,6 +173,9 @@ def routes(ctx: Context) -> list[Route]:
         Route("POST", ITEM + "/revert", revert_branch, "revertBranch", "write", "branches",
               body=(("application/json", ref("RevertCreation")),),
               responses={204: None}, errors=(400, 404, 409)),
+        Route("POST", ITEM + "/cherry-pick", cherry_pick, "cherryPick", "write", "branches",
+              body=(("application/json", ref("CherryPickCreation")),),
+              responses={201: ref("Commit")}, errors=(400, 404, 409)),
         Route("POST", ITEM + "/commits", commit, "commit", "write", "commits",
               query=(Param("source_metarange", STR),),
               body=(("application/json", ref("CommitCreation")),),

@@ -63,7 +63,8 @@ COMPONENTS: dict[str, dict[str, Any]] = {
         {"metadata": STR_MAP, "generation": INT, "version": {"type": "integer"}},
     ),
     "CommitList": listing("Commit"),
-    # ``committer`` (and RevertCreation's ``strategy``) are our extensions
+    # ``committer`` (and RevertCreation's and CherryPickCreation's ``strategy``) are our
+    # extensions
     # (docs/server.md, "Committer").
     "CommitCreation": obj(
         {"message": STR},
@@ -73,6 +74,7 @@ COMPONENTS: dict[str, dict[str, Any]] = {
         {"type": {"type": "string", "enum": ["object", "common_prefix", "reset"]}},
         {"path": STR, "force": BOOL},
     ),
+    "BranchProtectionRule": obj({"pattern": STR}, {}),
     "RevertCreation": obj(
         {"ref": STR, "parent_number": {"type": "integer"}},
         {
@@ -83,7 +85,16 @@ COMPONENTS: dict[str, dict[str, Any]] = {
             "strategy": STR,
         },
     ),
-    "CherryPickCreation": obj({"ref": STR}, {"parent_number": {"type": "integer"}, "force": BOOL}),
+    "CherryPickCreation": obj(
+        {"ref": STR},
+        {
+            "parent_number": {"type": "integer"},
+            "force": BOOL,
+            "commit_overrides": obj({}, {"message": STR, "metadata": STR_MAP}),
+            "committer": STR,
+            "strategy": STR,
+        },
+    ),
     "Merge": obj(
         {},
         {
