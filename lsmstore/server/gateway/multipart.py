@@ -19,8 +19,8 @@ is not recorded as a garbage candidate (as for every link): the GC job's scan fo
 unreferenced ``data/`` objects finds its data.
 
 Crashes: between a part's data and its record, an unreferenced ``data/`` object (the GC
-job's orphan scan collects it); during Complete before the entry, the parts stay and
-the composed data is an unreferenced ``data/`` object, and the upload's records stay (ListMultipartUploads shows
+job's orphan scan collects it); during Complete before the entry, the composed data is
+such an object and the parts and the upload's records stay (ListMultipartUploads shows
 it; Abort removes it); after the entry but before the clean-up, the parts' objects and
 records stay until Abort.  A part record always names a written part.
 """
