@@ -387,6 +387,11 @@ def test_multipart_upload_copy_list_complete_abort(s3: Any, admin: httpx.Client)
     assert s3.head_object(Bucket=repo, Key="main/big")["ETag"] == expected
     listed = s3.list_objects_v2(Bucket=repo, Prefix="main/big")["Contents"]
     assert [(o["Key"], o["ETag"]) for o in listed] == [("main/big", expected)]
+    stat = admin.get(f"/repositories/{repo}/refs/main/objects/stat", params={"path": "big"})
+    assert (stat.json()["checksum"], stat.json()["size_bytes"]) == (
+        expected.strip('"'),
+        5 * 1024 * 1024 + 10,
+    )
     assert got["ContentType"] == "x/big" and got["Metadata"] == {"k": "v"}
     assert "Uploads" not in s3.list_multipart_uploads(Bucket=repo)
     with pytest.raises(ClientError) as e:
