@@ -363,6 +363,13 @@ def test_multipart_upload_copy_list_complete_abort(s3: Any, admin: httpx.Client)
                                      MultipartUpload={"Parts": [
                                          {"PartNumber": 1, "ETag": '"0000"'}]})  # fmt: skip
     assert code_of(e) == "InvalidPart"
+    with pytest.raises(ClientError) as e:
+        s3.complete_multipart_upload(Bucket=repo, Key="main/big", UploadId=up,
+                                     MultipartUpload={"Parts": [
+                                         {"PartNumber": 3, "ETag": e3["CopyPartResult"]["ETag"]},
+                                         {"PartNumber": 1, "ETag": e1["ETag"]},
+                                     ]})  # fmt: skip
+    assert code_of(e) == "InvalidPartOrder"
     done = s3.complete_multipart_upload(Bucket=repo, Key="main/big", UploadId=up,
                                         MultipartUpload={"Parts": [
                                             {"PartNumber": 1, "ETag": e1["ETag"]},
@@ -370,9 +377,21 @@ def test_multipart_upload_copy_list_complete_abort(s3: Any, admin: httpx.Client)
                                              "ETag": e3["CopyPartResult"]["ETag"]},
                                         ]})  # fmt: skip
     whole = part1 + b"0123456789"
-    assert done["ETag"] == f'"{hashlib.md5(whole).hexdigest()}"'
+    # S3's multipart ETag: the MD5 of the parts' binary MD5s, then "-<parts>"
+    digests = hashlib.md5(part1).digest() + hashlib.md5(b"0123456789").digest()
+    expected = f'"{hashlib.md5(digests).hexdigest()}-2"'
+    assert done["ETag"] == expected
     got = s3.get_object(Bucket=repo, Key="main/big")
     assert got["Body"].read() == whole
+    assert got["ETag"] == expected
+    assert s3.head_object(Bucket=repo, Key="main/big")["ETag"] == expected
+    listed = s3.list_objects_v2(Bucket=repo, Prefix="main/big")["Contents"]
+    assert [(o["Key"], o["ETag"]) for o in listed] == [("main/big", expected)]
+    stat = admin.get(f"/repositories/{repo}/refs/main/objects/stat", params={"path": "big"})
+    assert (stat.json()["checksum"], stat.json()["size_bytes"]) == (
+        expected.strip('"'),
+        5 * 1024 * 1024 + 10,
+    )
     assert got["ContentType"] == "x/big" and got["Metadata"] == {"k": "v"}
     assert "Uploads" not in s3.list_multipart_uploads(Bucket=repo)
     with pytest.raises(ClientError) as e:

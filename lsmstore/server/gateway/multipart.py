@@ -5,17 +5,22 @@ State: one RefStore record per upload (kind ``s3-uploads``, name = upload id: th
 repository, branch, path, content type, metadata and initiator) and one per part (kind
 ``s3-parts``, name ``<upload id>/<part number:05d>``: its ``data/`` key, size, ETag).
 A part's bytes are written to a fresh ``data/`` object of the repository's namespace
-before its record; Complete streams the parts, in order, through ``Branch.upload`` (the
-operations layer: the object's data is written, then its entry staged and acknowledged)
-and then deletes the parts' objects and records.
+before its record; Complete streams the parts, in order, into a fresh ``data/`` object,
+links it at the path (``Branch.link``: the entry is staged and acknowledged) and then
+deletes the parts' objects and records.
 
-ETags: a part's is the MD5 of its bytes; the completed object's is the MD5 of the whole
-object (the ETag every other write gets), not S3's ``<md5 of md5s>-<n>``: clients that
-compare an ETag without ``-`` to the content's MD5 find it right.
+ETags (S3's rules, which clients verify): a part's is the MD5 of its bytes; the
+completed object's is ``<md5 of the concatenated binary part MD5s>-<number of parts>``,
+stored as the object's checksum, so HEAD, GET, listings and stat show that form.
+Complete refuses a part whose ETag is not the uploaded part's (``InvalidPart``), part
+numbers not strictly ascending (``InvalidPartOrder``) and a part other than the last
+under :data:`MIN_PART_BYTES` (``EntityTooSmall``).  The object a completion replaces
+is not recorded as a garbage candidate (as for every link): the GC job's scan for
+unreferenced ``data/`` objects finds its data.
 
 Crashes: between a part's data and its record, an unreferenced ``data/`` object (the GC
-job's orphan scan collects it); during Complete before the entry, the same for the
-parts and the composed data, and the upload's records stay (ListMultipartUploads shows
+job's orphan scan collects it); during Complete before the entry, the composed data is
+such an object and the parts and the upload's records stay (ListMultipartUploads shows
 it; Abort removes it); after the entry but before the clean-up, the parts' objects and
 records stay until Abort.  A part record always names a written part.
 """
@@ -31,6 +36,7 @@ import orjson
 
 from lsmstore.client import Branch, Repository
 from lsmstore.errors import NotFoundError
+from lsmstore.objects.api import namespace
 from lsmstore.operations.objects import new_data_key
 from lsmstore.server.auth import Principal
 from lsmstore.server.gateway import xml
@@ -150,12 +156,20 @@ class Multipart:
                 async for chunk in repo.objects.get_stream(part["key"]):
                     yield chunk
 
-        stats = await branch.upload(
-            doc["path"], joined(), content_type=doc["content_type"], metadata=doc["metadata"],
-            if_absent=if_absent,
-        )  # fmt: skip
+        etag = multipart_etag([part["etag"] for part in chosen])
+        key = new_data_key(branch)
+        try:
+            await repo.objects.put_stream(key, joined())
+            await branch.link(
+                doc["path"], namespace(repo).base + key, size=sum(p["size"] for p in chosen),
+                checksum=etag, content_type=doc["content_type"], metadata=doc["metadata"],
+                if_absent=if_absent,
+            )  # fmt: skip
+        except BaseException:
+            await repo.objects.delete(key, missing_ok=True)
+            raise
         await self.abort(repo, upload_id)
-        return stats.checksum
+        return etag
 
     async def abort(self, repo: Repository, upload_id: str) -> None:
         """Delete the parts' data and records, then the upload's record."""
@@ -182,6 +196,13 @@ class Multipart:
             if len(page) < 1000:
                 return out
             after = page[-1][0]
+
+
+def multipart_etag(part_etags: list[str]) -> str:
+    """S3's ETag of a completed multipart upload: the MD5 of the parts' binary MD5s,
+    concatenated in part order, then ``-`` and the number of parts."""
+    digest = hashlib.md5(b"".join(bytes.fromhex(e) for e in part_etags)).hexdigest()
+    return f"{digest}-{len(part_etags)}"
 
 
 def _parse_complete(body: bytes) -> list[tuple[int, str]]:
