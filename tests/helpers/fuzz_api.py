@@ -385,7 +385,8 @@ def _commits(
         got = FUZZ.run(FUZZ.repo.ref(c.id).commit())
         assert (got.message, dict(got.metadata)) == (message, dict(meta or {}))
         if not FUZZ.remote:  # the server records the caller's identity as committer
-            assert got.committer == (committer if committer is not None else "lsmstore")
+            default = FUZZ.store.config.user  # the configured user signs by default
+            assert got.committer == (committer if committer is not None else default)
     target = FUZZ.fresh_branch()
     ok, _ = FUZZ.attempt(
         "commits",
