@@ -33,7 +33,7 @@ import logging
 import threading
 import time
 from collections.abc import Awaitable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import pyarrow as pa
@@ -53,7 +53,7 @@ from lsmstore.gcfreeze import paused
 from lsmstore.graveler.record import Record
 from lsmstore.refstore.names import check_ref_name
 from lsmstore.refstore.url import open_refstore
-from lsmstore.spark import rows, scan, stage
+from lsmstore.spark import rows, scan, stage, tables
 from lsmstore.spark.location import Location, parse_location
 from lsmstore.staging.files import new_file_id
 from lsmstore.storage.base import ObjectStore
@@ -62,6 +62,8 @@ from lsmstore.storage.url import open_object_store
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 NAME = "lsmstore"
+#: The ``format`` option of Parquet tables (:mod:`lsmstore.spark.tables`).
+TABLE_FORMAT = "parquet"
 
 
 def run(coro: Awaitable[T]) -> T:
@@ -103,6 +105,10 @@ class Options:
     commit: str
     message: str
     grace_s: float
+    table: bool = False  # format "parquet": Parquet objects under a prefix (tables.py)
+    partition_by: tuple[str, ...] = ()
+    partition_filter: dict[str, frozenset[str]] = field(default_factory=dict)
+    table_bytes: int = tables.TABLE_FILE_BYTES
 
     @classmethod
     def parse(cls, options: dict[str, str]) -> Options:
@@ -114,17 +120,23 @@ class Options:
         commit = opts.get("commit", "staging")
         if commit not in ("staging", "direct"):
             raise InvalidInputError(f"commit must be 'staging' or 'direct', not {commit!r}")
+        fmt = opts.get("format", "objects")
+        table = fmt == TABLE_FORMAT
         try:
             return cls(
                 parse_location(path),
                 opts.get("refstore") or cfg.refstore_url,
-                rows.check_mode(opts.get("format", "objects")),
+                "objects" if table else rows.check_mode(fmt),
                 int(opts.get("partitionbytes", scan.PARTITION_BYTES)),
                 int(opts.get("minpartitions", 1)),
                 int(opts.get("filebytes", stage.FILE_BYTES)),
                 commit,
                 opts.get("message", "Spark write"),
                 float(opts.get("graceseconds", cfg.compaction_grace_s)),
+                table,
+                tables.parse_columns(opts.get("partitionby")),
+                tables.parse_filter(opts.get("partitionfilter")),
+                int(opts.get("tablefilebytes", tables.TABLE_FILE_BYTES)),
             )
         except ValueError as e:
             raise InvalidInputError(f"bad lsmstore option: {e}") from None
@@ -137,18 +149,29 @@ class LsmDataSource(DataSource):
     def name(cls) -> str:
         return NAME
 
-    def schema(self) -> str:
-        return rows.schema(Options.parse(self.options).mode)
+    def schema(self) -> str | StructType:
+        opts = Options.parse(self.options)
+        if opts.table:
+            return tables.infer_schema(opts)
+        return rows.schema(opts.mode)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return LsmReader(Options.parse(self.options))
+        opts = Options.parse(self.options)
+        if opts.table:
+            return tables.TableReader(opts, schema)
+        return LsmReader(opts)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        opts = Options.parse(self.options)
+        if opts.table:
+            if opts.commit != "staging":
+                raise InvalidInputError("a Parquet table write is staged (commit='staging')")
+            return tables.TableWriter(opts, overwrite)
         if overwrite:
             raise InvalidInputError(
-                "lsmstore writes append (mode('append')); overwrite is not supported"
+                "lsmstore writes of entries append (mode('append')); overwrite is for "
+                "format 'parquet'"
             )
-        opts = Options.parse(self.options)
         if opts.commit == "direct":
             from lsmstore.spark.direct import DirectWriter
 
