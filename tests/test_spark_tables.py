@@ -1,0 +1,306 @@
+"""Parquet tables through the lsmstore data source on a local SparkSession: rows written
+equal rows read (Spark, and pandas through ``lsm://``), a table version lands as one
+group append (append, overwrite, two writers of one branch), partition pruning opens only
+the matching files, and failed, killed or aborted jobs leave nothing visible and their
+files to the GC job."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import lsmstore
+from lsmstore import gc, layout
+from lsmstore.gc.retention import Retention
+from lsmstore.spark import register, tables
+from lsmstore.spark.source import Options
+from lsmstore.storage.url import open_object_store
+
+pytestmark = pytest.mark.timeout(600)
+
+GRACE = 600.0
+
+
+class Env:
+    def __init__(self, tmp: Path, store: lsmstore.Store) -> None:
+        self.tmp = tmp
+        self.store = store
+        self.refstore_url = f"local://{tmp / 'refs'}"
+        self.ns = (tmp / "ns").as_uri()
+
+    def opts(self, **extra: str) -> dict[str, str]:
+        return {"refstore": self.refstore_url, "format": "parquet", **extra}
+
+
+@pytest.fixture
+async def env(tmp_path: Path) -> AsyncIterator[Env]:
+    async with lsmstore.connect(
+        f"local://{tmp_path / 'refs'}", batch_interval_ms=2, compaction_in_process="off"
+    ) as store:
+        e = Env(tmp_path, store)
+        await store.create_repository("r", storage_namespace=e.ns)
+        yield e
+
+
+def frame(spark: Any, n: int, tag: str = "v1", parts: int = 3) -> Any:
+    return spark.range(n, numPartitions=parts).selectExpr(
+        "id", "cast(id % 3 as int) as p", f"concat('{tag}-', cast(id as string)) as s"
+    )
+
+
+def write(df: Any, url: str, mode: str = "append", **options: str) -> None:
+    register(df.sparkSession)  # this thread's active session knows the source
+    df.write.format("lsmstore").options(**options).mode(mode).save(url)
+
+
+def read(spark: Any, url: str, **options: str) -> list[tuple[Any, ...]]:
+    register(spark)
+    df = spark.read.format("lsmstore").options(**options).load(url)
+    return sorted(tuple(r[c] for c in ("id", "p", "s")) for r in df.collect())
+
+
+def want(n: int, tag: str = "v1") -> list[tuple[Any, ...]]:
+    return [(i, i % 3, f"{tag}-{i}") for i in range(n)]
+
+
+async def in_thread(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    return await asyncio.to_thread(fn, *args, **kwargs)
+
+
+async def paths(branch: lsmstore.Branch | lsmstore.Ref, prefix: str) -> list[str]:
+    return [s.path async for s in branch.list_objects(prefix)]
+
+
+async def data_objects(env: Env) -> set[str]:
+    objects = open_object_store(env.ns)
+    try:
+        return {m.key async for m in objects.list(layout.DATA)}
+    finally:
+        await objects.aclose()
+
+
+async def collect_twice(env: Env) -> None:
+    """Two GC runs a grace period apart: what both find unreferenced goes."""
+    now = [time.time()]
+    objects = open_object_store(env.ns)
+    try:
+        for _ in range(2):
+            await gc.collect_repository(
+                env.store.refstore,
+                "r",
+                objects,
+                Retention(),
+                grace_s=GRACE,
+                clock=lambda: now[0],
+            )
+            now[0] += GRACE
+    finally:
+        await objects.aclose()
+
+
+async def test_round_trip_partitioned_by_spark_and_pandas(spark: Any, env: Env) -> None:
+    main = (await env.store.get_repository("r")).branch("main")
+    before = await main.head()
+    url = "lsm://r/main/tables/t/"
+    await in_thread(write, frame(spark, 600), url, **env.opts(partitionBy="p"))
+    listed = await paths(main, "tables/t/")
+    assert listed and all(p.endswith(".parquet") for p in listed)
+    assert {p.split("/")[2] for p in listed} == {"p=0", "p=1", "p=2"}  # Hive-style
+    after = await main.head()
+    assert len(after.l1) == len(before.l1) + 1  # one group append, one staging file
+    assert await in_thread(read, spark, url, **env.opts()) == want(600)
+    # pandas through the fsspec filesystem: the same rows (p from the directories)
+    df = await in_thread(
+        pd.read_parquet, "lsm://r/main/tables/t/", storage_options={"refstore": env.refstore_url}
+    )
+    got = sorted((int(i), int(p), s) for i, p, s in zip(df["id"], df["p"], df["s"], strict=True))
+    assert got == want(600)
+    # A commit of the branch reads the same; so does an unpartitioned table.
+    commit = await main.commit("table t")
+    assert await in_thread(read, spark, f"lsm://r/{commit.id}/tables/t/", **env.opts()) == want(600)
+    await in_thread(write, frame(spark, 50), "lsm://r/main/tables/flat", **env.opts())
+    assert await in_thread(read, spark, "lsm://r/main/tables/flat/", **env.opts()) == want(50)
+    assert all("=" not in p for p in await paths(main, "tables/flat/"))
+
+
+async def test_overwrite_replaces_the_prefix_in_one_append(spark: Any, env: Env) -> None:
+    main = (await env.store.get_repository("r")).branch("main")
+    url = "lsm://r/main/tables/t/"
+    await in_thread(write, frame(spark, 300, "old"), url, **env.opts(partitionBy="p"))
+    await main.upload("tables/other/keep.txt", b"another table")
+    old = await paths(main, "tables/t/")
+    await main.commit("v1")  # old files committed: their data stays for the commit
+    before = await main.head()
+    await in_thread(write, frame(spark, 120, "new"), url, "overwrite", **env.opts(partitionBy="p"))
+    after = await main.head()
+    assert len(after.l1) == len(before.l1) + 1  # deletes and new entries: one staging file
+    assert await in_thread(read, spark, url, **env.opts()) == want(120, "new")
+    assert not set(old) & set(await paths(main, "tables/t/"))
+    assert await paths(main, "tables/other/") == ["tables/other/keep.txt"]
+    assert await in_thread(read, spark, f"lsm://r/{before.base}/tables/t/", **env.opts()) == want(
+        300, "old"
+    )
+
+
+async def test_partition_pruning_opens_only_matching_files(spark: Any, env: Env) -> None:
+    main = (await env.store.get_repository("r")).branch("main")
+    url = "lsm://r/main/tables/t/"
+    await in_thread(write, frame(spark, 300), url, **env.opts(partitionBy="p"))
+    stats = [s async for s in main.list_objects("tables/t/")]
+    # The data of every file outside p=1 is removed from the namespace: a read that
+    # opened one of them would fail.
+    objects = open_object_store(env.ns)
+    try:
+        for s in stats:
+            if "/p=1/" not in s.path:
+                await objects.delete(s.physical_address.removeprefix(objects.url + "/"))
+    finally:
+        await objects.aclose()
+    await in_thread(register, spark)
+    pruned = spark.read.format("lsmstore").options(**env.opts(partitionFilter="p=1")).load(url)
+    matching = [s for s in stats if "/p=1/" in s.path]
+    assert await in_thread(lambda: pruned.rdd.getNumPartitions()) == len(matching)
+    rows = await in_thread(read, spark, url, **env.opts(partitionFilter="p=1"))
+    assert rows == [r for r in want(300) if r[1] == 1]
+    with pytest.raises(Exception, match=r"ObjectNotFound|not found"):
+        await in_thread(read, spark, url, **env.opts())
+    with pytest.raises(Exception, match="not partition columns"):
+        await in_thread(read, spark, url, **env.opts(partitionFilter="q=1"))
+
+
+async def test_two_concurrent_writes_to_one_branch_both_land_whole(spark: Any, env: Env) -> None:
+    main = (await env.store.get_repository("r")).branch("main")
+    errors: list[BaseException] = []
+
+    def job(name: str, n: int) -> None:
+        try:
+            write(frame(spark, n, name), f"lsm://r/main/tables/{name}/", **env.opts())
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=job, args=(n, k)) for n, k in (("a", 400), ("b", 250))]
+    await in_thread(lambda: [t.start() for t in threads] and [t.join() for t in threads])
+    assert not errors
+    assert await in_thread(read, spark, "lsm://r/main/tables/a/", **env.opts()) == want(400, "a")
+    assert await in_thread(read, spark, "lsm://r/main/tables/b/", **env.opts()) == want(250, "b")
+    assert len((await main.head()).l1) == 2
+
+
+def _failing(marker: str | None, kill: bool) -> Any:
+    """A UDF failing (or killing its Python worker) on row 150: once when ``marker``
+    names a file to create, else always."""
+
+    def fn(i: int) -> int:
+        if i == 150 and (marker is None or not os.path.exists(marker)):
+            if marker is not None:
+                Path(marker).write_text("failed once")
+            if kill:
+                os.kill(os.getpid(), signal.SIGKILL)
+            raise RuntimeError("this partition fails")
+        return i
+
+    return fn
+
+
+@pytest.mark.parametrize("kill", [False, True], ids=["task-fails", "worker-killed"])
+async def test_failed_job_leaves_nothing_and_its_files_to_gc(
+    spark: Any, env: Env, kill: bool
+) -> None:
+    from pyspark.sql import functions as F
+
+    main = (await env.store.get_repository("r")).branch("main")
+    await main.upload("tables/t/keep.parquet", b"not replaced")
+    await main.commit("base")
+    before = await main.head()
+    fail = F.udf(_failing(None, kill), "long")
+    df = frame(spark, 300).withColumn("id", fail("id"))
+    url = "lsm://r/main/tables/t/"
+    with pytest.raises(Exception, match=r"fails|crashed|EOF|exited|Python worker"):
+        await in_thread(write, df, url, "overwrite", **env.opts(partitionBy="p"))
+    assert await main.head() == before
+    assert await paths(main, "tables/t/") == ["tables/t/keep.parquet"]
+    await collect_twice(env)  # the failed attempts' uploads are orphans
+    kept = [s async for s in main.list_objects("tables/t/")]
+    assert await data_objects(env) == {
+        s.physical_address.removeprefix(open_object_store(env.ns).url + "/") for s in kept
+    }
+    # Failing once: the retried task's files land, whole.
+    marker = str(env.tmp / f"failed-once-{kill}")
+    once = F.udf(_failing(marker, kill), "long")
+    await in_thread(
+        write, frame(spark, 300).withColumn("id", once("id")), url, "overwrite", **env.opts()
+    )
+    assert await asyncio.to_thread(Path(marker).exists)
+    assert await in_thread(read, spark, url, **env.opts()) == want(300)
+    await collect_twice(env)  # the failed attempt's files go, the table's stay
+    assert await in_thread(read, spark, url, **env.opts()) == want(300)
+
+
+async def test_aborted_job_deletes_its_files(spark: Any, env: Env) -> None:
+    main = (await env.store.get_repository("r")).branch("main")
+    before = await main.head()
+    opts = Options.parse({"path": "lsm://r/main/tables/t/", **env.opts(partitionBy="p")})
+    w = await in_thread(tables.TableWriter, opts, False)
+    batch = pa.RecordBatch.from_pydict({"id": list(range(10)), "p": [i % 2 for i in range(10)]})
+    done = await in_thread(w.write, iter([batch]))
+    assert len(done.files) == 2 and len(await data_objects(env)) == 2
+    await in_thread(w.abort, [done, None])
+    assert await main.head() == before and not await data_objects(env)
+    # A commit of a job older than half the grace period stages nothing.
+    late = await in_thread(w.write, iter([batch]))
+    late.started -= opts.grace_s
+    with pytest.raises(lsmstore.LsmError, match="grace"):
+        await in_thread(w.commit, [late])
+    assert await main.head() == before and not await data_objects(env)
+
+
+async def test_bad_table_writes_are_refused(spark: Any, env: Env) -> None:
+    df = frame(spark, 10)
+    with pytest.raises(Exception, match="names a prefix"):
+        await in_thread(write, df, "lsm://r/main", **env.opts())
+    with pytest.raises(Exception, match="lacks"):
+        await in_thread(write, df, "lsm://r/main/t/", **env.opts(partitionBy="nope"))
+    with pytest.raises(Exception, match="staged"):
+        await in_thread(write, df, "lsm://r/main/t/", **env.opts(commit="direct"))
+    with pytest.raises(Exception, match="no Parquet files"):
+        await in_thread(read, spark, "lsm://r/main/empty/", **env.opts())
+    assert await data_objects(env) == set()
+
+
+@given(
+    st.lists(
+        st.one_of(st.none(), st.text(min_size=1, max_size=12), st.integers(-5, 10**12)),
+        min_size=1,
+        max_size=3,
+    )
+)
+def test_partition_directories_round_trip(values: list[Any]) -> None:
+    cols = [f"c{i}" for i in range(len(values))]
+    rel = tables.partition_dir(cols, values) + "part-0.parquet"
+    got = tables.partition_values(rel)
+    assert got == {c: None if v is None else str(v) for c, v in zip(cols, values, strict=True)}
+    assert rel.count("/") == len(values)  # a value never adds a directory
+
+
+def test_partition_filter_option() -> None:
+    assert tables.parse_filter("day=1,2; region = eu") == {
+        "day": frozenset({"1", "2"}),
+        "region": frozenset({"eu"}),
+    }
+    for bad in ("day", "=1", "a=1;a=2"):
+        with pytest.raises(lsmstore.InvalidInputError):
+            tables.parse_filter(bad)
+    with pytest.raises(lsmstore.InvalidInputError):
+        tables.parse_columns("a,a")
