@@ -304,3 +304,58 @@ def test_partition_filter_option() -> None:
             tables.parse_filter(bad)
     with pytest.raises(lsmstore.InvalidInputError):
         tables.parse_columns("a,a")
+
+
+async def test_transaction_merges_validated_jobs_or_leaves_the_target(
+    spark: Any, env: Env
+) -> None:
+    from lsmstore.spark import transaction
+
+    repo = await env.store.get_repository("r")
+    main = repo.branch("main")
+    await main.upload("readme.txt", b"base")
+    await main.commit("base")
+    seen: dict[str, Any] = {}
+
+    def validate(tx: Any) -> None:
+        seen["a"] = read(spark, tx.uri("tables/a/"), **env.opts())
+        if len(seen["a"]) != 300:
+            raise ValueError("table a is incomplete")
+
+    def pipeline(rows: int, on_failure: str) -> str:
+        with transaction(
+            "lsm://r/main", refstore=env.refstore_url, validate=validate, on_failure=on_failure
+        ) as tx:
+            write(frame(spark, rows, "a"), tx.uri("tables/a/"), **env.opts(partitionBy="p"))
+            write(frame(spark, 20, "b"), tx.uri("tables/b/"), **env.opts())
+            seen["branch"] = tx.branch
+        return str(tx.commit_id)
+
+    before = await main.head()
+    with pytest.raises(ValueError, match="incomplete"):
+        await in_thread(pipeline, 10, "keep")
+    assert await main.head() == before
+    kept = seen["branch"]
+    assert kept in await repo.list_branches()  # left for inspection, with its tables
+    assert len(await paths(repo.branch(kept), "tables/b/")) > 0
+    await repo.delete_branch(kept)
+
+    def broken() -> None:
+        with transaction("lsm://r/main", refstore=env.refstore_url) as tx:
+            write(frame(spark, 5), tx.uri("tables/a/"), **env.opts())
+            seen["branch"] = tx.branch
+            raise RuntimeError("the next job failed")
+
+    with pytest.raises(RuntimeError, match="next job"):
+        await in_thread(broken)
+    assert await main.head() == before
+    assert seen["branch"] not in await repo.list_branches()  # deleted by default
+
+    merge = await in_thread(pipeline, 300, "keep")
+    assert seen["a"] == want(300, "a")
+    head = await main.head()
+    assert head.base == merge and head.l1 == ()
+    assert (await repo.ref(merge).commit()).parents[0] == before.base
+    assert await in_thread(read, spark, "lsm://r/main/tables/a/", **env.opts()) == want(300, "a")
+    assert await in_thread(read, spark, "lsm://r/main/tables/b/", **env.opts()) == want(20, "b")
+    assert await repo.list_branches() == ["main"]

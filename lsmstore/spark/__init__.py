@@ -10,7 +10,14 @@ from typing import Any
 
 from lsmstore.spark.location import Location, parse_location
 
-__all__ = ["Location", "parse_location", "register", "save"]
+__all__ = ["Location", "parse_location", "register", "save", "transaction"]
+
+
+def transaction(url: str, **kwargs: Any) -> Any:
+    """A transaction branch for several Spark jobs: see :mod:`lsmstore.spark.transaction`."""
+    from lsmstore.spark.transaction import transaction as tx
+
+    return tx(url, **kwargs)
 
 
 def register(spark: Any) -> None:
