@@ -306,9 +306,7 @@ def test_partition_filter_option() -> None:
         tables.parse_columns("a,a")
 
 
-async def test_transaction_merges_validated_jobs_or_leaves_the_target(
-    spark: Any, env: Env
-) -> None:
+async def test_transaction_merges_validated_jobs_or_leaves_the_target(spark: Any, env: Env) -> None:
     from lsmstore.spark import transaction
 
     repo = await env.store.get_repository("r")
