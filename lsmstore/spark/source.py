@@ -7,7 +7,9 @@
     df.write.format("lsmstore").mode("append").save("lsm://repo/main")
 
 Options (all strings): ``refstore`` (RefStore URL; default: the lsmstore configuration,
-``LSMSTORE_REFSTORE``), ``format`` (``objects`` | ``raw``, :mod:`lsmstore.spark.rows`),
+``LSMSTORE_REFSTORE``), ``format`` (``objects`` | ``raw``, :mod:`lsmstore.spark.rows`;
+``parquet``: tables of Parquet objects, :mod:`lsmstore.spark.tables`, with the options
+``partitionBy``, ``partitionFilter`` and ``tableFileBytes``),
 ``partitionBytes`` (read partition target, default 64 MiB of committed data),
 ``minPartitions`` (reads: smaller partitions when the target makes fewer, default 1),
 ``fileBytes`` (written staging file target, default 64 MiB), ``commit`` (``staging``:
