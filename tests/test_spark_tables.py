@@ -168,10 +168,10 @@ async def test_partition_pruning_opens_only_matching_files(spark: Any, env: Env)
                 await objects.delete(s.physical_address.removeprefix(objects.url + "/"))
     finally:
         await objects.aclose()
-    await in_thread(register, spark)
-    pruned = spark.read.format("lsmstore").options(**env.opts(partitionFilter="p=1")).load(url)
-    matching = [s for s in stats if "/p=1/" in s.path]
-    assert await in_thread(lambda: pruned.rdd.getNumPartitions()) == len(matching)
+    matching = {s.path for s in stats if "/p=1/" in s.path}
+    opts = Options.parse({"path": url, **env.opts(partitionFilter="p=1")})
+    plan = await tables.plan_table(opts)
+    assert {"tables/t/" + f.path for f in plan.files} == matching
     rows = await in_thread(read, spark, url, **env.opts(partitionFilter="p=1"))
     assert rows == [r for r in want(300) if r[1] == 1]
     with pytest.raises(Exception, match=r"ObjectNotFound|not found"):
@@ -357,3 +357,14 @@ async def test_transaction_merges_validated_jobs_or_leaves_the_target(spark: Any
     assert await in_thread(read, spark, "lsm://r/main/tables/a/", **env.opts()) == want(300, "a")
     assert await in_thread(read, spark, "lsm://r/main/tables/b/", **env.opts()) == want(20, "b")
     assert await repo.list_branches() == ["main"]
+
+
+def test_files_are_grouped_into_partitions_as_spark_groups_them() -> None:
+    mib = 1024 * 1024
+    files = [tables.TableFileRef(f"f{i}", f"a{i}", size, ()) for i, size in
+             enumerate([100 * mib, 30 * mib, 30 * mib, 1, 1, 1])]  # fmt: skip
+    groups = tables.group_files(files, 128 * mib, 2)
+    assert sorted(f.path for g in groups for f in g) == sorted(f.path for f in files)
+    assert all(sum(f.size + tables.OPEN_COST for f in g) <= 128 * mib for g in groups if len(g) > 1)
+    assert sorted(len(g) for g in tables.group_files(files, 128 * mib, 1)) == [2, 4]
+    assert len(tables.group_files(files[3:], 128 * mib, 1)) == 1  # small files: one task

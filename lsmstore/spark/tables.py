@@ -94,6 +94,8 @@ TABLE_FILE_BYTES = 128 * 1024 * 1024
 #: The partition value of a null (Hive's).
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 SUFFIX = ".parquet"
+#: Rows per Arrow batch a table read hands to Spark.
+READ_BATCH_ROWS = 65536
 #: Characters Hive escapes in a partition value (``%XX``), besides controls and ``%``.
 _HIVE_ESCAPE = set("\"#%'*/:=?\\\x7f{[]^")
 
@@ -447,14 +449,29 @@ async def _delete_data(objects: ObjectStore, ns: Namespace, files: Iterable[Tabl
 # --- reads ---------------------------------------------------------------------------------
 
 
+#: A file's cost when grouping files into input partitions, besides its bytes (Spark's
+#: ``spark.sql.files.openCostInBytes``).
+OPEN_COST = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class TableFileRef:
+    """One Parquet object of a table: its path in the table, address, size and
+    partition values."""
+
+    path: str
+    address: str
+    size: int
+    values: tuple[tuple[str, str | None], ...]
+
+
 @dataclass(frozen=True)
 class TablePart:
-    """One Parquet object of a table and its partition values."""
+    """Parquet objects one task reads."""
 
     index: int
     namespace: str
-    address: str
-    values: tuple[tuple[str, str | None], ...]
+    files: tuple[TableFileRef, ...]
 
 
 class _Partition(InputPartition):
@@ -467,8 +484,32 @@ class _Partition(InputPartition):
 class TablePlan:
     namespace: str
     base: str
-    files: tuple[tuple[str, str, dict[str, str | None]], ...]  # rel path, address, values
+    files: tuple[TableFileRef, ...]
     partition_columns: tuple[str, ...]
+
+
+def group_files(
+    files: Sequence[TableFileRef], max_bytes: int, parallelism: int
+) -> list[tuple[TableFileRef, ...]]:
+    """Files packed into input partitions as Spark packs a Parquet directory's: the
+    split size is ``min(max_bytes, max(OPEN_COST, total / parallelism))``, each file
+    counting its bytes plus ``OPEN_COST``; largest files first, each into the first
+    partition with room."""
+    total = sum(f.size + OPEN_COST for f in files)
+    split = min(max_bytes, max(OPEN_COST, total // max(1, parallelism)))
+    groups: list[list[TableFileRef]] = []
+    sizes: list[int] = []
+    for f in sorted(files, key=lambda f: -f.size):
+        cost = f.size + OPEN_COST
+        for i, size in enumerate(sizes):
+            if size + cost <= split:
+                groups[i].append(f)
+                sizes[i] += cost
+                break
+        else:
+            groups.append([f])
+            sizes.append(cost)
+    return [tuple(g) for g in groups]
 
 
 async def plan_table(opts: Any) -> TablePlan:
@@ -484,15 +525,15 @@ async def plan_table(opts: Any) -> TablePlan:
         finally:
             await objects.aclose()
     plen = len(prefix.decode("utf-8"))
-    files: list[tuple[str, str, dict[str, str | None]]] = []
+    files: list[TableFileRef] = []
     columns: dict[str, None] = {}
-    for path, address, _size in listed:
+    for path, address, size in listed:
         rel = path[plen:]
         if not is_table_file(rel):
             continue
         values = partition_values(rel)
         columns.update(dict.fromkeys(values))
-        files.append((rel, address, values))
+        files.append(TableFileRef(rel, address, size, tuple(values.items())))
     wanted = opts.partition_filter
     unknown = set(wanted) - set(columns)
     if unknown and files:
@@ -500,7 +541,9 @@ async def plan_table(opts: Any) -> TablePlan:
             f"partitionFilter names columns that are not partition columns of {loc}: "
             f"{sorted(unknown)} (partition columns: {list(columns)})"
         )
-    kept = tuple(f for f in files if all(f[2].get(c) in allowed for c, allowed in wanted.items()))
+    kept = tuple(
+        f for f in files if all(dict(f.values).get(c) in allowed for c, allowed in wanted.items())
+    )
     return TablePlan(info.storage_namespace, ns.base, kept, tuple(columns))
 
 
@@ -534,11 +577,12 @@ def arrow_schema(plan: TablePlan, first: bytes | None) -> pa.Schema:
         try:
             fields = list(pq.read_schema(io.BytesIO(first)))
         except (pa.ArrowInvalid, OSError) as e:
-            raise CorruptFileError(plan.files[0][1], f"not a Parquet file: {e}") from None
+            raise CorruptFileError(plan.files[0].address, f"not a Parquet file: {e}") from None
     names = {f.name for f in fields}
     for col in plan.partition_columns:
         if col not in names:
-            fields.append(pa.field(col, _partition_type(f[2].get(col) for f in plan.files)))
+            types = _partition_type(dict(f.values).get(col) for f in plan.files)
+            fields.append(pa.field(col, types))
     return pa.schema(fields)
 
 
@@ -555,37 +599,43 @@ def infer_schema(opts: Any) -> StructType:
             f"{opts.location}: no Parquet files to infer a schema from; "
             "give the schema with .schema(...)"
         )
-    first = run(_read_object(plan.namespace, plan.base, plan.files[0][1]))
+    first = run(_read_object(plan.namespace, plan.base, plan.files[0].address))
     schema: StructType = from_arrow_schema(arrow_schema(plan, first))
     return schema
 
 
 class TableReader(DataSourceReader):
     def __init__(self, opts: Any, schema: StructType) -> None:
+        from pyspark import SparkContext
         from pyspark.sql.pandas.types import to_arrow_schema
 
         from lsmstore.spark.source import run
 
         self.plan = run(plan_table(opts))
         self.schema = to_arrow_schema(schema)
+        sc = SparkContext._active_spark_context
+        self.parallelism = max(opts.min_partitions, sc.defaultParallelism if sc else 1)
+        self.max_bytes = opts.partition_bytes
 
     def partitions(self) -> list[InputPartition]:
-        return [
-            _Partition(TablePart(i, self.plan.namespace, address, tuple(values.items())))
-            for i, (_, address, values) in enumerate(self.plan.files)
-        ]
+        groups = group_files(self.plan.files, self.max_bytes, self.parallelism)
+        return [_Partition(TablePart(i, self.plan.namespace, g)) for i, g in enumerate(groups)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        from lsmstore.spark.source import run
-
         assert isinstance(partition, _Partition)
         part: TablePart = partition.part
-        data = run(_read_object(part.namespace, self.plan.base, part.address))
+        for f in part.files:
+            yield from self._read_file(part.namespace, f)
+
+    def _read_file(self, namespace: str, f: TableFileRef) -> Iterator[pa.RecordBatch]:
+        from lsmstore.spark.source import run
+
+        data = run(_read_object(namespace, self.plan.base, f.address))
         try:
             table = pq.read_table(io.BytesIO(data))
         except (pa.ArrowInvalid, OSError) as e:
-            raise CorruptFileError(part.address, f"not a Parquet file: {e}") from None
-        values = dict(part.values)
+            raise CorruptFileError(f.address, f"not a Parquet file: {e}") from None
+        values = dict(f.values)
         columns = []
         for field in self.schema:
             if field.name in table.column_names:
@@ -596,7 +646,7 @@ class TableReader(DataSourceReader):
             else:  # a column later files added: null here
                 columns.append(pa.nulls(table.num_rows, field.type))
         out = pa.Table.from_arrays(columns, schema=self.schema)
-        return iter(out.to_batches(max_chunksize=rows.BATCH_ROWS))
+        yield from out.to_batches(max_chunksize=READ_BATCH_ROWS)
 
 
 __all__ = [
