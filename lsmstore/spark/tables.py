@@ -50,8 +50,9 @@ job.
 with its staged writes, a tag, a commit; :mod:`lsmstore.spark.scan`), keeps the files
 whose Hive-style partition values match ``partitionFilter`` (files of other partitions
 are never opened), and infers the schema from the first file's footer plus the
-partition columns (integers when every value is one, else strings).  One input
-partition per file; executors read the data objects from the namespace themselves.
+partition columns (integers when every value is one, else strings).  Files are packed
+into input partitions as Spark packs a Parquet directory (:func:`group_files`);
+executors read the data objects from the namespace themselves.
 Names starting with ``_`` or ``.`` (``_SUCCESS``, ``_committed_...``) and objects not
 ending in ``.parquet`` are not table files.
 """
