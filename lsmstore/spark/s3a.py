@@ -112,6 +112,9 @@ def main(argv: list[str]) -> int:
     except LsmError as e:
         print(f"hadoop-aws for PySpark: {e}", file=sys.stderr)
         return 1
+    except Exception as e:  # Spark's resolver: the artifact it could not have
+        print(f"could not resolve {package()} from Maven Central: {e}", file=sys.stderr)
+        return 1
     return 0
 
 
