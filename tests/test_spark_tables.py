@@ -368,3 +368,16 @@ def test_files_are_grouped_into_partitions_as_spark_groups_them() -> None:
     assert all(sum(f.size + tables.OPEN_COST for f in g) <= 128 * mib for g in groups if len(g) > 1)
     assert sorted(len(g) for g in tables.group_files(files, 128 * mib, 1)) == [2, 4]
     assert len(tables.group_files(files[3:], 128 * mib, 1)) == 1  # small files: one task
+
+
+def test_rows_split_by_partition_values_nulls_included() -> None:
+    t = pa.table({"id": [1, 2, 3, 4, 5], "p": ["a", None, "a", None, "b/c"], "q": [1, 1, 1, 1, 2]})
+    got = {d: part.column("id").to_pylist() for d, part in tables.split_partitions(t, ["p", "q"])}
+    assert got == {
+        "p=a/q=1/": [1, 3],
+        "p=__HIVE_DEFAULT_PARTITION__/q=1/": [2, 4],
+        "p=b%2Fc/q=2/": [5],
+    }
+    assert all(part.column_names == ["id"] for _, part in tables.split_partitions(t, ["p", "q"]))
+    with pytest.raises(lsmstore.InvalidInputError, match="every column"):
+        list(tables.split_partitions(t.select(["p"]), ["p"]))
