@@ -67,7 +67,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
@@ -213,13 +215,21 @@ def split_partitions(table: pa.Table, columns: Sequence[str]) -> Iterator[tuple[
     data = table.drop_columns(list(columns))
     if len(data.column_names) == 0:
         raise InvalidInputError("partitionBy names every column: no data column is left")
-    indexed = table.select(list(columns)).append_column(
-        "__row", pa.array(range(table.num_rows), pa.int64())
-    )
-    groups = indexed.group_by(list(columns), use_threads=False).aggregate([("__row", "list")])
-    keys = [groups.column(c).to_pylist() for c in columns]
-    for i, idx in enumerate(groups.column("__row_list").to_pylist()):
-        yield partition_dir(columns, [k[i] for k in keys]), data.take(pa.array(idx, pa.int64()))
+    # One integer per row naming its combination of values (dictionary codes, nulls
+    # encoded too), the rows ordered by it, and the runs of equal codes cut as slices:
+    # no Python step per row.
+    code = np.zeros(table.num_rows, np.int64)
+    for col in columns:
+        encoded = pc.dictionary_encode(table.column(col).combine_chunks(), null_encoding="encode")
+        code = code * (len(encoded.dictionary) + 1) + encoded.indices.to_numpy(zero_copy_only=False)
+    order = np.argsort(code, kind="stable")
+    ordered = data.take(pa.array(order))
+    keys = table.select(list(columns)).take(pa.array(order))
+    starts = [0, *(np.flatnonzero(np.diff(code[order])) + 1).tolist()]
+    ends = [*starts[1:], table.num_rows]
+    for start, end in zip(starts, ends, strict=True):
+        values = [keys.column(c)[start].as_py() for c in columns]
+        yield partition_dir(columns, values), ordered.slice(start, end - start)
 
 
 class TableFiles:
