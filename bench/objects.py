@@ -241,13 +241,16 @@ async def preparation(repo: lsmstore.Repository, n: int, rounds: int) -> dict[st
     """name -> event-loop CPU us per record of a call's own work, the branch's writer
     replaced by a no-op (nothing is staged; min of ``rounds`` rounds, a full collection
     before each): ``link_many``, ``put_many`` and the server's batch endpoint
-    (``apply()`` of ``link`` entries, its look-ups of replaced data included)."""
-    from lsmstore.server.batch import apply
+    (its ``WriteBatch`` of ``link`` entries built and applied)."""
+    from lsmstore.server.batch import build
+
+    async def apply(branch: Any, entries: list[Any], json_body: bool) -> int:
+        return await build(branch, entries, json_body, False).apply()
 
     branch = repo.branch()
     base = repo.objects.url.rstrip("/")
     value = os.urandom(150)
-    writer = branch._w()
+    writer = branch.writer()
 
     async def nothing(records: Any, *known: Any) -> None:
         pass

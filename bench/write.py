@@ -420,7 +420,7 @@ class Lsm(System):
         minimum and the median of 5 passes over ``keys``: steadier than a rate on a
         shared machine."""
         assert self.read_branch is not None
-        view = self.read_branch._view
+        view = self.read_branch.view
         snap = await view.snapshot()
         passes = []
         for _ in range(5):

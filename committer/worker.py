@@ -59,6 +59,7 @@ from lsmstore.errors import (
 )
 from lsmstore.graveler.range_encoder import shared_range_encoder
 from lsmstore.graveler.source import CachedSource
+from lsmstore.namespace import reachable_location
 from lsmstore.refstore.base import RefStore, Repository
 from lsmstore.service import Backoff, ExitCode, Readiness, request_context
 from lsmstore.service.dependencies import Dependencies
@@ -198,8 +199,8 @@ class Worker:
 
     def _context(self, repo: Repository) -> RepoContext:
         ctx = self._contexts.get(repo.name)
-        if ctx is None or ctx.objects.url != self._store(repo.storage_namespace).url:
-            objects = self._store(repo.storage_namespace)
+        if ctx is None or ctx.objects.url != self._store(reachable_location(repo)).url:
+            objects = self._store(reachable_location(repo))
             ctx = self._contexts[repo.name] = RepoContext(
                 repo.name,
                 self.refstore,

@@ -5,8 +5,11 @@ RefStore URL (or the default) and a :class:`lsmstore.remote.RemoteStore` for an
 ``http(s)://`` server URL.  Both satisfy these protocols, and one parametrised test
 suite (``tests/test_client_api.py``) runs against each, so code written against
 them -- the ``lsmstore`` command, the fsspec filesystem, :mod:`lsmstore.sync` --
-behaves the same on either.  The remote side maps each HTTP error back to the same
-typed exception.  docs/client.md and docs/versioning.md explain the model.
+behaves the same on either.  Both call one implementation of every state-changing
+operation (:mod:`lsmstore.operations`: the embedded classes directly, the remote ones
+through the server's routes, one request per call), and the remote side raises the
+exception type the server's error body names (:mod:`lsmstore.error_types`).
+docs/client.md and docs/versioning.md explain the model.
 
 The embedded classes offer more (the engine parts version-control code and the
 workers use: ``refstore``, ``objects``, ``context()`` ...); those are not part of
@@ -52,6 +55,7 @@ from typing import Any, Protocol, Self, runtime_checkable
 from lsmstore.config import Config
 from lsmstore.objects import LinkItem
 from lsmstore.refstore.base import Ref as RefValue
+from lsmstore.refstore.base import Workspace
 from lsmstore.types import Change, Commit, Entry, LogEntry, MergeResult, ObjectStats, Stat
 
 
@@ -254,9 +258,12 @@ class BranchAPI(ReadsAPI, Protocol):
     async def reset(self) -> RefValue:
         """Drop the branch's uncommitted changes (lakectl ``branch reset``): every write
         acknowledged before this call is discarded and the branch reads as its last
-        commit.  One compare-and-swap of the ref, retried while compaction moves the
-        staging lists; writes acknowledged while it runs may be dropped too.  The
-        dropped files become garbage.  Returns the new ref value."""
+        commit.  It excludes this process's writes to the branch while it runs (for a
+        remote client: the server's).  One compare-and-swap of the ref, retried up to
+        ``commit_max_attempts * 10`` times while compaction moves the staging lists
+        (ConflictError after that, nothing changed); writes acknowledged by other
+        processes while it runs may be dropped too.  The dropped files become garbage
+        ("branch reset").  Returns the new ref value."""
         ...
 
     async def upload(
@@ -276,6 +283,44 @@ class BranchAPI(ReadsAPI, Protocol):
         ``path`` holds an object (docs/client.md states how far that check is atomic).
         A failure or cancellation part way leaves no entry and at most an unreferenced
         data object; replaced uncommitted data is recorded for garbage collection."""
+        ...
+
+    async def link(
+        self,
+        path: str,
+        physical_address: str,
+        *,
+        size: int,
+        checksum: str,
+        content_type: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        mtime: int | None = None,
+        if_absent: bool = False,
+        verify: bool = False,
+    ) -> ObjectStats:
+        """Register an object whose data is already at ``physical_address`` (a full URI
+        inside the storage namespace or under an allowed external prefix); returns its
+        stats once the entry is durable and ordered.  ``verify``: InvalidInputError
+        unless the data exists with exactly ``size`` bytes.  ``if_absent``:
+        ObjectExistsError when ``path`` holds an object, checked and staged as one step
+        within one process (for a remote client: the server), so of two clients of one
+        server racing on a path exactly one wins.  ``mtime`` defaults to now."""
+        ...
+
+    async def stash(self, name: str) -> Workspace:
+        """Move the branch's uncommitted changes into a new workspace ``name`` (only
+        file ids move, in one atomic RefStore step); the branch reads as its last commit
+        afterwards, and every write acknowledged before the call is in the workspace.
+        NothingToCommitError when nothing is staged; WorkspaceExistsError when the name
+        is taken; ConflictError when the branch kept moving.  A lost answer is resolved
+        by reading the workspace back."""
+        ...
+
+    async def pop(self, name: str) -> RefValue:
+        """Put workspace ``name`` on top of the branch's uncommitted changes (newer than
+        what is staged) and delete it, in one atomic step; the branch's new ref value.
+        WorkspaceNotFoundError; EntryTooLargeError when the branch would hold too many
+        files (nothing changes)."""
         ...
 
     async def link_many(self, links: Iterable[LinkItem]) -> None:
@@ -359,6 +404,20 @@ class RepositoryAPI(Protocol):
     async def create_tag(self, name: str, target: str) -> str:
         """Tag the commit ``target`` names and return its ID.  Create-if-absent:
         RefExistsError if a branch or tag has the name; tags never move."""
+        ...
+
+    async def workspaces(self, *, after: str | None = None, limit: int = 1000) -> list[Workspace]:
+        """The repository's workspaces in name order, strictly after ``after``, at most
+        ``limit``."""
+        ...
+
+    async def get_workspace(self, name: str) -> Workspace:
+        """WorkspaceNotFoundError if there is none."""
+        ...
+
+    async def drop_workspace(self, name: str) -> None:
+        """Delete a workspace; its changes are lost (the staging sweep collects its files
+        after the grace period).  WorkspaceNotFoundError."""
         ...
 
     async def delete_tag(self, name: str) -> None:

@@ -31,26 +31,27 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-from lsmstore import refexpr, validate
+from lsmstore import namespace, refexpr, validate
 from lsmstore.cache import FileCache
 from lsmstore.config import Config, load_config
 from lsmstore.errors import (
     ClosedError,
-    ConflictError,
     InvalidInputError,
     InvalidNameError,
     InvalidURLError,
     LsmError,
+    NamespaceInUseError,
     NotFoundError,
-    NothingToCommitError,
     RefExistsError,
     RefNotFoundError,
+    RepositoryNotFoundError,
     UnavailableError,
 )
 from lsmstore.gcfreeze import freeze_startup_state
@@ -60,7 +61,13 @@ from lsmstore.graveler.range_encoder import shared_range_encoder
 from lsmstore.graveler.record import Record
 from lsmstore.graveler.source import CachedSource, RangeSource
 from lsmstore.objects.addresses import ALLOWED_EXTERNAL_PREFIXES_KEY, parse_allowed_prefixes
-from lsmstore.objects.api import ObjectReads, ObjectWrites
+from lsmstore.objects.api import ObjectReads
+from lsmstore.operations import batch as _batch
+from lsmstore.operations import branches as _branches
+from lsmstore.operations import versioning as _versioning
+from lsmstore.operations import workspaces as _workspaces
+from lsmstore.operations.exclusion import BranchLocks
+from lsmstore.operations.objects import ObjectWrites
 from lsmstore.refstore.base import Ref as RefValue
 from lsmstore.refstore.base import RefStore, Workspace
 from lsmstore.refstore.base import Repository as RepositoryInfo
@@ -73,10 +80,10 @@ from lsmstore.staging.refcache import RefCache
 from lsmstore.staging.writer import BranchWriter, WriterStats
 from lsmstore.storage.base import ObjectStore
 from lsmstore.storage.url import open_object_store
+from lsmstore.tasks import retrieve_exception
 from lsmstore.types import Change, Commit, Entry, LogEntry, MergeResult, Stat, Strategy
 from lsmstore.versioning import changes as _changes
 from lsmstore.versioning import history as _history
-from lsmstore.versioning import merging as _merging
 from lsmstore.versioning import refs as _refs
 from lsmstore.versioning.context import RepoContext, range_policy
 
@@ -95,9 +102,6 @@ __all__ = [
 ]
 
 _sha256 = hashlib.sha256
-
-#: The committer recorded when a caller names none.
-DEFAULT_COMMITTER = "lsmstore"
 
 #: Listener of appends: ``(repository, branch, ref after the append)``.
 AppendListener = Callable[[str, str, RefValue], None]
@@ -162,6 +166,7 @@ class Store:
         cache: FileCacheLike | None = None,
         open_objects: Callable[[str], ObjectStore] = open_object_store,
         clock: Callable[[], float] = time.time,
+        token: Callable[[int], str] = secrets.token_hex,
     ) -> None:
         """``refstore``, ``cache`` and ``open_objects`` (storage namespace URL -> store)
         replace the parts the configuration would open; tests use them to inject
@@ -178,10 +183,14 @@ class Store:
         #: Encodes the writers' batches (in a worker process when there is a spare CPU).
         self.encoder = Encoder()
         self.clock = clock
+        #: The per-branch locks the operations layer takes (lsmstore.operations.exclusion).
+        self.exclusion = BranchLocks()
+        self._token = token  # randomness of repository ids
         self._open_objects = open_objects
         self._objects: dict[str, ObjectStore] = {}
-        self._writers: dict[tuple[str, str], BranchWriter] = {}
-        self._views: dict[tuple[str, str], BranchView] = {}
+        #: Keyed by (repository name, repository id, branch).
+        self._writers: dict[tuple[str, str, str], BranchWriter] = {}
+        self._views: dict[tuple[str, str, str], BranchView] = {}
         self._repos: dict[str, Repository] = {}
         self._jobs: dict[tuple[str, str, str], asyncio.Task[None]] = {}
         self._append_listeners: list[AppendListener] = []
@@ -209,7 +218,8 @@ class Store:
         ``metadata`` is kept with the repository; the key
         ``lsmstore.allowed_external_prefixes`` lists URI prefixes outside the storage
         namespace that ``Branch.link`` may point at (docs/client.md, "Objects API").
-        RefExistsError if the name is taken; InvalidNameError/InvalidURLError/
+        RefExistsError if the name is taken, NamespaceInUseError if the namespace is
+        (docs/security.md, "Namespaces, ownership and deletion"); InvalidNameError/InvalidURLError/
         InvalidInputError for bad names, namespaces or metadata (checked before
         anything is written).
         """
@@ -221,8 +231,34 @@ class Store:
         parse_allowed_prefixes(
             md.get(ALLOWED_EXTERNAL_PREFIXES_KEY), storage_namespace.partition("://")[0].lower()
         )
-        objects = self.objects(storage_namespace)
+        location = namespace.resolve(storage_namespace, self.config.home)
         created = self.clock()
+        info = RepositoryInfo(
+            name,
+            storage_namespace,
+            default_branch,
+            created_at=created,
+            metadata=md,
+            uid=namespace.new_uid(self._token),
+            location=location,
+        )
+        try:
+            info = await self._half_created(info)
+        except RepositoryNotFoundError:
+            pass
+        # Refused early (nothing written) when the namespace is visibly in use.
+        taken = await namespace.overlapping(self.refstore, info)
+        if taken:
+            raise namespace.in_use_error(info, taken[0])
+        objects = self.objects(namespace.location_of(info))
+        found = await namespace.read_marker(objects)
+        if found is not None and not found.released and found.owner != info.uid:
+            raise NamespaceInUseError(
+                f"storage namespace {storage_namespace} is owned by repository "
+                f"{found.repository} (id {found.owner}), possibly of another RefStore"
+            )
+        if found is None or found.owner != info.uid:
+            await self._check_free(objects, info)
         commit = Commit(
             metarange_id=EMPTY_METARANGE_ID,
             parents=(),
@@ -233,27 +269,58 @@ class Store:
             generation=1,
         )
         commit_id = await write_commit(objects, commit)
-        info = RepositoryInfo(
-            name, storage_namespace, default_branch, created_at=created, metadata=md
-        )
+        # Steps (docs/security.md, "Namespaces, ownership and deletion"): record the
+        # repository, check that no other overlaps it (the RefStore orders concurrent
+        # creates: the later check sees the earlier record), write the ownership marker,
+        # create the default branch.
         try:
             await self.refstore.create_repository(info)
         except RefExistsError:
-            # Taken -- unless a create crashed between recording the repository and
-            # creating its default branch: then the same request finishes that work.
-            existing = await self.refstore.get_repository(name)
-            if (
-                existing.storage_namespace != storage_namespace
-                or existing.default_branch != default_branch
-                or await self.refstore.get_refs(name, [default_branch])
-            ):
-                raise
-            info = existing
+            info = await self._half_created(info)
+        try:
+            await namespace.check_exclusive(self.refstore, info)
+            await namespace.claim(self.objects(namespace.location_of(info)), info)
+        except NamespaceInUseError:
+            await self._forget_record(info)
+            raise
         try:
             await self.refstore.create_ref(name, default_branch, RefValue("branch", commit_id))
         except RefExistsError:
             pass  # someone else finished creating it
         return self._repository(info)
+
+    async def _check_free(self, objects: ObjectStore, info: RepositoryInfo) -> None:
+        """Markers of other owners around or inside the namespace (lsmstore.namespace)."""
+        urls = namespace.ancestor_urls(namespace.location_of(info))
+        ancestors = [self._open_objects(u) for u in urls]
+        try:
+            await namespace.check_free(objects, ancestors, info)
+        finally:
+            for outer in ancestors:
+                await outer.aclose()
+
+    async def _half_created(self, info: RepositoryInfo) -> RepositoryInfo:
+        """The recorded repository named ``info.name`` if a create of the same settings
+        crashed before creating its default branch (this request finishes that work);
+        RefExistsError if the name is taken otherwise; RepositoryNotFoundError if free."""
+        existing = await self.refstore.get_repository(info.name)
+        if (
+            existing.storage_namespace != info.storage_namespace
+            or existing.default_branch != info.default_branch
+            or await self.refstore.get_refs(info.name, [info.default_branch])
+        ):
+            raise RefExistsError(f"repository already exists: {info.name}")
+        return existing
+
+    async def _forget_record(self, info: RepositoryInfo) -> None:
+        """Undo a create that lost its namespace: delete the record if it is still ours
+        (it has no branch yet, so nothing was written through it)."""
+        try:
+            current = await self.refstore.get_repository(info.name)
+            if current.uid == info.uid and not await self.refstore.list_refs(info.name, limit=1):
+                await self.refstore.delete_repository(info.name)
+        except RepositoryNotFoundError:
+            pass
 
     async def get_repository(self, name: str) -> Repository:
         """RepositoryNotFoundError if there is none."""
@@ -266,24 +333,32 @@ class Store:
     ) -> list[Repository]:
         self._check_open()
         infos = await self.refstore.list_repositories(after=after, limit=limit)
-        return [self._repository(i) for i in infos]
+        return [self._repository(i, reachable=False) for i in infos]
 
     async def delete_repository(self, name: str) -> None:
         """Forget the repository and its refs (objects stay until garbage collection).
-        Pending writes to it are flushed first."""
+        Pending writes to it are flushed first.  Its namespace's ownership marker is
+        marked released first (a new repository may then take the namespace)."""
         self._check_open()
         for job in [k for k in self._jobs if k[0] == name]:
             await self.stop_job(*job)
         for key in [k for k in self._writers if k[0] == name]:
             await self._writers.pop(key).aclose()
+        info = await self.refstore.get_repository(name)
+        await namespace.release(self.objects(namespace.location_of(info)), info)
         await self.refstore.delete_repository(name)
         self._repos.pop(name, None)
         for key in [k for k in self._views if k[0] == name]:
             del self._views[key]
 
-    def _repository(self, info: RepositoryInfo) -> Repository:
+    def _repository(self, info: RepositoryInfo, *, reachable: bool = True) -> Repository:
+        """The handle of ``info`` (kept while the record is unchanged).  ``reachable``:
+        UnavailableError if its recorded ``local://`` directory is not there (another
+        machine's); listings skip the check."""
         repo = self._repos.get(info.name)
         if repo is None or repo.info != info:
+            if reachable:
+                namespace.reachable_location(info)
             repo = self._repos[info.name] = Repository(self, info)
         return repo
 
@@ -299,12 +374,20 @@ class Store:
         return store
 
     def writer(self, repo: Repository, branch: str) -> BranchWriter:
-        """The one writer of ``repo``/``branch`` in this process (created on first use)."""
-        key = (repo.name, branch)
+        """The one writer of ``repo``/``branch`` in this process (created on first use).
+
+        Writers (and views) are keyed by the repository's id, never only its name: a
+        repository deleted and re-created meanwhile gets new ones, and a writer of the
+        old one is closed (its appends are refused by the RefStore)."""
+        key = (repo.name, namespace.owner_id(repo.info), branch)
         w = self._writers.get(key)
         if w is None:
             self._check_open()
             check_ref_name(branch)
+            for stale in [k for k in self._writers if k[0] == repo.name and k[2] == branch]:
+                old = self._writers.pop(stale)
+                task = asyncio.ensure_future(old.aclose())
+                task.add_done_callback(retrieve_exception)
             if self.config.gc_freeze != "off":
                 freeze_startup_state()
             w = self._writers[key] = BranchWriter(
@@ -316,14 +399,17 @@ class Store:
                 clock=self.clock,
                 on_append=lambda ref: self._appended(repo.name, branch, ref),
                 encoder=self.encoder,
+                repository_id=repo.info.uid,
             )
         return w
 
     def view(self, repo: Repository, branch: str) -> BranchView:
-        key = (repo.name, branch)
+        key = (repo.name, namespace.owner_id(repo.info), branch)
         v = self._views.get(key)
         if v is None:
             check_ref_name(branch)
+            for stale in [k for k in self._views if k[0] == repo.name and k[2] == branch]:
+                del self._views[stale]
             v = self._views[key] = BranchView(repo.name, branch, repo.files, self.refs)
         return v
 
@@ -358,12 +444,12 @@ class Store:
     def notify_l1_changed(self, repo: str, branch: str) -> None:
         """Tell this process's writer of ``repo``/``branch`` that its L1 list shrank
         (after a compaction or commit), waking it if it stalls at the hard limit."""
-        w = self._writers.get((repo, branch))
-        if w is not None:
-            w.l1_changed()
+        for key, w in list(self._writers.items()):
+            if key[0] == repo and key[2] == branch:
+                w.l1_changed()
 
     def writer_stats(self) -> dict[tuple[str, str], WriterStats]:
-        return {k: w.stats for k, w in self._writers.items()}
+        return {(k[0], k[2]): w.stats for k, w in self._writers.items()}
 
     # --- life cycle ----------------------------------------------------------------------
 
@@ -443,7 +529,7 @@ class Repository:
         self.storage_namespace = info.storage_namespace
         self.default_branch = info.default_branch
         self.refstore = store.refstore
-        self.objects = store.objects(info.storage_namespace)
+        self.objects = store.objects(namespace.location_of(info))
         self.cache = store.cache
         self.source: RangeSource = CachedSource(self.objects, self.cache)
         self.files = Files(self.objects, self.cache, self.source, store.sidecars)
@@ -518,33 +604,13 @@ class Repository:
         default: the default branch).  The new branch starts from the *committed* state:
         staged writes of a source branch are not copied.  RefExistsError if a branch or
         tag has the name."""
-        await _refs.create_branch(
-            self.context(), name, self.default_branch if source is None else source
-        )
+        await _branches.create(self, name, self.default_branch if source is None else source)
         return self.branch(name)
 
     async def delete_branch(self, name: str) -> None:
         """Delete a branch and drop its staged writes (this process's pending writes to
         it are flushed first).  The default branch cannot be deleted (InvalidInputError)."""
-        check_ref_name(name)
-        await self.branch(name).flush()
-        ref = await _refs.delete_branch(self.context(), name)
-        files = [("L1", f) for f in ref.l1] + [("L2", f) for f in ref.l2]
-        if files:
-            from lsmstore.gc.staging import record_garbage
-
-            try:
-                await record_garbage(
-                    self.objects,
-                    self.name,
-                    name,
-                    files,  # type: ignore[arg-type]
-                    grace_s=self.store.config.compaction_grace_s,
-                    reason="branch deleted",
-                    clock=self.store.clock,
-                )
-            except Exception:  # the sweep finds them as orphans anyway
-                pass
+        await _branches.delete(self, name)
 
     async def create_tag(self, name: str, target: str) -> str:
         """Tag the commit ``target`` names (create-if-absent: RefExistsError if the name
@@ -629,21 +695,10 @@ class Repository:
         False).  Conflicts raise MergeConflictError (``keys``) unless ``strategy`` is
         ``"source-wins"`` or ``"dest-wins"``.
         """
-        cfg = self.store.config
-        into = self.branch(into).name
-        return await _merging.merge(
-            self.context(),
-            source,
-            into,
-            strategy=strategy,
-            message=validate.check_message(message),
-            committer=validate.check_committer(committer) or DEFAULT_COMMITTER,
-            metadata=validate.check_metadata(metadata),
-            squash=validate.check_bool(squash, "merge squash"),
-            max_attempts=cfg.commit_max_attempts,
-            backoff_s=cfg.commit_backoff_ms / 1000,
-            backoff_max_s=cfg.commit_backoff_max_ms / 1000,
-        )
+        return await _versioning.merge(
+            self, source, self.branch(into).name, strategy=strategy, message=message,
+            committer=committer, metadata=metadata, squash=squash,
+        )  # fmt: skip
 
     async def revert(
         self,
@@ -658,20 +713,10 @@ class Repository:
     ) -> MergeResult:
         """Undo the changes of the commit ``commit`` names on ``branch`` with a new
         commit (``parent`` picks the side of a merge commit to revert to)."""
-        cfg = self.store.config
-        return await _merging.revert(
-            self.context(),
-            self.branch(branch).name,
-            commit,
-            parent=validate.check_int(parent, "revert parent", min_value=1, max_value=2),
-            strategy=strategy,
-            message=validate.check_message(message),
-            committer=validate.check_committer(committer) or DEFAULT_COMMITTER,
-            metadata=validate.check_metadata(metadata),
-            max_attempts=cfg.commit_max_attempts,
-            backoff_s=cfg.commit_backoff_ms / 1000,
-            backoff_max_s=cfg.commit_backoff_max_ms / 1000,
-        )
+        return await _versioning.revert(
+            self, commit, self.branch(branch).name, parent=parent, strategy=strategy,
+            message=message, committer=committer, metadata=metadata,
+        )  # fmt: skip
 
 
 class _Reads(ObjectReads):
@@ -752,7 +797,8 @@ class Branch(_Reads, ObjectWrites):
         self._max_key = store.config.max_key_bytes
         self._max_value = store.config.max_value_bytes
         self._writer: BranchWriter | None = None
-        self._view = store.view(repository, name)
+        #: The branch's reads (an engine view; the operations layer looks up through it).
+        self.view = store.view(repository, name)
 
     def __repr__(self) -> str:
         return f"Branch({self.repository.name!r}, {self.name!r})"
@@ -760,11 +806,18 @@ class Branch(_Reads, ObjectWrites):
     def _where(self) -> str:
         return f"{self.repository.name}/{self.name}"
 
-    def _w(self) -> BranchWriter:
+    def writer(self) -> BranchWriter:
+        """The branch's writer in this process (the operations layer stages through it)."""
         w = self._writer
         if w is None or w.closed:
             w = self._writer = self._store.writer(self.repository, self.name)
         return w
+
+    def batch(self) -> _batch.WriteBatch:
+        """A new :class:`~lsmstore.operations.batch.WriteBatch` of this branch: many kv /
+        link / put / delete / copy entries, staged as one write by ``await
+        batch.apply()``."""
+        return _batch.WriteBatch(self)
 
     # --- writes ----------------------------------------------------------------------
 
@@ -778,7 +831,7 @@ class Branch(_Reads, ObjectWrites):
         rec = make_record(key, value, identity, self._max_key, self._max_value, defer_identity=True)
         w = self._writer
         if w is None or w.closed:
-            w = self._w()
+            w = self.writer()
         # the common case awaits the write's own future: no coroutine per put
         fut = w.try_stage(rec)
         await (w.write(rec) if fut is None else fut)
@@ -791,17 +844,20 @@ class Branch(_Reads, ObjectWrites):
         with one acknowledgement for the lot.  All are checked first: one bad item
         stages none."""
         records = make_put_records(items, self._max_key, self._max_value)
-        await self._w().write_many(records)
+        async with self._store.exclusion.shared(self.repository.name, self.name):
+            await self.writer().write_many(records)
 
     async def delete(self, key: str | bytes) -> None:
         """Delete ``key`` (a tombstone; deleting an absent key is not an error)."""
         k = check_key(key, self._config.max_key_bytes)
-        await self._w().write((k, b"", None))
+        await self.writer().write((k, b"", None))
 
     async def delete_many(self, keys: Iterable[str | bytes]) -> None:
         max_key = self._config.max_key_bytes
         checked = validate.check_items(keys, "delete_many keys")
-        await self._w().write_many([(check_key(k, max_key), b"", None) for k in checked])
+        records = [(check_key(k, max_key), b"", None) for k in checked]
+        async with self._store.exclusion.shared(self.repository.name, self.name):
+            await self.writer().write_many(records)
 
     async def stage_sst(self, sst: str | os.PathLike[str] | bytes) -> str:
         """Stage a prepared SST (a path or its bytes) as one L1 file, atomically: all of
@@ -809,7 +865,8 @@ class Branch(_Reads, ObjectWrites):
         (CorruptFileError, EntryTooLargeError, InvalidInputError; nothing staged).
         Returns the L1 file id."""
         data = await validate.sst_argument(sst)
-        return await self._w().stage_sst(data)
+        async with self._store.exclusion.shared(self.repository.name, self.name):
+            return await self.writer().stage_sst(data)
 
     async def commit(
         self,
@@ -826,30 +883,9 @@ class Branch(_Reads, ObjectWrites):
         nothing) unless ``allow_empty``.  The returned commit has ``id``, ``parents``,
         ``metarange_id``, ``committer``, ``message``, ``created_at``, ``metadata``.
         """
-        from lsmstore.commit.job import commit_branch
-
-        validate.check_str(message, "commit message", empty_ok=True)
-        committer = validate.check_committer(committer) or DEFAULT_COMMITTER
-        metadata = validate.check_metadata(metadata, "commit metadata")
-        validate.check_bool(allow_empty, "allow_empty")
-        cfg = self._config
-        try:
-            result = await commit_branch(
-                self.repository.context(),
-                self.name,
-                message,
-                committer=committer,
-                metadata=metadata,
-                allow_empty=allow_empty,
-                clock=self._store.clock,
-                max_attempts=cfg.commit_max_attempts,
-                backoff_s=cfg.commit_backoff_ms / 1000,
-                backoff_max_s=cfg.commit_backoff_max_ms / 1000,
-                grace_s=cfg.compaction_grace_s,
-            )
-        finally:
-            self._store.notify_l1_changed(self.repository.name, self.name)
-        return result.commit
+        return await _versioning.commit(
+            self, message, metadata=metadata, committer=committer, allow_empty=allow_empty
+        )
 
     async def diff_uncommitted(self) -> list[Change]:
         """The staged writes as changes against the branch's base (added, removed,
@@ -858,7 +894,8 @@ class Branch(_Reads, ObjectWrites):
 
     async def flush(self) -> None:
         """Wait until every write this process staged on the branch has its outcome."""
-        w = self._store._writers.get((self.repository.name, self.name))
+        repo = self.repository
+        w = self._store._writers.get((repo.name, namespace.owner_id(repo.info), self.name))
         if w is not None:
             await w.flush()
 
@@ -871,41 +908,14 @@ class Branch(_Reads, ObjectWrites):
         NothingToCommitError when nothing is staged; WorkspaceExistsError when the name
         is taken.  A lost answer is resolved by reading the workspace back.
         """
-        await self.flush()
-        refstore, repo = self.repository.refstore, self.repository.name
-        for _ in range(self._config.commit_max_attempts * 10):
-            ref = await refstore.get_ref(repo, self.name)
-            if not ref.is_branch:
-                raise InvalidInputError(f"{repo}/{self.name} is a tag, not a branch")
-            if not ref.l1 and not ref.l2:
-                raise NothingToCommitError(f"{repo}/{self.name}: no uncommitted changes to stash")
-            try:
-                await refstore.stash_workspace(repo, self.name, name, expected=ref)
-            except ConflictError:
-                continue  # the branch moved (an append, a compaction): read again
-            except UnavailableError as e:
-                if not e.outcome_unknown:
-                    raise
-                try:  # did it happen?  then the workspace holds exactly our lists
-                    w = await refstore.get_workspace(repo, name)
-                except NotFoundError:
-                    raise e from None
-                if (w.branch, w.l1, w.l2) != (self.name, ref.l1, ref.l2):
-                    raise
-                return w
-            self._store.notify_l1_changed(repo, self.name)
-            return await refstore.get_workspace(repo, name)
-        raise ConflictError(f"{repo}/{self.name}: the branch kept moving; stash not done")
+        return await _workspaces.stash(self, name)
 
     async def pop(self, name: str) -> RefValue:
         """Put workspace ``name`` on top of this branch's uncommitted changes (newer than
         what is staged here) and delete the workspace, in one atomic step.  Returns
         the branch's new ref.  WorkspaceNotFoundError, EntryTooLargeError when the
         branch would hold too many files (nothing changes)."""
-        await self.flush()
-        ref = await self.repository.refstore.pop_workspace(self.repository.name, name, self.name)
-        self._store.notify_l1_changed(self.repository.name, self.name)
-        return ref
+        return await _workspaces.pop(self, name)
 
     async def reset(self) -> RefValue:
         """Drop the branch's uncommitted changes (lakectl ``branch reset``): every write
@@ -915,37 +925,7 @@ class Branch(_Reads, ObjectWrites):
         when compaction moved the staging lists meanwhile; writes acknowledged while it
         runs may be dropped too.  The dropped files become garbage.  Returns the new ref.
         """
-        from lsmstore.gc.staging import StagedFile, record_garbage
-
-        await self.flush()
-        refstore, repo = self.repository.refstore, self.repository.name
-        ref = await refstore.get_ref(repo, self.name)
-        if not ref.is_branch:
-            raise InvalidInputError(f"{repo}/{self.name} is a tag, not a branch")
-        for _ in range(self._config.commit_max_attempts * 10):
-            if not ref.l1 and not ref.l2:
-                return ref
-            try:
-                new = await refstore.swap_committed(
-                    repo, self.name, base=ref.base, l2_old=ref.l2, l1_prefix=ref.l1,
-                    new_base=ref.base,
-                )  # fmt: skip
-            except ConflictError:
-                ref = await refstore.get_ref(repo, self.name)  # compaction moved L1/L2
-                continue
-            dropped: list[StagedFile] = [("L1", f) for f in ref.l1]
-            dropped += [("L2", f) for f in ref.l2]
-            try:
-                await record_garbage(
-                    self.repository.objects, repo, self.name, dropped,
-                    grace_s=self._config.compaction_grace_s, reason="branch reset",
-                    clock=self._store.clock,
-                )  # fmt: skip
-            except Exception:  # the sweep finds them as orphans anyway
-                pass
-            self._store.notify_l1_changed(repo, self.name)
-            return new
-        raise ConflictError(f"{repo}/{self.name}: the branch kept moving; reset not done")
+        return await _branches.reset(self)
 
     # --- reads -----------------------------------------------------------------------
 
@@ -956,18 +936,18 @@ class Branch(_Reads, ObjectWrites):
         else:
             k = check_key(key, self._max_key)
         # BranchView.lookup inlined: this coroutine is the only one of a warm read
-        view = self._view
+        view = self.view
         ref = await view.fresh_ref()
         found = view.lookup_cached(ref, k) or await view.lookup_at(ref, k)
         return self._value(k, found[0])
 
     def _snapshot_lookup(self, key: bytes) -> Awaitable[tuple[Record | None, bool]]:
-        return self._view.lookup(key)  # the coroutine itself: one frame less per read
+        return self.view.lookup(key)  # the coroutine itself: one frame less per read
 
     def _list(
         self, prefix: bytes, after: bytes | None, limit: int | None, delimiter: bytes | None
     ) -> AsyncIterator[Entry]:
-        return self._view.list(prefix, after=after, limit=limit, delimiter=delimiter)
+        return self.view.list(prefix, after=after, limit=limit, delimiter=delimiter)
 
     async def head(self) -> RefValue:
         """The branch's current ref value: base commit, L2 and L1 file ids."""
@@ -975,7 +955,7 @@ class Branch(_Reads, ObjectWrites):
 
     @property
     def writer_stats(self) -> WriterStats:
-        return self._w().stats
+        return self.writer().stats
 
 
 class Ref(_Reads):

@@ -210,6 +210,12 @@ class Config:
     server_auth_failure_window_s: float = 300.0
     server_auth_max_failures_per_key: int = 100
     server_auth_max_failures_per_client: int = 30
+    #: S3 endpoints an API caller's namespace may name (``?endpoint_url=``), separated
+    #: by spaces or commas; none by default: the server then uses its own AWS
+    #: configuration (docs/security.md, "Namespaces, ownership and deletion").
+    server_namespace_endpoints: str = ""
+    #: ``on`` lets API callers create ``mem://`` repositories (lost on restart: tests).
+    server_mem_namespaces: str = "off"
 
     @property
     def refstore_url(self) -> str:
@@ -256,7 +262,7 @@ _SIZES = {
     "server_max_object_bytes",
 }
 #: On/off/auto switches: TOML booleans and ``true``/``false``/``on``/``off``/``1``/``0``.
-_SWITCHES = {"compaction_in_process", "gc_freeze"}
+_SWITCHES = {"compaction_in_process", "gc_freeze", "server_mem_namespaces"}
 _SWITCH_VALUES = {
     "auto": "auto",
     "on": "on",

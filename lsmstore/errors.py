@@ -111,6 +111,17 @@ class RefExistsError(AlreadyExistsError, ValueError):
     """A repository, branch or tag with that name already exists."""
 
 
+class NamespaceInUseError(AlreadyExistsError, ValueError):
+    """A storage namespace equals, lies inside or contains another repository's, or
+    holds another owner's ownership marker (docs/security.md, "Namespaces, ownership
+    and deletion")."""
+
+
+class NotOwnerError(LsmError):
+    """A storage namespace's ownership marker does not name this repository: a process
+    about to delete files in it deletes nothing."""
+
+
 class WorkspaceExistsError(AlreadyExistsError, ValueError):
     """A workspace with that name already exists in the repository."""
 

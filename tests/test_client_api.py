@@ -5,6 +5,7 @@ results, same typed errors (lsmstore.api)."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import random
 import uuid
@@ -195,6 +196,72 @@ async def test_version_control(target: Target) -> None:
     assert await repo.list_branches() == ["main"]
 
 
+async def test_merge_and_revert_report_what_they_did(target: Target) -> None:
+    """A merge's and a revert's result is the operation's own (the three commits of the
+    three-way merge, the commit written), the same on every transport -- not a guess
+    from the branch's head before and after."""
+    repo = await target.repo()
+    main = repo.branch("main")
+    await main.put("a", b"1")
+    base = await main.commit("base")
+    base_id = await _head_id(repo, "main")
+    dev = await repo.create_branch("dev", source="main")
+    await dev.put("a", b"2")
+    dev_c = await dev.commit("dev work")
+    dev_id = await _head_id(repo, "dev")
+    merged = await repo.merge("dev", into="main", message="merge dev")
+    assert merged.merged and merged.commit is not None
+    assert merged.commit.message == "merge dev" and merged.commit.parents == (base_id, dev_id)
+    assert (merged.source, merged.destination, merged.merge_base) == (dev_id, base_id, base_id)
+    assert merged.commit_id == await _head_id(repo, "main")
+    again = await repo.merge("dev", into="main")
+    assert not again.merged and again.commit is None and again.commit_id == merged.commit_id
+    reverted = await repo.revert(dev_id, branch="main", message="undo dev")
+    assert reverted.merged and reverted.commit is not None
+    assert reverted.commit.message == "undo dev"
+    assert reverted.commit.parents == (merged.commit_id,)
+    # revert: source is the reverted commit's parent, merge_base the reverted commit
+    assert (reverted.source, reverted.destination, reverted.merge_base) == (
+        base_id, merged.commit_id, dev_id,
+    )  # fmt: skip
+    assert await main.get("a") == b"1"
+    assert base.message == "base" and dev_c.message == "dev work"
+
+
+async def _head_id(repo: Any, branch: str) -> str:
+    return (await repo.branch(branch).head()).base
+
+
+async def test_revert_racing_a_writer_reports_its_own_commit(target: Target) -> None:
+    """Commits by another writer landing while a revert runs never become the revert's
+    result."""
+    repo = await target.repo()
+    main = repo.branch("main")
+    commits = []
+    for i in range(6):
+        await main.put(f"k{i}", b"v")
+        await main.commit(f"c{i}")
+        commits.append(await _head_id(repo, "main"))
+
+    async def writer() -> None:
+        for i in range(8):
+            await main.put(f"w{i}", b"w")
+            await main.commit(f"writer {i}")
+
+    async def reverts() -> list[Any]:
+        return [
+            await repo.revert(c, branch="main", message=f"revert {n}")
+            for n, c in enumerate(commits)
+        ]
+
+    _, results = await asyncio.gather(writer(), reverts())
+    for n, r in enumerate(results):
+        assert r.merged and r.commit is not None and r.commit.message == f"revert {n}"
+        assert (await repo.ref(r.commit_id).commit()).message == f"revert {n}"
+        assert r.merge_base == commits[n]
+    assert [await main.exists(f"k{i}") for i in range(6)] == [False] * 6
+
+
 async def test_objects(target: Target) -> None:
     repo = await target.repo()
     main = repo.branch()
@@ -316,6 +383,10 @@ async def test_same_typed_errors(target: Target) -> None:
     with pytest.raises(RefExistsError):
         await target.store.create_repository(
             repo.name, storage_namespace=target.namespace(repo.name)
+        )
+    with pytest.raises(lsmstore.NamespaceInUseError):
+        await target.store.create_repository(
+            repo.name + "-in", storage_namespace=target.namespace(repo.name)
         )
     main = repo.branch()
     with pytest.raises(NotFoundError):
@@ -567,3 +638,34 @@ async def test_raw_values_cross_between_embedded_and_server(
         assert [e async for e in far.list()] == [e async for e in near.list()]
         await far.delete(b"\xfe embedded")
         assert not await near.exists(b"\xfe embedded")
+
+
+async def test_merges_racing_a_writer_report_their_own_commit(target: Target) -> None:
+    """Merges into a branch another writer keeps committing to: each result names the
+    merge commit it wrote, whose first parent is the base it merged onto."""
+    repo = await target.repo()
+    main = repo.branch("main")
+    await main.put("base", b"b")
+    await main.commit("base")
+    sources = []
+    for i in range(4):
+        side = await repo.create_branch(f"side{i}", source="main")
+        await side.put(f"s{i}", b"s")
+        await side.commit(f"side {i}")
+        sources.append(await _head_id(repo, f"side{i}"))
+
+    async def writer() -> None:
+        for i in range(8):
+            await main.put(f"w{i}", b"w")
+            await main.commit(f"writer {i}")
+
+    async def merges() -> list[Any]:
+        return [await repo.merge(f"side{i}", into="main", message=f"merge {i}")
+                for i in range(4)]  # fmt: skip
+
+    _, results = await asyncio.gather(writer(), merges())
+    for i, r in enumerate(results):
+        assert r.merged and r.commit is not None and r.commit.message == f"merge {i}"
+        assert r.commit.parents == (r.destination, sources[i]) and r.source == sources[i]
+        assert (await repo.ref(r.commit_id).commit()).message == f"merge {i}"
+    assert all([await main.exists(f"s{i}") for i in range(4)])

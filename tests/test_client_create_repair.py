@@ -48,3 +48,18 @@ async def test_a_half_created_repository_is_not_taken_over_with_other_settings(
     with pytest.raises(lsmstore.RefExistsError):
         await store.create_repository("r", storage_namespace=(tmp_path / "other").as_uri())
     assert await store.refstore.get_refs("r", ["main"]) == {}
+
+
+async def test_an_unwritable_namespace_records_nothing(
+    store: lsmstore.Store, tmp_path: Path
+) -> None:
+    """The first commit is written before the repository is recorded: a namespace that
+    cannot be written fails the create and leaves no repository behind."""
+    blocker = tmp_path / "a-file"
+    blocker.write_bytes(b"not a directory")
+    with pytest.raises(lsmstore.LsmError):
+        await store.create_repository("r", storage_namespace=(blocker / "ns").as_uri())
+    with pytest.raises(lsmstore.RepositoryNotFoundError):
+        await store.get_repository("r")
+    repo = await store.create_repository("r", storage_namespace=(tmp_path / "ok").as_uri())
+    assert (await repo.branch().head()).base

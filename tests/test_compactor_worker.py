@@ -307,7 +307,8 @@ async def test_listing_pages_through_every_branch(
         await fill(embedded, "alpha", f"b{i:02d}", 4, seed=i)
         await rs.create_ref("alpha", f"t{i:02d}", Ref("tag", ""))  # tags between branches
     for i in range(4):
-        await rs.create_repository(Repository(f"more{i}", embedded.stores["beta"].url, "main"))
+        ns = f"{embedded.stores['beta'].url}-more{i}"  # a namespace of its own
+        await rs.create_repository(Repository(f"more{i}", ns, "main"))
     cfg = make_config(refstore=embedded.url, compaction_l1_files=3)
     w = Worker(rs, cfg, concurrency=3)
     repos = [r.name async for r in w.repositories()]

@@ -1,5 +1,8 @@
-"""The object API on every RefStore and store: the embedded RefStore with a local
-namespace, and Redis (a real redis-server) with S3 (moto's server over real HTTP).
+"""The object API on every transport: the embedded RefStore with a local namespace,
+Redis (a real redis-server) with S3 (moto's server over real HTTP), and a real
+``lsmstore serve`` process reached by the remote client.  What only the library offers
+(repository metadata, a second store with other settings, the store's clock) is tested
+on the library transports.
 
 Uploads from every kind of source, stat/open/ranged and streamed reads, listings with
 common prefixes, links (inside, outside and under allowed external prefixes),
@@ -9,6 +12,7 @@ that diff and merge compare the way lakeFS does."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import hashlib
 import io
@@ -16,7 +20,7 @@ import itertools
 import json
 import os
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,30 +31,79 @@ from lsmstore import errors
 from lsmstore.gc.data import candidates_prefix, decode_candidates
 from lsmstore.objects import ALLOWED_EXTERNAL_PREFIXES_KEY
 from lsmstore.objects.entry import AddressType, ObjectEntry, decode_entry, encode_value
+from lsmstore.storage.base import ObjectStore
+from lsmstore.storage.local import LocalStore
 from lsmstore.storage.s3 import MIN_PART_SIZE
 from lsmstore.storage.url import open_object_store
 from lsmstore.testing.servers import MotoServer, new_bucket
 from lsmstore.types import ObjectLink, ObjectStats
+from tests.helpers.remote import lsm_server  # noqa: F401 - the fixture
 
-BACKENDS = ["embedded-file", "redis-s3"]
+BACKENDS = ["embedded-file", "redis-s3", "server"]
+#: The library transports, for what the server's API does not carry.
+LIBRARY = ["embedded-file", "redis-s3"]
+library_only = pytest.mark.parametrize("env", LIBRARY, indirect=True)
 
 
 class Env:
-    """A store, a namespace factory and the URI prefix an external location uses."""
+    """A store, a namespace factory and the URI prefix an external location uses;
+    ``objects(repo)`` is the repository's storage namespace as the store that writes it
+    sees it (for the server: the server's own directory, read from here)."""
 
     def __init__(
-        self, store: lsmstore.Store, make_ns: object, outside: str, outside_url: str
+        self,
+        store: Any,
+        make_ns: object,
+        outside: str,
+        outside_url: str,
+        objects: Callable[[Any], ObjectStore] | None = None,
+        suffix: str = "",
+        second: Callable[[], Any] | None = None,
     ) -> None:
         self.store = store
         self.make_ns = make_ns
         self.outside = outside  # a URI prefix outside every namespace, same scheme
         self.outside_url = outside_url  # a store URL whose objects are under `outside`
+        self._objects = objects
+        self.suffix = suffix  # a server is shared by the module: names are made unique
+        self._second = second
 
-    async def repo(
-        self, name: str = "repo", metadata: dict[str, str] | None = None
-    ) -> lsmstore.Repository:
+    async def repo(self, name: str = "repo", metadata: dict[str, str] | None = None) -> Any:
+        name += self.suffix
         ns = await self.make_ns(name)  # type: ignore[operator]
+        if metadata is None:
+            return await self.store.create_repository(name, storage_namespace=ns)
         return await self.store.create_repository(name, storage_namespace=ns, metadata=metadata)
+
+    @property
+    def remote(self) -> bool:
+        """Whether the store is a remote client of a server."""
+        return self._objects is not None
+
+    def base(self, repo: Any) -> str:
+        """The namespace as physical addresses show it (no trailing slash): a server's
+        ``local://`` namespace as named, else the object store's URL."""
+        if self.remote:
+            return str(repo.storage_namespace).rstrip("/")
+        return self.objects(repo).url.rstrip("/")
+
+    def objects(self, repo: Any) -> ObjectStore:
+        return repo.objects if self._objects is None else self._objects(repo)
+
+    def second_client(self) -> Any:
+        """Another client of the same service (``async with``): for the server a
+        second remote client; for the library this store itself (``if_absent`` is
+        atomic within one process: docs/decisions.md)."""
+        if self._second is None:
+            return contextlib.nullcontext(self.store)
+        return self._second()
+
+    def new_address(self, branch: Any) -> str:
+        """A fresh address under the namespace's ``data/`` (``new_physical_address``)."""
+        if self._objects is None:
+            return str(branch.new_physical_address())
+        base = self.base(branch.repository)
+        return f"{base}/data/{uuid.uuid4().hex}"
 
 
 @pytest.fixture(params=BACKENDS)
@@ -63,6 +116,33 @@ async def env(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[E
 
             outside = (tmp_path / "outside").as_uri()
             yield Env(store, make_ns, outside + "/", outside)
+        return
+    if request.param == "server":
+        server = request.getfixturevalue("lsm_server")
+        key_id, secret = server.admin
+        data = server.home / "data"
+        run = f"o{uuid.uuid4().hex[:8]}"
+        stores: dict[str, ObjectStore] = {}
+
+        def objects(repo: Any) -> ObjectStore:
+            if repo.name not in stores:
+                stores[repo.name] = LocalStore(data / run / repo.name)
+            return stores[repo.name]
+
+        async def make_ns_local(name: str) -> str:
+            return f"local://{run}/{name}"
+
+        async with lsmstore.connect(
+            server.url, access_key_id=key_id, secret_access_key=secret
+        ) as remote:
+            outside = (data / run / "outside").as_uri()
+            yield Env(
+                remote, make_ns_local, outside + "/", outside, objects, "-" + run,
+                lambda: lsmstore.connect(server.url, access_key_id=key_id,
+                                         secret_access_key=secret),
+            )  # fmt: skip
+        for objects_store in stores.values():
+            await objects_store.aclose()
         return
     redis_url: str = request.getfixturevalue("redis_server_url")
     moto: MotoServer = request.getfixturevalue("moto")
@@ -81,8 +161,8 @@ async def env(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[E
         )
 
 
-async def data_keys(repo: lsmstore.Repository) -> list[str]:
-    return [m.key async for m in repo.objects.list("data/")]
+async def data_keys(env: Env, repo: Any) -> list[str]:
+    return [m.key async for m in env.objects(repo).list("data/")]
 
 
 async def chunks(parts: list[bytes]) -> AsyncIterator[bytes]:
@@ -127,13 +207,13 @@ async def test_upload_every_kind_of_source(env: Env, tmp_path: Path) -> None:
         assert (stats.path, stats.path_type, stats.size) == (f"src/{name}", "object", len(expected))
         assert stats.checksum == md5(expected)
         assert stats.content_type == "application/octet-stream" and stats.metadata == {}
-        assert stats.physical_address.startswith(repo.objects.url.rstrip("/") + "/data/")
+        assert stats.physical_address.startswith(env.base(repo) + "/data/")
         assert await main.stat_object(f"src/{name}") == stats
         async with await main.open(f"src/{name}") as reader:
             assert reader.size == len(expected)
             assert await reader.read() == expected
             assert b"".join([c async for c in reader]) == expected
-    assert len(await data_keys(repo)) == len(sources)
+    assert len(await data_keys(env, repo)) == len(sources)
 
 
 async def test_ranged_and_streamed_reads(env: Env) -> None:
@@ -160,11 +240,18 @@ async def test_ranged_and_streamed_reads(env: Env) -> None:
 
 
 async def test_reader_keeps_what_it_opened(env: Env) -> None:
+    """A reader reads the data it opened; a remote one, which can only name the path,
+    refuses once the path holds other data instead of reading it (docs/decisions.md)."""
     main = (await env.repo()).branch()
     await main.upload("p", b"first")
     reader = await main.open("p")
+    assert await reader.read(1, 3) == b"irs"
     await main.upload("p", b"second version")
-    assert await reader.read() == b"first"
+    if env.remote:
+        with pytest.raises(errors.PreconditionFailedError):
+            await reader.read()
+    else:
+        assert await reader.read() == b"first"
     assert await (await main.open("p")).read() == b"second version"
 
 
@@ -216,16 +303,16 @@ async def test_list_objects(env: Env) -> None:
 async def test_link_inside_the_namespace(env: Env) -> None:
     repo = await env.repo()
     main = repo.branch()
-    address = main.new_physical_address()
-    key = address[len(repo.objects.url.rstrip("/")) + 1 :]
+    address = env.new_address(main)
+    key = address[len(env.base(repo)) + 1 :]
     assert key.startswith("data/")
-    await repo.objects.put(key, b"written by a client")
+    await env.objects(repo).put(key, b"written by a client")
     stats = await main.link("l/x", address, size=19, checksum='  "etag-1" ', verify=True)
     assert (stats.physical_address, stats.size, stats.checksum) == (address, 19, "etag-1")
     assert await (await main.open("l/x")).read() == b"written by a client"
     # elsewhere in the namespace (not data/): stored as a full address, still readable
-    await repo.objects.put("imports/y", b"imported")
-    other = repo.objects.url.rstrip("/") + "/imports/y"
+    await env.objects(repo).put("imports/y", b"imported")
+    other = env.base(repo) + "/imports/y"
     st = await main.link("l/y", other, size=8, checksum="e", mtime=1234, metadata={"m": "1"})
     assert (st.physical_address, st.mtime, st.metadata) == (other, 1234, {"m": "1"})
     assert await (await main.open("l/y")).read() == b"imported"
@@ -234,8 +321,8 @@ async def test_link_inside_the_namespace(env: Env) -> None:
 async def test_link_checks_addresses_and_sizes(env: Env) -> None:
     repo = await env.repo()
     main = repo.branch()
-    base = repo.objects.url.rstrip("/")
-    await repo.objects.put("data/present", b"12345")
+    base = env.base(repo)
+    await env.objects(repo).put("data/present", b"12345")
     head = await main.head()
     bad_addresses = [
         "",
@@ -268,6 +355,7 @@ async def test_link_checks_addresses_and_sizes(env: Env) -> None:
         await (await main.open("ghost")).read()
 
 
+@library_only  # repository metadata is set through the library
 async def test_external_addresses_need_an_allowed_prefix(env: Env) -> None:
     allowed = env.outside + "lake/"
     repo = await env.repo("ext", metadata={ALLOWED_EXTERNAL_PREFIXES_KEY: allowed})
@@ -301,13 +389,13 @@ async def test_a_forged_entry_reads_nothing_outside_its_places(env: Env) -> None
     ident, data = encode_value(entry)
     await main.put("forged", data, identity=ident)
     with pytest.raises(errors.CorruptFileError):
-        await main.open("forged")
+        await (await main.open("forged")).read()
 
 
 async def test_link_many(env: Env) -> None:
     repo = await env.repo()
     main = repo.branch()
-    base = repo.objects.url.rstrip("/")
+    base = env.base(repo)
     links = [
         ObjectLink(f"part/{i:04d}", f"{base}/data/f{i}", i, f"etag{i}", metadata={"i": str(i)})
         for i in range(500)
@@ -348,7 +436,7 @@ async def test_a_bad_link_in_a_large_call_stages_nothing(env: Env) -> None:
     the same call without it stages every link, with the entry encode_value makes."""
     repo = await env.repo()
     main = repo.branch()
-    base = repo.objects.url.rstrip("/")
+    base = env.base(repo)
     etag = "d41d8cd98f00b204e9800998ecf8427e"
     good: list[Any] = [
         (f"big/{i:05d}", f"{base}/data/big-{i:05d}", 4096 + i, etag) for i in range(3000)
@@ -446,8 +534,8 @@ async def test_link_many_entries_equal_single_links(env: Env) -> None:
     """Every kind of link gives the same entry through link_many as through link."""
     repo = await env.repo()
     main = repo.branch()
-    base = repo.objects.url.rstrip("/")
-    await repo.objects.put("elsewhere/x", b"x")
+    base = env.base(repo)
+    await env.objects(repo).put("elsewhere/x", b"x")
     variants: list[dict[str, object]] = [
         {},
         {"content_type": "text/csv"},
@@ -473,6 +561,7 @@ async def test_link_many_entries_equal_single_links(env: Env) -> None:
         assert (await main.stat(f"many/{i}")).identity == (await main.stat(f"one/{i}")).identity
 
 
+@library_only  # the store's encoder
 async def test_link_many_entries_are_made_off_the_loop_and_read_exactly(
     env: Env, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -482,7 +571,7 @@ async def test_link_many_entries_are_made_off_the_loop_and_read_exactly(
     finds exactly the bytes and identity encode_value gives."""
     repo = await env.repo()
     main = repo.branch()
-    base = repo.objects.url.rstrip("/")
+    base = env.base(repo)
     encoder = env.store.encoder
     encoding, release = asyncio.Event(), asyncio.Event()
     real = encoder.encode_split
@@ -522,11 +611,12 @@ async def test_link_many_entries_are_made_off_the_loop_and_read_exactly(
     assert (await main.stat_object("held/md")).metadata == {"a": "1"}
 
 
+@library_only  # a second store with other settings
 async def test_link_many_under_a_small_value_bound(env: Env, tmp_path: Path) -> None:
     """Where max_value_bytes is below the largest possible entry, link_many encodes
     on the caller's side and refuses an entry over the bound before staging any."""
     repo = await env.repo()
-    base = repo.objects.url.rstrip("/")
+    base = env.base(repo)
     async with small_values(env, tmp_path, 512) as small:
         branch = (await small.get_repository(repo.name)).branch()
         ok = ObjectLink("ok", f"{base}/data/ok", 1, "e")
@@ -548,9 +638,9 @@ async def test_if_absent(env: Env) -> None:
     with pytest.raises(errors.ObjectExistsError):
         await main.upload("x", b"two", if_absent=True)
     with pytest.raises(errors.ObjectExistsError):
-        await main.link("x", main.new_physical_address(), size=1, checksum="e", if_absent=True)
+        await main.link("x", env.new_address(main), size=1, checksum="e", if_absent=True)
     assert await (await main.open("x")).read() == b"one"
-    assert len(await data_keys(repo)) == 1  # the refused upload wrote no data
+    assert len(await data_keys(env, repo)) == 1  # the refused upload wrote no data
     # concurrent if_absent uploads of one path in one process: exactly one wins
     results = await asyncio.gather(
         *(main.upload("race", b"%d" % i, if_absent=True) for i in range(10)),
@@ -575,7 +665,7 @@ async def test_delete_and_copy(env: Env) -> None:
         {"a": "b"},
         "text/plain",
     )
-    before = await data_keys(repo)
+    before = await data_keys(env, repo)
     commit = await main.commit("c")
     await main.delete_object("src")
     with pytest.raises(errors.ObjectNotFoundError):
@@ -588,16 +678,16 @@ async def test_delete_and_copy(env: Env) -> None:
     assert await (await main.open("restored")).read() == b"payload"
     await main.delete_objects(["dst", "never-there", "restored", "dst"])
     assert [s.path async for s in main.list_objects()] == []
-    assert await data_keys(repo) == before  # deletes never touch data
+    assert await data_keys(env, repo) == before  # deletes never touch data
 
 
 # --- garbage candidates --------------------------------------------------------------------
 
 
-async def candidates(repo: lsmstore.Repository) -> list[tuple[str, str, str]]:
+async def candidates(env: Env, repo: Any) -> list[tuple[str, str, str]]:
     out = []
-    async for m in repo.objects.list(candidates_prefix()):
-        rec = decode_candidates(await repo.objects.get(m.key), m.key)
+    async for m in env.objects(repo).list(candidates_prefix()):
+        rec = decode_candidates(await env.objects(repo).get(m.key), m.key)
         out += [(rec.reason, path, address) for path, address in rec.objects]
     return sorted(out)
 
@@ -605,24 +695,26 @@ async def candidates(repo: lsmstore.Repository) -> list[tuple[str, str, str]]:
 async def test_replaced_uncommitted_data_is_recorded_never_deleted(env: Env) -> None:
     repo = await env.repo()
     main = repo.branch()
-    base = len(repo.objects.url.rstrip("/")) + 1
+    base = len(env.base(repo)) + 1
     key1 = (await main.upload("p", b"v1")).physical_address[base:]
     key2 = (await main.upload("p", b"v2")).physical_address[base:]  # replaces a staged entry
-    assert await candidates(repo) == [("overwritten", "p", key1)]
+    assert await candidates(env, repo) == [("overwritten", "p", key1)]
     await main.commit("v2")
     await main.upload("p", b"v3")  # replaces a committed entry: not a candidate
     await main.upload("q", b"q")
     await main.delete_object("q")  # a staged object deleted: candidate
     await main.delete_objects(["p"])  # v3 was staged: candidate
-    got = await candidates(repo)
+    got = await candidates(env, repo)
     assert ("overwritten", "p", key2) not in got
     assert [r for r, _, _ in got] == ["deleted", "deleted", "overwritten"]
-    assert len(await data_keys(repo)) == 4  # nothing deleted
-    records = [m.key async for m in repo.objects.list(candidates_prefix())]
-    doc = json.loads(await repo.objects.get(records[0]))
-    assert doc["format"] == "lsmstore-data-gc" and doc["repo"] == "repo" and doc["branch"] == "main"
+    assert len(await data_keys(env, repo)) == 4  # nothing deleted
+    records = [m.key async for m in env.objects(repo).list(candidates_prefix())]
+    doc = json.loads(await env.objects(repo).get(records[0]))
+    assert doc["format"] == "lsmstore-data-gc" and doc["repo"] == repo.name
+    assert doc["branch"] == "main"
 
 
+@library_only  # a second store with other settings
 async def test_failed_staging_deletes_the_new_data(env: Env, tmp_path: Path) -> None:
     repo = await env.repo()
     main = repo.branch()
@@ -633,7 +725,7 @@ async def test_failed_staging_deletes_the_new_data(env: Env, tmp_path: Path) -> 
         branch = (await small.get_repository(repo.name)).branch()
         with pytest.raises(errors.InvalidInputError):
             await branch.upload("big-entry", b"data", metadata=big_metadata)
-    assert await data_keys(repo) == []
+    assert await data_keys(env, repo) == []
     with pytest.raises(errors.ObjectNotFoundError):
         await main.stat_object("big-entry")
 
@@ -650,7 +742,7 @@ async def test_interrupted_upload_leaves_no_entry_and_no_data(env: Env) -> None:
         await main.upload("x", broken())
     with pytest.raises(errors.ObjectNotFoundError):
         await main.stat_object("x")
-    assert await data_keys(repo) == []
+    assert await data_keys(env, repo) == []
 
 
 # --- bad input ---------------------------------------------------------------------------
@@ -689,7 +781,7 @@ async def test_bad_upload_input_changes_nothing(
         await main.upload(path, data, **call)  # type: ignore[arg-type]
     assert issubclass(error, ValueError)
     assert await main.head() == head
-    assert await data_keys(repo) == []
+    assert await data_keys(env, repo) == []
 
 
 async def test_path_at_the_bound(env: Env) -> None:
@@ -821,8 +913,8 @@ async def test_entries_written_by_lakefs_read_back(env: Env) -> None:
 
     repo = await env.repo()
     main = repo.branch()
-    await repo.objects.put("data/old", b"old bytes")
-    base = repo.objects.url.rstrip("/")
+    await env.objects(repo).put("data/old", b"old bytes")
+    base = env.base(repo)
     entries = {
         "relative-by-prefix": ObjectEntry("data/old", AddressType.BY_PREFIX_DEPRECATED, 9, "e", 7),
         "full-by-prefix": ObjectEntry(
@@ -840,11 +932,12 @@ async def test_entries_written_by_lakefs_read_back(env: Env) -> None:
     assert [s.physical_address async for s in main.list_objects()] == [f"{base}/data/old"] * 2
 
 
+@library_only  # the store's clock
 async def test_link_calls_take_their_own_time(env: Env) -> None:
     """Each call's links get that call's time, though the stager's rules are cached."""
     repo = await env.repo()
     main = repo.branch()
-    base = repo.objects.url.rstrip("/")
+    base = env.base(repo)
     store = repo.store
     real = store.clock
     try:
@@ -859,3 +952,135 @@ async def test_link_calls_take_their_own_time(env: Env) -> None:
     finally:
         store.clock = real
     assert [(await main.stat_object(p)).mtime for p in ("t/a", "t/b")] == [1_000, 2_000]
+
+
+# --- one implementation behind every front end ------------------------------------------
+
+
+async def gc_reasons(env: Env, repo: Any, branch: str) -> list[tuple[str, int]]:
+    """``(reason, number of files)`` of the branch's staging-file garbage records."""
+    from lsmstore.gc.staging import decode_record, gc_prefix
+
+    store = env.objects(repo)
+    out = []
+    async for m in store.list(gc_prefix(branch)):
+        rec = decode_record(await store.get(m.key), m.key)
+        out.append((rec.reason, len(rec.files)))
+    return sorted(out)
+
+
+async def test_reset_and_branch_deletion_record_their_files_alike(env: Env) -> None:
+    """A reset drops the staged files and records them as garbage with one reason, on
+    every transport (the server's reset was a copy of its own, with another reason)."""
+    repo = await env.repo()
+    main = repo.branch()
+    await main.upload("a", b"1")
+    await main.upload("b", b"2")
+    head = await main.head()
+    staged = len(head.l1) + len(head.l2)
+    after = await main.reset()
+    assert (after.base, after.l1, after.l2) == (head.base, (), ())
+    assert await main.head() == after
+    assert [s.path async for s in main.list_objects()] == []
+    assert await gc_reasons(env, repo, "main") == [("branch reset", staged)]
+    assert await main.reset() == after  # nothing staged: nothing to drop
+    await repo.create_branch("side")
+    side = repo.branch("side")
+    await side.upload("c", b"3")
+    dropped = await side.head()
+    await repo.delete_branch("side")
+    assert await gc_reasons(env, repo, "side") == [
+        ("branch deleted", len(dropped.l1) + len(dropped.l2))
+    ]
+
+
+@library_only  # the server took the branch's lock already; the library did not
+async def test_reset_waits_for_a_write_in_flight(env: Env) -> None:
+    """A reset excludes the branch's writes in this process: an upload that began
+    before it is dropped by it, never staged after it."""
+    main = (await env.repo()).branch()
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def slow() -> AsyncIterator[bytes]:
+        yield b"first"
+        started.set()
+        await release.wait()
+        yield b"second"
+
+    upload = asyncio.create_task(main.upload("in-flight", slow()))
+    await started.wait()
+    reset = asyncio.create_task(main.reset())
+    release.set()
+    await upload
+    await reset
+    assert not await main.exists("in-flight")
+
+
+async def test_if_absent_from_two_clients_has_one_winner(env: Env) -> None:
+    """Two clients create the same path with ``if_absent`` at once: exactly one wins,
+    for uploads and for links alike (a remote link checked, then linked)."""
+    repo = await env.repo()
+    async with env.second_client() as other:
+        mine = repo.branch()
+        theirs = (await other.get_repository(repo.name)).branch()
+        for round_ in range(3):
+            address = env.new_address(mine)
+            calls = [
+                b.link(f"l{round_}", address, size=1, checksum="e", if_absent=True)
+                for b in (mine, theirs)
+            ]
+            calls += [b.upload(f"u{round_}", b"x", if_absent=True) for b in (mine, theirs)]
+            got = await asyncio.gather(*calls, return_exceptions=True)
+            for pair in (got[:2], got[2:]):
+                assert sum(isinstance(r, errors.ObjectExistsError) for r in pair) == 1, pair
+                assert sum(isinstance(r, ObjectStats) for r in pair) == 1, pair
+
+
+@library_only  # Branch.batch is the library's (the server's batch endpoint runs one)
+async def test_write_batch_stages_every_kind_of_entry_as_one_write(env: Env) -> None:
+    repo = await env.repo()
+    main = repo.branch()
+    first = await main.upload("a", b"first")
+    head = await main.head()
+    batch = main.batch()
+    batch.kv(b"raw", b"value")
+    batch.put("b", b"put data", "text/plain", {"k": "v"})
+    batch.copy("a", "c")
+    batch.link("d", first.physical_address, 5, first.checksum)
+    batch.delete("a")
+    batch.kv_delete(b"nothing-there")
+    with pytest.raises(errors.InvalidNameError):
+        batch.put("", b"x")  # checked when added: the batch is unchanged
+    assert len(batch) == 6
+    assert await batch.apply() == 6
+    after = await main.head()
+    assert len(after.l1) + len(after.l2) == len(head.l1) + len(head.l2) + 1  # one write
+    assert await main.get("raw") == b"value"
+    b = await main.stat_object("b")
+    assert (b.content_type, b.metadata, b.size) == ("text/plain", {"k": "v"}, 8)
+    assert await (await main.open("c")).read() == b"first"
+    assert (await main.stat_object("d")).physical_address == first.physical_address
+    assert not await main.exists("a")
+    # replaced staged data is a candidate, as for the single-object calls; it is never
+    # deleted by a write ("c" and "d" still read it: GC's mark decides)
+    key = first.physical_address.rsplit("/data/", 1)[1]
+    assert await candidates(env, repo) == [("overwritten", "a", f"data/{key}")]
+    assert f"data/{key}" in await data_keys(env, repo)
+    with pytest.raises(errors.InvalidInputError):
+        await batch.apply()  # applied once
+
+
+@library_only
+async def test_write_batch_if_absent_refuses_the_whole_batch(env: Env) -> None:
+    repo = await env.repo()
+    main = repo.branch()
+    await main.upload("taken", b"1")
+    data_before = await data_keys(env, repo)
+    head = await main.head()
+    batch = main.batch()
+    batch.put("new", b"2", if_absent=True)
+    batch.put("taken", b"3", if_absent=True)
+    with pytest.raises(errors.ObjectExistsError):
+        await batch.apply()
+    assert await main.head() == head
+    assert await data_keys(env, repo) == data_before  # no data written for a refusal

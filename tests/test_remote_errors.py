@@ -92,7 +92,20 @@ async def test_garbage_down_and_refusals_are_typed(http: ThreadingHTTPServer) ->
         with pytest.raises(UnavailableError) as un:
             await store.delete_repository("r")
         assert un.value.outcome_unknown  # a write the server may have applied
-        answer(http, 404, {"message": "repository not found: r"})
+        answer(http, 404, {"message": "repository not found: r"})  # no type: by the request
+        with pytest.raises(lsmstore.RepositoryNotFoundError):
+            await store.get_repository("r")
+        # a typed body: the type decides, whatever the message says
+        answer(http, 404, {"message": "repository not found: r", "type": "RefNotFoundError"})
+        with pytest.raises(lsmstore.RefNotFoundError):
+            await store.get_repository("r")
+        answer(http, 400, {"message": "nothing to commit", "type": "InvalidNameError"})
+        with pytest.raises(lsmstore.InvalidNameError):
+            await store.list_repositories()
+        answer(http, 400, {"message": "reworded", "type": "NothingToCommitError"})
+        with pytest.raises(lsmstore.NothingToCommitError):
+            await store.list_repositories()
+        answer(http, 404, {"message": "gone", "type": "NoSuchTypeYet"})  # a newer server's
         with pytest.raises(lsmstore.RepositoryNotFoundError):
             await store.get_repository("r")
 

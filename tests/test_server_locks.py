@@ -1,4 +1,4 @@
-"""The server's per-branch reader/writer locks (lsmstore.server.locks): shared holders
+"""The per-branch reader/writer locks (lsmstore.operations.exclusion): shared holders
 enter together, an exclusive holder waits them out and holds new ones back, a
 cancelled waiter leaves nothing behind, idle branches' locks are dropped."""
 
@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from lsmstore.server.locks import BranchLocks
+from lsmstore.operations.exclusion import BranchLocks
 
 
 async def _turns(n: int = 5) -> None:

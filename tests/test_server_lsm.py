@@ -77,12 +77,15 @@ def test_reset_and_staging_state(admin: httpx.Client) -> None:
     assert state["l1_files"] + state["l2_files"] >= 1
     assert state["last_commit_id"] == state["commit_id"] and state["last_commit_date"] > 0
     r = admin.post(f"/lsm/repositories/{repo}/branches/main/reset")
-    assert r.status_code == 204
+    assert r.status_code == 200  # the staging state after the reset
+    assert r.json()["l1"] == [] and r.json()["l2"] == []
+    assert r.json()["commit_id"] == state["commit_id"]
     state = admin.get(f"/lsm/repositories/{repo}/branches/main/staging").json()
     assert state["l1"] == [] and state["l2"] == []
     assert admin.get(f"/repositories/{repo}/refs/main/objects/ls").json()["results"] == []
     assert admin.get(f"/repositories/{repo}/branches/main/diff").json()["results"] == []
-    assert admin.post(f"/lsm/repositories/{repo}/branches/nob/reset").status_code == 404
+    r = admin.post(f"/lsm/repositories/{repo}/branches/nob/reset")
+    assert r.status_code == 404 and r.json()["type"] == "RefNotFoundError"
 
 
 def test_stage_sst_rejects_garbage_and_stages_nothing(admin: httpx.Client) -> None:
@@ -299,3 +302,26 @@ def test_diffs_leave_out_raw_keys_that_are_not_paths(admin: httpx.Client) -> Non
     got = admin.get(f"/repositories/{repo}/refs/main/diff/b2")
     assert got.status_code == 200, got.text
     assert [r["path"] for r in got.json()["results"]] == ["new"]
+
+
+def test_batch_copy_if_none_match_and_typed_errors(admin: httpx.Client) -> None:
+    """``copy`` entries; ``If-None-Match: *`` makes put and link entries create-only
+    (412, nothing staged); a bad entry's error body names its type."""
+    repo = make_repo(admin)
+    assert _batch(admin, repo, [["put", "a", b"data"]]).status_code == 200
+    r = _batch(admin, repo, [["copy", "a", "b"], ["copy", "a", "c", "main"]])
+    assert r.status_code == 200 and r.json() == {"entries": 2}
+    got = admin.get(f"/repositories/{repo}/refs/main/objects", params={"path": "c"})
+    assert got.content == b"data"
+    url = f"/lsm/repositories/{repo}/branches/main/batch"
+    before = admin.get(f"/lsm/repositories/{repo}/branches/main/staging").json()
+    body = msgpack.packb([["put", "new", b"1"], ["put", "b", b"2"]])
+    r = admin.post(url, content=body, headers={"content-type": "application/msgpack",
+                                               "if-none-match": "*"})  # fmt: skip
+    assert r.status_code == 412 and r.json()["type"] == "ObjectExistsError"
+    assert admin.get(f"/lsm/repositories/{repo}/branches/main/staging").json() == before
+    r = _batch(admin, repo, [["put", "ok", b"1"], ["put", "", b"2"]])
+    assert r.status_code == 400 and r.json()["type"] == "InvalidNameError"
+    assert r.json()["message"].startswith("entry 1:")
+    r = _batch(admin, repo, [["copy", "absent", "x"]])
+    assert r.status_code == 404 and r.json()["type"] == "ObjectNotFoundError"

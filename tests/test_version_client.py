@@ -1,12 +1,18 @@
-"""The version-control API of the client on the embedded default: commits and their
-metadata, log, ref views of old commits, branches and tags, diffs, garbage of deleted
-branches, and bad input."""
+"""The version-control API of the client on every transport -- the embedded default
+(with an injected clock), Redis + S3 (a real redis-server, moto's server) and a real
+``lsmstore serve`` reached by the remote client: commits and their metadata, log, ref
+views of old commits, branches and tags, diffs, garbage of deleted branches, and bad
+input."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,6 +26,10 @@ from lsmstore.errors import (
     RefNotFoundError,
 )
 from lsmstore.gc.staging import GC_PREFIX
+from lsmstore.storage.base import ObjectStore
+from lsmstore.storage.local import LocalStore
+from lsmstore.testing.servers import new_bucket
+from tests.helpers.remote import lsm_server  # noqa: F401 - the fixture
 
 T0 = 1_800_000_000.0
 
@@ -31,39 +41,88 @@ class Clock:
         return self.now
 
 
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[lsmstore.Store]:
-    config = lsmstore.load_config(
-        home=str(tmp_path / "home"),
-        batch_interval_ms=1,
-        commit_range_min_bytes=200,
-        commit_range_max_bytes=2000,
-        commit_range_raggedness=8,
-    )
-    async with lsmstore.Store(config, clock=Clock()) as s:
-        yield s
+@dataclass
+class Target:
+    store: Any
+    namespace: Callable[[str], str]
+    objects: Callable[[Any], ObjectStore]
+    clocked: bool  # the store's clock is :class:`Clock`
+    suffix: str = ""
+
+    def time_of(self, created_at: int, before: float) -> bool:
+        """Whether ``created_at`` is the store's now: T0 on a clocked store, else a
+        second between ``before`` and now (the server's wall clock)."""
+        if self.clocked:
+            return created_at == int(T0)
+        return int(before) <= created_at <= int(time.time())
+
+
+@pytest.fixture(params=["embedded", "redis_s3", "server"])
+async def target(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Target]:
+    settings: dict[str, Any] = {
+        "home": str(tmp_path / "home"),
+        "batch_interval_ms": 1,
+        "commit_range_min_bytes": 200,
+        "commit_range_max_bytes": 2000,
+        "commit_range_raggedness": 8,
+    }
+    if request.param == "embedded":
+        config = lsmstore.load_config(**settings)
+        async with lsmstore.Store(config, clock=Clock()) as s:
+            yield Target(s, lambda n: (tmp_path / "ns" / n).as_uri(), lambda r: r.objects, True)
+    elif request.param == "redis_s3":
+        redis_url = request.getfixturevalue("redis_server_url")
+        moto = request.getfixturevalue("moto")
+        bucket = await new_bucket(moto.endpoint, "v")
+        url = f"{redis_url}?prefix=v{uuid.uuid4().hex[:8]}:"
+        async with lsmstore.connect(url, **settings) as s:
+            yield Target(
+                s, lambda n: f"s3://{bucket}/{n}?endpoint_url={moto.endpoint}",
+                lambda r: r.objects, False,
+            )  # fmt: skip
+    else:
+        server = request.getfixturevalue("lsm_server")
+        key_id, secret = server.admin
+        run = f"v{uuid.uuid4().hex[:8]}"
+        opened: list[ObjectStore] = []
+
+        def objects(repo: Any) -> ObjectStore:
+            opened.append(LocalStore(server.home / "data" / run / repo.name))
+            return opened[-1]
+
+        async with lsmstore.connect(
+            server.url, access_key_id=key_id, secret_access_key=secret
+        ) as s:
+            yield Target(s, lambda n: f"local://{run}/{n}", objects, False, "-" + run)
+        for o in opened:
+            await o.aclose()
 
 
 @pytest.fixture
-async def repo(store: lsmstore.Store, tmp_path: Path) -> lsmstore.Repository:
-    return await store.create_repository("repo", storage_namespace=(tmp_path / "ns").as_uri())
+async def repo(target: Target) -> Any:
+    name = "repo" + target.suffix
+    return await target.store.create_repository(name, storage_namespace=target.namespace(name))
 
 
-async def test_repository_starts_with_an_empty_commit(repo: lsmstore.Repository) -> None:
+async def test_repository_starts_with_an_empty_commit(target: Target) -> None:
+    before = time.time()
+    name = "empty" + target.suffix
+    repo = await target.store.create_repository(name, storage_namespace=target.namespace(name))
     [first] = [e async for e in repo.log()]
     assert first.parents == () and first.generation == 1
     assert (first.committer, first.message) == ("lsmstore", "Repository created")
-    assert first.created_at == int(T0)
+    assert target.time_of(first.created_at, before)
     assert [e async for e in repo.ref("main").list()] == []
     assert (await repo.ref("main").commit()).id == first.id
 
 
-async def test_commit_and_its_fields(repo: lsmstore.Repository) -> None:
+async def test_commit_and_its_fields(repo: Any, target: Target) -> None:
     main = repo.branch()
     await main.put_many([("a", b"1"), ("b", b"2")])
+    before = time.time()
     c = await main.commit("first", metadata={"job": "etl-7"}, committer="alice")
     assert (c.message, c.committer, dict(c.metadata)) == ("first", "alice", {"job": "etl-7"})
-    assert c.created_at == int(T0) and c.generation == 2
+    assert target.time_of(c.created_at, before) and c.generation == 2
     head = await main.head()
     assert head.base == c.id and head.l1 == () and head.l2 == ()
     with pytest.raises(NothingToCommitError):
@@ -74,7 +133,7 @@ async def test_commit_and_its_fields(repo: lsmstore.Repository) -> None:
         await main.commit("bad", metadata={"k": 3})  # type: ignore[dict-item]
 
 
-async def test_log_and_ref_views(repo: lsmstore.Repository) -> None:
+async def test_log_and_ref_views(repo: Any) -> None:
     main = repo.branch()
     ids = []
     for i in range(4):
@@ -103,7 +162,7 @@ async def test_log_and_ref_views(repo: lsmstore.Repository) -> None:
         await old.get("only3")
 
 
-async def test_bad_and_unknown_ref_expressions(repo: lsmstore.Repository) -> None:
+async def test_bad_and_unknown_ref_expressions(repo: Any) -> None:
     with pytest.raises(InvalidRefExpressionError):
         await repo.ref("main~x").get("k")
     with pytest.raises(RefNotFoundError):
@@ -114,7 +173,7 @@ async def test_bad_and_unknown_ref_expressions(repo: lsmstore.Repository) -> Non
         [e async for e in repo.log("a..b")]
 
 
-async def test_commit_prefixes(repo: lsmstore.Repository) -> None:
+async def test_commit_prefixes(repo: Any) -> None:
     main = repo.branch()
     await main.put("k", b"1")
     cid = (await main.commit("c")).id
@@ -123,13 +182,13 @@ async def test_commit_prefixes(repo: lsmstore.Repository) -> None:
         await repo.ref(cid[:5]).get("k")  # five are a (missing) branch name
 
 
-async def test_branches_and_tags(repo: lsmstore.Repository) -> None:
+async def test_branches_and_tags(repo: Any) -> None:
     main = repo.branch()
     await main.put("a", b"1")
     c1 = await main.commit("one")
     await main.put("staged", b"s")
     dev = await repo.create_branch("dev")
-    assert isinstance(dev, lsmstore.Branch) and dev.name == "dev"
+    assert dev.name == "dev"
     assert (await dev.head()).base == c1.id
     assert not await dev.exists("staged")  # committed state only
     await repo.create_branch("old", source="main~1")
@@ -155,23 +214,24 @@ async def test_branches_and_tags(repo: lsmstore.Repository) -> None:
 
 
 async def test_deleting_a_branch_records_its_staged_files_as_garbage(
-    repo: lsmstore.Repository,
+    repo: Any, target: Target
 ) -> None:
     dev = await repo.create_branch("dev")
     await dev.put("a", b"1")
     await dev.put("b", b"2")
     staged = (await dev.head()).l1
     await repo.delete_branch("dev")
-    records = [m.key async for m in repo.objects.list(GC_PREFIX + "dev/")]
+    objects = target.objects(repo)
+    records = [m.key async for m in objects.list(GC_PREFIX + "dev/")]
     [key] = records
-    doc = json.loads(await repo.objects.get(key))
+    doc = json.loads(await objects.get(key))
     assert doc["reason"] == "branch deleted"
     assert sorted(f for _, f in doc["files"]) == sorted(staged)
     with pytest.raises(RefNotFoundError):
         await dev.head()
 
 
-async def test_diffs(repo: lsmstore.Repository) -> None:
+async def test_diffs(repo: Any) -> None:
     main = repo.branch()
     await main.put_many([("a", b"1"), ("b", b"1"), ("c", b"1")])
     await main.commit("base")

@@ -264,18 +264,22 @@ class GatedRefStore(EmbeddedRefStore):
         self.release = asyncio.Event()
         self.fail_many: BaseException | None = None
 
-    async def _append_l1(self, repo: str, branch: str, file_id: str) -> Ref:
+    async def _append_l1(
+        self, repo: str, branch: str, file_id: str, repository_id: str | None
+    ) -> Ref:
         self.calls.append((file_id,))
         if not self.entered.is_set():
             self.entered.set()
             await self.release.wait()
-        return await super()._append_l1(repo, branch, file_id)
+        return await super()._append_l1(repo, branch, file_id, repository_id)
 
-    async def _append_l1_many(self, repo: str, branch: str, file_ids: tuple[str, ...]) -> Ref:
+    async def _append_l1_many(
+        self, repo: str, branch: str, file_ids: tuple[str, ...], repository_id: str | None
+    ) -> Ref:
         self.calls.append(file_ids)
         if self.fail_many is not None:
             raise self.fail_many
-        return await super()._append_l1_many(repo, branch, file_ids)
+        return await super()._append_l1_many(repo, branch, file_ids, repository_id)
 
 
 async def until(cond: Callable[[], bool]) -> None:

@@ -37,7 +37,9 @@ class AppendFaults(EmbeddedRefStore):
         self.hold: asyncio.Event | None = None
         self.entered = asyncio.Event()
 
-    async def _append_l1(self, repo: str, branch: str, file_id: str) -> Ref:
+    async def _append_l1(
+        self, repo: str, branch: str, file_id: str, repository_id: str | None
+    ) -> Ref:
         self.appends.append(file_id)
         self.entered.set()
         if self.hold is not None:
@@ -45,9 +47,9 @@ class AppendFaults(EmbeddedRefStore):
         if self.errors:
             error, land = self.errors.pop(0)
             if land:
-                await super()._append_l1(repo, branch, file_id)
+                await super()._append_l1(repo, branch, file_id, repository_id)
             raise error
-        return await super()._append_l1(repo, branch, file_id)
+        return await super()._append_l1(repo, branch, file_id, repository_id)
 
 
 async def refstore(tmp_path: Path) -> AppendFaults:

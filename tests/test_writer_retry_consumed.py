@@ -38,11 +38,13 @@ class ConsumedBeforeRetry(EmbeddedRefStore):
         self.config = config
         self.appends: list[str] = []
 
-    async def _append_l1(self, repo: str, branch: str, file_id: str) -> Ref:
+    async def _append_l1(
+        self, repo: str, branch: str, file_id: str, repository_id: str | None
+    ) -> Ref:
         self.appends.append(file_id)
         if len(self.appends) > 1:
-            return await super()._append_l1(repo, branch, file_id)
-        await super()._append_l1(repo, branch, file_id)
+            return await super()._append_l1(repo, branch, file_id, repository_id)
+        await super()._append_l1(repo, branch, file_id, repository_id)
         await self._consume(file_id)
         async with EmbeddedRefStore(self.path) as other_process:
             other = BranchWriter(other_process, self.objects, REPO, BRANCH, self.config)

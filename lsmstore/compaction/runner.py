@@ -29,6 +29,7 @@ from lsmstore.compaction.policy import Policy
 from lsmstore.config import Config
 from lsmstore.errors import LsmError, RefNotFoundError, RepositoryNotFoundError
 from lsmstore.gc.staging import Sweeper, SweepResult
+from lsmstore.namespace import reachable_location
 from lsmstore.refstore.base import Ref, RefStore
 from lsmstore.staging.encoder import Encoder
 from lsmstore.storage.base import ObjectStore
@@ -79,7 +80,7 @@ class Compactor:
 
     async def objects_for(self, repo: str) -> ObjectStore:
         """The object store of ``repo``'s storage namespace (opened once)."""
-        ns = (await self.refstore.get_repository(repo)).storage_namespace
+        ns = reachable_location(await self.refstore.get_repository(repo))
         async with self._store_lock:
             store = self._stores.get(ns)
             if store is None:

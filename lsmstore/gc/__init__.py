@@ -14,16 +14,19 @@ apart found unreachable (:mod:`lsmstore.gc.sweep`, which states the rule).  Pure
 asyncio; ``lsmstore spark gc`` runs it with range reads spread over Spark executors.
 
 :func:`collect_all` runs every repository of a RefStore, and remembers each
-repository's storage namespace (small records of kind ``gc-namespaces``) so that the
-staging files of a repository deleted later are collected too.
+repository's storage namespace and owner id (small records of kind ``gc-namespaces``)
+so that the staging files of a repository deleted later are collected too -- while its
+namespace's ownership marker still names it (:mod:`lsmstore.namespace`).
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from lsmstore import namespace
 from lsmstore.errors import RecordNotFoundError, RepositoryNotFoundError
 from lsmstore.gc.mark import (
     Mark,
@@ -35,7 +38,7 @@ from lsmstore.gc.mark import (
 from lsmstore.gc.retention import Retention
 from lsmstore.gc.sweep import Report, collect
 from lsmstore.layout import STAGING
-from lsmstore.refstore.base import RefStore
+from lsmstore.refstore.base import RefStore, Repository
 from lsmstore.storage.base import ObjectStore
 from lsmstore.storage.url import open_object_store
 
@@ -65,8 +68,10 @@ async def collect_repository(
     clock: Callable[[], float] = time.time,
     read_ranges: ReadRanges | None = None,
 ) -> Report:
-    """Mark ``repo`` and sweep its namespace (``objects``)."""
+    """Mark ``repo`` and sweep its namespace (``objects``); NotOwnerError (nothing
+    deleted) unless the namespace's ownership marker names the repository."""
     info = await refstore.get_repository(repo)
+    await namespace.verify_owner(objects, info)
     mark = await mark_repository(
         refstore, info, objects, retention, clock=clock, read_ranges=read_ranges
     )
@@ -95,9 +100,11 @@ async def collect_all(
     after: str | None = None
     while page := await refstore.list_repositories(after=after, limit=1000):
         for info in page:
-            live_namespaces[info.storage_namespace] = info.name
-            await refstore.put_record(NAMESPACES, info.name, info.storage_namespace.encode())
-            objects = open_objects(info.storage_namespace)
+            where = namespace.location_of(info)
+            live_namespaces[where] = info.name
+            remember = {"namespace": where, "owner": namespace.owner_id(info)}
+            await refstore.put_record(NAMESPACES, info.name, json.dumps(remember).encode())
+            objects = open_objects(where)
             try:
                 report = await collect_repository(
                     refstore,
@@ -107,7 +114,7 @@ async def collect_all(
                     grace_s=grace_s,
                     dry_run=dry_run,
                     clock=clock,
-                    read_ranges=read_ranges(info.storage_namespace) if read_ranges else None,
+                    read_ranges=read_ranges(where) if read_ranges else None,
                 )
                 result.reports.append(report)
             except RepositoryNotFoundError:
@@ -121,11 +128,14 @@ async def collect_all(
     after = None
     while records := await refstore.list_records(NAMESPACES, after=after, limit=1000):
         for name, value in records:
-            ns = value.decode()
+            ns, owner = _remembered(value)
             if live_namespaces.get(ns) is not None:
                 continue
             objects = open_objects(ns)
             try:
+                # Only while the namespace still names the deleted repository (released
+                # or not): once another repository owns it, its files are not ours.
+                await namespace.verify_owner(objects, Repository(name, ns, "main", uid=owner))
                 mark = await mark_orphaned_staging(name, ns, objects, clock=clock)
                 report = await collect(objects, mark, grace_s=grace_s, dry_run=dry_run, clock=clock)
                 result.reports.append(report)
@@ -140,3 +150,13 @@ async def collect_all(
                 await objects.aclose()
         after = records[-1][0]
     return result
+
+
+def _remembered(value: bytes) -> tuple[str, str]:
+    """A ``gc-namespaces`` record: (namespace, owner id).  A record written before owner
+    ids existed names none (``"-"``, which no marker names: nothing is deleted)."""
+    text = value.decode()
+    if not text.startswith("{"):
+        return text, "-"
+    doc = json.loads(text)
+    return str(doc["namespace"]), str(doc["owner"])

@@ -55,6 +55,7 @@ from lsmstore.errors import (
     ObjectNotFoundError,
 )
 from lsmstore.layout import Level
+from lsmstore.namespace import verify_owner
 from lsmstore.refstore.base import RefStore
 from lsmstore.refstore.names import (
     check_file_id,
@@ -403,7 +404,9 @@ class Sweeper:
     async def sweep(
         self, refstore: RefStore, repo: str, objects: ObjectStore, *, branch: str | None = None
     ) -> SweepResult:
-        """One sweep of ``repo`` (whose storage namespace ``objects`` is), or of one branch."""
+        """One sweep of ``repo`` (whose storage namespace ``objects`` is), or of one branch.
+        NotOwnerError (nothing deleted) unless the namespace's marker names ``repo``."""
+        await verify_owner(objects, await refstore.get_repository(repo))
         result = SweepResult(repo)
         gc_pfx = GC_PREFIX if branch is None else gc_prefix(branch)
         st_pfx = layout.STAGING if branch is None else layout.staging_prefix(branch)

@@ -3,8 +3,9 @@
 An entry's address is either relative to the repository's storage namespace
 (``data/<id>``, :attr:`AddressType.RELATIVE`: what uploads write) or a full URI
 (:attr:`AddressType.FULL`).  Users always see full URIs: the namespace's URI (the
-store's ``url``: ``s3://bucket/prefix``, ``file:///abs/dir``, ``mem://name``) joined
-with the relative address.
+store's ``url``: ``s3://bucket/prefix``, ``file:///abs/dir``, ``mem://name``; for a
+``local://rel`` namespace the namespace as named, never the server's directory) joined
+with the relative address, and may give either form back to a link.
 
 A linked address (``Branch.link``) must be a full URI inside the namespace -- as lakeFS
 does, one under ``<namespace>/data/`` is stored relative, any other as given -- and
@@ -94,12 +95,22 @@ class Namespace:
         self.scheme = parts.scheme.lower()
         self._query = parts.query
         self.allowed = allowed
+        #: The prefix users see and may give back: for a ``local://`` namespace the
+        #: namespace as named (``local://rel/``), not the server's directory.
+        self.public = storage_namespace.rstrip("/") + "/" if self.scheme == "local" else self.base
+
+    def shown(self, address: str) -> str:
+        """A full address as users see it (inside a ``local://`` namespace: relative to
+        the data directory, as lakeFS's local block adapter names it)."""
+        if self.public != self.base and address.startswith(self.base):
+            return self.public + address[len(self.base) :]
+        return address
 
     def full_address(self, entry: ObjectEntry) -> str:
-        """The entry's data as a full URI."""
+        """The entry's data as a full URI (as users see it: :meth:`shown`)."""
         if entry.is_relative():
-            return self.base + entry.address
-        return entry.address
+            return self.public + entry.address
+        return self.shown(entry.address)
 
     def _key_in_namespace(self, rest: str) -> str:
         if PLAIN_KEY.fullmatch(rest):
@@ -117,6 +128,8 @@ class Namespace:
             if entry.is_relative():
                 return Location(check_key(entry.address))
             address = entry.address
+            if self.public != self.base and address.startswith(self.public):
+                address = self.base + address[len(self.public) :]
             if address.startswith(self.base):
                 return Location(self._key_in_namespace(address[len(self.base) :]))
             if not any(address.startswith(p) for p in self.allowed):
@@ -148,6 +161,8 @@ class Namespace:
         """The ``(address, type)`` to store for a linked physical address, or
         InvalidInputError naming the rule it breaks."""
         address = check_address(address)
+        if self.public != self.base and address.startswith(self.public):
+            address = self.base + address[len(self.public) :]
         try:
             if address.startswith(self.base):
                 key = self._key_in_namespace(address[len(self.base) :])

@@ -50,6 +50,13 @@ Files never move: an id that lands in another branch's list, or in another level
 Both bump the repository's :meth:`move_count`, which garbage collection reads before
 and after it collects the referenced files.
 
+Repository ids: a repository carries ``uid``, a random id that a deleted and
+re-created repository does not share.  The appends take an optional ``repository_id``:
+when given, the append applies only while the repository's ``uid`` equals it (``""``
+names a repository recorded without one), atomically with the append; otherwise it
+raises RepositoryNotFoundError and changes nothing -- a writer prepared for a
+repository that was deleted, or deleted and re-created, is refused, never acknowledged.
+
 Small records (``put_record`` ...): named byte strings in kinds (credentials,
 settings), outside any repository, at most :data:`MAX_RECORD_BYTES` each.
 
@@ -162,6 +169,13 @@ class Repository:
     default_branch: str
     created_at: float = 0.0  # seconds since the epoch
     metadata: dict[str, str] = field(default_factory=dict)
+    #: The repository's unique id: random, never reused (a repository deleted and
+    #: created again under the same name gets another).  ``""`` for a repository
+    #: recorded before ids existed (see :func:`lsmstore.namespace.owner_id`).
+    uid: str = ""
+    #: Where the storage namespace resolves for every process sharing this RefStore
+    #: (``file:///abs/path`` for a ``local://`` namespace); ``""``: the namespace itself.
+    location: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,13 +289,16 @@ class RefStore(AsyncCloseable, abc.ABC):
 
     # --- branch operations -------------------------------------------------------
 
-    async def append_l1(self, repo: str, branch: str, file_id: str) -> Ref:
-        """Append ``file_id`` to the branch's L1 (idempotent). Returns the new value."""
+    async def append_l1(
+        self, repo: str, branch: str, file_id: str, *, repository_id: str | None = None
+    ) -> Ref:
+        """Append ``file_id`` to the branch's L1 (idempotent). Returns the new value.
+        ``repository_id``: see "Repository ids" in the module docstring."""
         self._check_open()
         check_repository_name(repo)
         check_ref_name(branch)
         check_file_id(file_id)
-        return await self._append_l1(repo, branch, file_id)
+        return await self._append_l1(repo, branch, file_id, _check_uid(repository_id))
 
     async def swap_compacted(
         self,
@@ -340,7 +357,14 @@ class RefStore(AsyncCloseable, abc.ABC):
         check_commit_id(new_base, "new base commit")
         return await self._set_base(repo, branch, expected_base, new_base)
 
-    async def append_l1_many(self, repo: str, branch: str, file_ids: Sequence[str]) -> Ref:
+    async def append_l1_many(
+        self,
+        repo: str,
+        branch: str,
+        file_ids: Sequence[str],
+        *,
+        repository_id: str | None = None,
+    ) -> Ref:
         """Append ``file_ids`` to the branch's L1, in order, as one unit: all or none.
 
         Each id is skipped as by ``append_l1`` (already in L1, or consumed), so the
@@ -353,7 +377,7 @@ class RefStore(AsyncCloseable, abc.ABC):
         check_repository_name(repo)
         check_ref_name(branch)
         ids = self._check_id_list(repo, branch, "append_l1_many", file_ids)
-        return await self._append_l1_many(repo, branch, ids)
+        return await self._append_l1_many(repo, branch, ids, _check_uid(repository_id))
 
     @staticmethod
     def _check_id_list(repo: str, branch: str, op: str, file_ids: Sequence[str]) -> tuple[str, ...]:
@@ -371,7 +395,13 @@ class RefStore(AsyncCloseable, abc.ABC):
         return ids
 
     async def append_l1_group(
-        self, repo: str, branch: str, group_id: str, file_ids: Sequence[str]
+        self,
+        repo: str,
+        branch: str,
+        group_id: str,
+        file_ids: Sequence[str],
+        *,
+        repository_id: str | None = None,
     ) -> Ref:
         """Append ``file_ids`` to the branch's L1, in order, as one unit: all or none.
 
@@ -386,7 +416,7 @@ class RefStore(AsyncCloseable, abc.ABC):
         check_ref_name(branch)
         check_file_id(group_id)
         ids = self._check_id_list(repo, branch, f"group {group_id}", file_ids)
-        return await self._append_l1_group(repo, branch, group_id, ids)
+        return await self._append_l1_group(repo, branch, group_id, ids, _check_uid(repository_id))
 
     # --- workspaces --------------------------------------------------------------
 
@@ -565,7 +595,9 @@ class RefStore(AsyncCloseable, abc.ABC):
     @abc.abstractmethod
     async def _delete_ref(self, repo: str, name: str, expected: Ref) -> None: ...
     @abc.abstractmethod
-    async def _append_l1(self, repo: str, branch: str, file_id: str) -> Ref: ...
+    async def _append_l1(
+        self, repo: str, branch: str, file_id: str, repository_id: str | None
+    ) -> Ref: ...
     @abc.abstractmethod
     async def _swap_compacted(
         self,
@@ -589,11 +621,18 @@ class RefStore(AsyncCloseable, abc.ABC):
     @abc.abstractmethod
     async def _set_base(self, repo: str, branch: str, expected_base: str, new_base: str) -> Ref: ...
     @abc.abstractmethod
-    async def _append_l1_many(self, repo: str, branch: str, file_ids: tuple[str, ...]) -> Ref: ...
+    async def _append_l1_many(
+        self, repo: str, branch: str, file_ids: tuple[str, ...], repository_id: str | None
+    ) -> Ref: ...
 
     @abc.abstractmethod
     async def _append_l1_group(
-        self, repo: str, branch: str, group_id: str, file_ids: tuple[str, ...]
+        self,
+        repo: str,
+        branch: str,
+        group_id: str,
+        file_ids: tuple[str, ...],
+        repository_id: str | None,
     ) -> Ref: ...
     @abc.abstractmethod
     async def _stash_workspace(
@@ -636,6 +675,24 @@ def _check_page(after: str | None, limit: int) -> None:
     validate.check_int(limit, "listing limit", min_value=0, max_value=MAX_PAGE)
 
 
+#: A repository id: what :func:`lsmstore.namespace.new_uid` makes (or ``""``).
+REPOSITORY_ID = re.compile(r"^[0-9a-z]{0,64}$")
+
+
+def _check_uid(uid: str | None, what: str = "repository id") -> str | None:
+    if uid is not None and (not isinstance(uid, str) or not REPOSITORY_ID.fullmatch(uid)):
+        raise InvalidInputError(f"invalid {what} {uid!r}: up to 64 of [0-9a-z]")
+    return uid
+
+
+def replaced_message(repo: str) -> str:
+    """The error of an append refused for its ``repository_id``."""
+    return (
+        f"repository {repo} was deleted or re-created since this writer was prepared "
+        "for it: nothing was appended"
+    )
+
+
 def _check_record_key(kind: str, name: str | None) -> None:
     if not isinstance(kind, str) or not RECORD_KIND.fullmatch(kind):
         raise InvalidNameError(f"invalid record kind {kind!r}: must match {RECORD_KIND.pattern}")
@@ -664,6 +721,14 @@ def _check_repository(repo: Repository) -> None:
             f"repository {repo.name}: storage namespace {ns!r} must be a non-empty string of "
             f"at most {MAX_STORAGE_NAMESPACE_BYTES} bytes without control characters"
         )
+    _check_uid(repo.uid)
+    loc = repo.location
+    if (
+        not isinstance(loc, str)
+        or len(loc.encode("utf-8", "replace")) > (MAX_STORAGE_NAMESPACE_BYTES)
+        or any(ord(c) < 0x20 or ord(c) == 0x7F for c in loc)
+    ):
+        raise InvalidInputError(f"repository {repo.name}: location {loc!r}")
     if not isinstance(repo.created_at, int | float) or not math.isfinite(repo.created_at):
         raise InvalidInputError(f"repository {repo.name}: created_at {repo.created_at!r}")
     md = repo.metadata

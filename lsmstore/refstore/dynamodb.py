@@ -8,7 +8,8 @@ partition ``repo``       sort key ``name``    attributes
 ``<repository>``         ``<ref name>``       kind, base, l2 (L), l1 (L), n (N), ver (S),
                                               [consumed (S), cver (S)]
 ``_repositories``        ``<repository>``     storage_namespace, default_branch,
-                                              created_at (N), metadata (S), [deleting]
+                                              created_at (N), metadata (S), [uid,
+                                              location, deleting]
 ``_leases``              ``<lease key>``      owner, expires (N)
 ``_ws:<repository>``     ``<workspace>``      branch, base, l2 (L), l1 (L), created_at (N)
 ``_moves``               ``<repository>``     n (N): stash and pop count
@@ -36,7 +37,8 @@ pure rule on that value raises the contract's error; a missing item is resolved 
 reading the repository record.  ``create_ref`` is a transaction with a condition
 check on the repository record.  ``delete_repository`` first marks the record
 ``deleting`` (no new refs can be created), then deletes the refs, then the record;
-it resumes if interrupted.
+it resumes if interrupted.  An append given a ``repository_id`` is a transaction of a
+condition check on the repository record's ``uid`` and the append's own write.
 """
 
 from __future__ import annotations
@@ -78,6 +80,7 @@ from lsmstore.refstore.base import (
     Repository,
     Workspace,
     encode_metadata,
+    replaced_message,
 )
 from lsmstore.refstore.codec import decode_kind
 
@@ -382,6 +385,8 @@ class DynamoRefStore(RefStore):
             item["default_branch"]["S"],
             float(item["created_at"]["N"]),
             json.loads(item["metadata"]["S"]),
+            item.get("uid", {}).get("S", ""),
+            item.get("location", {}).get("S", ""),
         )
 
     async def _get_item(
@@ -463,6 +468,8 @@ class DynamoRefStore(RefStore):
             "default_branch": _s(repo.default_branch),
             "created_at": _n(float(repo.created_at)),
             "metadata": _s(encode_metadata(repo.metadata)),
+            "uid": _s(repo.uid),
+            "location": _s(repo.location),
         }
         if _item_size(item) > ITEM_LIMIT:
             raise EntryTooLargeError(f"repository {repo.name}: record exceeds 400 KB")
@@ -845,26 +852,105 @@ class DynamoRefStore(RefStore):
         remove = " REMOVE " + ", ".join(f"#l1[{i}]" for i in range(len(prefix))) if prefix else ""
         return condition, remove
 
-    async def _append_l1(self, repo: str, branch: str, file_id: str) -> Ref:
+    async def _append_l1(
+        self, repo: str, branch: str, file_id: str, repository_id: str | None
+    ) -> Ref:
         where = f"{repo}/{branch}"
+        update = "SET #l1 = list_append(#l1, :ids), #n = #n + :one"
+        condition = (
+            "#kind = :branch AND NOT contains(#l1, :id) "
+            "AND NOT contains(#consumed, :cid) AND #n < :max"
+        )
+        values = {
+            ":ids": _l([file_id]),
+            ":id": _s(file_id),
+            ":cid": _s(f",{file_id},"),
+            ":one": _n(1),
+            ":branch": _s("branch"),
+            ":max": _n(MAX_FILE_IDS),
+        }
+        if repository_id is not None:
+            return await self._append_checked(
+                repo, branch, repository_id, where, file_id, update, condition, values
+            )
         return await self._update(
             repo,
             branch,
             "append_l1",
             lambda cur, tail: transitions.append_l1(where, cur, file_id, tail),
-            update="SET #l1 = list_append(#l1, :ids), #n = #n + :one",
-            condition="#kind = :branch AND NOT contains(#l1, :id) "
-            "AND NOT contains(#consumed, :cid) AND #n < :max",
-            values={
-                ":ids": _l([file_id]),
-                ":id": _s(file_id),
-                ":cid": _s(f",{file_id},"),
-                ":one": _n(1),
-                ":branch": _s("branch"),
-                ":max": _n(MAX_FILE_IDS),
-            },
+            update=update,
+            condition=condition,
+            values=values,
             idempotent=True,
         )
+
+    def _uid_check(self, repo: str, uid: str) -> dict[str, Any]:
+        """A transaction's condition: the repository is live and its ``uid`` is ``uid``."""
+        check = self._repository_check(repo)
+        if uid:
+            check["ConditionExpression"] += " AND #uid = :uid"
+            check["ExpressionAttributeValues"] = {":uid": _s(uid)}
+        else:
+            check["ConditionExpression"] += " AND (attribute_not_exists(#uid) OR #uid = :uid)"
+            check["ExpressionAttributeValues"] = {":uid": _s("")}
+        check["ExpressionAttributeNames"] = {**check["ExpressionAttributeNames"], "#uid": "uid"}
+        return check
+
+    async def _append_checked(
+        self,
+        repo: str,
+        branch: str,
+        uid: str,
+        where: str,
+        file_id: str,
+        update: str,
+        condition: str,
+        values: dict[str, Any],
+    ) -> Ref:
+        """``append_l1`` conditioned on the repository's id: one transaction."""
+        values = {**values, ":ver": _s(self._token())}
+        update = update.replace("SET ", "SET #ver = :ver, ", 1)
+        write = {
+            "TableName": self.table,
+            "Key": self._key(repo, branch),
+            "UpdateExpression": update,
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": _names(update, condition),
+            "ExpressionAttributeValues": values,
+        }
+        for attempt in range(self._max_attempts):
+            try:
+                # Idempotent: an applied attempt leaves the id in L1, which a re-sent one
+                # finds (its condition fails and the read below returns the value).
+                await self._request(
+                    "transact_write_items",
+                    "append_l1",
+                    mutation=True,
+                    idempotent=True,
+                    TransactItems=[
+                        {"ConditionCheck": self._uid_check(repo, uid)},
+                        {"Update": write},
+                    ],
+                )
+                reasons: list[str] = []
+            except ClientError as e:
+                reasons = [str(r.get("Code")) for r in e.response.get("CancellationReasons", [])]
+            if reasons[:1] == ["ConditionalCheckFailed"]:
+                raise RepositoryNotFoundError(replaced_message(repo))
+            if "TransactionConflict" in reasons and attempt + 1 < self._max_attempts:
+                await self._backoff(attempt)
+                continue
+            if reasons and reasons[1:2] != ["ConditionalCheckFailed"]:
+                raise UnavailableError(f"{self.url}: append_l1 {where}: cancelled {reasons}")
+            item = await self._get_item(repo, branch, "append_l1")
+            if item is None:
+                raise await self._missing(repo, branch)
+            found = self._ref(item, f"{self.table}: {where}")
+            tail = _tail(item, where)
+            if reasons and transitions.append_l1(where, found, file_id, tail) != found:
+                raise ConflictError(f"{where}: append_l1 rejected", found=found)
+            return found
+        raise AssertionError("unreachable")
 
     async def _swap_compacted(
         self,
@@ -940,9 +1026,34 @@ class DynamoRefStore(RefStore):
             values={":branch": _s("branch"), ":expected": _s(expected_base), ":new": _s(new_base)},
         )
 
-    async def _put_over(self, what: str, old: Mapping[str, Any], fresh: dict[str, Any]) -> bool:
+    async def _put_over(
+        self,
+        what: str,
+        old: Mapping[str, Any],
+        fresh: dict[str, Any],
+        repository_id: str | None = None,
+    ) -> bool:
         """Put ``fresh`` in place of ``old`` if no write came between (``ver``); False
-        if one did."""
+        if one did.  With ``repository_id``, also only while the repository has that id
+        (RepositoryNotFoundError otherwise)."""
+        if repository_id is not None:
+            repo = fresh["repo"]["S"]
+            reasons = await self._transact(
+                what,
+                [
+                    {"ConditionCheck": self._uid_check(repo, repository_id)},
+                    {"Put": self._put_if_version(fresh, old)},
+                ],
+            )
+            if reasons[:1] == ["ConditionalCheckFailed"]:
+                raise RepositoryNotFoundError(replaced_message(repo))
+            if (
+                reasons
+                and reasons[1:2] != ["ConditionalCheckFailed"]
+                and ("TransactionConflict" not in reasons)
+            ):
+                raise UnavailableError(f"{self.url}: {what}: transaction cancelled {reasons}")
+            return not reasons
         try:
             await self._request(
                 "put_item",
@@ -991,6 +1102,7 @@ class DynamoRefStore(RefStore):
             [Ref, tuple[str, ...], tuple[str, ...]],
             tuple[Ref, tuple[str, ...], tuple[str, ...]],
         ],
+        repository_id: str | None = None,
     ) -> Ref:
         """Read the ref, apply ``rule`` to it, its consumed tail and group ids, and put
         the result back if no write came between (``ver``); again on a lost race."""
@@ -1004,12 +1116,14 @@ class DynamoRefStore(RefStore):
             if (new, new_tail, new_groups) == (cur, tail, groups):
                 return cur
             fresh = self._full_item(repo, name, item, new, new_tail, new_groups)
-            if await self._put_over(what, item, fresh):
+            if await self._put_over(what, item, fresh, repository_id):
                 return new
             await self._backoff(min(attempt, 4))
         raise UnavailableError(f"{self.url}: {what} {repo}/{name}: kept losing to other writes")
 
-    async def _append_l1_many(self, repo: str, branch: str, file_ids: tuple[str, ...]) -> Ref:
+    async def _append_l1_many(
+        self, repo: str, branch: str, file_ids: tuple[str, ...], repository_id: str | None
+    ) -> Ref:
         where = f"{repo}/{branch}"
 
         def rule(
@@ -1017,10 +1131,15 @@ class DynamoRefStore(RefStore):
         ) -> tuple[Ref, tuple[str, ...], tuple[str, ...]]:
             return transitions.append_l1_many(where, cur, file_ids, tail), tail, groups
 
-        return await self._retry_idempotent(repo, branch, "append_l1_many", rule)
+        return await self._retry_idempotent(repo, branch, "append_l1_many", rule, repository_id)
 
     async def _append_l1_group(
-        self, repo: str, branch: str, group_id: str, file_ids: tuple[str, ...]
+        self,
+        repo: str,
+        branch: str,
+        group_id: str,
+        file_ids: tuple[str, ...],
+        repository_id: str | None,
     ) -> Ref:
         where = f"{repo}/{branch}"
 
@@ -1031,7 +1150,7 @@ class DynamoRefStore(RefStore):
             return new, tail, new_groups
 
         # Idempotent (a known group id is a no-op), so a lost answer may be re-sent.
-        return await self._retry_idempotent(repo, branch, "append_l1_group", rule)
+        return await self._retry_idempotent(repo, branch, "append_l1_group", rule, repository_id)
 
     async def _retry_idempotent(
         self,
@@ -1042,11 +1161,12 @@ class DynamoRefStore(RefStore):
             [Ref, tuple[str, ...], tuple[str, ...]],
             tuple[Ref, tuple[str, ...], tuple[str, ...]],
         ],
+        repository_id: str | None = None,
     ) -> Ref:
         """``_rewrite`` re-sent after an unknown outcome (for idempotent rules)."""
         for attempt in range(self._max_attempts):
             try:
-                return await self._rewrite(repo, branch, op, rule)
+                return await self._rewrite(repo, branch, op, rule, repository_id)
             except UnavailableError as e:
                 if not e.outcome_unknown or attempt + 1 == self._max_attempts:
                     raise

@@ -45,6 +45,7 @@ from lsmstore.refstore.base import (
     Repository,
     Workspace,
     encode_metadata,
+    replaced_message,
 )
 from lsmstore.refstore.codec import decode_ids, decode_kind, encode_ids, prefix_end
 
@@ -52,15 +53,17 @@ T = TypeVar("T")
 
 FILENAME = "refs.sqlite3"
 #: 1: first layout; 2: ``refs.consumed`` (the ids the branch's swaps consumed);
-#: 3: ``refs.groups``, workspaces, records, moves.
-SCHEMA_VERSION = 3
+#: 3: ``refs.groups``, workspaces, records, moves; 4: ``repositories.uid``/``location``.
+SCHEMA_VERSION = 4
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS repositories (
     name TEXT PRIMARY KEY,
     storage_namespace TEXT NOT NULL,
     default_branch TEXT NOT NULL,
     created_at REAL NOT NULL,
-    metadata TEXT NOT NULL
+    metadata TEXT NOT NULL,
+    uid TEXT NOT NULL DEFAULT '',
+    location TEXT NOT NULL DEFAULT ''
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS refs (
     repo TEXT NOT NULL,
@@ -109,11 +112,16 @@ MIGRATIONS: dict[int, list[str]] = {
         "ALTER TABLE refs ADD COLUMN groups TEXT NOT NULL DEFAULT ''",
         *(t for t in _V3_TABLES.split(";") if t.strip()),
     ],
+    3: [
+        "ALTER TABLE repositories ADD COLUMN uid TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE repositories ADD COLUMN location TEXT NOT NULL DEFAULT ''",
+    ],
 }
 
 #: Mutations committed in one transaction at most (group commit: one fsync for all).
 MAX_GROUP = 128
 
+_REPO_COLUMNS = "name, storage_namespace, default_branch, created_at, metadata, uid, location"
 _REF_COLUMNS = "kind, base, l2, l1"  # what reads fetch: the consumed tail is not a Ref's
 Row = tuple[str, str, str, str]
 Tail = tuple[str, ...]
@@ -410,12 +418,25 @@ class EmbeddedRefStore(RefStore):
             raise WorkspaceNotFoundError(f"workspace not found: {repo}/{name}")
         return self._workspace(row)
 
+    @staticmethod
+    def _check_repository_id(con: sqlite3.Connection, repo: str, uid: str | None) -> None:
+        if uid is None:
+            return
+        row = con.execute("SELECT uid FROM repositories WHERE name = ?", (repo,)).fetchone()
+        if row is None or row[0] != uid:
+            raise RepositoryNotFoundError(replaced_message(repo))
+
     async def _mutate(
-        self, repo: str, name: str, rule: Callable[[Ref, Tail], tuple[Ref, Tail]]
+        self,
+        repo: str,
+        name: str,
+        rule: Callable[[Ref, Tail], tuple[Ref, Tail]],
+        repository_id: str | None = None,
     ) -> Ref:
         """Apply ``rule`` to the ref and its consumed tail; store what it returns."""
 
         def run(con: sqlite3.Connection) -> Ref:
+            self._check_repository_id(con, repo, repository_id)
             cur, tail = self._load_with_tail(con, repo, name)
             new, new_tail = rule(cur, tail)
             if new != cur or new_tail != tail:
@@ -429,13 +450,16 @@ class EmbeddedRefStore(RefStore):
     async def _create_repository(self, repo: Repository) -> None:
         def run(con: sqlite3.Connection) -> None:
             cur = con.execute(
-                "INSERT INTO repositories VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                f"INSERT INTO repositories ({_REPO_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT DO NOTHING",
                 (
                     repo.name,
                     repo.storage_namespace,
                     repo.default_branch,
                     float(repo.created_at),
                     encode_metadata(repo.metadata),
+                    repo.uid,
+                    repo.location,
                 ),
             )
             if cur.rowcount == 0:
@@ -444,13 +468,15 @@ class EmbeddedRefStore(RefStore):
         await self._write(run)
 
     @staticmethod
-    def _repository(row: tuple[str, str, str, float, str]) -> Repository:
-        name, ns, default_branch, created_at, metadata = row
-        return Repository(name, ns, default_branch, created_at, json.loads(metadata))
+    def _repository(row: tuple[str, str, str, float, str, str, str]) -> Repository:
+        name, ns, default_branch, created_at, metadata, uid, location = row
+        return Repository(name, ns, default_branch, created_at, json.loads(metadata), uid, location)
 
     async def _get_repository(self, name: str) -> Repository:
         def run(con: sqlite3.Connection) -> Repository:
-            row = con.execute("SELECT * FROM repositories WHERE name = ?", (name,)).fetchone()
+            row = con.execute(
+                f"SELECT {_REPO_COLUMNS} FROM repositories WHERE name = ?", (name,)
+            ).fetchone()
             if row is None:
                 raise RepositoryNotFoundError(f"repository not found: {name}")
             return self._repository(row)
@@ -460,7 +486,7 @@ class EmbeddedRefStore(RefStore):
     async def _list_repositories(self, after: str | None, limit: int) -> list[Repository]:
         def run(con: sqlite3.Connection) -> list[Repository]:
             rows = con.execute(
-                "SELECT * FROM repositories WHERE name > ? ORDER BY name LIMIT ?",
+                f"SELECT {_REPO_COLUMNS} FROM repositories WHERE name > ? ORDER BY name LIMIT ?",
                 (after or "", limit),
             )
             return [self._repository(r) for r in rows]
@@ -546,10 +572,15 @@ class EmbeddedRefStore(RefStore):
 
     # --- branch operations -------------------------------------------------------------
 
-    async def _append_l1(self, repo: str, branch: str, file_id: str) -> Ref:
+    async def _append_l1(
+        self, repo: str, branch: str, file_id: str, repository_id: str | None
+    ) -> Ref:
         where = f"{repo}/{branch}"
         return await self._mutate(
-            repo, branch, lambda cur, tail: (transitions.append_l1(where, cur, file_id, tail), tail)
+            repo,
+            branch,
+            lambda cur, tail: (transitions.append_l1(where, cur, file_id, tail), tail),
+            repository_id,
         )
 
     async def _swap_compacted(
@@ -598,20 +629,29 @@ class EmbeddedRefStore(RefStore):
             lambda cur, tail: (transitions.set_base(where, cur, expected_base, new_base), tail),
         )
 
-    async def _append_l1_many(self, repo: str, branch: str, file_ids: tuple[str, ...]) -> Ref:
+    async def _append_l1_many(
+        self, repo: str, branch: str, file_ids: tuple[str, ...], repository_id: str | None
+    ) -> Ref:
         where = f"{repo}/{branch}"
         return await self._mutate(
             repo,
             branch,
             lambda cur, tail: (transitions.append_l1_many(where, cur, file_ids, tail), tail),
+            repository_id,
         )
 
     async def _append_l1_group(
-        self, repo: str, branch: str, group_id: str, file_ids: tuple[str, ...]
+        self,
+        repo: str,
+        branch: str,
+        group_id: str,
+        file_ids: tuple[str, ...],
+        repository_id: str | None,
     ) -> Ref:
         where = f"{repo}/{branch}"
 
         def run(con: sqlite3.Connection) -> Ref:
+            self._check_repository_id(con, repo, repository_id)
             cur, tail = self._load_with_tail(con, repo, branch)
             groups = self._load_groups(con, repo, branch)
             new, new_groups = transitions.append_group(where, cur, group_id, file_ids, tail, groups)

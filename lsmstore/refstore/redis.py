@@ -3,7 +3,8 @@
 Key layout under ``key_prefix`` (``P``; see docs/refstore.md)::
 
     P repos                 sorted set (score 0) of repository names
-    P repo:<repo>           hash: storage_namespace, default_branch, created_at, metadata
+    P repo:<repo>           hash: storage_namespace, default_branch, created_at, metadata,
+                            uid, location (absent for repositories recorded before)
     P refs:<repo>           sorted set (score 0) of the repository's ref names
     P ref:<repo>:<name>     hash: kind, base, l2, l1 (id lists comma-joined, see codec),
                             consumed (the ids the branch's swaps consumed; never read
@@ -60,10 +61,17 @@ from lsmstore.refstore.base import (
     Repository,
     Workspace,
     encode_metadata,
+    replaced_message,
 )
 from lsmstore.refstore.codec import decode_ids, decode_kind, encode_ids, prefix_end
 
 T = TypeVar("T")
+
+
+def _condition(repository_id: str | None) -> str:
+    """An append's repository condition as the scripts take it."""
+    return "" if repository_id is None else "=" + repository_id
+
 
 _LIB = """
 local function count(s)
@@ -101,6 +109,11 @@ local function missing(repo_key)
   return {'norepo'}
 end
 local function reply(status, v) return {status, v[1], v[2], v[3], v[4]} end
+-- An append's repository condition: '' for none, else '=' .. the expected uid.
+local function replaced(repo_key, expected)
+  if expected == '' then return false end
+  return '=' .. (redis.call('HGET', repo_key, 'uid') or '') ~= expected
+end
 -- Both swaps' condition: a branch on base b whose L2 is l2 and whose L1 starts with p.
 local function swappable(v, b, l2, p)
   return v[1] == 'branch' and v[2] == b and v[3] == l2 and starts(v[4], p)
@@ -130,8 +143,10 @@ local function consume(key, p, cap)
 end
 """
 
-# KEYS: ref hash, repository hash.  ARGV: id, max ids.  An id in L1 or consumed: no-op.
+# KEYS: ref hash, repository hash.  ARGV: id, max ids, repository condition.  An id in
+# L1 or consumed: no-op.
 _APPEND = """
+if replaced(KEYS[2], ARGV[3]) then return {'replaced'} end
 local v = load(KEYS[1])
 if not v then return missing(KEYS[2]) end
 if v[1] ~= 'branch' then return reply('rejected', v) end
@@ -145,9 +160,10 @@ return reply('ok', v)
 """
 
 # KEYS: ref hash, repository hash.  ARGV: group id ('' for none: append_l1_many), ids
-# (comma-joined), max ids, max groups.  A known group id: no-op; ids in L1 or consumed
-# are skipped.
+# (comma-joined), max ids, max groups, repository condition.  A known group id: no-op;
+# ids in L1 or consumed are skipped.
 _APPEND_GROUP = """
+if replaced(KEYS[2], ARGV[5]) then return {'replaced'} end
 local v = load(KEYS[1])
 if not v then return missing(KEYS[2]) end
 if v[1] ~= 'branch' then return reply('rejected', v) end
@@ -339,11 +355,12 @@ redis.call('ZREM', KEYS[3], ARGV[1])
 return {'ok'}
 """
 
-# KEYS: repository hash, repository index.  ARGV: name, namespace, default, created, metadata.
+# KEYS: repository hash, repository index.  ARGV: name, namespace, default, created,
+# metadata, uid, location.
 _CREATE_REPOSITORY = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return {'exists'} end
 redis.call('HSET', KEYS[1], 'storage_namespace', ARGV[2], 'default_branch', ARGV[3],
-           'created_at', ARGV[4], 'metadata', ARGV[5])
+           'created_at', ARGV[4], 'metadata', ARGV[5], 'uid', ARGV[6], 'location', ARGV[7])
 redis.call('ZADD', KEYS[2], 0, ARGV[1])
 return {'ok'}
 """
@@ -399,10 +416,12 @@ local out = {}
 if tonumber(ARGV[2]) == 0 then return out end
 local names = redis.call('ZRANGEBYLEX', KEYS[1], ARGV[1], '+', 'LIMIT', 0, ARGV[2])
 for _, name in ipairs(names) do
-  local v = redis.call('HMGET', ARGV[3] .. name,
-                       'storage_namespace', 'default_branch', 'created_at', 'metadata')
+  local v = redis.call('HMGET', ARGV[3] .. name, 'storage_namespace', 'default_branch',
+                       'created_at', 'metadata', 'uid', 'location')
   if v[1] then
-    for _, x in ipairs({name, v[1], v[2], v[3], v[4]}) do out[#out + 1] = x end
+    for _, x in ipairs({name, v[1], v[2], v[3], v[4], v[5] or '', v[6] or ''}) do
+      out[#out + 1] = x
+    end
   end
 end
 return out
@@ -577,6 +596,8 @@ class RedisRefStore(RefStore):
         status = reply[0]
         if status == "norepo":
             raise RepositoryNotFoundError(f"repository not found: {repo}")
+        if status == "replaced":
+            raise RepositoryNotFoundError(replaced_message(repo))
         if status == "noref":
             raise RefNotFoundError(f"ref not found: {repo}/{name}")
         if status == "exists":
@@ -616,6 +637,8 @@ class RedisRefStore(RefStore):
                 repo.default_branch,
                 repr(float(repo.created_at)),
                 encode_metadata(repo.metadata),
+                repo.uid,
+                repo.location,
             ],
         )
         if reply[0] == "exists":
@@ -626,7 +649,14 @@ class RedisRefStore(RefStore):
             "get repository",
             lambda: self._redis.hmget(
                 self._repo_key(name),
-                ["storage_namespace", "default_branch", "created_at", "metadata"],
+                [
+                    "storage_namespace",
+                    "default_branch",
+                    "created_at",
+                    "metadata",
+                    "uid",
+                    "location",
+                ],
             ),
             mutation=False,
             idempotent=True,
@@ -636,9 +666,18 @@ class RedisRefStore(RefStore):
         return self._repository(name, cast(list[str], fields))
 
     @staticmethod
-    def _repository(name: str, fields: Sequence[str]) -> Repository:
-        ns, default_branch, created_at, metadata = fields
-        return Repository(name, ns, default_branch, float(created_at), json.loads(metadata))
+    def _repository(name: str, fields: Sequence[str | None]) -> Repository:
+        ns, default_branch, created_at, metadata, uid, location = fields
+        assert ns is not None and default_branch is not None and created_at is not None
+        return Repository(
+            name,
+            ns,
+            default_branch,
+            float(created_at),
+            json.loads(metadata or "{}"),
+            uid or "",
+            location or "",
+        )
 
     async def _list_repositories(self, after: str | None, limit: int) -> list[Repository]:
         reply = await self._script(
@@ -649,7 +688,7 @@ class RedisRefStore(RefStore):
             idempotent=True,
             mutation=False,
         )
-        return [self._repository(reply[i], reply[i + 1 : i + 5]) for i in range(0, len(reply), 5)]
+        return [self._repository(reply[i], reply[i + 1 : i + 7]) for i in range(0, len(reply), 7)]
 
     async def _delete_repository(self, name: str) -> None:
         reply = await self._script(
@@ -748,14 +787,16 @@ class RedisRefStore(RefStore):
 
     # --- branch operations --------------------------------------------------------------
 
-    async def _append_l1(self, repo: str, branch: str, file_id: str) -> Ref:
+    async def _append_l1(
+        self, repo: str, branch: str, file_id: str, repository_id: str | None
+    ) -> Ref:
         where = f"{repo}/{branch}"
         return await self._mutate(
             repo,
             branch,
             "append_l1",
             self._append,
-            [file_id, MAX_FILE_IDS],
+            [file_id, MAX_FILE_IDS, _condition(repository_id)],
             # The script rejects only an id in neither L1 nor the tail (for size).
             lambda cur: transitions.append_l1(where, cur, file_id),
             idempotent=True,
@@ -817,21 +858,28 @@ class RedisRefStore(RefStore):
             lambda cur: transitions.set_base(where, cur, expected_base, new_base),
         )
 
-    async def _append_l1_many(self, repo: str, branch: str, file_ids: tuple[str, ...]) -> Ref:
+    async def _append_l1_many(
+        self, repo: str, branch: str, file_ids: tuple[str, ...], repository_id: str | None
+    ) -> Ref:
         where = f"{repo}/{branch}"
         return await self._mutate(
             repo,
             branch,
             "append_l1_many",
             self._append_group_script,
-            ["", encode_ids(file_ids), MAX_FILE_IDS, MAX_GROUP_IDS],
+            ["", encode_ids(file_ids), MAX_FILE_IDS, MAX_GROUP_IDS, _condition(repository_id)],
             # The script rejects a tag or ids too many for the ref.
             lambda cur: transitions.append_l1_many(where, cur, file_ids),
             idempotent=True,
         )
 
     async def _append_l1_group(
-        self, repo: str, branch: str, group_id: str, file_ids: tuple[str, ...]
+        self,
+        repo: str,
+        branch: str,
+        group_id: str,
+        file_ids: tuple[str, ...],
+        repository_id: str | None,
     ) -> Ref:
         where = f"{repo}/{branch}"
         return await self._mutate(
@@ -839,7 +887,13 @@ class RedisRefStore(RefStore):
             branch,
             "append_l1_group",
             self._append_group_script,
-            [group_id, encode_ids(file_ids), MAX_FILE_IDS, MAX_GROUP_IDS],
+            [
+                group_id,
+                encode_ids(file_ids),
+                MAX_FILE_IDS,
+                MAX_GROUP_IDS,
+                _condition(repository_id),
+            ],
             # The script rejects a tag or a group too large for the ref.
             lambda cur: transitions.append_group(where, cur, group_id, file_ids)[0],
             idempotent=True,

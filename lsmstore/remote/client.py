@@ -1,7 +1,10 @@
 """The client API over a server: ``RemoteStore`` -> ``RemoteRepository`` ->
 ``RemoteBranch`` / ``RemoteRef``, the same methods as the embedded classes
-(:mod:`lsmstore.api`), each one or a few requests to the server's lakeFS API and its
-``/api/v1/lsm`` extensions (docs/server.md).
+(:mod:`lsmstore.api`), each one request (or a page of requests for a listing) to the
+server's lakeFS API and its ``/api/v1/lsm`` extensions (docs/server.md), which call the
+server's operations layer (:mod:`lsmstore.operations`): the rules of an operation are
+the server's, never re-implemented here.  Arguments are checked as the embedded calls
+check them, before any request; errors are the types the server's bodies name.
 
 Raw keys and values are the embedded ones: ``put``/``put_many``/``delete``/
 ``delete_many`` travel as ``kv``/``kvdelete`` entries of the batch endpoint (coalesced:
@@ -30,13 +33,12 @@ from lsmstore.config import Config
 from lsmstore.errors import (
     ClosedError,
     InvalidInputError,
-    InvalidKeyError,
     NotFoundError,
-    NothingToCommitError,
     RefNotFoundError,
     UnavailableError,
 )
 from lsmstore.objects.addresses import check_address
+from lsmstore.objects.api import check_listing
 from lsmstore.objects.linking import LINKS
 from lsmstore.objects.model import LinkItem, as_link
 from lsmstore.objects.rules import (
@@ -44,8 +46,10 @@ from lsmstore.objects.rules import (
     check_content_type,
     check_metadata,
     check_mtime,
+    check_path,
     check_size,
 )
+from lsmstore.objects.source import Source
 from lsmstore.refstore.base import Ref as RefValue
 from lsmstore.refstore.base import Repository as RepositoryInfo
 from lsmstore.refstore.base import Workspace
@@ -60,7 +64,6 @@ from lsmstore.types import (
     Entry,
     LogEntry,
     MergeResult,
-    ObjectLink,
     ObjectStats,
     Stat,
 )
@@ -72,16 +75,6 @@ _CHUNK = 4 << 20
 _ENTRY_BYTES = 8
 #: The raw reads' header telling whether a value is staged (lsmstore.server.routes.kv).
 _STAGED = "X-Lsm-Staged"
-
-
-def _path(key: str | bytes, max_bytes: int) -> str:
-    k = check_key(key, max_bytes)
-    try:
-        return k.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise InvalidKeyError(
-            f"key {validate.preview(k)}: the server takes UTF-8 paths only"
-        ) from e
 
 
 def _commit(d: Mapping[str, Any]) -> Commit:
@@ -123,6 +116,20 @@ def _commit_fields(
     if strategy:
         body["strategy"] = strategy
     return body
+
+
+def _merge_result(d: Any) -> MergeResult:
+    """A merge's or revert's result as the server reports it (``MergeResult`` with the
+    fields of lsmstore.server.models.merge_result)."""
+    try:
+        commit = _commit(d["commit"]) if d.get("commit") is not None else None
+        base = d.get("merge_base")
+        return MergeResult(
+            str(d["reference"]), commit, bool(d["merged"]), str(d["source"]),
+            str(d["destination"]), None if base is None else str(base),
+        )  # fmt: skip
+    except (KeyError, TypeError, AttributeError) as e:
+        raise UnavailableError(f"the server answered garbage: no merge result: {d!r:.200}") from e
 
 
 def _workspace(d: Any) -> Workspace:
@@ -236,6 +243,8 @@ class RemoteStore:
     async def create_repository(
         self, name: str, *, storage_namespace: str, default_branch: str = "main"
     ) -> RemoteRepository:
+        """As the embedded ``create_repository``, one request (lakeFS ``createRepository``;
+        repository metadata cannot be given over the API).  RefExistsError if the name is taken."""
         self._check_open()
         check_repository_name(name)
         check_ref_name(default_branch)
@@ -250,6 +259,7 @@ class RemoteStore:
         return self._repository(r.json())
 
     async def get_repository(self, name: str) -> RemoteRepository:
+        """One request; RepositoryNotFoundError if there is none."""
         self._check_open()
         check_repository_name(name)
         r = await self.http.request("GET", f"/repositories/{seg(name)}", kind="repository")
@@ -258,12 +268,15 @@ class RemoteStore:
     async def list_repositories(
         self, *, after: str | None = None, limit: int = 1000
     ) -> list[RemoteRepository]:
+        """Repositories in name order, strictly after ``after``, at most ``limit``
+        (paged requests)."""
         self._check_open()
         return [
             self._repository(d) async for d in self._pages("/repositories", {"after": after}, limit)
         ]
 
     async def delete_repository(self, name: str) -> None:
+        """One request: the server forgets the repository and its refs."""
         self._check_open()
         for key in [k for k in self._batchers if k[0] == name]:
             await self._batchers.pop(key).aclose()
@@ -313,6 +326,8 @@ class RemoteStore:
             q["after"] = next_offset
 
     def batcher(self, repo: str, branch: str) -> Batcher:
+        """The coalescer of ``repo``/``branch``'s raw writes and links (one per branch,
+        made on first use)."""
         key = (repo, branch)
         b = self._batchers.get(key)
         if b is None:
@@ -337,9 +352,11 @@ class RemoteStore:
 
     @property
     def closed(self) -> bool:
+        """Whether ``aclose()`` was called."""
         return self._closed
 
     async def aclose(self) -> None:
+        """Send and wait for every coalesced write, then close the connections."""
         if self._closed:
             return
         try:
@@ -374,13 +391,16 @@ class RemoteRepository:
 
     @property
     def created_at(self) -> float:
+        """When the repository was created (seconds since the epoch)."""
         return self.info.created_at
 
     @property
     def http(self) -> HttpTransport:
+        """The store's HTTP transport."""
         return self.store.http
 
     def branch(self, name: str | None = None) -> RemoteBranch:
+        """A handle on a branch (the default branch when ``name`` is None). No I/O."""
         return RemoteBranch(self, check_ref_name(self.default_branch if name is None else name))
 
     def _expression(self, expression: object) -> str:
@@ -390,6 +410,7 @@ class RemoteRepository:
         return str(refexpr.parse(expression))  # type: ignore[arg-type]  # raises on junk
 
     def ref(self, expression: str) -> RemoteRef:
+        """A read-only view of a branch, tag or commit (:class:`RemoteRef`). No I/O."""
         if not isinstance(expression, str) or not expression:
             raise InvalidInputError(f"invalid ref expression {expression!r}")
         return RemoteRef(self, expression)
@@ -397,6 +418,7 @@ class RemoteRepository:
     async def list_branches(
         self, *, prefix: str = "", after: str | None = None, limit: int = 1000
     ) -> list[str]:
+        """Branch names in order, with ``prefix``, strictly after ``after``, at most ``limit``."""
         return await self._ref_names("/branches", prefix, after, limit)
 
     async def _ref_names(self, path: str, prefix: str, after: str | None, limit: int) -> list[str]:
@@ -410,6 +432,8 @@ class RemoteRepository:
         ]  # fmt: skip
 
     async def create_branch(self, name: str, *, source: str | None = None) -> RemoteBranch:
+        """One request (lakeFS ``createBranch``): branch ``name`` at the commit ``source``
+        names (default: the default branch).  RefExistsError if the name is taken."""
         check_ref_name(name)
         await self.http.request(
             "POST", self._base + "/branches",
@@ -419,6 +443,8 @@ class RemoteRepository:
         return self.branch(name)
 
     async def delete_branch(self, name: str) -> None:
+        """One request; the server drops the branch's staged writes.  InvalidInputError
+        for the default branch, RefNotFoundError if there is none."""
         check_ref_name(name)
         await self.branch(name).flush()
         await self.http.request(
@@ -426,6 +452,7 @@ class RemoteRepository:
         )
 
     async def create_tag(self, name: str, target: str) -> str:
+        """One request: tag the commit ``target`` names; the commit ID.  RefExistsError."""
         check_ref_name(name, "tag")
         r = await self.http.request(
             "POST", self._base + "/tags", json_body={"id": name, "ref": target},
@@ -434,16 +461,19 @@ class RemoteRepository:
         return str(r.json()["commit_id"])
 
     async def delete_tag(self, name: str) -> None:
+        """One request; RefNotFoundError if there is no such tag."""
         await self.http.request("DELETE", f"{self._base}/tags/{seg(name)}", ok=(204,), kind="ref")
 
     async def list_tags(
         self, *, prefix: str = "", after: str | None = None, limit: int = 1000
     ) -> list[str]:
+        """Tag names in order, with ``prefix``, strictly after ``after``, at most ``limit``."""
         return await self._ref_names("/tags", prefix, after, limit)
 
     # --- workspaces (docs/client.md, "Workspaces") ------------------------------------
 
     async def workspaces(self, *, after: str | None = None, limit: int = 1000) -> list[Workspace]:
+        """The repository's workspaces in name order (paged requests)."""
         validate.check_optional_str(after, "workspaces after")
         return [
             _workspace(d)
@@ -453,6 +483,7 @@ class RemoteRepository:
         ]
 
     async def get_workspace(self, name: str) -> Workspace:
+        """One request; WorkspaceNotFoundError if there is none."""
         check_ref_name(name, "workspace")
         r = await self.http.request(
             "GET", f"{self._workspaces}/{seg(name)}", kind="workspace", what=name
@@ -460,12 +491,14 @@ class RemoteRepository:
         return _workspace(r.json())
 
     async def drop_workspace(self, name: str) -> None:
+        """One request: delete a workspace (its changes are lost).  WorkspaceNotFoundError."""
         check_ref_name(name, "workspace")
         await self.http.request(
             "DELETE", f"{self._workspaces}/{seg(name)}", ok=(204,), kind="workspace", what=name
         )
 
     async def resolve_commit(self, expression: str) -> tuple[str, Commit]:
+        """One request: the commit ID ``expression`` names and the commit.  RefNotFoundError."""
         r = await self.http.request("GET", f"{self._base}/commits/{seg(expression)}", kind="ref")
         d = r.json()
         return str(d["id"]), _commit(d)
@@ -478,6 +511,8 @@ class RemoteRepository:
         limit: int | None = None,
         first_parent: bool = True,
     ) -> AsyncIterator[LogEntry]:
+        """Commits from ``ref`` (default: the default branch) back, newest first, as the
+        embedded ``log`` (paged requests)."""
         validate.check_optional_str(after, "log after")
         validate.check_bool(first_parent, "log first_parent")
         validate.check_optional_int(limit, "log limit", min_value=0)
@@ -488,11 +523,14 @@ class RemoteRepository:
             yield LogEntry(str(d["id"]), _commit(d))
 
     async def diff(self, left: str, right: str) -> AsyncIterator[Change]:
+        """Changes from the committed state ``left`` names to ``right``'s, in key order
+        (paged requests; a Change carries no records)."""
         path = f"{self._base}/refs/{seg(left)}/diff/{seg(right)}"
         async for d in self.store._pages(path, {"type": "two_dot"}, None, kind="ref"):
             yield Change(d["path"].encode(), d["type"], None, None)
 
     async def diff_uncommitted(self, branch: str | None = None) -> list[Change]:
+        """What committing ``branch`` (default: the default branch) now would change."""
         return await self.branch(branch).diff_uncommitted()
 
     async def merge(
@@ -506,23 +544,19 @@ class RemoteRepository:
         metadata: Mapping[str, str] | None = None,
         squash: bool = False,
     ) -> MergeResult:
+        """As the embedded ``merge``, one request; the MergeResult is the server's own
+        (``merged`` False when there was nothing to merge).  MergeConflictError."""
         dest = self.branch(into).name
         refexpr.parse(source)
         body = _commit_fields(message, committer, metadata, strategy)
         if validate.check_bool(squash, "merge squash"):
             body["squash_merge"] = True
-        before, _ = await self.resolve_commit(dest)
-        try:
-            r = await self.http.request(
-                "POST", f"{self._base}/refs/{seg(source)}/merge/{seg(dest)}",
-                json_body=body, ok=(200,), kind="merge",
-            )  # fmt: skip
-        except NothingToCommitError:  # lakeFS answers 400 when already merged
-            return MergeResult(before, None, False, source, before, None)
-        commit_id = str(r.json()["reference"])
-        merged = commit_id != before
-        commit = (await self.resolve_commit(commit_id))[1] if merged else None
-        return MergeResult(commit_id, commit, merged, source, before, None)
+        body["allow_empty"] = True  # "already merged" is an answer (merged False), not 400
+        r = await self.http.request(
+            "POST", f"{self._base}/refs/{seg(source)}/merge/{seg(dest)}",
+            json_body=body, ok=(200,), kind="merge",
+        )  # fmt: skip
+        return _merge_result(r.json())
 
     async def revert(
         self,
@@ -535,6 +569,8 @@ class RemoteRepository:
         committer: str | None = None,
         metadata: Mapping[str, str] | None = None,
     ) -> MergeResult:
+        """As the embedded ``revert``, one request (lsmstore's revert route, which answers
+        the revert's MergeResult)."""
         dest = self.branch(branch).name
         refexpr.parse(commit)
         validate.check_int(parent, "revert parent", min_value=1, max_value=2)
@@ -544,37 +580,38 @@ class RemoteRepository:
             k: fields.pop(k) for k in ("message", "metadata") if k in fields
         }
         body.update(fields)
-        before, _ = await self.resolve_commit(dest)
-        await self.http.request(
-            "POST", f"{self._base}/branches/{seg(dest)}/revert",
-            json_body=body, ok=(200, 201, 204), kind="merge",
+        r = await self.http.request(
+            "POST", f"/lsm/repositories/{seg(self.name)}/branches/{seg(dest)}/revert",
+            json_body=body, ok=(200,), kind="merge",
         )  # fmt: skip
-        after, c = await self.resolve_commit(dest)
-        return MergeResult(after, c if after != before else None, after != before, commit,
-                           before, None)  # fmt: skip
+        return _merge_result(r.json())
 
 
 class _RemoteReads:
     repository: RemoteRepository
     _ref: str
 
-    def _obj_path(self) -> str:
-        return f"{self.repository._base}/refs/{seg(self._ref)}/objects"
+    async def _at(self) -> str:
+        """The ref the next read names (a branch's name; a Ref's resolved commit)."""
+        return self._ref
+
+    async def _obj_path(self) -> str:
+        return f"{self.repository._base}/refs/{seg(await self._at())}/objects"
 
     @property
     def _max_key(self) -> int:
         return self.repository.store.config.max_key_bytes
 
-    def _kv_path(self) -> str:
+    async def _kv_path(self) -> str:
         r = self.repository
-        return f"/lsm/repositories/{seg(r.name)}/refs/{seg(self._ref)}/kv"
+        return f"/lsm/repositories/{seg(r.name)}/refs/{seg(await self._at())}/kv"
 
     async def lookup(self, key: str | bytes) -> tuple[bytes, Stat]:
         """The value of ``key`` and its :class:`Stat`, from one request; NotFoundError
         (a KeyError) when absent or deleted."""
         k = check_key(key, self._max_key)
         r = await self.repository.http.request(
-            "GET", self._kv_path(), params={"key": key_param(k), "encoding": "base64"},
+            "GET", await self._kv_path(), params={"key": key_param(k), "encoding": "base64"},
             what=validate.preview(k),
         )  # fmt: skip
         try:
@@ -587,9 +624,11 @@ class _RemoteReads:
         return r.body, Stat(k, len(r.body), identity, staged)
 
     async def get(self, key: str | bytes) -> bytes:
+        """The value of ``key`` (one request); NotFoundError when absent or deleted."""
         return (await self.lookup(key))[0]
 
     async def exists(self, key: str | bytes) -> bool:
+        """Whether ``key`` holds a value (one request); RefNotFoundError for a missing ref."""
         try:
             await self.stat(key)
         except RefNotFoundError:
@@ -599,10 +638,11 @@ class _RemoteReads:
         return True
 
     async def stat(self, key: str | bytes) -> Stat:
+        """Size, identity and whether the newest record is staged (one request); NotFoundError."""
         k = check_key(key, self._max_key)
         r = await self.repository.http.request(
-            "GET", self._kv_path() + "/stat", params={"key": key_param(k), "encoding": "base64"},
-            what=validate.preview(k),
+            "GET", await self._kv_path() + "/stat",
+            params={"key": key_param(k), "encoding": "base64"}, what=validate.preview(k),
         )  # fmt: skip
         return _stat(r.json())
 
@@ -614,6 +654,8 @@ class _RemoteReads:
         limit: int | None = None,
         delimiter: str | bytes | None = None,
     ) -> AsyncIterator[Entry]:
+        """Entries in key order, as the embedded ``list`` (paged requests; keys travel as
+        base64url, so any bytes work)."""
         p = encode_opt(prefix, "prefix") or b""
         a = encode_opt(after, "after")
         d = encode_opt(delimiter, "delimiter")
@@ -626,19 +668,32 @@ class _RemoteReads:
             "delimiter": key_param(d) if d else None,
             "encoding": "base64",
         }
-        pages = self.repository.store._pages(self._kv_path() + "/ls", params, limit, kind="ref")
+        path = await self._kv_path() + "/ls"
+        pages = self.repository.store._pages(path, params, limit, kind="ref")
         async for item in pages:
             yield _entry(item)
 
+    def _object_path(self, path: object) -> str:
+        """``path`` checked as the embedded object calls check it (InvalidNameError)."""
+        check_path(path, self._max_key)
+        return cast(str, path)
+
     async def stat_object(self, path: str) -> ObjectStats:
+        """The object at ``path`` (one request); ObjectNotFoundError, InvalidNameError."""
         r = await self.repository.http.request(
-            "GET", self._obj_path() + "/stat", params={"path": path}, kind="object", what=path
+            "GET",
+            await self._obj_path() + "/stat",
+            params={"path": self._object_path(path)},
+            kind="object",
+            what=path,
         )
         return _stats(r.json())
 
     async def open(self, path: str) -> RemoteObjectReader:
+        """A reader of the object (one request for its stats; ranged requests to read).  It
+        reads the path at this ref, not the data it opened (docs/decisions.md)."""
         stats = await self.stat_object(path)
-        return RemoteObjectReader(self.repository, self._ref, stats)
+        return RemoteObjectReader(self.repository, await self._at(), stats)
 
     async def list_objects(
         self,
@@ -647,9 +702,12 @@ class _RemoteReads:
         after: str | None = None,
         amount: int | None = None,
     ) -> AsyncIterator[ObjectStats]:
+        """Objects under ``prefix`` in path order, as the embedded ``list_objects``
+        (paged requests)."""
+        check_listing(prefix, delimiter, after, amount)
         params = {"prefix": prefix or None, "delimiter": delimiter or None, "after": after}
         async for d in self.repository.store._pages(
-            self._obj_path() + "/ls", params, amount, kind="ref"
+            await self._obj_path() + "/ls", params, amount, kind="ref"
         ):
             yield _stats(d)
 
@@ -658,24 +716,54 @@ class _RemoteReads:
 
 
 class RemoteRef(_RemoteReads):
-    """A read-only view of a branch, tag or commit on the server."""
+    """A read-only view of a branch, tag or commit on the server, as the embedded
+    ``Ref``: a bare branch name stays live (each read sees the branch as of that read);
+    a tag, commit ID or expression with modifiers is resolved once, on the first read
+    (one request), and then read as that commit."""
 
     def __init__(self, repository: RemoteRepository, expression: str) -> None:
         self.repository = repository
         self.expression = expression
         self._ref = expression
         self._id: str | None = None
+        self._resolved = False
+        self._lock = asyncio.Lock()
 
     def __repr__(self) -> str:
         return f"RemoteRef({self.repository.name!r}, {self.expression!r})"
 
+    async def _at(self) -> str:
+        if not self._resolved:
+            async with self._lock:
+                if not self._resolved:
+                    await self._resolve()
+        return self._ref
+
+    async def _resolve(self) -> None:
+        expr = self.expression
+        repo = self.repository
+        if "~" not in expr and "^" not in expr:
+            try:
+                await repo.http.request(
+                    "GET", f"{repo._base}/branches/{seg(expr)}", kind="ref"
+                )  # fmt: skip
+                self._resolved = True  # a branch: stays live
+                return
+            except (NotFoundError, InvalidInputError):
+                pass  # a tag or a commit (or nothing: resolve_commit says so)
+        self._id, _ = await repo.resolve_commit(expr)
+        self._ref = self._id
+        self._resolved = True
+
     async def commit(self) -> Commit:
-        cid, c = await self.repository.resolve_commit(self.expression)
-        self._id = cid
-        return c
+        """The commit this view names: for a tag, commit ID or expression with
+        modifiers the resolved commit; for a bare branch name its current base."""
+        return (await self.repository.resolve_commit(await self._at()))[1]
 
     @property
     def id(self) -> str | None:
+        """The commit this view reads, once resolved (a first read); None before, and
+        for a live branch."""
         return self._id
 
 
@@ -710,11 +798,14 @@ class RemoteBranch(_RemoteReads):
         return entry, k, len(k) + len(v) + _ENTRY_BYTES
 
     async def put(self, key: str | bytes, value: bytes, *, identity: bytes | None = None) -> None:
+        """As the embedded ``put``: a ``kv`` entry of the batch endpoint, coalesced with this
+        client's other writes to the branch; returns once the server acknowledged it."""
         cfg = self.repository.store.config
         entry, k, n = self._kv(key, value, identity, cfg.max_key_bytes, cfg.max_value_bytes)
         await self._batcher().submit([entry], [k], n)
 
     async def put_many(self, items: Any) -> None:
+        """As the embedded ``put_many``: ``kv`` entries sent together; one bad item sends none."""
         cfg = self.repository.store.config
         max_key, max_value = cfg.max_key_bytes, cfg.max_value_bytes
         entries: list[Any] = []
@@ -729,10 +820,12 @@ class RemoteBranch(_RemoteReads):
             await self._batcher().submit(entries, keys, n)
 
     async def delete(self, key: str | bytes) -> None:
+        """As the embedded ``delete``: a coalesced ``kvdelete`` entry."""
         k = check_key(key, self._max_key)
         await self._batcher().submit([["kvdelete", k]], [k], len(k) + _ENTRY_BYTES)
 
     async def delete_many(self, keys: Iterable[str | bytes]) -> None:
+        """As the embedded ``delete_many``: ``kvdelete`` entries sent together."""
         max_key = self._max_key
         ks = [check_key(k, max_key) for k in validate.check_items(keys, "delete_many keys")]
         if ks:
@@ -753,22 +846,43 @@ class RemoteBranch(_RemoteReads):
         if_absent: bool = False,
         verify: bool = False,
     ) -> ObjectStats:
-        if if_absent and await self.exists(path):
-            from lsmstore.errors import ObjectExistsError
-
-            raise ObjectExistsError(path)
-        await self.link_many(
-            [ObjectLink(path, physical_address, size, checksum, content_type, metadata, mtime)]
-        )
-        return await self.stat_object(path)
+        """As the embedded ``link``, in one request (lakeFS's ``linkPhysicalAddress``):
+        with ``if_absent`` the server checks and stages as one step
+        (``If-None-Match: *``; ObjectExistsError when the path holds an object).
+        ``verify`` asks the server to check the data (a ``verify`` query parameter,
+        lsmstore's own: lakeFS's call has none)."""
+        p = self._object_path(path)
+        check_address(physical_address)
+        body: dict[str, Any] = {
+            "staging": {"physical_address": physical_address},
+            "checksum": check_checksum(checksum),
+            "size_bytes": check_size(size),
+            "user_metadata": dict(check_metadata(metadata)),
+        }
+        if content_type is not None:
+            body["content_type"] = check_content_type(content_type)
+        if mtime is not None:
+            body["mtime"] = check_mtime(mtime)
+        headers = {"If-None-Match": "*"} if validate.check_bool(if_absent, "if_absent") else None
+        await self.flush()  # after this client's coalesced writes, in call order
+        params: dict[str, Any] = {"path": p}
+        if validate.check_bool(verify, "verify"):
+            params["verify"] = True
+        r = await self.repository.http.request(
+            "PUT", self._b + "/staging/backing", params=params, json_body=body,
+            headers=headers, ok=(200,), kind="object", what=p,
+        )  # fmt: skip
+        return _stats(r.json())
 
     async def link_many(self, links: Iterable[LinkItem]) -> None:
+        """As the embedded ``link_many``: ``link`` entries of the batch endpoint (coalesced);
+        the fields checkable without the namespace are checked here, the rest by the server."""
         entries, paths = [], []
         for item in validate.check_items(links, LINKS):
             # the fields the server checks without the namespace are checked here too:
             # a bad link fails its own call, never the others coalesced with it
             link = as_link(item)
-            p = _path(link.path, self._max_key)
+            p = self._object_path(link.path)
             check_address(link.physical_address)
             check_size(link.size)
             check_checksum(link.checksum)
@@ -785,6 +899,7 @@ class RemoteBranch(_RemoteReads):
             await self._batcher().submit(entries, paths, sum(len(p) + 100 for p in paths))
 
     async def flush(self) -> None:
+        """Wait until every write this client coalesced for the branch has its answer."""
         b = self.repository.store._batchers.get((self.repository.name, self.name))
         if b is not None:
             await b.flush()
@@ -800,24 +915,50 @@ class RemoteBranch(_RemoteReads):
         metadata: Mapping[str, str] | None = None,
         if_absent: bool = False,
     ) -> ObjectStats:
-        headers = {"Content-Type": content_type or "application/octet-stream"}
-        for k, v in validate.check_metadata(metadata).items():
+        """As the embedded ``upload``, in one request (lakeFS's ``uploadObject``; with
+        ``if_absent``, ``If-None-Match: *``).  The arguments are checked as the embedded
+        call checks them, before anything is sent; an error raised by the data source
+        while it is sent is raised as itself (the server stages nothing)."""
+        path = self._object_path(path)
+        headers = {"Content-Type": check_content_type(content_type)}
+        for k, v in check_metadata(metadata).items():
             headers[f"x-lakefs-meta-{k}"] = v
-        if if_absent:
+        if validate.check_bool(if_absent, "if_absent"):
             headers["If-None-Match"] = "*"
-        r = await self.repository.http.request(
-            "POST", self._b + "/objects", params={"path": path}, data=_body(data),
-            headers=headers, ok=(201,), kind="upload", what=path,
-        )  # fmt: skip
+        source = Source(data)
+        failed: list[BaseException] = []
+
+        async def body() -> AsyncIterator[bytes]:
+            try:
+                async for chunk in source:
+                    yield chunk
+            except BaseException as e:
+                failed.append(e)
+                raise
+
+        small = source.small()
+        try:
+            r = await self.repository.http.request(
+                "POST", self._b + "/objects", params={"path": path},
+                data=small if small is not None else body(), headers=headers, ok=(201,),
+                kind="upload", what=path,
+            )  # fmt: skip
+        except UnavailableError:
+            if failed:
+                raise failed[0] from None
+            raise
         return _stats(r.json())
 
     async def delete_object(self, path: str) -> None:
+        """One request; ObjectNotFoundError when there is no object at ``path``."""
         await self.repository.http.request(
-            "DELETE", self._b + "/objects", params={"path": path}, ok=(204,), kind="object",
+            "DELETE", self._b + "/objects", params={"path": self._object_path(path)}, ok=(204,),
+            kind="object",
             what=path,
         )  # fmt: skip
 
     async def delete_objects(self, paths: Iterable[str]) -> None:
+        """Delete many objects (a request per 1,000 paths); absent paths are ignored."""
         batch = list(validate.check_items(paths, "delete_objects paths"))
         for i in range(0, len(batch), 1000):
             await self.repository.http.request(
@@ -828,8 +969,11 @@ class RemoteBranch(_RemoteReads):
     async def copy_object(
         self, src_path: str, dst_path: str, *, src_ref: str | None = None
     ) -> ObjectStats:
+        """One request (lakeFS ``copyObject``): ``dst_path`` gets the data of ``src_path``
+        (read on ``src_ref``, default this branch).  ObjectNotFoundError."""
+        self._object_path(src_path)
         r = await self.repository.http.request(
-            "POST", self._b + "/objects/copy", params={"dest_path": dst_path},
+            "POST", self._b + "/objects/copy", params={"dest_path": self._object_path(dst_path)},
             json_body={"src_path": src_path, "src_ref": src_ref or self.name},
             ok=(201,), kind="object", what=src_path,
         )  # fmt: skip
@@ -843,6 +987,8 @@ class RemoteBranch(_RemoteReads):
         committer: str | None = None,
         allow_empty: bool = False,
     ) -> Commit:
+        """One request (lakeFS ``commit``); the server flushes its writes to the branch
+        first.  NothingToCommitError unless ``allow_empty``."""
         validate.check_str(message, "commit message", empty_ok=True)
         metadata = validate.check_metadata(metadata, "commit metadata")
         body: dict[str, Any] = {
@@ -858,12 +1004,14 @@ class RemoteBranch(_RemoteReads):
         return _commit(r.json())
 
     async def diff_uncommitted(self) -> list[Change]:
+        """The branch's staged changes (paged requests; a Change carries no records)."""
         return [
             Change(d["path"].encode(), d["type"], None, None)
             async for d in self.repository.store._pages(self._b + "/diff", {}, None, kind="ref")
         ]
 
     async def head(self) -> RefValue:
+        """The branch's ref value: base commit, L2 and L1 file ids (one request)."""
         r = await self.repository.http.request("GET", self._lsm + "/staging", kind="ref")
         return _ref_value(r.json())
 
@@ -880,6 +1028,8 @@ class RemoteBranch(_RemoteReads):
         return _workspace(r.json())
 
     async def pop(self, name: str) -> RefValue:
+        """As the embedded ``pop`` (one request); this client's coalesced writes are sent
+        first.  WorkspaceNotFoundError."""
         check_ref_name(name, "workspace")
         await self.flush()
         r = await self.repository.http.request(
@@ -888,11 +1038,14 @@ class RemoteBranch(_RemoteReads):
         return _ref_value(r.json())
 
     async def reset(self) -> RefValue:
+        """As the embedded ``reset`` (one request); this client's coalesced writes are
+        sent first.  Returns the branch's ref value after the reset."""
         await self.flush()
-        await self.repository.http.request("POST", self._lsm + "/reset", ok=(204,), kind="ref")
-        return await self.head()
+        r = await self.repository.http.request("POST", self._lsm + "/reset", kind="ref")
+        return _ref_value(r.json())
 
     async def stage_sst(self, sst: str | os.PathLike[str] | bytes) -> str:
+        """As the embedded ``stage_sst``: one request with the SST's bytes; the L1 file id."""
         data = await validate.sst_argument(sst)
         r = await self.repository.http.request(
             "POST", self._lsm + "/sst", data=data,
@@ -933,7 +1086,17 @@ async def _reader_chunks(f: Any) -> AsyncIterator[bytes]:
 
 
 class RemoteObjectReader(AsyncCloseable):
-    """Ranged reads of one object through the server (``Range`` requests)."""
+    """Ranged reads of one object through the server (``Range`` requests).  Each read
+    names the path at the reader's ref with ``If-Match`` of the ETag it opened: once
+    the path holds other data (an overwrite on a branch), a read raises
+    PreconditionFailedError rather than return bytes of another object (the lakeFS API
+    reads by path, not by data object)."""
+
+    def _headers(self, offset: int, end: int) -> dict[str, str]:
+        headers = {"Range": f"bytes={offset}-{end - 1}"}
+        if self.stats.checksum:
+            headers["If-Match"] = f'"{self.stats.checksum}"'
+        return headers
 
     def __init__(self, repository: RemoteRepository, ref: str, stats: ObjectStats) -> None:
         self.repository = repository
@@ -943,27 +1106,41 @@ class RemoteObjectReader(AsyncCloseable):
         self._url = f"{repository._base}/refs/{seg(ref)}/objects"
         self._closed = False
 
-    async def read(self, offset: int = 0, length: int | None = None) -> bytes:
+    def _span(self, offset: int, length: int | None) -> tuple[int, int]:
         if self._closed:
             raise ClosedError(f"reader of {self.path!r} is closed")
-        if offset < 0 or (length is not None and length < 0):
-            raise InvalidInputError("read offset and length must be >= 0")
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise InvalidInputError(f"read offset must be an int >= 0, not {offset!r}")
+        if length is not None and (
+            isinstance(length, bool) or not isinstance(length, int) or length < 0
+        ):
+            raise InvalidInputError(f"read length must be None or an int >= 0, not {length!r}")
         end = self.size if length is None else min(self.size, offset + length)
+        return offset, max(offset, end)
+
+    async def read(self, offset: int = 0, length: int | None = None) -> bytes:
+        """Bytes ``[offset, offset + length)`` (to the end without ``length``), fewer
+        past the end of the object, empty at or past it: one ranged request."""
+        offset, end = self._span(offset, length)
         if end <= offset:
             return b""
         r = await self.repository.http.request(
             "GET", self._url, params={"path": self.path},
-            headers={"Range": f"bytes={offset}-{end - 1}"}, ok=(200, 206), kind="object",
-            what=self.path,
+            headers=self._headers(offset, end), ok=(200, 206), kind="object", what=self.path,
         )  # fmt: skip
         if r.status == 200:
             return r.body[offset:end]
         return r.body
 
-    async def iter_chunks(self, chunk_size: int = _CHUNK) -> AsyncIterator[bytes]:
-        pos = 0
-        while pos < self.size:
-            data = await self.read(pos, chunk_size)
+    async def iter_chunks(
+        self, offset: int = 0, length: int | None = None, *, chunk_size: int = _CHUNK
+    ) -> AsyncIterator[bytes]:
+        """Stream bytes ``[offset, offset + length)`` in chunks of at most ``chunk_size``
+        (one ranged request each)."""
+        pos, end = self._span(offset, length)
+        validate.check_int(chunk_size, "chunk_size", min_value=1)
+        while pos < end:
+            data = await self.read(pos, min(chunk_size, end - pos))
             if not data:
                 return
             pos += len(data)
@@ -973,4 +1150,5 @@ class RemoteObjectReader(AsyncCloseable):
         return self.iter_chunks()
 
     async def aclose(self) -> None:
+        """Close the reader (it holds no connection between reads)."""
         self._closed = True

@@ -2,22 +2,24 @@
 
 Keep-alive connections in a bounded pool (``remote_max_connections``), Basic
 credentials on every request, a total timeout per request, and every answer that is
-not the expected success turned into the client's typed errors:
+not the expected success turned into the client's typed errors: an lsmstore server's
+error body names the error's type (``{"message": ..., "type": "RefNotFoundError"}``,
+:mod:`lsmstore.error_types`), and the client raises that very class; the message is
+only shown.  An answer without a known type (a HEAD, a proxy's page, a newer server's
+new type) is typed by its status alone:
 
 =======  ==========================================================================
 status   exception
 =======  ==========================================================================
-400      ``NothingToCommitError`` (nothing to commit / stash), else ``InvalidInputError``
+400      ``InvalidInputError``
 401/403  ``PermissionDeniedError`` (``status`` tells which)
-404      ``ObjectNotFoundError`` for object paths, ``RepositoryNotFoundError``,
-         ``RefNotFoundError``, ``WorkspaceNotFoundError``, else ``NotFoundError`` --
-         from the request and message
+404      ``ObjectNotFoundError``, ``RepositoryNotFoundError``, ``RefNotFoundError``,
+         ``WorkspaceNotFoundError`` by what the request was about, else ``NotFoundError``
 409      ``MergeConflictError`` (merges), ``RefExistsError`` (creations),
          ``WorkspaceExistsError`` (stash), else ``ConflictError``
-412      ``ObjectExistsError`` (create-only uploads), else ``PreconditionFailedError``
+412      ``ObjectExistsError`` for a create-only write, else ``PreconditionFailedError``
 413      ``EntryTooLargeError``
-416      ``InvalidInputError``
-501      ``InvalidInputError`` (the server does not implement it)
+405/416/501  ``InvalidInputError``
 429      ``UnavailableError`` (too many failed authentications: nothing was done)
 5xx      ``UnavailableError`` (``outcome_unknown`` for writes)
 =======  ==========================================================================
@@ -40,6 +42,7 @@ from urllib.parse import quote, urlsplit
 import aiohttp
 
 from lsmstore import validate
+from lsmstore.error_types import error_from
 from lsmstore.errors import (
     ConflictError,
     EntryTooLargeError,
@@ -48,7 +51,6 @@ from lsmstore.errors import (
     LsmError,
     MergeConflictError,
     NotFoundError,
-    NothingToCommitError,
     ObjectExistsError,
     ObjectNotFoundError,
     PermissionDeniedError,
@@ -210,66 +212,60 @@ def _param(value: Any) -> str:
     return str(value)
 
 
-def _message(answer: Response) -> str:
+def _body(answer: Response) -> tuple[str, str | None]:
+    """The error body's message and type (None when it names none)."""
     try:
         body = json.loads(answer.body)
-        if isinstance(body, dict) and isinstance(body.get("message"), str):
-            return str(body["message"])
     except ValueError:
-        pass
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("message"), str):
+        kind = body.get("type")
+        return str(body["message"]), kind if isinstance(kind, str) else None
     text = answer.body[:200].decode("utf-8", "replace").strip()
-    return text or f"HTTP {answer.status}"
+    return text or f"HTTP {answer.status}", None
 
 
-#: How the server words a missing branch, tag or commit (lsmstore.refexpr and the
-#: RefStores), told apart from a missing object on an existing ref.
-_REF_MISSING = (
-    "no branch, tag or commit named",
-    "ref not found:",
-    "has no commit",
-    "no tag named",
-)
-
-
-#: How the server words "nothing to commit" (commits, merges, reverts, stashes).
-_NOTHING = ("nothing to commit", "no changes", "nothing staged", "no uncommitted changes")
+#: The error of a 404 / 409 without a type, by what the request was about.
+_NOT_FOUND: dict[str, type[NotFoundError]] = {
+    "repository": RepositoryNotFoundError,
+    "ref": RefNotFoundError,
+    "merge": RefNotFoundError,
+    "workspace": WorkspaceNotFoundError,
+}
+_EXISTS: dict[str, type[LsmError]] = {
+    "create": RefExistsError,
+    "workspace": WorkspaceExistsError,
+}
 
 
 def error_for(answer: Response, method: str, what: str, kind: str) -> LsmError:
-    """The typed error of an unexpected answer (module docstring)."""
+    """The typed error of an unexpected answer (module docstring); ``kind`` ("object",
+    "upload" ...) only types an answer whose body names no type."""
     status = answer.status
-    msg = _message(answer) if method != "HEAD" else f"HTTP {status}"
-    low = msg.lower()
+    write = method not in ("GET", "HEAD")
+    msg, type_name = _body(answer) if method != "HEAD" else (f"HTTP {status}", None)
+    if status == 401:
+        msg += " (check access_key_id / secret_access_key)"
+    if type_name is not None and (status < 500 or status == 503):  # 500: a server bug
+        found = error_from(
+            type_name, msg, status=status, what=what, outcome_unknown=write and status >= 500
+        )
+        if found is not None:
+            return found
     if status == 400:
-        if any(m in low for m in _NOTHING):
-            return NothingToCommitError(msg)
         return InvalidInputError(msg)
     if status in (401, 403):
-        hint = "" if status == 403 else " (check access_key_id / secret_access_key)"
-        return PermissionDeniedError(f"{msg}{hint}", status=status)
+        return PermissionDeniedError(msg, status=status)
     if status == 404:
-        if low.startswith("repository not found"):
-            return RepositoryNotFoundError(msg)
-        if low.startswith("workspace not found"):
-            return WorkspaceNotFoundError(msg)
-        ref_missing = any(m in low for m in _REF_MISSING) or low.startswith("commit ")
-        if ref_missing or (kind in ("ref", "merge") and method != "HEAD"):
-            return RefNotFoundError(msg)
         if kind == "object":
             return ObjectNotFoundError(what, msg if method != "HEAD" else f"{what}: not found")
-        if kind == "repository":
-            return RepositoryNotFoundError(msg)
-        return NotFoundError(msg)
+        return _NOT_FOUND.get(kind, NotFoundError)(msg)
     if status == 409:
-        if kind == "merge" or ("conflict" in low and "merge" in low):
+        if kind == "merge":
             return MergeConflictError(msg, [])
-        if low.startswith("workspace already exists"):
-            return WorkspaceExistsError(msg)
-        if kind == "create" or "exists" in low:
-            return RefExistsError(msg)
-        return ConflictError(msg)
+        return _EXISTS.get(kind, ConflictError)(msg)
     if status == 412:
-        if kind == "upload":
+        if kind in ("upload", "object"):
             return ObjectExistsError(what)
         return PreconditionFailedError(msg)
     if status == 413:
@@ -279,7 +275,5 @@ def error_for(answer: Response, method: str, what: str, kind: str) -> LsmError:
     if status == 429:  # refused before anything ran (lsmstore.server.throttle)
         return UnavailableError(f"server refused (429): {msg}")
     if status >= 500:
-        return UnavailableError(
-            f"server error {status}: {msg}", outcome_unknown=method not in ("GET", "HEAD")
-        )
+        return UnavailableError(f"server error {status}: {msg}", outcome_unknown=write)
     return UnavailableError(f"unexpected answer {status} from the server: {msg}")

@@ -20,7 +20,7 @@ import orjson
 from lsmstore.server import openapi
 from lsmstore.server.auth import forbidden
 from lsmstore.server.context import Context
-from lsmstore.server.errors import ApiError, message_of, status_of
+from lsmstore.server.errors import ApiError, message_of, status_of, type_of
 from lsmstore.server.http import JSON, Receive, Request, Response, Scope, Send, error_response
 from lsmstore.server.routes import (
     branches,
@@ -149,7 +149,7 @@ class App:
                                           "operation": operation}},
                     )  # fmt: skip
                 headers = e.headers if isinstance(e, ApiError) else {}
-                response = error_response(status, message_of(e), headers)
+                response = error_response(status, message_of(e), headers, type_of(e))
             await self._send(send, response, rid, method == "HEAD")
         finally:
             self.in_flight -= 1

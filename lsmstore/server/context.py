@@ -1,5 +1,6 @@
-"""What every handler shares: the Store, the authenticator, branch locks, metrics,
-settings, and the server's life-cycle state (ready, draining)."""
+"""What every handler shares: the Store, the authenticator, metrics, settings, and the
+server's life-cycle state (ready, draining).  The per-branch exclusion of writes is the
+Store's (:mod:`lsmstore.operations.exclusion`), taken by the operations the routes call."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from lsmstore.client import Branch, Repository, Store
 from lsmstore.config import Config
 from lsmstore.refstore.names import check_repository_name
 from lsmstore.server.auth import Authenticator
-from lsmstore.server.locks import BranchLocks
 from lsmstore.server.metrics import Metrics
 from lsmstore.tasks import retrieve_exception
 
@@ -28,7 +28,6 @@ class Context:
     config: Config
     auth: Authenticator
     metrics: Metrics
-    locks: BranchLocks = field(default_factory=BranchLocks)
     clock: Callable[[], float] = time.monotonic
     draining: bool = False
     _repos: dict[str, tuple[float, Repository]] = field(default_factory=dict)

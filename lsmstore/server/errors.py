@@ -1,39 +1,36 @@
-"""Errors as lakeFS reports them: a status code and ``{"message": "..."}``.
+"""Errors as lakeFS reports them: a status code and ``{"message": "..."}``, plus the
+machine-readable ``"type"`` (:mod:`lsmstore.error_types`, which also picks the status).
 
 :class:`ApiError` is raised by handlers for HTTP-level problems (bad query values,
-oversized bodies, missing credentials); :func:`status_of` maps every
-:class:`~lsmstore.errors.LsmError` to the status lakeFS gives the same condition
-(``pkg/api/controller.go handleApiErrorCallback``), so clients that depend on exact
-codes (409 "exists", 404 "not found", 412 precondition, 400 "nothing to commit") work.
-Anything else is a bug: 500 with a generic message (the log carries the traceback).
+oversized bodies, missing credentials); every :class:`~lsmstore.errors.LsmError` gets
+the status lakeFS gives the same condition (``pkg/api/controller.go
+handleApiErrorCallback``), so clients that depend on exact codes work.  Anything else
+is a bug: 500 with a generic message (the log carries the traceback).
 """
 
 from __future__ import annotations
 
-from lsmstore.errors import (
-    AlreadyExistsError,
-    ConflictError,
-    CorruptFileError,
-    InvalidInputError,
-    LsmError,
-    MergeConflictError,
-    NotFoundError,
-    NothingToCommitError,
-    ObjectNotFoundError,
-    PreconditionFailedError,
-    UnavailableError,
-    WriteStalledError,
-)
+from lsmstore import error_types
+from lsmstore.errors import LsmError
 
 
 class ApiError(Exception):
-    """An error answer: ``status`` and the ``message`` of lakeFS's error body."""
+    """An error answer: ``status``, the ``message`` of lakeFS's error body and its
+    ``kind`` (the body's ``type``; by default the one of the status)."""
 
-    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        headers: dict[str, str] | None = None,
+        *,
+        kind: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.headers = headers or {}
+        self.kind = kind or error_types.TYPE_OF_STATUS.get(status, "LsmError")
 
 
 def bad_request(message: str) -> ApiError:
@@ -44,30 +41,18 @@ def not_found(message: str) -> ApiError:
     return ApiError(404, message)
 
 
-# Order matters: subclasses before their bases.
-_STATUS: tuple[tuple[type[BaseException], int], ...] = (
-    (MergeConflictError, 409),
-    (PreconditionFailedError, 412),
-    (AlreadyExistsError, 409),
-    (ConflictError, 409),
-    (ObjectNotFoundError, 404),
-    (NotFoundError, 404),
-    (NothingToCommitError, 400),
-    (CorruptFileError, 400),  # a client-supplied file (staged SST) that fails validation
-    (InvalidInputError, 400),
-    (WriteStalledError, 503),
-    (UnavailableError, 503),
-)
-
-
 def status_of(exc: BaseException) -> int:
     """The HTTP status for ``exc`` (500 for anything that is not an expected error)."""
     if isinstance(exc, ApiError):
         return exc.status
-    for kind, status in _STATUS:
-        if isinstance(exc, kind):
-            return status
-    return 500
+    return error_types.status_of(exc)
+
+
+def type_of(exc: BaseException) -> str:
+    """The ``type`` of the error body for ``exc``."""
+    if isinstance(exc, ApiError):
+        return exc.kind
+    return error_types.type_of(exc) if status_of(exc) != 500 else "LsmError"
 
 
 def message_of(exc: BaseException) -> str:

@@ -17,6 +17,7 @@ from urllib.parse import parse_qsl
 
 import orjson
 
+from lsmstore.error_types import TYPE_OF_STATUS
 from lsmstore.server.errors import ApiError, bad_request
 
 Scope = MutableMapping[str, Any]
@@ -43,8 +44,13 @@ def json_response(data: Any, status: int = 200, headers: dict[str, str] | None =
     return Response(status, orjson.dumps(data), JSON, headers or {})
 
 
-def error_response(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
-    return Response(status, orjson.dumps({"message": message}), JSON, headers or {})
+def error_response(
+    status: int, message: str, headers: dict[str, str] | None = None, kind: str | None = None
+) -> Response:
+    """lakeFS's error body, ``{"message": ...}``, with the machine-readable ``type``
+    (:mod:`lsmstore.error_types`; by default the one of the status)."""
+    body = {"message": message, "type": kind or TYPE_OF_STATUS.get(status, "LsmError")}
+    return Response(status, orjson.dumps(body), JSON, headers or {})
 
 
 def empty(status: int = 204) -> Response:

@@ -6,9 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from lsmstore.client import Repository
+from lsmstore.config import Config
 from lsmstore.errors import LsmError
 from lsmstore.objects.entry import decode_entry
-from lsmstore.types import Change, Commit
+from lsmstore.refstore.base import Ref
+from lsmstore.types import Change, Commit, MergeResult
 
 #: What ``version_config.version`` says: numeric (lakefs-spec parses it), >= 1.3.1.
 LAKEFS_VERSION = "1.70.0"
@@ -43,6 +45,41 @@ def commit(commit_id: str, c: Commit) -> dict[str, Any]:
     }
 
 
+def merge_result(r: MergeResult) -> dict[str, Any]:
+    """lakeFS's ``MergeResult`` (``reference``: the commit the destination is now at)
+    with the fields of the merge or revert that made it: whether a commit was written,
+    that commit (when one was), and the three commits of the three-way merge
+    (``merge_base`` left out when the histories share none)."""
+    out: dict[str, Any] = {
+        "reference": r.commit_id,
+        "merged": r.merged,
+        "source": r.source,
+        "destination": r.destination,
+    }
+    if r.commit is not None:
+        out["commit"] = commit(r.commit_id, r.commit)
+    if r.merge_base is not None:
+        out["merge_base"] = r.merge_base
+    return out
+
+
+def staging_state(branch: str, value: Ref, commit: Commit | None = None) -> dict[str, Any]:
+    """The ``StagingState`` of a branch's ref value; with the base ``commit``, also
+    ``last_commit_id``/``last_commit_date``."""
+    out: dict[str, Any] = {
+        "branch": branch,
+        "commit_id": value.base,
+        "l1_files": len(value.l1),
+        "l2_files": len(value.l2),
+        "l1": list(value.l1),
+        "l2": list(value.l2),
+    }
+    if commit is not None or not value.base:
+        out["last_commit_id"] = value.base
+        out["last_commit_date"] = commit.created_at if commit is not None else 0
+    return out
+
+
 _DIFF_TYPE = {"added": "added", "removed": "removed", "changed": "changed"}
 
 
@@ -62,7 +99,7 @@ def diff_prefix(path: str) -> dict[str, Any]:
     return {"type": "prefix_changed", "path": path, "path_type": "common_prefix"}
 
 
-def config() -> dict[str, Any]:
+def config(settings: Config) -> dict[str, Any]:
     return {
         "version_config": {
             "version": LAKEFS_VERSION,
@@ -71,18 +108,22 @@ def config() -> dict[str, Any]:
             "upgrade_recommended": False,
             "upgrade_url": "",
         },
-        "storage_config": storage_config(),
+        "storage_config": storage_config(settings),
         "storage_config_list": [],
         "capabilities_config": {},
         "ui_config": {},
     }
 
 
-def storage_config() -> dict[str, Any]:
+def storage_config(settings: Config) -> dict[str, Any]:
+    """What the API accepts as a storage namespace (repositories.check_api_namespace):
+    ``local://`` (the default kind: a directory of the server) and ``s3://``, ``mem://``
+    only when the server allows it."""
+    schemes = "local|s3|mem" if settings.server_mem_namespaces == "on" else "local|s3"
     return {
-        "blockstore_type": "s3",
-        "blockstore_namespace_example": "s3://bucket/prefix",
-        "blockstore_namespace_ValidityRegex": "^(s3|file|mem)://",
+        "blockstore_type": "local",
+        "blockstore_namespace_example": "local://my-repository",
+        "blockstore_namespace_ValidityRegex": f"^({schemes})://",
         "default_namespace_prefix": "",
         "pre_sign_support": False,
         "pre_sign_support_ui": False,

@@ -33,6 +33,7 @@ from lsmstore.graveler.ranges import RangeInfo
 from lsmstore.graveler.record import Record, RecordTuple, as_record
 from lsmstore.graveler.source import DirectSource
 from lsmstore.graveler.sst_reader import SSTReader
+from lsmstore.namespace import location_of
 from lsmstore.refstore.base import RefStore
 from lsmstore.staging.files import SIDECAR_SUFFIX, SST_SUFFIX, decode_sidecar
 from lsmstore.staging.merge import amerge_newest
@@ -185,14 +186,14 @@ async def plan_scan(
         if commit.metarange_id != EMPTY_METARANGE_ID:
             ranges = (await DirectSource(objects).metarange(commit.metarange_id)).ranges
     parts, count = partition_plan(
-        info.storage_namespace,
+        location_of(info),
         ranges,
         staged,
         prefix=prefix,
         partition_bytes=partition_bytes,
         min_partitions=min_partitions,
     )
-    return ScanPlan(repo, info.storage_namespace, commit_id, branch, tuple(parts), count)
+    return ScanPlan(repo, location_of(info), commit_id, branch, tuple(parts), count)
 
 
 async def _committed_blocks(

@@ -53,6 +53,7 @@ from lsmstore.config import load_config
 from lsmstore.errors import InvalidInputError, UnavailableError
 from lsmstore.gcfreeze import paused
 from lsmstore.graveler.record import Record
+from lsmstore.namespace import location_of
 from lsmstore.refstore.names import check_ref_name
 from lsmstore.refstore.url import open_refstore
 from lsmstore.spark import rows, scan, stage, tables
@@ -194,12 +195,13 @@ class _Partition(InputPartition):
 class _RepoInfo:
     namespace: str
     metadata: dict[str, str]
+    uid: str = ""  # the repository's id: the commit is refused if it was re-created
 
 
 async def _plan(opts: Options) -> tuple[scan.ScanPlan, dict[str, str]]:
     async with open_refstore(opts.refstore) as refstore:
         info = await refstore.get_repository(opts.location.repo)
-        objects = open_object_store(info.storage_namespace)
+        objects = open_object_store(location_of(info))
         try:
             plan = await scan.plan_scan(
                 refstore,
@@ -269,6 +271,7 @@ class LsmWriter(DataSourceArrowWriter):
         info = run(_repository(opts))
         self.namespace = info.namespace
         self.metadata = info.metadata
+        self.repository_id = info.uid
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         # A task holds its records (a million, by default) while it sorts and encodes
@@ -305,7 +308,13 @@ class LsmWriter(DataSourceArrowWriter):
         async with open_refstore(self.opts.refstore) as refstore:
             try:
                 await stage.commit_files(
-                    refstore, loc.repo, loc.ref, self.group_id, files, grace_s=self.opts.grace_s
+                    refstore,
+                    loc.repo,
+                    loc.ref,
+                    self.group_id,
+                    files,
+                    grace_s=self.opts.grace_s,
+                    repository_id=self.repository_id,
                 )
             except UnavailableError as e:
                 if e.outcome_unknown:  # may have landed: the sweep decides
@@ -334,4 +343,4 @@ async def _repository(opts: Options) -> _RepoInfo:
         ref = await refstore.get_ref(opts.location.repo, opts.location.ref)
         if not ref.is_branch:
             raise InvalidInputError(f"{opts.location}: writes go to a branch, not a tag")
-        return _RepoInfo(info.storage_namespace, dict(info.metadata))
+        return _RepoInfo(location_of(info), dict(info.metadata), info.uid)

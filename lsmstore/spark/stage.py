@@ -161,8 +161,11 @@ async def commit_files(
     grace_s: float,
     clock: Callable[[], float] = time.time,
     attempts: int = COMMIT_ATTEMPTS,
+    repository_id: str | None = None,
 ) -> Ref:
-    """Stage the job's files as one unit (module docstring); returns the branch's value."""
+    """Stage the job's files as one unit (module docstring); returns the branch's value.
+    ``repository_id``: the id of the repository the files were written for (the append
+    is refused with RepositoryNotFoundError if it was deleted or re-created since)."""
     ordered = order_files(files)
     now = clock()
     check_job_age(
@@ -175,7 +178,9 @@ async def commit_files(
     delay = 0.05
     for attempt in range(attempts):
         try:
-            return await refstore.append_l1_group(repo, branch, group_id, ids)
+            return await refstore.append_l1_group(
+                repo, branch, group_id, ids, repository_id=repository_id
+            )
         except UnavailableError:  # idempotent by the group id: safe to send again
             if attempt + 1 == attempts:
                 raise

@@ -215,10 +215,15 @@ class BranchWriter:
         randbits: Callable[[int], int] = secrets.randbits,
         on_append: Callable[[Ref], None] | None = None,
         encoder: Encoder | None = None,
+        repository_id: str | None = None,
     ) -> None:
         """``encoder`` encodes sealed batches (a Store shares one, with a worker
-        process); without one, batches are encoded in a thread."""
+        process); without one, batches are encoded in a thread.  ``repository_id``
+        conditions every append on the repository's id (RefStore, "Repository ids"):
+        a batch prepared for a repository deleted or re-created meanwhile fails with
+        RepositoryNotFoundError, never acknowledged."""
         self.refstore = refstore
+        self.repository_id = repository_id
         self.objects = objects
         self.repo = repo
         self.branch = branch
@@ -738,9 +743,10 @@ class BranchWriter:
         named = ", ".join(file_ids)
         for attempt in range(1, attempts + 1):
             try:
+                uid = self.repository_id
                 if len(file_ids) == 1:
-                    return await rs.append_l1(repo, branch, file_ids[0])
-                return await rs.append_l1_many(repo, branch, file_ids)
+                    return await rs.append_l1(repo, branch, file_ids[0], repository_id=uid)
+                return await rs.append_l1_many(repo, branch, file_ids, repository_id=uid)
             except UnavailableError as e:
                 unknown = unknown or e.outcome_unknown
                 if attempt == attempts:

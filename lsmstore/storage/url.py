@@ -90,20 +90,22 @@ def _s3_options(url: str, query: str, options: dict[str, Any]) -> dict[str, Any]
     return typed
 
 
-def local_namespace_path(url: str) -> Path:
-    """Where a ``local://relative/path`` namespace lives: under ``$LSMSTORE_HOME/data``."""
+def local_namespace_path(url: str, home: Path | None = None) -> Path:
+    """Where a ``local://relative/path`` namespace lives: under ``home/data`` (by
+    default ``$LSMSTORE_HOME/data``).  A repository records where its namespace
+    resolved when it was created (lsmstore.namespace), and every process uses that."""
     from lsmstore.config import default_home
 
     parts = urlsplit(url)
     if parts.query or parts.fragment:
         raise InvalidURLError(f"local:// URLs take no options: {url!r}")
-    rel = unquote(parts.netloc + parts.path)
+    rel = _unquoted(url, parts.netloc + parts.path)
     segments = rel.split("/")
     if not rel or rel.startswith("/") or any(s in ("", ".", "..") for s in segments):
         raise InvalidURLError(
             f"local URL must be local://<relative/path> without '.', '..' or empty parts: {url!r}"
         )
-    return default_home() / "data" / rel
+    return (home or default_home()) / "data" / rel
 
 
 def open_object_store(url: str, **options: Any) -> ObjectStore:

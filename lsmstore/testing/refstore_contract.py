@@ -209,6 +209,76 @@ class RefStoreContract:
             await refstore.get_ref(REPO, "main")
         assert await refstore.get_ref("other", "main") == branch()
 
+    async def test_repository_id_and_location(self, refstore: RefStore) -> None:
+        r = Repository(REPO, "local://a/b", "main", 1.0, {}, "u" * 32, "file:///srv/data/a/b")
+        await refstore.create_repository(r)
+        assert await refstore.get_repository(REPO) == r
+        assert (await refstore.list_repositories())[0] == r
+        legacy = Repository("old", "file:///d", "main", 1.0)
+        await refstore.create_repository(legacy)
+        got = await refstore.get_repository("old")
+        assert (got.uid, got.location) == ("", "")
+        with pytest.raises(InvalidInputError):
+            await refstore.create_repository(Repository("x", "file:///d", "main", uid="A!"))
+        with pytest.raises(InvalidInputError):
+            await refstore.create_repository(Repository("x", "file:///d", "main", location="\x00"))
+
+    @pytest.mark.parametrize("op", ["append_l1", "append_l1_many", "append_l1_group"])
+    async def test_append_conditioned_on_repository_id(self, refstore: RefStore, op: str) -> None:
+        """An append prepared for a repository is refused once it is deleted and
+        re-created (another id), and changes nothing; with the right id it applies."""
+
+        async def append(file_id: str, uid: str | None) -> Ref:
+            if op == "append_l1":
+                return await refstore.append_l1(REPO, "main", file_id, repository_id=uid)
+            if op == "append_l1_many":
+                return await refstore.append_l1_many(REPO, "main", [file_id], repository_id=uid)
+            return await refstore.append_l1_group(
+                REPO, "main", "g" + file_id, [file_id], repository_id=uid
+            )
+
+        await refstore.create_repository(Repository(REPO, "file:///d", "main", 1.0, uid="one"))
+        await refstore.create_ref(REPO, "main", branch())
+        assert (await append("f1", "one")).l1 == ("f1",)
+        assert (await append("f1", "one")).l1 == ("f1",)  # idempotent
+        with pytest.raises(RepositoryNotFoundError, match="re-created"):
+            await append("f2", "two")
+        with pytest.raises(RepositoryNotFoundError):
+            await append("f2", "")
+        assert (await refstore.get_ref(REPO, "main")).l1 == ("f1",)
+        await refstore.delete_repository(REPO)
+        with pytest.raises(RepositoryNotFoundError):
+            await append("f2", "one")
+        await refstore.create_repository(Repository(REPO, "file:///e", "main", 2.0, uid="two"))
+        await refstore.create_ref(REPO, "main", branch())
+        with pytest.raises(RepositoryNotFoundError):
+            await append("f2", "one")
+        assert (await refstore.get_ref(REPO, "main")).l1 == ()
+        assert (await append("f3", None)).l1 == ("f3",)  # unconditioned
+        assert (await append("f4", "two")).l1 == ("f3", "f4")
+        # A repository recorded without an id is named by "".
+        await self.repo(refstore, "legacy")
+        await refstore.create_ref("legacy", "main", branch())
+        assert (await refstore.append_l1("legacy", "main", "f5", repository_id="")).l1 == ("f5",)
+        with pytest.raises(RepositoryNotFoundError):
+            await refstore.append_l1("legacy", "main", "f6", repository_id="two")
+        with pytest.raises(InvalidInputError):
+            await refstore.append_l1("legacy", "main", "f6", repository_id="Bad Id")
+
+    async def test_concurrent_conditioned_appends(self, refstore: RefStore) -> None:
+        await refstore.create_repository(Repository(REPO, "file:///d", "main", 1.0, uid="one"))
+        await refstore.create_ref(REPO, "main", branch())
+        fids = ids("c", 24)
+        await asyncio.gather(
+            *(
+                refstore.append_l1(REPO, "main", f, repository_id="one")
+                if i % 2
+                else refstore.append_l1_many(REPO, "main", [f], repository_id="one")
+                for i, f in enumerate(fids)
+            )
+        )
+        assert sorted((await refstore.get_ref(REPO, "main")).l1) == sorted(fids)
+
     async def test_repository_metadata_too_large(self, refstore: RefStore) -> None:
         big = {"k": "x" * (MAX_REPOSITORY_METADATA_BYTES + 1)}
         with pytest.raises(EntryTooLargeError, match=REPO):

@@ -59,14 +59,18 @@ async def write_initial_commit(ctx: RepoContext, created_at: int) -> str:
     return commit_id
 
 
-async def init_default_branch(ctx: RepoContext, branch: str | None = None) -> str:
-    """Give a repository its first commit and its default branch on it; the commit ID.
+async def init_default_branch(
+    ctx: RepoContext, branch: str | None = None, *, created_at: int | None = None
+) -> str:
+    """Give a repository its first commit (made at ``created_at``, default now) and its
+    default branch on it; the commit ID.
 
     Idempotent: a branch already there is left as it is (this also repairs a repository
     whose creation stopped between writing its record and creating the branch).
     """
     name = branch or ctx.default_branch
-    commit_id = await write_initial_commit(ctx, int(ctx.clock()))
+    when = int(ctx.clock()) if created_at is None else created_at
+    commit_id = await write_initial_commit(ctx, when)
     try:
         await ctx.refstore.create_ref(ctx.name, name, Ref("branch", commit_id))
     except RefExistsError:

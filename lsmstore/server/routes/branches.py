@@ -1,26 +1,47 @@
-"""Branches: list, create, get, delete, reset, revert, commit, uncommitted diff."""
+"""Branches: list, create, get, delete, reset, revert, commit, uncommitted diff -- each
+write one call of the operations layer (:mod:`lsmstore.operations`)."""
 
 from __future__ import annotations
 
 import functools
 
-from lsmstore.client import Repository
 from lsmstore.errors import InvalidInputError, RefNotFoundError
+from lsmstore.operations import branches as _branches
 from lsmstore.refstore.names import check_ref_name
 from lsmstore.server import models, pagination, validate
 from lsmstore.server.context import Context
 from lsmstore.server.errors import bad_request
 from lsmstore.server.http import Request, Response, empty, json_response, text_response
-from lsmstore.server.routes import staging
 from lsmstore.server.routes.common import DIFF_PARAMS, committer, diff_page, merge_strategy
 from lsmstore.server.routes.schemas import BOOL, STR, ref
 from lsmstore.server.routing import Param, Route
-from lsmstore.types import Commit
+from lsmstore.types import Commit, MergeResult
 from lsmstore.versioning import changes as _changes
 from lsmstore.versioning import refs as _refs
 
 BASE = "/api/v1/repositories/{repository}/branches"
 ITEM = BASE + "/{branch}"
+
+
+async def revert_request(ctx: Context, request: Request) -> MergeResult:
+    """The revert a ``RevertCreation`` body asks for, done."""
+    repo = await ctx.repository(request.params["repository"])
+    name = check_ref_name(request.params["branch"])
+    doc = await request.json_object()
+    target = validate.string(doc, "ref")
+    parent = validate.integer(doc, "parent_number", required=True)
+    validate.boolean(doc, "force")
+    validate.boolean(doc, "allow_empty")
+    overrides = doc.get("commit_overrides") or {}
+    if not isinstance(overrides, dict):
+        raise bad_request("field 'commit_overrides' must be an object")
+    message = validate.string(overrides, "message", required=False) or None
+    metadata = validate.string_map(overrides, "metadata")
+    strategy = merge_strategy(doc)
+    return await repo.revert(
+        target, branch=name, parent=max(parent, 1), strategy=strategy, message=message,
+        committer=committer(request, doc), metadata=metadata,
+    )  # fmt: skip
 
 
 def routes(ctx: Context) -> list[Route]:
@@ -38,8 +59,7 @@ def routes(ctx: Context) -> list[Route]:
         validate.boolean(doc, "hidden")
         if not source:
             raise bad_request("field 'source' must not be empty")
-        info = await _refs.create_branch(repo.context(), name, source)
-        return text_response(info.commit_id, 201)
+        return text_response(await _branches.create(repo, name, source), 201)
 
     async def get_branch(request: Request) -> Response:
         repo = await ctx.repository(request.params["repository"])
@@ -57,8 +77,9 @@ def routes(ctx: Context) -> list[Route]:
             await _refs.get_branch(repo.context(), name)
         except InvalidInputError:
             raise RefNotFoundError(f"{repo.name}: no branch named {name!r}") from None
-        async with ctx.locks.exclusive(repo.name, name):
+        try:
             await repo.delete_branch(name)
+        finally:
             ctx.forget_branch(repo.name, name)
         return empty(204)
 
@@ -70,52 +91,17 @@ def routes(ctx: Context) -> list[Route]:
         validate.boolean(doc, "force")
         path = validate.string(doc, "path", required=False)
         if kind == "reset":
-            await staging.discard(ctx, repo, name)
+            await repo.branch(name).reset()
         elif kind in ("object", "common_prefix"):
             if not path:
                 raise bad_request(f"reset of type {kind!r} needs a 'path'")
-            await _reset_paths(repo, name, path, kind == "common_prefix")
+            await _branches.reset_paths(repo.branch(name), path, prefix=kind == "common_prefix")
         else:
             raise bad_request("field 'type' must be one of reset, object, common_prefix")
         return empty(204)
 
-    async def _reset_paths(repo: Repository, name: str, path: str, prefix: bool) -> None:
-        """Put the committed record of each staged path under ``path`` back (or a
-        tombstone where nothing is committed): the path reads as committed again."""
-        async with ctx.locks.shared(repo.name, name):
-            branch = repo.branch(name)
-            changes = await branch.diff_uncommitted()
-            hit = [c for c in changes if (c.key.decode("utf-8", "surrogateescape").startswith(path)
-                                          if prefix else c.key == path.encode())]  # fmt: skip
-            if not hit:
-                return
-            puts: list[tuple[str | bytes, bytes, bytes]] = [
-                (c.key, c.left.value or b"", c.left.identity) for c in hit if c.left is not None
-            ]
-            deletes = [c.key for c in hit if c.left is None]
-            if puts:
-                await branch.put_many(puts)
-            if deletes:
-                await branch.delete_many(deletes)
-
     async def revert_branch(request: Request) -> Response:
-        repo = await ctx.repository(request.params["repository"])
-        name = check_ref_name(request.params["branch"])
-        doc = await request.json_object()
-        target = validate.string(doc, "ref")
-        parent = validate.integer(doc, "parent_number", required=True)
-        validate.boolean(doc, "force")
-        validate.boolean(doc, "allow_empty")
-        overrides = doc.get("commit_overrides") or {}
-        if not isinstance(overrides, dict):
-            raise bad_request("field 'commit_overrides' must be an object")
-        message = validate.string(overrides, "message", required=False) or None
-        metadata = validate.string_map(overrides, "metadata")
-        strategy = merge_strategy(doc)
-        await repo.revert(
-            target, branch=name, parent=max(parent, 1), strategy=strategy, message=message,
-            committer=committer(request, doc), metadata=metadata,
-        )  # fmt: skip
+        await revert_request(ctx, request)
         return empty(204)
 
     async def commit(request: Request) -> Response:
@@ -128,11 +114,9 @@ def routes(ctx: Context) -> list[Route]:
         validate.boolean(doc, "force")
         validate.integer(doc, "date")
         who = committer(request, doc)
-        async with ctx.locks.shared(repo.name, name):
-            await repo.branch(name).flush()
-            c: Commit = await repo.branch(name).commit(
-                message, metadata=metadata, committer=who, allow_empty=allow_empty
-            )
+        c: Commit = await repo.branch(name).commit(
+            message, metadata=metadata, committer=who, allow_empty=allow_empty
+        )
         return json_response(models.commit(c.id, c), 201)
 
     async def diff_branch(request: Request) -> Response:

@@ -13,13 +13,13 @@ from lsmstore.server.throttle import client_address
 
 def routes(ctx: Context) -> list[Route]:
     async def get_config(request: Request) -> Response:
-        return json_response(models.config())
+        return json_response(models.config(ctx.config))
 
     async def get_version(request: Request) -> Response:
-        return json_response(models.config()["version_config"])
+        return json_response(models.config(ctx.config)["version_config"])
 
     async def get_storage(request: Request) -> Response:
-        return json_response(models.storage_config())
+        return json_response(models.storage_config(ctx.config))
 
     async def post_stats(request: Request) -> Response:
         doc = await request.json_object()

@@ -4,7 +4,12 @@ one or many, copy -- over the object layer of ``Branch``/``Ref`` (lsmstore.objec
 Uploads stream: the body goes to the object store chunk by chunk (bounded by
 ``server_max_object_bytes``: 413 past it) and the entry is staged once the data is
 durable; the answer (201) comes only once the entry is appended.  ``If-None-Match: *``
-makes the upload conditional (412 when the path holds an object).  User metadata comes
+makes the upload conditional (412 when the path holds an object); on a read,
+``If-Match: "<etag>"`` answers 412 unless the object still has that ETag (a reader that
+must not read another object's data than the one it opened).  Data written
+elsewhere is registered with lakeFS's ``linkPhysicalAddress`` (``If-None-Match: *``
+likewise: checked and staged as one step); ``getPhysicalAddress`` hands out a fresh
+``data/`` address to write it to.  User metadata comes
 from ``x-lakefs-meta-<key>`` headers, keys lower-cased as lakeFS does.
 """
 
@@ -16,7 +21,7 @@ from email.utils import formatdate
 from typing import Any
 
 from lsmstore.client import Ref
-from lsmstore.errors import ObjectExistsError
+from lsmstore.errors import PreconditionFailedError
 from lsmstore.objects import DEFAULT_CONTENT_TYPE
 from lsmstore.objects.source import HASH_IN_THREAD
 from lsmstore.refstore.names import check_ref_name
@@ -32,6 +37,7 @@ from lsmstore.types import ObjectStats
 REPO = "/api/v1/repositories/{repository}"
 BRANCH_OBJECTS = REPO + "/branches/{branch}/objects"
 REF_OBJECTS = REPO + "/refs/{ref}/objects"
+BRANCH_BACKING = REPO + "/branches/{branch}/staging/backing"
 META_PREFIX = "x-lakefs-meta-"
 MAX_DELETE_PATHS = 1000
 #: Upload bodies declared at most this long are read whole, then written in one step
@@ -153,16 +159,13 @@ def routes(ctx: Context) -> list[Route]:
         else:
             await ctx.check_branch(branch)  # 404 for a missing branch before the body
         started = time.perf_counter()
-        async with ctx.locks.shared(repo.name, branch_name):
-            ctx.metrics.writes_in_flight.inc()
-            try:
-                stats = await branch.upload(
-                    path, data, content_type=content_type, metadata=metadata, if_absent=if_absent
-                )
-            except ObjectExistsError as e:
-                raise ApiError(412, str(e)) from None
-            finally:
-                ctx.metrics.writes_in_flight.dec()
+        ctx.metrics.writes_in_flight.inc()
+        try:  # ObjectExistsError: 412 (lsmstore.error_types)
+            stats = await branch.upload(
+                path, data, content_type=content_type, metadata=metadata, if_absent=if_absent
+            )
+        finally:
+            ctx.metrics.writes_in_flight.dec()
         ctx.metrics.flush_seconds.labels("uploadObject").observe(time.perf_counter() - started)
         return json_response(stats_json(stats), 201)
 
@@ -178,6 +181,12 @@ def routes(ctx: Context) -> list[Route]:
         if request.headers.get("if-none-match", "").strip('" ') == s.checksum and s.checksum:
             await reader.aclose()
             return Response(304, b"", None, headers)
+        match = request.headers.get("if-match")
+        if match is not None and match.strip('" ') != s.checksum:
+            await reader.aclose()
+            raise PreconditionFailedError(
+                f"object {path!r} is not {match.strip()} any more (its ETag is {s.checksum!r})"
+            )
         span = None
         header = request.headers.get("range")
         if header:
@@ -193,9 +202,20 @@ def routes(ctx: Context) -> list[Route]:
             await reader.aclose()
             return Response(status, b"", None, headers)
 
+        # The first chunk is read before answering: data that is missing (a link to
+        # nothing) answers 404 instead of a body cut short after the headers.
+        it = reader.iter_chunks(start, end - start)
+        try:
+            first = await anext(it, b"")
+        except BaseException:
+            await reader.aclose()
+            raise
+
         async def chunks() -> AsyncIterator[bytes]:
             try:
-                async for chunk in reader.iter_chunks(start, end - start):
+                if first:
+                    yield first
+                async for chunk in it:
                     yield chunk
             finally:
                 await reader.aclose()
@@ -245,8 +265,7 @@ def routes(ctx: Context) -> list[Route]:
         repo = await ctx.repository(request.params["repository"])
         name = check_ref_name(request.params["branch"])
         path = _path(request)
-        async with ctx.locks.shared(repo.name, name):
-            await repo.branch(name).delete_object(path)
+        await repo.branch(name).delete_object(path)
         return empty(204)
 
     async def delete_objects(request: Request) -> Response:
@@ -258,8 +277,7 @@ def routes(ctx: Context) -> list[Route]:
             raise bad_request(f"at most {MAX_DELETE_PATHS} paths per request")
         branch = repo.branch(name)
         await branch.head()  # its body is read: an exact 404, even for no paths
-        async with ctx.locks.shared(repo.name, name):
-            await branch.delete_objects(paths)
+        await branch.delete_objects(paths)
         return json_response({"errors": []})
 
     async def copy_object(request: Request) -> Response:
@@ -271,9 +289,41 @@ def routes(ctx: Context) -> list[Route]:
         src_ref = validate.string(doc, "src_ref", required=False) or None
         validate.boolean(doc, "force")
         validate.boolean(doc, "shallow")
-        async with ctx.locks.shared(repo.name, name):
-            s = await repo.branch(name).copy_object(src_path, dest, src_ref=src_ref)
+        s = await repo.branch(name).copy_object(src_path, dest, src_ref=src_ref)
         return json_response(stats_json(s), 201)
+
+    async def get_physical_address(request: Request) -> Response:
+        repo = await ctx.repository(request.params["repository"])
+        branch = repo.branch(check_ref_name(request.params["branch"]))
+        _path(request)
+        if request.bool_arg("presign"):
+            raise bad_request("pre-signed URLs are not supported (storage_config.pre_sign_support)")
+        await ctx.check_branch(branch)
+        return json_response({"physical_address": branch.new_physical_address()})
+
+    async def link_physical_address(request: Request) -> Response:
+        repo = await ctx.repository(request.params["repository"])
+        branch = repo.branch(check_ref_name(request.params["branch"]))
+        path = _path(request)
+        if_absent = request.headers.get("if-none-match", "").strip() == "*"
+        doc = await request.json_object()
+        staging = doc.get("staging")
+        if not isinstance(staging, dict):
+            raise bad_request("field 'staging' must be an object")
+        address = validate.string(staging, "physical_address")
+        checksum = validate.string(doc, "checksum")
+        size = validate.integer(doc, "size_bytes", required=True)
+        content_type = validate.string(doc, "content_type", required=False) or None
+        metadata = validate.string_map(doc, "user_metadata")
+        mtime = validate.integer(doc, "mtime", required=False, default=-1)
+        validate.boolean(doc, "force")
+        await ctx.check_branch(branch)
+        s = await branch.link(
+            path, address, size=size, checksum=checksum, content_type=content_type,
+            metadata=metadata, mtime=None if mtime < 0 else mtime, if_absent=if_absent,
+            verify=request.bool_arg("verify"),
+        )  # fmt: skip
+        return json_response(stats_json(s))
 
     upload_body = (
         ("application/octet-stream", _OCTETS),
@@ -285,6 +335,14 @@ def routes(ctx: Context) -> list[Route]:
               query=(PATH, Param("storageClass", STR), Param("force", BOOL)),
               body=upload_body, responses={201: ref("ObjectStats")},
               errors=(404, 409, 412)),
+        Route("GET", BRANCH_BACKING, get_physical_address, "getPhysicalAddress", "write",
+              "objects", query=(PATH, PRESIGN), responses={200: ref("StagingLocation")},
+              errors=(400, 404)),
+        Route("PUT", BRANCH_BACKING, link_physical_address, "linkPhysicalAddress", "write",
+              "objects", query=(PATH, Param("verify", BOOL, description="check that the "
+                                             "data exists with size_bytes bytes")),
+              body=(("application/json", ref("StagingMetadata")),),
+              responses={200: ref("ObjectStats")}, errors=(400, 404, 412)),
         Route("GET", REF_OBJECTS, get_object, "getObject", "read", "objects",
               query=(PATH, PRESIGN), responses={200: _OCTETS, 206: _OCTETS, 304: None},
               produces="application/octet-stream", errors=(404, 416),

@@ -9,7 +9,7 @@ from lsmstore.errors import NothingToCommitError
 from lsmstore.graveler.diff import diff_trees
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID
 from lsmstore.refstore.names import check_ref_name
-from lsmstore.server import pagination, validate
+from lsmstore.server import models, pagination, validate
 from lsmstore.server.context import Context
 from lsmstore.server.errors import bad_request
 from lsmstore.server.http import Request, Response, json_response
@@ -70,7 +70,7 @@ def routes(ctx: Context) -> list[Route]:
         )  # fmt: skip
         if not result.merged and not allow_empty:
             raise NothingToCommitError(f"{repo.name}/{dest}: nothing to merge, no changes")
-        return json_response({"reference": result.commit_id})
+        return json_response(models.merge_result(result))
 
     async def find_merge_base(request: Request) -> Response:
         repo = await ctx.repository(request.params["repository"])

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from urllib.parse import parse_qsl, urlsplit
+
 from lsmstore.client import Repository
+from lsmstore.config import Config
 from lsmstore.server import models, pagination, validate
 from lsmstore.server.context import Context
 from lsmstore.server.errors import bad_request
@@ -13,7 +16,34 @@ from lsmstore.server.routing import Param, Route
 
 BASE = "/api/v1/repositories"
 #: Namespace schemes a client may name (``file://`` is for the library only).
-API_NAMESPACE_SCHEMES = ("local", "s3", "mem")
+API_NAMESPACE_SCHEMES = ("local", "s3", "mem")  # mem:// only when configured
+
+
+def check_api_namespace(namespace: str, config: Config) -> None:
+    """400 unless an API caller may name ``namespace``: ``local://`` or ``s3://`` (its
+    ``endpoint_url`` one of ``server_namespace_endpoints``), ``mem://`` only with
+    ``server_mem_namespaces = on`` (docs/security.md)."""
+    scheme = namespace.split("://", 1)[0].lower()
+    if scheme not in API_NAMESPACE_SCHEMES:
+        raise bad_request(
+            f"storage namespace {namespace!r}: the API accepts local:// or s3:// "
+            "namespaces (a file:// path would let a client write anywhere on the server)"
+        )
+    if scheme == "mem" and config.server_mem_namespaces != "on":
+        raise bad_request(
+            f"storage namespace {namespace!r}: mem:// namespaces lose their data on restart; "
+            "the server accepts them only with server.mem_namespaces = on (tests)"
+        )
+    if scheme == "s3":
+        endpoints = dict(parse_qsl(urlsplit(namespace).query, keep_blank_values=True))
+        endpoint = endpoints.get("endpoint_url")
+        listed = config.server_namespace_endpoints.replace(",", " ").split()
+        allowed = {e.rstrip("/") for e in listed}
+        if endpoint is not None and endpoint.rstrip("/") not in allowed:
+            raise bad_request(
+                f"storage namespace {namespace!r}: endpoint {endpoint!r} is not one of the "
+                "server's configured S3 endpoints (server.namespace_endpoints)"
+            )
 
 
 def routes(ctx: Context) -> list[Route]:
@@ -48,11 +78,7 @@ def routes(ctx: Context) -> list[Route]:
         name = validate.string(doc, "name")
         namespace = validate.string(doc, "storage_namespace")
         default_branch = validate.string(doc, "default_branch", required=False, default="main")
-        if namespace.split("://", 1)[0].lower() not in API_NAMESPACE_SCHEMES:
-            raise bad_request(
-                f"storage namespace {namespace!r}: the API accepts local://, s3:// or mem:// "
-                "namespaces (a file:// path would let a client write anywhere on the server)"
-            )
+        check_api_namespace(namespace, ctx.config)
         validate.boolean(doc, "sample_data")
         validate.boolean(doc, "read_only")
         repo = await store.create_repository(

@@ -96,7 +96,16 @@ COMPONENTS: dict[str, dict[str, Any]] = {
             "committer": STR,
         },
     ),
-    "MergeResult": obj({"reference": STR}),
+    "MergeResult": obj(
+        {"reference": STR},
+        {
+            "merged": BOOL,
+            "commit": ref("Commit"),
+            "source": STR,
+            "destination": STR,
+            "merge_base": STR,
+        },
+    ),
     "FindMergeBaseResult": obj(
         {"source_commit_id": STR, "destination_commit_id": STR, "base_commit_id": STR}
     ),
@@ -123,6 +132,11 @@ COMPONENTS: dict[str, dict[str, Any]] = {
         {"size_bytes": INT, "metadata": STR_MAP, "content_type": STR},
     ),
     "ObjectStatsList": listing("ObjectStats"),
+    "StagingLocation": obj({}, {"physical_address": STR}),
+    "StagingMetadata": obj(
+        {"staging": ref("StagingLocation"), "checksum": STR, "size_bytes": INT},
+        {"user_metadata": STR_MAP, "content_type": STR, "mtime": INT, "force": BOOL},
+    ),
     "ObjectCopyCreation": obj({"src_path": STR}, {"src_ref": STR, "force": BOOL, "shallow": BOOL}),
     "PathList": obj({"paths": {"type": "array", "items": STR}}),
     "ObjectErrorList": obj(

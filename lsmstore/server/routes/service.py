@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from lsmstore.errors import ObjectNotFoundError
+from lsmstore.namespace import location_of
 from lsmstore.server.context import Context
 from lsmstore.server.http import Request, Response, empty, error_response, json_response
 from lsmstore.server.metrics import CONTENT_TYPE
@@ -25,7 +26,7 @@ async def ready_problem(ctx: Context) -> str | None:
     repos = await ctx.store.refstore.list_repositories(limit=1)
     for info in repos:  # one repository's object store answers
         try:
-            objects = ctx.store.objects(info.storage_namespace)
+            objects = ctx.store.objects(location_of(info))
             await asyncio.wait_for(objects.head("_lsm/ready-probe"), READY_TIMEOUT_S)
         except ObjectNotFoundError:
             pass

@@ -1,12 +1,10 @@
 """Workspaces over HTTP (docs/server.md, "Workspaces"): stash a branch's staged changes
 under a name, pop them onto a branch, list, show and drop them.
 
-Stash and pop hold the branch's lock *exclusively* (like reset): this process's writes
-to the branch are flushed and held off, so a write acknowledged before the request is
-in the workspace (stash) or under it (pop).  The move itself is one RefStore operation
-(``stash_workspace`` / ``pop_workspace``, atomic across both records), so a crash of
-the server leaves either the old state or the new one, never half of it; a client
-whose answer was lost reads the workspace back (GET) to learn which.
+Stash and pop are the operations layer's (:mod:`lsmstore.operations.workspaces`: the
+branch's exclusive lock, one atomic RefStore move), so a crash of the server leaves
+either the old state or the new one, never half of it; a client whose answer was lost
+reads the workspace back (GET) to learn which.
 """
 
 from __future__ import annotations
@@ -15,9 +13,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from lsmstore.client import Branch
-from lsmstore.refstore.base import Ref, Workspace
+from lsmstore.refstore.base import Workspace
 from lsmstore.refstore.names import check_ref_name
-from lsmstore.server import pagination, validate
+from lsmstore.server import models, pagination, validate
 from lsmstore.server.context import Context
 from lsmstore.server.http import Request, Response, empty, json_response
 from lsmstore.server.routes.schemas import ref
@@ -42,18 +40,6 @@ def workspace(w: Workspace) -> dict[str, Any]:
     }
 
 
-def staging(branch: str, value: Ref) -> dict[str, Any]:
-    """The ``StagingState`` JSON of a branch's ref value (its required fields)."""
-    return {
-        "branch": branch,
-        "commit_id": value.base,
-        "l1_files": len(value.l1),
-        "l2_files": len(value.l2),
-        "l1": list(value.l1),
-        "l2": list(value.l2),
-    }
-
-
 def routes(ctx: Context) -> list[Route]:
     async def list_workspaces(request: Request) -> Response:
         repo = await ctx.repository(request.params["repository"])
@@ -72,13 +58,12 @@ def routes(ctx: Context) -> list[Route]:
         return empty(204)
 
     async def _move(request: Request, move: Callable[[Branch, str], Awaitable[T]]) -> T:
-        """``move(branch, name)`` under the branch's exclusive lock (module docstring)."""
+        """``move(branch, name)``: a stash or pop of the request's branch."""
         repo = await ctx.repository(request.params["repository"])
         branch = check_ref_name(request.params["branch"])
         doc = await request.json_object()
         name = check_ref_name(validate.string(doc, "name"), "workspace")
-        async with ctx.locks.exclusive(repo.name, branch):
-            return await move(repo.branch(branch), name)
+        return await move(repo.branch(branch), name)
 
     async def stash(request: Request) -> Response:
         w = await _move(request, lambda branch, name: branch.stash(name))
@@ -86,7 +71,7 @@ def routes(ctx: Context) -> list[Route]:
 
     async def pop(request: Request) -> Response:
         value = await _move(request, lambda branch, name: branch.pop(name))
-        return json_response(staging(request.params["branch"], value))
+        return json_response(models.staging_state(request.params["branch"], value))
 
     body = (("application/json", ref("WorkspaceName")),)
     return [

@@ -1,10 +1,16 @@
-"""Per-branch reader/writer locks inside one server process.
+"""Per-branch reader/writer exclusion inside one process: the Store's ``exclusion``,
+taken by the operations layer for every front end (the embedded client and the server
+alike).
 
-Writes to a branch hold its lock *shared*; operations that must not interleave with
-them (reset, delete, stash of staged changes) take it *exclusively*, so they see no
-write half-way between the memstore and its L1 append.  Across processes the
-RefStore's compare-and-swap keeps these operations safe; the lock only keeps this
-process's own writes out of their way.  Locks of idle branches are dropped.
+Writes to a branch (object writes, batches, ``put_many``, staged SSTs, commits) hold its
+lock *shared*; operations that must not interleave with them (reset, branch deletion,
+stash, pop) take it *exclusively*, so they see no write of this process half-way between
+the memstore and its L1 append.  Across processes the RefStore's compare-and-swap keeps
+these operations safe; the lock only keeps this process's own writes out of their way.
+Single raw ``put``/``delete`` calls take no lock (the hot path): such a write is ordered
+against a reset or stash by the RefStore alone, like another process's write.  Locks of
+idle branches are dropped.  The lock is not reentrant: an operation takes it once, at
+its entry, and never calls another operation that takes it.
 
 Shared holders enter in *groups*: one task holds the ``aiorwlock`` reader lock for the
 group, and every shared holder arriving while the group is open joins it without
@@ -140,11 +146,15 @@ class _Hold:
 
 
 class BranchLocks:
+    """The per-branch locks of one process (module docstring)."""
+
     def __init__(self) -> None:
         self._locks: dict[tuple[str, str], _Entry] = {}
 
     def shared(self, repo: str, branch: str) -> _Hold:
+        """``async with``: hold ``repo``/``branch`` shared (writes)."""
         return _Hold(self._locks, (repo, branch), False)
 
     def exclusive(self, repo: str, branch: str) -> _Hold:
+        """``async with``: hold ``repo``/``branch`` alone (reset, delete, stash, pop)."""
         return _Hold(self._locks, (repo, branch), True)

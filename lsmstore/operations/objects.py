@@ -1,0 +1,390 @@
+"""Object writes (docs/client.md, "Objects API"): upload, link, link_many, delete one or
+many, copy -- the methods ``Branch`` gets from :class:`ObjectWrites`, and the rules every
+front end shares through them: the data-object life cycle, ``if_absent``, and the
+garbage candidates a write leaves.
+
+The data-object life cycle (docs/objects.md, "Crashes"), the same for an upload and a
+batch's ``put`` entries (:mod:`lsmstore.operations.batch`): the data is written
+completely (atomically) under a fresh ``data/<id>`` key *before* its entry is staged;
+the write is acknowledged only once the entry is.  A crash in between leaves at most an
+unreferenced data object and no entry.  When staging fails with a definite error the
+data is deleted at once; when its outcome is unknown (or the caller was cancelled while
+it was in flight) the data is recorded as a garbage candidate instead, since the entry
+may have landed (:func:`settle_failed_data`).
+
+Replaced data: a write that replaces or deletes an object whose entry is *staged* (not
+committed) records the old ``data/`` object as a garbage candidate
+(:func:`record_replaced`); committed data is never a candidate (GC's mark phase decides).
+``link``/``link_many`` and raw writes look nothing up and leave such data to the GC
+job's orphan scan.
+
+``if_absent`` (lakeFS's ``If-None-Match: *``) is checked against the branch as of the
+write, and check and write are serialised per path within one process
+(:func:`path_lock`); the server is one process, so through it two clients racing on a
+path get exactly one success.  Writers in different embedded processes that race on one
+path may both succeed.
+
+Exclusion: every write here holds the branch's shared lock
+(:mod:`lsmstore.operations.exclusion`) while it stages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import weakref
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+from lsmstore import layout, validate
+from lsmstore.errors import (
+    InvalidInputError,
+    LsmError,
+    ObjectExistsError,
+    ObjectNotFoundError,
+    UnavailableError,
+)
+from lsmstore.gc.data import record_candidates
+from lsmstore.graveler.record import Record
+from lsmstore.objects.addresses import Namespace
+from lsmstore.objects.api import ObjectReads, find_object, namespace, object_stats
+from lsmstore.objects.entry import AddressType, ObjectEntry, decode_entry, encode_value
+from lsmstore.objects.linking import LinkStager, link_entry, made_record
+from lsmstore.objects.model import LinkItem, inline_stats
+from lsmstore.objects.rules import check_content_type, check_metadata, check_path
+from lsmstore.objects.source import Source
+from lsmstore.staging.files import new_file_id
+from lsmstore.storage.base import ObjectStore, PutMode
+from lsmstore.types import ObjectLink, ObjectStats
+
+if TYPE_CHECKING:
+    from lsmstore.client import Branch, Repository
+
+_new_tuple = tuple.__new__
+
+#: Per repository, a :class:`LinkStager` whose ``at`` makes each call's (its rules are
+#: the namespace's and the store configuration's, both fixed for a repository object).
+_stagers: weakref.WeakKeyDictionary[Repository, LinkStager] = weakref.WeakKeyDictionary()
+
+#: One lock per (store, repository, branch, path) while an ``if_absent`` write checks and
+#: stages; weakly held, so a lock lives only while someone waits on or holds it.
+_path_locks: weakref.WeakValueDictionary[tuple[int, str, str, bytes], asyncio.Lock] = (
+    weakref.WeakValueDictionary()
+)
+
+
+# --- the rules shared by every object write ---------------------------------------------
+
+
+def now_of(branch: Branch) -> tuple[int, int]:
+    """The store clock's now as ``(seconds, nanoseconds)``, an entry's mtime."""
+    t = branch.repository.store.clock()
+    s = int(t)
+    return s, min(int((t - s) * 1e9), 999_999_999)
+
+
+def entry_record(branch: Branch, key: bytes, entry: ObjectEntry) -> Record:
+    """The staged record of ``entry`` at ``key`` (EntryTooLargeError past the value bound)."""
+    return made_record(key, *encode_value(entry), branch.repository.store.config.max_value_bytes)
+
+
+def link_stager(branch: Branch, now: tuple[int, int]) -> LinkStager:
+    """A :class:`LinkStager` of the branch's repository for one call."""
+    repo = branch.repository
+    stager = _stagers.get(repo)
+    if stager is None:
+        stager = _stagers[repo] = LinkStager(namespace(repo), repo.store.config, now)
+    return stager.at(now)  # never the cached one itself: its makers would grow
+
+
+def path_lock(branch: Branch, key: bytes) -> asyncio.Lock:
+    """The lock that serialises ``if_absent`` check-and-stage on one path."""
+    repo = branch.repository
+    ident = (id(repo.store), repo.name, branch.name, key)
+    lock = _path_locks.get(ident)
+    if lock is None:
+        lock = _path_locks[ident] = asyncio.Lock()
+    return lock
+
+
+def staged_data_address(value: bytes | None, staged: bool) -> str | None:
+    """The relative ``data/`` address of a *staged* object entry's value (data a write
+    replacing it makes a garbage candidate), else None: committed, a raw value, a link
+    outside ``data/``, or absent."""
+    if value is None or not staged:
+        return None
+    try:
+        entry = decode_entry(value, "")
+    except LsmError:
+        return None  # a raw value: no data of ours behind it
+    if entry.is_relative() and entry.address.startswith(layout.DATA):
+        return entry.address
+    return None
+
+
+async def previous(branch: Branch, key: bytes) -> tuple[bool, str | None]:
+    """Whether ``key`` holds an object now, and :func:`staged_data_address` of it."""
+    rec, staged = await branch.view.lookup(key)
+    if rec is None or rec.value is None:
+        return False, None
+    return True, staged_data_address(rec.value, staged)
+
+
+async def previous_many(branch: Branch, keys: Sequence[bytes]) -> list[str | None]:
+    """:func:`staged_data_address` of each key, from one snapshot of the branch and
+    without a task per key: warm keys are answered without awaiting."""
+    try:
+        snap = await branch.view.snapshot()
+        out: list[str | None] = []
+        for key in keys:
+            found = snap.lookup_cached(key)
+            if found is None:
+                found = await snap.lookup(key)
+            rec, staged = found
+            out.append(staged_data_address(rec.value if rec is not None else None, staged))
+        return out
+    except ObjectNotFoundError:  # a staging file collected under the snapshot
+        return [old for _, old in await asyncio.gather(*(previous(branch, k) for k in keys))]
+
+
+async def record_replaced(
+    branch: Branch, items: Iterable[tuple[bytes, str | None, str | None]], reason: str
+) -> None:
+    """Record the old data addresses that ``(key, old, new)`` writes replaced."""
+    found = [
+        (key.decode("utf-8", "surrogateescape"), old)
+        for key, old, new in items
+        if old is not None and old != new
+    ]
+    if found:
+        repo = branch.repository
+        await record_candidates(
+            repo.objects, repo.name, branch.name, found, reason=reason, clock=repo.store.clock
+        )
+
+
+def outcome_unknown(e: BaseException) -> bool:
+    """Whether a failed staging may still have landed (not a definite LsmError)."""
+    return not isinstance(e, LsmError) or (isinstance(e, UnavailableError) and e.outcome_unknown)
+
+
+async def settle_failed_data(
+    branch: Branch, written: Sequence[tuple[str, str]], error: BaseException
+) -> None:
+    """After staging the entries of freshly written data failed with ``error``: delete
+    the data (``(path, data key)`` pairs) when the entries surely did not land, record
+    it as garbage candidates when they may have (module docstring)."""
+    if not written:
+        return
+    repo = branch.repository
+    if outcome_unknown(error):
+        await asyncio.shield(record_candidates(
+            repo.objects, repo.name, branch.name, list(written), reason="stage-unknown",
+            clock=repo.store.clock,
+        ))  # fmt: skip
+        return
+    for _, key in written:
+        with contextlib.suppress(Exception):  # unreferenced: the orphan scan finds it
+            await asyncio.shield(repo.objects.delete(key))
+
+
+def new_data_key(branch: Branch) -> str:
+    """A fresh ``data/<id>`` key of the branch's storage namespace."""
+    return layout.data_key(new_file_id(branch.repository.store.clock))
+
+
+class ObjectWrites(ObjectReads):
+    """The object writes of a Branch (module docstring)."""
+
+    name: str
+
+    def new_physical_address(self) -> str:
+        """A fresh full URI under the namespace's ``data/`` for a client to write an
+        object's data to before linking it (lakeFS's ``getPhysicalAddress``)."""
+        return namespace(self.repository).base + new_data_key(cast("Branch", self))
+
+    async def upload(
+        self,
+        path: str,
+        data: Any,
+        *,
+        content_type: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        if_absent: bool = False,
+    ) -> ObjectStats:
+        """Write ``data`` (bytes, a file path, a binary file object or an async iterable
+        of chunks) as the object at ``path``, streamed to ``data/<id>`` in the storage
+        namespace, then stage its entry; returns once the entry is durable and ordered.
+
+        ``checksum`` is the MD5 hex of the contents.  ``if_absent``: ObjectExistsError
+        when the path holds an object (nothing is uploaded).  Bad input raises
+        InvalidNameError/InvalidInputError before any I/O.
+        """
+        branch = cast("Branch", self)
+        repo = self.repository
+        key = check_path(path, repo.store.config.max_key_bytes)
+        ct = check_content_type(content_type)
+        md = check_metadata(metadata)
+        source = Source(data)
+        ns = namespace(repo)
+        lock = path_lock(branch, key) if if_absent else contextlib.nullcontext()
+        async with repo.store.exclusion.shared(repo.name, self.name), lock:
+            exists, old = await previous(branch, key)
+            if if_absent and exists:
+                raise ObjectExistsError(path)
+            data_key = new_data_key(branch)
+            payload = source.small()
+            durable = None
+            if payload is not None:
+                # One worker-thread hop; its data becomes durable while the entry is
+                # staged and batched, and the writer appends the entry only after.
+                durable = await repo.objects.put_fresh(data_key, payload)
+            else:
+                await repo.objects.put_stream(data_key, source, PutMode.CREATE)
+            secs, nanos = now_of(branch)
+            entry = ObjectEntry(
+                data_key, AddressType.RELATIVE, source.size, source.md5hex, secs, nanos, ct, md
+            )
+            try:
+                await branch.writer().write(entry_record(branch, key, entry), durable)
+            except BaseException as e:
+                await settle_failed_data(branch, [(path, data_key)], e)
+                raise
+        await record_replaced(branch, [(key, old, data_key)], "overwritten")
+        return object_stats(path, entry, ns)
+
+    async def link(
+        self,
+        path: str,
+        physical_address: str,
+        *,
+        size: int,
+        checksum: str,
+        content_type: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        mtime: int | None = None,
+        if_absent: bool = False,
+        verify: bool = False,
+    ) -> ObjectStats:
+        """Register an object whose data is already at ``physical_address`` (a full URI
+        inside the storage namespace, or under an allowed external prefix).
+        ``verify`` checks that the data exists with exactly ``size`` bytes
+        (InvalidInputError otherwise).  ``mtime`` defaults to now.  ``if_absent``:
+        ObjectExistsError when the path holds an object (checked and staged as one
+        step, module docstring).
+
+        Like ``link_many``, it looks nothing up unless ``if_absent`` asks it to (and
+        then the path holds no object to replace): the data of a staged object it
+        replaces is left to the GC job's orphan scan, no candidate is recorded."""
+        branch = cast("Branch", self)
+        repo = self.repository
+        key = check_path(path, repo.store.config.max_key_bytes)
+        ns = namespace(repo)
+        link = ObjectLink(path, physical_address, size, checksum, content_type, metadata, mtime)
+        entry = link_entry(ns, link, now_of(branch))
+        if verify:
+            await self._verify(ns, path, entry)
+        record = entry_record(branch, key, entry)
+        async with repo.store.exclusion.shared(repo.name, self.name):
+            if if_absent:
+                async with path_lock(branch, key):
+                    if (await previous(branch, key))[0]:
+                        raise ObjectExistsError(path)
+                    await branch.writer().write(record)
+            else:
+                await branch.writer().write(record)
+        return object_stats(path, entry, ns)
+
+    async def _verify(self, ns: Namespace, path: str, entry: ObjectEntry) -> None:
+        repo = self.repository
+        loc = ns.locate(entry, path)
+        store: ObjectStore = (
+            repo.objects if loc.store_url is None else repo.store.objects(loc.store_url)
+        )
+        try:
+            meta = await store.head(loc.key)
+        except ObjectNotFoundError:
+            raise InvalidInputError(
+                f"link of {path!r}: no object at {ns.full_address(entry)}"
+            ) from None
+        if meta.size != entry.size:
+            raise InvalidInputError(
+                f"link of {path!r}: the object at {ns.full_address(entry)} has {meta.size} "
+                f"bytes, not {entry.size}"
+            )
+
+    async def link_many(self, links: Iterable[LinkItem]) -> None:
+        """Register many objects in one batch with one acknowledgement (the
+        high-throughput write path).  A link is an :class:`ObjectLink` or its tuple form
+        (:data:`~lsmstore.objects.model.LinkTuple`, cheaper to build).  Every link is
+        checked first: one bad link stages none.  A path given twice keeps its last
+        link.  Unlike the single-path writes, it looks nothing up, so it records no
+        garbage candidates: data it replaced is found by the GC job's scan for
+        unreferenced ``data/`` objects."""
+        branch = cast("Branch", self)
+        staged = link_stager(branch, now_of(branch)).stage_all(links)
+        if staged:
+            repo = self.repository
+            async with repo.store.exclusion.shared(repo.name, self.name):
+                await branch.writer().write_staged(staged)
+
+    async def delete_object(self, path: str) -> None:
+        """Delete the object at ``path``; ObjectNotFoundError when there is none."""
+        branch = cast("Branch", self)
+        repo = self.repository
+        key = check_path(path, repo.store.config.max_key_bytes)
+        async with repo.store.exclusion.shared(repo.name, self.name):
+            exists, old = await previous(branch, key)
+            if not exists:
+                raise ObjectNotFoundError(path, f"object {path!r} not found in {self._where()}")
+            await branch.writer().write(Record(key, b"", None))
+        await record_replaced(branch, [(key, old, None)], "deleted")
+
+    async def delete_objects(self, paths: Iterable[str]) -> None:
+        """Delete many objects in one batch; absent paths are ignored."""
+        branch = cast("Branch", self)
+        repo = self.repository
+        max_key = repo.store.config.max_key_bytes
+        checked = validate.check_items(paths, "delete_objects paths")
+        keys = list(dict.fromkeys(check_path(p, max_key) for p in checked))
+        if not keys:
+            return
+        async with repo.store.exclusion.shared(repo.name, self.name):
+            olds = [(await previous(branch, k))[1] for k in keys]
+            await branch.writer().write_many([Record(k, b"", None) for k in keys])
+        await record_replaced(branch, zip(keys, olds, [None] * len(keys), strict=True), "deleted")
+
+    async def copy_object(
+        self, src_path: str, dst_path: str, *, src_ref: str | None = None
+    ) -> ObjectStats:
+        """Make ``dst_path`` an object with the data of ``src_path`` (read on
+        ``src_ref``, default this branch): the same physical address, no copy of data;
+        a new mtime.  ObjectNotFoundError when the source is absent."""
+        branch = cast("Branch", self)
+        repo = self.repository
+        max_key = repo.store.config.max_key_bytes
+        check_path(src_path, max_key)
+        key = check_path(dst_path, max_key)
+        source: ObjectReads = repo.ref(src_ref) if src_ref is not None else self
+        src, rec = await find_object(source, src_path)
+        async with repo.store.exclusion.shared(repo.name, self.name):
+            _, old = await previous(branch, key)
+            if src is None:  # an inline object: its copy is the same record
+                await branch.writer().write(_new_tuple(Record, (key, rec.identity, rec.value)))
+            else:
+                entry = copied_entry(src, now_of(branch))
+                await branch.writer().write(entry_record(branch, key, entry))
+        if src is None:
+            await record_replaced(branch, [(key, old, None)], "overwritten")
+            return inline_stats(dst_path, cast(bytes, rec.value), rec.identity)
+        new = entry.address if entry.is_relative() else None
+        await record_replaced(branch, [(key, old, new)], "overwritten")
+        return object_stats(dst_path, entry, namespace(repo))
+
+
+def copied_entry(src: ObjectEntry, now: tuple[int, int]) -> ObjectEntry:
+    """The entry of a copy of ``src``: the same data, a new mtime."""
+    return ObjectEntry(
+        src.address, src.address_type, src.size, src.etag, now[0], now[1], src.content_type,
+        dict(src.metadata),
+    )  # fmt: skip

@@ -1,0 +1,128 @@
+"""Commit, merge and revert (docs/versioning.md), with the arguments checked once for
+every front end.
+
+A commit holds the branch's shared lock (:mod:`lsmstore.operations.exclusion`) and
+first flushes this process's pending writes to the branch: every write acknowledged
+before the call, from any process, is in the commit; writes acknowledged meanwhile stay
+staged.  Merge and revert write a commit onto the destination's base with the RefStore's
+compare-and-swap (retried with backoff, ``commit_max_attempts``); the destination's
+staged writes stay staged on top.  Their :class:`MergeResult` is the answer every front
+end reports (the server sends its fields; the remote client rebuilds it from them).
+
+Pre-commit and pre-merge hooks, branch protection and cherry-pick belong here: each
+operation below is the one entry every front end calls, and would run them at its
+start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from lsmstore import validate
+from lsmstore.types import Commit, MergeResult, Strategy
+from lsmstore.versioning import merging as _merging
+
+if TYPE_CHECKING:
+    from lsmstore.client import Branch, Repository
+
+#: The committer recorded when a caller names none.
+from lsmstore.versioning.merging import DEFAULT_COMMITTER
+
+
+async def commit(
+    branch: Branch,
+    message: str,
+    *,
+    metadata: Mapping[str, str] | None = None,
+    committer: str | None = None,
+    allow_empty: bool = False,
+) -> Commit:
+    """Commit the branch's staged writes (module docstring).  NothingToCommitError when
+    nothing is staged (or the staged writes change nothing) unless ``allow_empty``."""
+    from lsmstore.commit.job import commit_branch
+
+    validate.check_str(message, "commit message", empty_ok=True)
+    committer = validate.check_committer(committer) or DEFAULT_COMMITTER
+    metadata = validate.check_metadata(metadata, "commit metadata")
+    validate.check_bool(allow_empty, "allow_empty")
+    repo = branch.repository
+    store = repo.store
+    cfg = store.config
+    async with store.exclusion.shared(repo.name, branch.name):
+        await branch.flush()
+        try:
+            result = await commit_branch(
+                repo.context(),
+                branch.name,
+                message,
+                committer=committer,
+                metadata=metadata,
+                allow_empty=allow_empty,
+                clock=store.clock,
+                max_attempts=cfg.commit_max_attempts,
+                backoff_s=cfg.commit_backoff_ms / 1000,
+                backoff_max_s=cfg.commit_backoff_max_ms / 1000,
+                grace_s=cfg.compaction_grace_s,
+            )
+        finally:
+            store.notify_l1_changed(repo.name, branch.name)
+    return result.commit
+
+
+async def merge(
+    repo: Repository,
+    source: str,
+    into: str,
+    *,
+    strategy: Strategy | None = None,
+    message: str | None = None,
+    committer: str | None = None,
+    metadata: Mapping[str, str] | None = None,
+    squash: bool = False,
+) -> MergeResult:
+    """Three-way merge of the commit ``source`` names into branch ``into``
+    (``Repository.merge``)."""
+    cfg = repo.store.config
+    return await _merging.merge(
+        repo.context(),
+        source,
+        repo.branch(into).name,
+        strategy=strategy,
+        message=validate.check_message(message),
+        committer=validate.check_committer(committer) or DEFAULT_COMMITTER,
+        metadata=validate.check_metadata(metadata),
+        squash=validate.check_bool(squash, "merge squash"),
+        max_attempts=cfg.commit_max_attempts,
+        backoff_s=cfg.commit_backoff_ms / 1000,
+        backoff_max_s=cfg.commit_backoff_max_ms / 1000,
+    )
+
+
+async def revert(
+    repo: Repository,
+    commit_ref: str,
+    branch: str,
+    *,
+    parent: int = 1,
+    strategy: Strategy | None = None,
+    message: str | None = None,
+    committer: str | None = None,
+    metadata: Mapping[str, str] | None = None,
+) -> MergeResult:
+    """Undo the changes of the commit ``commit_ref`` names on ``branch`` with a new
+    commit (``Repository.revert``)."""
+    cfg = repo.store.config
+    return await _merging.revert(
+        repo.context(),
+        repo.branch(branch).name,
+        commit_ref,
+        parent=validate.check_int(parent, "revert parent", min_value=1, max_value=2),
+        strategy=strategy,
+        message=validate.check_message(message),
+        committer=validate.check_committer(committer) or DEFAULT_COMMITTER,
+        metadata=validate.check_metadata(metadata),
+        max_attempts=cfg.commit_max_attempts,
+        backoff_s=cfg.commit_backoff_ms / 1000,
+        backoff_max_s=cfg.commit_backoff_max_ms / 1000,
+    )
