@@ -82,6 +82,7 @@ from pyspark.sql.types import StructType
 from lsmstore import layout
 from lsmstore.errors import CorruptFileError, InvalidInputError, UnavailableError
 from lsmstore.graveler.record import Record
+from lsmstore.namespace import location_of
 from lsmstore.objects.addresses import Namespace
 from lsmstore.refstore.names import check_ref_name
 from lsmstore.refstore.url import open_refstore
@@ -337,6 +338,7 @@ class TableWriter(DataSourceArrowWriter):
         info = run(_repository(opts))
         self.namespace = info.namespace
         self.metadata = info.metadata
+        self.repository_id = info.uid
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         from lsmstore.spark.source import run
@@ -397,6 +399,7 @@ class TableWriter(DataSourceArrowWriter):
                         self.group_id,
                         written,
                         grace_s=self.opts.grace_s,
+                        repository_id=self.repository_id,
                     )
                 except UnavailableError as e:
                     if e.outcome_unknown:  # may have landed: the sweeps decide
@@ -529,9 +532,10 @@ async def plan_table(opts: Any) -> TablePlan:
     prefix = table_prefix(loc)
     async with open_refstore(opts.refstore) as refstore:
         info = await refstore.get_repository(loc.repo)
-        objects = open_object_store(info.storage_namespace)
+        location = location_of(info)
+        objects = open_object_store(location)
         try:
-            ns = rows.namespace_of(objects.url, info.storage_namespace, dict(info.metadata))
+            ns = rows.namespace_of(objects.url, location, dict(info.metadata))
             listed = await list_table(refstore, objects, loc.repo, loc.ref, prefix, ns)
         finally:
             await objects.aclose()
@@ -555,7 +559,7 @@ async def plan_table(opts: Any) -> TablePlan:
     kept = tuple(
         f for f in files if all(dict(f.values).get(c) in allowed for c, allowed in wanted.items())
     )
-    return TablePlan(info.storage_namespace, ns.base, kept, tuple(columns))
+    return TablePlan(location, ns.base, kept, tuple(columns))
 
 
 def _partition_type(values: Iterable[str | None]) -> pa.DataType:
