@@ -33,11 +33,13 @@ ensure_hadoop_aws() {  # hadoop-aws matching PySpark's Hadoop, from Maven Centra
 }
 
 ensure_debs() {  # Debian packages the tests talk to: a real redis-server, RocksDB's sst_dump,
-  # a Java runtime for Spark (local mode and a loopback standalone cluster)
+  # a Java runtime for Spark (local mode and a loopback standalone cluster), a headless
+  # chromium for the web UI's browser tests (driven by playwright, no browser download)
   local missing=()
   command -v redis-server >/dev/null || missing+=(redis-server)
   command -v sst_dump >/dev/null || missing+=(rocksdb-tools)
   command -v java >/dev/null || missing+=(openjdk-17-jre-headless)
+  command -v chromium >/dev/null || missing+=(chromium)
   [ ${#missing[@]} -eq 0 ] && return 0
   local sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo -n"

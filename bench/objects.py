@@ -245,7 +245,7 @@ async def preparation(repo: lsmstore.Repository, n: int, rounds: int) -> dict[st
     from lsmstore.server.batch import build
 
     async def apply(branch: Any, entries: list[Any], json_body: bool) -> int:
-        return await build(branch, entries, json_body, False).apply()
+        return await (await build(branch, entries, json_body, False)).apply()
 
     branch = repo.branch()
     base = repo.objects.url.rstrip("/")

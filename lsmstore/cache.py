@@ -39,7 +39,6 @@ import contextlib
 import hashlib
 import logging
 import os
-import secrets
 import struct
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -50,6 +49,7 @@ from typing import Any, TypeVar, cast
 
 import xxhash
 
+from lsmstore import private
 from lsmstore.errors import CorruptFileError
 from lsmstore.storage.base import ObjectStore
 
@@ -108,17 +108,8 @@ def _read_file(path: str) -> bytes | None:
 
 
 def _write_file(path: str, data: bytes) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}{_TMP}{secrets.token_hex(6)}"
-    try:
-        with open(tmp, "wb") as f:
-            f.write(_HEADER.pack(_MAGIC, xxhash.xxh3_64_intdigest(data), len(data)))
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    header = _HEADER.pack(_MAGIC, xxhash.xxh3_64_intdigest(data), len(data))
+    private.write_file(path, header, data, tmp_mark=_TMP)
 
 
 def _unlink(path: str) -> None:

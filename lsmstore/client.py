@@ -47,16 +47,11 @@ from lsmstore.errors import (
     InvalidNameError,
     InvalidURLError,
     LsmError,
-    NamespaceInUseError,
     NotFoundError,
-    RefExistsError,
     RefNotFoundError,
-    RepositoryNotFoundError,
     UnavailableError,
 )
 from lsmstore.gcfreeze import freeze_startup_state
-from lsmstore.graveler.commit import write_commit
-from lsmstore.graveler.metarange import EMPTY_METARANGE_ID
 from lsmstore.graveler.range_encoder import shared_range_encoder
 from lsmstore.graveler.record import Record
 from lsmstore.graveler.source import CachedSource, RangeSource
@@ -64,6 +59,7 @@ from lsmstore.objects.addresses import ALLOWED_EXTERNAL_PREFIXES_KEY, parse_allo
 from lsmstore.objects.api import ObjectReads
 from lsmstore.operations import batch as _batch
 from lsmstore.operations import branches as _branches
+from lsmstore.operations import repositories as _repositories
 from lsmstore.operations import versioning as _versioning
 from lsmstore.operations import workspaces as _workspaces
 from lsmstore.operations.exclusion import BranchLocks
@@ -125,8 +121,11 @@ def connect(
     (else ``$LSMSTORE_CONFIG``); ``settings`` override any setting by name
     (:class:`lsmstore.config.Config`).  Precedence: arguments > ``LSMSTORE_*``
     variables > file > defaults.  No I/O happens until first use.  Both kinds of
-    store offer the same API (:mod:`lsmstore.api`).
+    store offer the same API (:mod:`lsmstore.api`).  A ``refstore`` that is not a
+    string raises InvalidInputError.
     """
+    if refstore is not None:
+        validate.check_str(refstore, "refstore URL", empty_ok=True)
     if refstore is not None and refstore.lower().startswith(("http://", "https://")):
         settings["server_url"], refstore = refstore, None
     cfg = load_config(refstore, config=config, **settings)
@@ -242,85 +241,7 @@ class Store:
             uid=namespace.new_uid(self._token),
             location=location,
         )
-        try:
-            info = await self._half_created(info)
-        except RepositoryNotFoundError:
-            pass
-        # Refused early (nothing written) when the namespace is visibly in use.
-        taken = await namespace.overlapping(self.refstore, info)
-        if taken:
-            raise namespace.in_use_error(info, taken[0])
-        objects = self.objects(namespace.location_of(info))
-        found = await namespace.read_marker(objects)
-        if found is not None and not found.released and found.owner != info.uid:
-            raise NamespaceInUseError(
-                f"storage namespace {storage_namespace} is owned by repository "
-                f"{found.repository} (id {found.owner}), possibly of another RefStore"
-            )
-        if found is None or found.owner != info.uid:
-            await self._check_free(objects, info)
-        commit = Commit(
-            metarange_id=EMPTY_METARANGE_ID,
-            parents=(),
-            committer="lsmstore",
-            message="Repository created",
-            created_at=int(created),
-            metadata={},
-            generation=1,
-        )
-        commit_id = await write_commit(objects, commit)
-        # Steps (docs/security.md, "Namespaces, ownership and deletion"): record the
-        # repository, check that no other overlaps it (the RefStore orders concurrent
-        # creates: the later check sees the earlier record), write the ownership marker,
-        # create the default branch.
-        try:
-            await self.refstore.create_repository(info)
-        except RefExistsError:
-            info = await self._half_created(info)
-        try:
-            await namespace.check_exclusive(self.refstore, info)
-            await namespace.claim(self.objects(namespace.location_of(info)), info)
-        except NamespaceInUseError:
-            await self._forget_record(info)
-            raise
-        try:
-            await self.refstore.create_ref(name, default_branch, RefValue("branch", commit_id))
-        except RefExistsError:
-            pass  # someone else finished creating it
-        return self._repository(info)
-
-    async def _check_free(self, objects: ObjectStore, info: RepositoryInfo) -> None:
-        """Markers of other owners around or inside the namespace (lsmstore.namespace)."""
-        urls = namespace.ancestor_urls(namespace.location_of(info))
-        ancestors = [self._open_objects(u) for u in urls]
-        try:
-            await namespace.check_free(objects, ancestors, info)
-        finally:
-            for outer in ancestors:
-                await outer.aclose()
-
-    async def _half_created(self, info: RepositoryInfo) -> RepositoryInfo:
-        """The recorded repository named ``info.name`` if a create of the same settings
-        crashed before creating its default branch (this request finishes that work);
-        RefExistsError if the name is taken otherwise; RepositoryNotFoundError if free."""
-        existing = await self.refstore.get_repository(info.name)
-        if (
-            existing.storage_namespace != info.storage_namespace
-            or existing.default_branch != info.default_branch
-            or await self.refstore.get_refs(info.name, [info.default_branch])
-        ):
-            raise RefExistsError(f"repository already exists: {info.name}")
-        return existing
-
-    async def _forget_record(self, info: RepositoryInfo) -> None:
-        """Undo a create that lost its namespace: delete the record if it is still ours
-        (it has no branch yet, so nothing was written through it)."""
-        try:
-            current = await self.refstore.get_repository(info.name)
-            if current.uid == info.uid and not await self.refstore.list_refs(info.name, limit=1):
-                await self.refstore.delete_repository(info.name)
-        except RepositoryNotFoundError:
-            pass
+        return await _repositories.create(self, info)
 
     async def get_repository(self, name: str) -> Repository:
         """RepositoryNotFoundError if there is none."""
@@ -344,9 +265,7 @@ class Store:
             await self.stop_job(*job)
         for key in [k for k in self._writers if k[0] == name]:
             await self._writers.pop(key).aclose()
-        info = await self.refstore.get_repository(name)
-        await namespace.release(self.objects(namespace.location_of(info)), info)
-        await self.refstore.delete_repository(name)
+        await _repositories.delete(self, await self.refstore.get_repository(name))
         self._repos.pop(name, None)
         for key in [k for k in self._views if k[0] == name]:
             del self._views[key]
@@ -372,6 +291,11 @@ class Store:
         if store is None:
             store = self._objects[storage_namespace] = self._open_objects(storage_namespace)
         return store
+
+    def open_objects(self, url: str) -> ObjectStore:
+        """A new object store of ``url``, not shared: the caller closes it."""
+        self._check_open()
+        return self._open_objects(url)
 
     def writer(self, repo: Repository, branch: str) -> BranchWriter:
         """The one writer of ``repo``/``branch`` in this process (created on first use).

@@ -119,6 +119,9 @@ class Config:
     #: Key and value bounds, checked before anything is staged.
     max_key_bytes: int = 1024
     max_value_bytes: int = 16 * MiB
+    #: The most a prepared SST (``Branch.stage_sst``, the server's ``/sst``) may decode
+    #: to: its keys and values plus 32 bytes per record (past it: EntryTooLargeError).
+    max_prepared_sst_bytes: int = 256 * MiB
     #: Backpressure on the branch's L1 list: past the soft limit each flush waits
     #: ``l1_slowdown_ms`` per file of excess; at the hard limit writers wait for
     #: compaction or commit, up to ``stall_timeout_s`` (then WriteStalledError).
@@ -210,6 +213,27 @@ class Config:
     server_auth_failure_window_s: float = 300.0
     server_auth_max_failures_per_key: int = 100
     server_auth_max_failures_per_client: int = 30
+    #: The secret that signs login tokens (at least 32 characters; keep it out of the
+    #: RefStore and give every server of one RefStore the same).  Required unless the
+    #: RefStore is the embedded ``local://`` one, where an empty value means a secret
+    #: generated once into ``<home>/auth-secret`` (0600; docs/security.md).
+    server_auth_secret_key: str = field(default="", repr=False)
+    #: A server trusts a key it verified for this long before reading its record
+    #: again: the bound within which a deleted or re-created key changes on every
+    #: server (docs/security.md, "How fast key changes reach every server").
+    server_auth_revalidate_s: float = 2.0
+    #: Connections (docs/security.md, "Limits"): a request head (request line and
+    #: headers) over ``server_max_header_bytes`` is 431, one not complete within
+    #: ``server_header_timeout_s`` of its first byte 408; a connection that sends
+    #: nothing closes after ``server_keepalive_s``; past ``server_max_connections``
+    #: open connections a new one gets 503 and is closed.
+    server_max_header_bytes: int = 64 * KiB
+    server_header_timeout_s: float = 10.0
+    server_max_connections: int = 4096
+    #: A batch request: at most this many entries (413), and at most this many values
+    #: decoded from its body in all (entries, their fields, metadata keys and values).
+    server_batch_max_entries: int = 100_000
+    server_batch_max_values: int = 1_000_000
     #: S3 endpoints an API caller's namespace may name (``?endpoint_url=``), separated
     #: by spaces or commas; none by default: the server then uses its own AWS
     #: configuration (docs/security.md, "Namespaces, ownership and deletion").
@@ -252,6 +276,7 @@ _SIZES = {
     "max_pending_bytes",
     "max_key_bytes",
     "max_value_bytes",
+    "max_prepared_sst_bytes",
     "compaction_l1_bytes",
     "compaction_job_bytes",
     "compaction_l2_file_bytes",
@@ -260,6 +285,7 @@ _SIZES = {
     "commit_range_max_bytes",
     "server_max_body_bytes",
     "server_max_object_bytes",
+    "server_max_header_bytes",
 }
 #: On/off/auto switches: TOML booleans and ``true``/``false``/``on``/``off``/``1``/``0``.
 _SWITCHES = {"compaction_in_process", "gc_freeze", "server_mem_namespaces"}
@@ -334,6 +360,7 @@ _BOUNDS: dict[str, tuple[float, float, bool]] = {
     "max_pending_bytes": (1, _BYTES, False),
     "max_key_bytes": (1, 64 * KiB, False),
     "max_value_bytes": (0, 1 << 31, False),
+    "max_prepared_sst_bytes": (1, _BYTES, False),
     "l1_soft_limit": (1, MAX_FILE_IDS // 2, False),
     "l1_hard_limit": (1, MAX_FILE_IDS // 2, False),
     "l1_slowdown_ms": (0, 3_600_000, False),
@@ -374,6 +401,12 @@ _BOUNDS: dict[str, tuple[float, float, bool]] = {
     "server_auth_failure_window_s": (0, _YEAR_S, True),
     "server_auth_max_failures_per_key": (0, _COUNT, False),
     "server_auth_max_failures_per_client": (0, _COUNT, False),
+    "server_auth_revalidate_s": (0, 60, True),
+    "server_max_header_bytes": (1 * KiB, 64 * MiB, False),
+    "server_header_timeout_s": (0, _YEAR_S, True),
+    "server_max_connections": (1, 10_000_000, False),
+    "server_batch_max_entries": (1, _COUNT, False),
+    "server_batch_max_values": (1, _COUNT, False),
     "remote_batch_window_ms": (0, 3_600_000, False),
     "remote_batch_max_entries": (1, _COUNT, False),
     "remote_batch_max_bytes": (1, _BYTES, False),

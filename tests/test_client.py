@@ -245,3 +245,33 @@ def test_connect_reads_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     )
     with pytest.raises(lsmstore.InvalidInputError, match="unknown setting"):
         lsmstore.connect(batch_size=3)
+
+
+async def test_stage_sst_refuses_a_file_that_decodes_past_its_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A few kilobytes of zstd that decode to 8 MiB: past ``max_prepared_sst_bytes``
+    it is refused (EntryTooLargeError) and nothing is staged."""
+    from rocksdict import DBCompressionType
+
+    from lsmstore.graveler import sst_writer
+
+    def zstd() -> Any:
+        options = sst_writer._staging_options()
+        options.set_compression_type(DBCompressionType.zstd())
+        return options
+
+    zero = bytes(1 << 20)
+    bomb = sst_writer._write_sst([Record(b"z%d" % i, b"i", zero) for i in range(8)], None, zstd)
+    assert len(bomb) < 100_000
+    monkeypatch.setenv("LSMSTORE_HOME", str(tmp_path / "home"))
+    async with lsmstore.connect(batch_interval_ms=2, max_prepared_sst_bytes="4MiB") as store:
+        main = (await new_repo(store, tmp_path)).branch()
+        head = await main.head()
+        with pytest.raises(lsmstore.EntryTooLargeError, match="decodes to more than"):
+            await main.stage_sst(bomb)
+        assert await main.head() == head
+    async with lsmstore.connect(batch_interval_ms=2, max_prepared_sst_bytes="9MiB") as store:
+        main = (await store.get_repository("repo")).branch()
+        await main.stage_sst(bomb)  # within the bound: staged
+        assert await main.get("z7") == zero

@@ -7,7 +7,7 @@ import asyncio
 import random
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
@@ -26,6 +26,7 @@ from lsmstore.testing.compaction import (
     BRANCH,
     REPO,
     TINY_RANGES,
+    PlainCache,
     append_l1_file,
     branch_state,
     check_l2,
@@ -38,8 +39,6 @@ from lsmstore.testing.compaction import (
     staged_files,
 )
 from lsmstore.testing.faulty_store import FaultyStore
-
-T = TypeVar("T")
 
 
 @pytest.fixture
@@ -416,15 +415,6 @@ async def test_slow_job_gives_up_before_the_grace_period(
     assert result.outcome == "aborted"
     assert await refstore.get_ref(REPO, BRANCH) == before
     assert await staged_files(objects, BRANCH) == referenced(before)
-
-
-class PlainCache:
-    """A FileCacheLike with no caching: every file read is an object-store get."""
-
-    async def get(
-        self, store: ObjectStore, key: str, parse: Callable[[bytes, str], T], *, kind: str = ""
-    ) -> T:
-        return parse(await store.get(key), key)
 
 
 async def test_read_amplification_after_compaction(

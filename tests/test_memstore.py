@@ -111,17 +111,17 @@ def test_encode_needs_records() -> None:
 
 def test_prepared_sst_validation() -> None:
     good = write_sst([rec(b"a", b"1"), rec(b"b", None), rec(b"c", b"x" * 100)])
-    sc = files.sidecar_of_prepared_sst(good, "p.sst", 1024, 1000, 0.01)
+    sc = files.sidecar_of_prepared_sst(good, "p.sst", 1024, 1000, 0.01, 1 << 30)
     assert (sc.entries, sc.tombstones, sc.first_key, sc.last_key) == (3, 1, b"a", b"c")
     with pytest.raises(EntryTooLargeError, match="value"):
-        files.sidecar_of_prepared_sst(good, "p.sst", 1024, 99, 0.01)
+        files.sidecar_of_prepared_sst(good, "p.sst", 1024, 99, 0.01, 1 << 30)
     with pytest.raises(EntryTooLargeError, match="key"):
         long_key = write_sst([rec(b"k" * 30, b"1")])
-        files.sidecar_of_prepared_sst(long_key, "p.sst", 16, 1000, 0.01)
+        files.sidecar_of_prepared_sst(long_key, "p.sst", 16, 1000, 0.01, 1 << 30)
     with pytest.raises(CorruptFileError, match=r"p\.sst"):
-        files.sidecar_of_prepared_sst(good[: len(good) // 2], "p.sst", 1024, 1000, 0.01)
+        files.sidecar_of_prepared_sst(good[: len(good) // 2], "p.sst", 1024, 1000, 0.01, 1 << 30)
     with pytest.raises(CorruptFileError):
-        files.sidecar_of_prepared_sst(b"\x00" * 4096, "p.sst", 1024, 1000, 0.01)
+        files.sidecar_of_prepared_sst(b"\x00" * 4096, "p.sst", 1024, 1000, 0.01, 1 << 30)
 
 
 def test_key_and_value_checks() -> None:

@@ -211,6 +211,10 @@ async def test_get_and_seek_match_a_dict(content: dict[bytes, bytes], probes: li
         else:
             assert got is None
         assert [r async for r in tree.seek(key)] == [r for r in records if r.key >= key]
+        for stop in probes[:5]:
+            assert [r async for r in tree.seek(key, stop)] == [
+                r for r in records if key <= r.key < stop
+            ]
     assert [r async for r in tree] == records
 
 
@@ -278,6 +282,23 @@ async def test_seek_stops_early_without_leaking_prefetch() -> None:
         if len(got) == 5:
             break
     assert got == records[100:105]
+
+
+async def test_seek_with_a_stop_fetches_no_range_from_the_stop_on() -> None:
+    store = FaultyStore(MemoryStore())
+    records = [rec(b"k%04d" % i) for i in range(300)]
+    tree = TreeReader(DirectSource(store), await write_tree(store, records, TINY))
+    ranges = await tree.ranges()
+    assert len(ranges) > 4
+    mid = await tree.metarange()
+    for start, stop in [(b"k0100", b"k0103"), (ranges[1].min_key, ranges[3].min_key)]:
+        store.log.clear()
+        assert [r async for r in tree.seek(start, stop)] == [
+            r for r in records if start <= r.key < stop
+        ]
+        fetched = {k for op, k in store.log if op == "get"} - {layout.range_key(mid.id)}
+        wanted = {layout.range_key(r.id) for r in ranges if r.max_key >= start and r.min_key < stop}
+        assert fetched == wanted, (start, stop)
 
 
 async def test_cached_source_fetches_each_file_once(tmp_path) -> None:

@@ -192,7 +192,7 @@ async def test_version_2_database_is_upgraded(tmp_path: Path) -> None:
         assert await store.list_workspaces(REPO) == []
     con = sqlite3.connect(path / FILENAME)
     try:
-        assert con.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     finally:
         con.close()
 
@@ -223,7 +223,7 @@ async def test_version_1_database_is_upgraded(tmp_path: Path) -> None:
         assert await store.move_count(REPO) == 1
     con = sqlite3.connect(path / FILENAME)
     try:
-        assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+        assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
     finally:
         con.close()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import AsyncIterator
 
@@ -42,14 +43,26 @@ async def prefix(redis_server_url: str) -> AsyncIterator[str]:
     await _drop(redis_server_url, p)
 
 
+class Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
 class TestRedisRefStore(RefStoreContract):
     lease_ttl = 0.5  # real time: Redis expires leases itself
 
     @pytest.fixture
     async def refstore(self, redis_server_url: str, prefix: str) -> AsyncIterator[RedisRefStore]:
-        store = RedisRefStore(redis_server_url, key_prefix=prefix)
+        self.clock = Clock(time.time())  # window counters follow the client's clock
+        store = RedisRefStore(redis_server_url, key_prefix=prefix, clock=self.clock)
         yield store
         await store.aclose()
+
+    async def pass_counter_time(self, seconds: float) -> None:
+        self.clock.now += seconds
 
 
 async def test_key_layout_and_cleanup(redis_server_url: str, prefix: str) -> None:

@@ -5,6 +5,7 @@ open routes answer without credentials, and a key limited to a repository sees n
 from __future__ import annotations
 
 import base64
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -152,9 +153,11 @@ def test_deleted_key_stops_working(server: ServerProcess) -> None:
         assert out.returncode == 0, out.stderr
     listed = server.cli("credentials", "list").stdout
     assert used[0] not in listed and unused[0] not in listed and server.admin[0] in listed
-    # Another process deleted them: a key this server never verified fails at once (one
-    # it verified works until its 60 s cache entry expires, docs/server.md).
+    # Another process deleted them: a key this server never verified fails at once, one
+    # it verified within server_auth_revalidate_s (2 s; docs/security.md).
     assert httpx.get(server.api + "/config", auth=unused).status_code == 401
+    time.sleep(2.0)
+    assert httpx.get(server.api + "/config", auth=used).status_code == 401
 
 
 def test_secrets_are_stored_hashed(server: ServerProcess) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import yaml
 
 import committer.__main__ as committer_cli
@@ -108,3 +109,29 @@ def test_every_probe_path_answers(server: ServerProcess) -> None:
     assert paths == {"/healthz", "/readyz"}
     for p in paths:
         assert httpx.get(server.url + p).status_code == 200, p
+
+
+def test_every_server_is_given_the_token_signing_secret(tmp_path: Path) -> None:
+    """The deployments' RefStore is shared, so a server without the secret would not
+    start: every way of running one here supplies it from a secret store."""
+    from lsmstore.errors import InvalidInputError
+    from lsmstore.server.secret import signing_key
+
+    var = "LSMSTORE_SERVER_AUTH_SECRET_KEY"
+    for config in (DEPLOY / "lsmstore.toml", _config_file(tmp_path)):
+        with pytest.raises(InvalidInputError, match="server_auth_secret_key"):
+            signing_key(load_config(config=config, environ={}))
+    secrets = {d["metadata"]["name"]: d.get("stringData", {}) for d in _k8s()
+               if d["kind"] == "Secret"}  # fmt: skip
+    server = next(c for c in _containers() if c["name"] == "server")
+    given = {k for ref in server["envFrom"] for k in secrets[ref["secretRef"]["name"]]}
+    assert var in given
+    value = next(s[var] for s in secrets.values() if var in s)
+    config = load_config(config=_config_file(tmp_path), environ={var: value})
+    assert signing_key(config) == value.encode()  # the placeholder has a usable length
+    compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    assert var in compose["services"]["server"]["environment"]
+    unit = (DEPLOY / "systemd" / "lsmstore-server.service").read_text()
+    assert re.search(r"^EnvironmentFile=/", unit, re.M)
+    for f in (DEPLOY / "systemd").glob("*.service"):
+        assert re.search(r"^UMask=0077$", f.read_text(), re.M), f

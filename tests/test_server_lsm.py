@@ -325,3 +325,27 @@ def test_batch_copy_if_none_match_and_typed_errors(admin: httpx.Client) -> None:
     assert r.json()["message"].startswith("entry 1:")
     r = _batch(admin, repo, [["copy", "absent", "x"]])
     assert r.status_code == 404 and r.json()["type"] == "ObjectNotFoundError"
+
+
+def test_branch_diff_pages_after_a_key(admin: httpx.Client) -> None:
+    """Paging a branch's uncommitted diff with ``after`` (and ``prefix``) gives the
+    pages of the whole diff: the diff starts at the page's first possible key."""
+    repo = make_repo(admin)
+    entries: list[object] = [["kv", f"d/{i:02d}", b"v"] for i in range(12)]
+    entries += [["kv", "a", b"v"], ["kv", "z", b"v"]]
+    assert _batch(admin, repo, entries).status_code == 200
+    url = f"/repositories/{repo}/branches/main/diff"
+    whole = [r["path"] for r in admin.get(url).json()["results"]]
+    assert whole == ["a", *[f"d/{i:02d}" for i in range(12)], "z"]
+    for prefix in ("", "d/", "d/1"):
+        paged: list[str] = []
+        after = ""
+        while True:
+            got = admin.get(url, params={"prefix": prefix, "after": after, "amount": 3})
+            assert got.status_code == 200, got.text
+            body = got.json()
+            paged += [r["path"] for r in body["results"]]
+            if not body["pagination"]["has_more"]:
+                break
+            after = body["pagination"]["next_offset"]
+        assert paged == [p for p in whole if p.startswith(prefix)], prefix

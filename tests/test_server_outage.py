@@ -27,7 +27,10 @@ def redis_aof(tmp_path: Path) -> Iterator[RedisServer]:
 
 
 def test_server_rides_out_a_refstore_outage(tmp_path: Path, redis_aof: RedisServer) -> None:
-    server: ServerProcess = start_server(tmp_path / "home", "--refstore", redis_aof.url)
+    server: ServerProcess = start_server(
+        tmp_path / "home", "--refstore", redis_aof.url,
+        env={"LSMSTORE_SERVER_AUTH_SECRET_KEY": "s" * 48},
+    )  # fmt: skip
     try:
         auth = httpx.BasicAuth(*server.admin)
         with httpx.Client(base_url=server.api, auth=auth, timeout=60) as c:

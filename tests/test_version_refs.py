@@ -182,3 +182,14 @@ async def test_diff_uncommitted(ctx: RepoContext) -> None:
     )
     with pytest.raises(InvalidInputError, match="tag"):
         [c async for c in diff_uncommitted(ctx, "t")]
+
+
+async def test_diff_uncommitted_from_a_start_key(ctx: RepoContext) -> None:
+    """A page after a key starts there: the same changes as the whole diff from it on."""
+    await commit(ctx, "main", *[rec(f"k{i:03d}", "v") for i in range(300)])
+    await stage(ctx, "main", [rec(f"k{i:03d}", None) for i in range(0, 300, 3)])
+    await stage(ctx, "main", [rec(f"k{i:03d}x", "new") for i in range(0, 300, 7)])
+    whole = [(c.key, c.kind) async for c in diff_uncommitted(ctx, "main")]
+    for start in [b"", b"k", b"k000", b"k100", b"k1005", b"k299", b"k299x", b"l"]:
+        got = [(c.key, c.kind) async for c in diff_uncommitted(ctx, "main", start=start)]
+        assert got == [c for c in whole if c[0] >= start], start

@@ -12,7 +12,8 @@ Steps (docs/compaction.md, "The job"):
    the output has just been cut there.  Output is cut into files of about
    ``compaction_l2_file_bytes``; each file is encoded in a thread as soon as it fills
    and uploaded with its sidecar exactly like an L1 file (create mode), at
-   ``layout.staging_key(branch, "L2", id)``.
+   ``layout.staging_key(branch, "L2", id)``; the sidecar names the file's covered
+   spans over the base (:mod:`lsmstore.compaction.coverage`), if any.
 3. ``after_upload``: if the job ran longer than half the grace period, it gives up
    (the sweep may treat outputs that old as orphans).  Otherwise it writes an *intent*
    (:mod:`lsmstore.gc.staging`) naming inputs and outputs.
@@ -43,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lsmstore import layout
+from lsmstore.compaction.coverage import Coverage
 from lsmstore.compaction.merge_plan import FILE, NEED, REUSE, TICK, L2Input, plan
 from lsmstore.compaction.merge_worker import MergeWorker, WorkerUnavailable
 from lsmstore.compaction.policy import Policy
@@ -165,9 +167,11 @@ class _Output:
         clock: Callable[[], float],
         randbits: Callable[[int], int],
         encoder: Encoder | None = None,
+        coverage: Coverage | None = None,
     ) -> None:
         self.objects = objects
         self.branch = branch
+        self.coverage = coverage
         self.target = target_bytes
         self.error_rate = error_rate
         self.clock = clock
@@ -232,6 +236,8 @@ class _Output:
             self._slots.release()
 
     async def _put(self, fid: str, sst: bytes, meta: bytes) -> None:
+        if self.coverage is not None:
+            meta = await self.coverage.cover(sst, meta, self._key(fid, SST_SUFFIX))
         await asyncio.gather(
             self.objects.put(self._key(fid, SIDECAR_SUFFIX), meta, PutMode.CREATE),
             self.objects.put(self._key(fid, SST_SUFFIX), sst, PutMode.CREATE),
@@ -339,6 +345,7 @@ class CompactionJob:
             self.clock,
             self.randbits,
             self.encoder,
+            Coverage(objects, ref.base),
         )
         try:
             await self._merge(prefix, list(zip(ref.l2, l2_sc, strict=True)), out)

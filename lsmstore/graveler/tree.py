@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from bisect import bisect_left
 from collections.abc import AsyncIterator, Iterator, Sequence
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 
 from lsmstore.errors import CorruptFileError
 from lsmstore.graveler.metarange import Metarange
@@ -22,6 +22,7 @@ from lsmstore.graveler.sst_reader import DecodedBlock, SSTReader
 from lsmstore.types import check_tree_id
 
 _VALUE = itemgetter(2)
+_MIN_KEY = attrgetter("min_key")
 _new_tuple = tuple.__new__  # a Record of a plain tuple, made in C
 
 
@@ -60,12 +61,14 @@ class TreeReader:
             raise _tombstone(reader, key)
         return record
 
-    async def seek(self, key: bytes = b"") -> AsyncIterator[Record]:
-        """Records with key >= ``key`` in key order."""
+    async def seek(self, key: bytes = b"", stop: bytes | None = None) -> AsyncIterator[Record]:
+        """Records with key >= ``key`` in key order (and < ``stop``, if given: then no
+        range starting at or after ``stop`` is fetched, not even ahead)."""
         mr = await self.metarange()
         ranges = mr.ranges
         i = mr.index(key)
-        if i == len(ranges):
+        end = len(ranges) if stop is None else bisect_left(ranges, stop, key=_MIN_KEY)
+        if i >= end:
             return
         source = self.source
         current: asyncio.Task[SSTReader] = asyncio.ensure_future(source.reader(ranges[i].id))
@@ -73,13 +76,15 @@ class TreeReader:
             while True:
                 reader = await current
                 i += 1
-                if i < len(ranges):
+                if i < end:
                     current = asyncio.ensure_future(source.reader(ranges[i].id))
                 for record in reader.seek(key):
+                    if stop is not None and record.key >= stop:
+                        return
                     if record.value is None:
                         raise _tombstone(reader, record.key)
                     yield record
-                if i == len(ranges):
+                if i >= end:
                     return
         finally:
             if not current.done():

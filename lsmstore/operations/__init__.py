@@ -11,6 +11,8 @@ module                 what it owns
                        put / delete / copy entries staged as one write
 ``objects``            upload, link, copy, delete with ``if_absent``; the data-object
                        life cycle and the garbage candidates a write leaves
+``repositories``       repository create / delete: the namespace claimed, the first
+                       commit and the default branch (crash cases in its docstring)
 ``branches``           branch create / delete / reset, and the one record of dropped
                        staging files
 ``workspaces``         stash / pop

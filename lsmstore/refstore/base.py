@@ -60,6 +60,19 @@ repository that was deleted, or deleted and re-created, is refused, never acknow
 Small records (``put_record`` ...): named byte strings in kinds (credentials,
 settings), outside any repository, at most :data:`MAX_RECORD_BYTES` each.
 
+Window counters (``count_in_window``, ``read_window_count``): named integers that
+count events in a fixed window shared by every process on the RefStore (the failed
+authentications of docs/security.md).  ``count_in_window(name, window_s)`` adds one
+and returns the new :class:`WindowCount`: a counter that is absent or whose window
+has ended (``ends_at <= now``) starts again at 1 with ``ends_at = now + window_s``;
+otherwise the value grows and ``ends_at`` stays.  Atomic: N concurrent calls from
+any processes add exactly N.  ``read_window_count`` returns the current value
+(``WindowCount(0, 0.0)`` for an absent or ended counter) and changes nothing.  Time
+is the backend's injectable clock (seconds since the epoch).  Ended counters are
+removed by the backend at some later time (Redis: a key expiry; embedded: on later
+counts; DynamoDB: an ``expires`` attribute for the table's TTL).  An increment is
+not idempotent: after an unknown outcome (UnavailableError) it may have counted.
+
 Operations that only make sense on a branch (``append_l1``, the swaps, ``set_base``)
 raise :class:`ConflictError` on a tag; tags are immutable once created.
 
@@ -176,6 +189,18 @@ class Repository:
     #: Where the storage namespace resolves for every process sharing this RefStore
     #: (``file:///abs/path`` for a ``local://`` namespace); ``""``: the namespace itself.
     location: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class WindowCount:
+    """A window counter: its value, and when its window ends (seconds since the epoch)."""
+
+    value: int
+    ends_at: float
+
+
+#: Longest window of a window counter (a day).
+MAX_COUNTER_WINDOW_S = 86_400.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -517,6 +542,29 @@ class RefStore(AsyncCloseable, abc.ABC):
         _check_record_key(kind, name)
         await self._delete_record(kind, name)
 
+    # --- window counters -------------------------------------------------------------
+
+    async def count_in_window(self, name: str, window_s: float) -> WindowCount:
+        """Add one to the counter ``name`` (see "Window counters" above); its new value."""
+        self._check_open()
+        check_lease_name(name, "counter name")
+        if (
+            isinstance(window_s, bool)
+            or not isinstance(window_s, int | float)
+            or not math.isfinite(window_s)
+            or not 0 < window_s <= MAX_COUNTER_WINDOW_S
+        ):
+            raise InvalidInputError(
+                f"counter window {window_s!r} must be in (0, {MAX_COUNTER_WINDOW_S:g}] seconds"
+            )
+        return await self._count_in_window(name, float(window_s), self._now())
+
+    async def read_window_count(self, name: str) -> WindowCount:
+        """The counter's value in its current window (0 when absent or ended)."""
+        self._check_open()
+        check_lease_name(name, "counter name")
+        return await self._read_window_count(name, self._now())
+
     # --- leases (advisory: keep workers from duplicating work; safety is CAS) ----
 
     async def acquire_lease(self, key: str, owner: str, ttl_seconds: float) -> bool:
@@ -660,6 +708,10 @@ class RefStore(AsyncCloseable, abc.ABC):
     ) -> list[tuple[str, bytes]]: ...
     @abc.abstractmethod
     async def _delete_record(self, kind: str, name: str) -> None: ...
+    @abc.abstractmethod
+    async def _count_in_window(self, name: str, window_s: float, now: float) -> WindowCount: ...
+    @abc.abstractmethod
+    async def _read_window_count(self, name: str, now: float) -> WindowCount: ...
     @abc.abstractmethod
     async def _acquire_lease(self, key: str, owner: str, ttl_seconds: float) -> bool: ...
     @abc.abstractmethod

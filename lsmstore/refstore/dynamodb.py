@@ -14,6 +14,8 @@ partition ``repo``       sort key ``name``    attributes
 ``_ws:<repository>``     ``<workspace>``      branch, base, l2 (L), l1 (L), created_at (N)
 ``_moves``               ``<repository>``     n (N): stash and pop count
 ``_rec:<kind>``          ``<record name>``    value (B)
+``_counters``            ``<counter name>``   value (N), ends_at (N), expires (N: whole
+                                              seconds, for the table's optional TTL)
 =======================  ===================  ==========================================
 
 Repository names cannot start with ``_``, so the reserved partitions never meet a
@@ -46,6 +48,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import random
 import re
 import time
@@ -78,6 +81,7 @@ from lsmstore.refstore.base import (
     RefKind,
     RefStore,
     Repository,
+    WindowCount,
     Workspace,
     encode_metadata,
     replaced_message,
@@ -88,6 +92,9 @@ REPOSITORIES = "_repositories"
 LEASES = "_leases"
 #: A repository's stash/pop counter: item (MOVES, <repository>), attribute ``n``.
 MOVES = "_moves"
+COUNTERS = "_counters"
+#: Attempts of a window count that keeps meeting a concurrent window start.
+_COUNT_ATTEMPTS = 8
 
 
 def workspaces_partition(repo: str) -> str:
@@ -1413,6 +1420,64 @@ class DynamoRefStore(RefStore):
         except _Rejected:
             return False
         return True
+
+    # --- window counters -------------------------------------------------------------------
+
+    async def _count_in_window(self, name: str, window_s: float, now: float) -> WindowCount:
+        # Within the window: one conditional ADD.  Absent or ended: a conditional put
+        # starts a new window; a concurrent start makes one of them add instead.
+        for _ in range(_COUNT_ATTEMPTS):
+            try:
+                response = await self._request(
+                    "update_item",
+                    "count in window",
+                    mutation=True,
+                    idempotent=False,
+                    TableName=self.table,
+                    Key=self._key(COUNTERS, name),
+                    UpdateExpression="ADD #value :one",
+                    ConditionExpression="#ends_at > :now",
+                    ExpressionAttributeNames={"#value": "value", "#ends_at": "ends_at"},
+                    ExpressionAttributeValues={":one": _n(1), ":now": _n(now)},
+                    ReturnValues="ALL_NEW",
+                )
+                item = response["Attributes"]
+                return WindowCount(int(item["value"]["N"]), float(item["ends_at"]["N"]))
+            except _Rejected:
+                pass
+            ends = now + window_s
+            condition = "attribute_not_exists(#name) OR #ends_at <= :now"
+            try:
+                await self._request(
+                    "put_item",
+                    "count in window",
+                    mutation=True,
+                    idempotent=False,
+                    TableName=self.table,
+                    Item={
+                        **self._key(COUNTERS, name),
+                        "value": _n(1),
+                        "ends_at": _n(ends),
+                        "expires": _n(math.ceil(ends)),
+                    },
+                    ConditionExpression=condition,
+                    ExpressionAttributeNames=_names(condition),
+                    ExpressionAttributeValues={":now": _n(now)},
+                )
+                return WindowCount(1, ends)
+            except _Rejected:
+                continue
+        raise UnavailableError(
+            f"dynamodb {self.table}: counter {name}: {_COUNT_ATTEMPTS} attempts met "
+            "concurrent window starts",
+            outcome_unknown=False,
+        )
+
+    async def _read_window_count(self, name: str, now: float) -> WindowCount:
+        item = await self._get_item(COUNTERS, name, "read window count")
+        if item is None or float(item["ends_at"]["N"]) <= now:
+            return WindowCount(0, 0.0)
+        return WindowCount(int(item["value"]["N"]), float(item["ends_at"]["N"]))
 
     # --- leases ------------------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ import asyncio
 import collections
 import contextlib
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -25,6 +26,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from lsmstore import private
 from lsmstore.errors import (
     ClosedError,
     LsmError,
@@ -43,6 +45,7 @@ from lsmstore.refstore.base import (
     RefKind,
     RefStore,
     Repository,
+    WindowCount,
     Workspace,
     encode_metadata,
     replaced_message,
@@ -118,6 +121,20 @@ MIGRATIONS: dict[int, list[str]] = {
     ],
 }
 
+#: Window counters (created on open if absent, whatever the schema version: an older
+#: lsmstore ignores the table).
+COUNTERS = """
+CREATE TABLE IF NOT EXISTS counters (
+    name TEXT PRIMARY KEY,
+    value INTEGER NOT NULL,
+    ends_at REAL NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS counters_ends_at ON counters (ends_at)
+"""
+
+#: Ended counters removed by one count at most.
+_COUNTER_SWEEP = 16
+
 #: Mutations committed in one transaction at most (group commit: one fsync for all).
 MAX_GROUP = 128
 
@@ -192,7 +209,7 @@ class EmbeddedRefStore(RefStore):
         with self._lock:
             if not self._initialised:
                 try:
-                    self.path.mkdir(parents=True, exist_ok=True)
+                    self._prepare_files()
                 except OSError as e:
                     raise UnavailableError(
                         f"{self.url}: cannot create the directory {self.path}: {e.strerror or e}"
@@ -216,6 +233,16 @@ class EmbeddedRefStore(RefStore):
         self._local.con = con
         return con
 
+    def _prepare_files(self) -> None:
+        """The directory (0700) and the database (0600; SQLite gives its WAL and
+        shared-memory files the database's mode): :mod:`lsmstore.private`."""
+        private.make_dirs(self.path)
+        private.tighten(self.path)
+        os.close(private.create_file(self.path / FILENAME))
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                private.tighten(self.path / (FILENAME + suffix))
+
     def _initialise(self, con: sqlite3.Connection) -> None:
         mode = con.execute("PRAGMA journal_mode=WAL").fetchone()[0]
         if str(mode).lower() != "wal":
@@ -237,6 +264,8 @@ class EmbeddedRefStore(RefStore):
                     for statement in MIGRATIONS[v]:
                         con.execute(statement)
             con.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            for statement in COUNTERS.split(";"):
+                con.execute(statement)
         except BaseException:
             _rollback(con)
             raise
@@ -777,6 +806,35 @@ class EmbeddedRefStore(RefStore):
                 raise RecordNotFoundError(f"record not found: {kind}/{name}")
 
         await self._write(run)
+
+    # --- window counters -------------------------------------------------------------
+
+    async def _count_in_window(self, name: str, window_s: float, now: float) -> WindowCount:
+        def run(con: sqlite3.Connection) -> WindowCount:
+            con.execute(
+                "DELETE FROM counters WHERE name IN (SELECT name FROM counters "
+                "WHERE ends_at <= ? AND name != ? LIMIT ?)",
+                (now, name, _COUNTER_SWEEP),
+            )
+            row = con.execute(
+                "INSERT INTO counters VALUES (?, 1, ?) ON CONFLICT (name) DO UPDATE SET "
+                "value = CASE WHEN ends_at <= ? THEN 1 ELSE value + 1 END, "
+                "ends_at = CASE WHEN ends_at <= ? THEN excluded.ends_at ELSE ends_at END "
+                "RETURNING value, ends_at",
+                (name, now + window_s, now, now),
+            ).fetchone()
+            return WindowCount(int(row[0]), float(row[1]))
+
+        return await self._write(run)
+
+    async def _read_window_count(self, name: str, now: float) -> WindowCount:
+        def run(con: sqlite3.Connection) -> WindowCount:
+            row = con.execute(
+                "SELECT value, ends_at FROM counters WHERE name = ? AND ends_at > ?", (name, now)
+            ).fetchone()
+            return WindowCount(int(row[0]), float(row[1])) if row else WindowCount(0, 0.0)
+
+        return await self._read(run)
 
     # --- leases ----------------------------------------------------------------------
 

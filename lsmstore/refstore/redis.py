@@ -15,6 +15,8 @@ Key layout under ``key_prefix`` (``P``; see docs/refstore.md)::
     P moves:<repo>          integer: stash and pop count (kept when the repository goes)
     P recs:<kind>           sorted set (score 0) of the record names of a kind
     P rec:<kind>            hash: name -> value (base64)
+    P ctr:<name>            hash: value, ends_at (a window counter; the key expires
+                            when its window ends, by the server's clock)
 
 A script sees and changes a ref, its repository and the indexes in one atomic step,
 so the indexes never disagree with the hashes.  Scripts are sent with ``EVALSHA``
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar, cast
@@ -59,6 +62,7 @@ from lsmstore.refstore.base import (
     RefKind,
     RefStore,
     Repository,
+    WindowCount,
     Workspace,
     encode_metadata,
     replaced_message,
@@ -427,6 +431,21 @@ end
 return out
 """
 
+# KEYS: counter.  ARGV: now, window (seconds), window in ms.  Window counters are
+# timed by the client's clock (``now``); the key's expiry only removes ended ones.
+_COUNT_IN_WINDOW = """
+local ends = tonumber(redis.call('HGET', KEYS[1], 'ends_at') or '0')
+local now = tonumber(ARGV[1])
+if ends <= now then
+  ends = now + tonumber(ARGV[2])
+  redis.call('HSET', KEYS[1], 'value', 1, 'ends_at', tostring(ends))
+  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+  return {1, tostring(ends)}
+end
+local value = redis.call('HINCRBY', KEYS[1], 'value', 1)
+return {value, tostring(ends)}
+"""
+
 # KEYS: lease.  ARGV: owner, ttl in ms.
 _ACQUIRE_LEASE = """
 local holder = redis.call('GET', KEYS[1])
@@ -515,6 +534,7 @@ class RedisRefStore(RefStore):
         self._put_record_script = script(_PUT_RECORD)
         self._delete_record_script = script(_DELETE_RECORD)
         self._list_records_script = script(_LIST_RECORDS)
+        self._count_script = script(_COUNT_IN_WINDOW)
 
     # --- keys ------------------------------------------------------------------------
 
@@ -1096,6 +1116,32 @@ class RedisRefStore(RefStore):
 
     def _lease_key(self, key: str) -> str:
         return f"{self.key_prefix}lease:{key}"
+
+    # --- window counters -------------------------------------------------------------
+
+    def _counter_key(self, name: str) -> str:
+        return f"{self.key_prefix}ctr:{name}"
+
+    async def _count_in_window(self, name: str, window_s: float, now: float) -> WindowCount:
+        reply = await self._script(
+            "count in window",
+            self._count_script,
+            [self._counter_key(name)],
+            [repr(now), repr(window_s), max(1, math.ceil(window_s * 1000))],
+        )
+        return WindowCount(int(reply[0]), float(reply[1]))
+
+    async def _read_window_count(self, name: str, now: float) -> WindowCount:
+        fields = await self._call(
+            "read window count",
+            lambda: self._redis.hmget(self._counter_key(name), ["value", "ends_at"]),
+            mutation=False,
+            idempotent=True,
+        )
+        value, ends = fields
+        if value is None or ends is None or float(ends) <= now:
+            return WindowCount(0, 0.0)
+        return WindowCount(int(value), float(ends))
 
     async def _acquire_lease(self, key: str, owner: str, ttl_seconds: float) -> bool:
         ttl_ms = max(1, round(ttl_seconds * 1000))

@@ -86,6 +86,10 @@ async def _credentials(args: argparse.Namespace, config: Config) -> int:
                 print(f"{key.access_key_id}\t{key.role}\t{repos}\t{key.created_at}")
         else:
             await auth.delete_key(args.access_key_id)
+            print(
+                f"deleted {args.access_key_id}: every server refuses it (and its tokens) "
+                f"within {config.server_auth_revalidate_s:g} s"
+            )
         return ExitCode.OK
     finally:
         await ctx.store.aclose()
@@ -97,6 +101,10 @@ def main(argv: list[str] | None = None) -> int:
     log = logging.getLogger("lsmstore.server")
     try:
         config = config_from(args)
+        if args.command != "credentials":
+            from lsmstore.server.secret import signing_key
+
+            signing_key(config)  # no secret for a shared RefStore: a configuration error
     except LsmError as e:
         log.error("bad configuration: %s", e, extra={"fields": {"event": "bad_config"}})
         return ExitCode.USAGE

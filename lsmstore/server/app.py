@@ -37,6 +37,8 @@ from lsmstore.server.routes import (
 from lsmstore.server.routing import Router
 from lsmstore.server.throttle import client_address
 from lsmstore.service import request_context
+from lsmstore.ui import assets as ui_assets
+from lsmstore.ui import routes as ui_routes
 
 log = logging.getLogger("lsmstore.server")
 
@@ -47,7 +49,8 @@ _JSON_TYPE = (b"content-type", JSON.encode())
 
 def build_router(ctx: Context, version: str) -> Router:
     router = Router()
-    for module in (config, repositories, branches, commits, refs, tags, objects, lsm, workspaces):
+    for module in (config, repositories, branches, commits, refs, tags, objects, lsm, workspaces,
+                   ui_routes):  # fmt: skip
         for route in module.routes(ctx):
             router.add(route)
     # The document describes every route, itself and the health routes included.
@@ -57,6 +60,10 @@ def build_router(ctx: Context, version: str) -> Router:
     doc = openapi.document(router.routes, version)
     placeholder.body = orjson.dumps(doc)
     placeholder.content_type = JSON
+    # The web UI's page and files (``/`` and ``/ui/``): not API operations, left out of
+    # the document.
+    for route in ui_assets.routes():
+        router.add(route)
     return router
 
 

@@ -2,28 +2,41 @@
 
 Clients send ``Authorization: Basic base64(<access key id>:<secret>)`` (the lakeFS SDK,
 lakectl, lakefs-spec) or ``Authorization: Bearer <token>`` with a token from
-``POST /api/v1/auth/login``.
+``POST /api/v1/auth/login``.  docs/security.md has the threat model.
 
 **Storage.** One RefStore record per key (kind ``credentials``, name = access key id),
-JSON: the role, the repositories it is limited to (empty: all), its creation time and
-``secret_hash`` = ``scrypt$<n>$<r>$<p>$<salt>$<digest>`` (base64; n=2^14, r=8, p=1,
-16-byte random salt, 32-byte digest).  The secret itself is never stored: it is shown
-once, when the key is created.
+JSON: the role, the repositories it is limited to (empty: all), its creation time,
+its ``generation`` (16 random bytes, hex: a key deleted and created again under the
+same id is another generation) and ``secret_hash`` =
+``scrypt$<n>$<r>$<p>$<salt>$<digest>`` (base64; n=2^14, r=8, p=1, 16-byte random
+salt, 32-byte digest).  The secret itself is never stored: it is shown once, when
+the key is created.
 
-**Verification.** scrypt is slow on purpose (tens of ms), so it runs in a thread, and a
-successful check is remembered for ``cache_ttl_s`` under the SHA-256 of the secret
+**Verification.** scrypt is slow on purpose (tens of ms), so it runs in a thread.  An
+unknown key id costs the same scrypt work as a wrong secret (against a hash of no
+key), so the answer time tells nothing about which key ids exist.  A successful check
+is remembered per key id with the key's generation and the SHA-256 of the secret
 (never the secret): a client's next requests cost a dictionary lookup.  Digests and
-token signatures are compared with :func:`hmac.compare_digest`.  A deleted key stops
-working at once in this process and within ``cache_ttl_s`` in others.
+token signatures are compared with :func:`hmac.compare_digest`.
+
+**Propagation.** A remembered key is trusted for ``revalidate_s`` (2 s by default)
+after its record was last read from the RefStore; the next request after that reads
+the record again (one small read per active key and interval, no scrypt unless the
+record changed).  So a key deleted, or deleted and created again, from any process
+stops working on every server within ``revalidate_s`` of the change, and a new key
+works at once.
 
 **Roles.** ``reader`` may read; ``writer`` may also write (objects, branches, commits,
 merges, tags); ``admin`` may also create and delete repositories and manage keys.
-A key limited to repositories sees only those (others answer 403, listings skip them).
+A key limited to repositories sees only those (others answer 403, listings skip them)
+and may create no other.
 
 **Tokens.** ``<payload>.<signature>``, both base64url: payload ``{"sub": key id,
-"exp": epoch seconds}``, signature HMAC-SHA256 under a random 32-byte signing key kept
-as the record ``settings/token-signing-key`` (created on first use).  A token is as
-good as its key: it stops working when the key is deleted.
+"gen": key generation, "exp": epoch seconds}``, signature HMAC-SHA256 under the
+server's signing secret (``server_auth_secret_key``, :mod:`lsmstore.server.secret`),
+which never enters the RefStore.  A token is as good as its key generation: it stops
+working, as the key does, when the key is deleted (and stays dead when a key of the
+same id is created again).
 """
 
 from __future__ import annotations
@@ -37,7 +50,7 @@ import secrets
 import string
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -56,7 +69,8 @@ _NEEDS = {"read": 0, "write": 1, "admin": 2}
 
 KIND = "credentials"
 SETTINGS_KIND = "settings"
-SIGNING_KEY_NAME = "token-signing-key"
+#: The record that elects the process creating the first admin key (``--init``).
+FIRST_ADMIN_NAME = "first-admin-key"
 
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 1 << 14, 8, 1
 _KEY_ALPHABET = string.ascii_uppercase + "234567"
@@ -101,6 +115,7 @@ class Principal:
 class Credential:
     principal: Principal
     secret_hash: str
+    generation: str
 
     def encode(self) -> bytes:
         p = self.principal
@@ -110,6 +125,7 @@ class Credential:
                 "role": p.role,
                 "repositories": list(p.repositories),
                 "created_at": p.created_at,
+                "generation": self.generation,
                 "secret_hash": self.secret_hash,
             }
         )
@@ -117,6 +133,10 @@ class Credential:
     @staticmethod
     def decode(data: bytes) -> Credential:
         doc = orjson.loads(data)
+        secret_hash = doc["secret_hash"]
+        # Records written before generations existed: the random salt inside the hash
+        # makes it unique per creation too.
+        generation = doc.get("generation") or hashlib.sha256(secret_hash.encode()).hexdigest()[:32]
         return Credential(
             Principal(
                 doc["access_key_id"],
@@ -124,14 +144,20 @@ class Credential:
                 tuple(doc.get("repositories") or ()),
                 int(doc.get("created_at", 0)),
             ),
-            doc["secret_hash"],
+            secret_hash,
+            generation,
         )
 
 
 def hash_secret(secret: str, salt: bytes | None = None) -> str:
     salt = salt if salt is not None else secrets.token_bytes(16)
     digest = hashlib.scrypt(
-        secret.encode(), salt=salt, n=SCRYPT_N, r=SCRYPT_R, p=SCRYPT_P, dklen=32
+        secret.encode("utf-8", "surrogatepass"),
+        salt=salt,
+        n=SCRYPT_N,
+        r=SCRYPT_R,
+        p=SCRYPT_P,
+        dklen=32,
     )
     b64 = base64.b64encode
     return f"scrypt${SCRYPT_N}${SCRYPT_R}${SCRYPT_P}${b64(salt).decode()}${b64(digest).decode()}"
@@ -144,7 +170,7 @@ def verify_secret(secret: str, encoded: str) -> bool:
             return False
         want = base64.b64decode(digest)
         got = hashlib.scrypt(
-            secret.encode(),
+            secret.encode("utf-8", "surrogatepass"),
             salt=base64.b64decode(salt),
             n=int(n),
             r=int(r),
@@ -156,6 +182,11 @@ def verify_secret(secret: str, encoded: str) -> bool:
     return hmac.compare_digest(got, want)
 
 
+#: What an unknown key id's secret is checked against: the same scrypt work as a
+#: known key's, so that the time of a refusal does not tell whether the id exists.
+_NO_KEY_HASH = hash_secret(secrets.token_urlsafe(30))
+
+
 def new_access_key_id() -> str:
     return "AKIAL" + "".join(secrets.choice(_KEY_ALPHABET) for _ in range(15))
 
@@ -164,25 +195,49 @@ def new_secret() -> str:
     return secrets.token_urlsafe(30)
 
 
+def new_generation() -> str:
+    return secrets.token_hex(16)
+
+
 @dataclass(slots=True)
 class _Cached:
     principal: Principal
-    secret_sha: bytes
-    expires: float
+    generation: str
+    #: SHA-256 of the secret last verified for this generation (None: none yet).
+    secret_sha: bytes | None
+    #: When the record was read (monotonic clock, taken before the read).
+    read_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Basic:
+    key_id: str
+    secret: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Token:
+    key_id: str
+    generation: str
 
 
 @dataclass
 class Authenticator:
-    """Checks ``Authorization`` headers against the stored keys (module docstring)."""
+    """Checks ``Authorization`` headers against the stored keys (module docstring).
+
+    ``signing_key`` signs and checks tokens (None: this process issues and accepts
+    none, as the credentials commands).  ``throttle`` counts failed authentications
+    in the RefStore (:mod:`.throttle`); it is asked only when a request's credentials
+    are not already known good, so it costs nothing on the hot path."""
 
     records: RecordStore
+    signing_key: bytes | None = None
     clock: Callable[[], float] = time.monotonic
     wall_clock: Callable[[], float] = time.time
-    cache_ttl_s: float = 60.0
+    revalidate_s: float = 2.0
     cache_entries: int = 10_000
     throttle: AuthThrottle | None = None
     _cache: OrderedDict[str, _Cached] = field(default_factory=OrderedDict)
-    _signing_key: bytes | None = None
 
     # --- keys ------------------------------------------------------------------------
 
@@ -194,7 +249,8 @@ class Authenticator:
         access_key_id: str | None = None,
         secret: str | None = None,
     ) -> tuple[Principal, str]:
-        """A new key and its secret (the only time the secret is available)."""
+        """A new key and its secret (the only time the secret is available).
+        RecordExistsError when the key id is taken."""
         if role not in ROLES:
             raise InvalidInputError(f"unknown role {role!r} (known: {', '.join(ROLES)})")
         for repo in repositories:
@@ -208,7 +264,10 @@ class Authenticator:
         encoded = await asyncio.to_thread(hash_secret, secret)
         principal = Principal(key_id, role, tuple(repositories), int(self.wall_clock()))
         await self.records.put_record(
-            KIND, key_id, Credential(principal, encoded).encode(), if_absent=True
+            KIND,
+            key_id,
+            Credential(principal, encoded, new_generation()).encode(),
+            if_absent=True,
         )
         return principal, secret
 
@@ -226,6 +285,8 @@ class Authenticator:
         return bool(await self.records.list_records(KIND, limit=1))
 
     async def delete_key(self, access_key_id: str) -> None:
+        """Delete the key: every server refuses it (and its tokens) within
+        ``revalidate_s``.  RecordNotFoundError when there is no such key."""
         await self.records.delete_record(KIND, access_key_id)
         self._cache.pop(access_key_id, None)
 
@@ -234,60 +295,104 @@ class Authenticator:
     async def authenticate(self, header: str | None, client: str | None = None) -> Principal:
         """The principal of an ``Authorization`` header, or ApiError(401); ApiError(429)
         while its key id or the ``client`` address is throttled (:mod:`.throttle`)."""
-        if self.throttle is None or not header:
-            return await self._authenticate(header)
-        return await self.throttle.guard(
-            lambda: _claimed_key_id(header), client, lambda: self._authenticate(header)
-        )
-
-    async def login(self, key_id: str, secret: str, client: str | None = None) -> Principal:
-        """:meth:`check_secret`, throttled like :meth:`authenticate`."""
-        if self.throttle is None:
-            return await self.check_secret(key_id, secret)
-        return await self.throttle.guard(
-            lambda: key_id, client, lambda: self.check_secret(key_id, secret)
-        )
-
-    async def _authenticate(self, header: str | None) -> Principal:
         if not header:
             raise ApiError(
                 401, "missing credentials", {"WWW-Authenticate": 'Basic realm="lsmstore"'}
             )
+        parsed = self._parse(header)
+        known = self._known(parsed)
+        if known is not None:
+            return known
+        claimed = parsed.key_id if isinstance(parsed, _Basic) else None
+        return await self._guarded(claimed, client, lambda: self._check(parsed))
+
+    async def login(self, key_id: str, secret: str, client: str | None = None) -> Principal:
+        """:meth:`check_secret`, throttled like :meth:`authenticate`."""
+        parsed = _Basic(key_id, secret)
+        known = self._known(parsed)
+        if known is not None:
+            return known
+        return await self._guarded(key_id, client, lambda: self._check(parsed))
+
+    async def check_secret(self, key_id: str, secret: str) -> Principal:
+        """The principal of a key id and secret, or ApiError(401) (not throttled)."""
+        return self._known(_Basic(key_id, secret)) or await self._check(_Basic(key_id, secret))
+
+    async def _guarded(
+        self, key_id: str | None, client: str | None, attempt: Callable[[], Awaitable[Principal]]
+    ) -> Principal:
+        if self.throttle is None:
+            return await attempt()
+        return await self.throttle.guard(key_id, client, attempt)
+
+    def _parse(self, header: str) -> _Basic | _Token | None:
+        """The credentials a header claims; None for junk (a malformed header, a token
+        that is unsigned, signed with another secret, malformed or expired)."""
         scheme, _, value = header.partition(" ")
         scheme = scheme.lower()
         if scheme == "basic":
             try:
                 decoded = base64.b64decode(value.strip(), validate=True).decode("utf-8")
             except (binascii.Error, UnicodeDecodeError):
-                raise _unauthorized() from None
+                return None
             key_id, sep, secret = decoded.partition(":")
-            if not sep:
-                raise _unauthorized()
-            return await self.check_secret(key_id, secret)
+            return _Basic(key_id, secret) if sep else None
         if scheme == "bearer":
-            return await self._check_token(value.strip())
-        raise _unauthorized()
+            return self._token(value.strip())
+        return None
 
-    async def check_secret(self, key_id: str, secret: str) -> Principal:
-        sha = hashlib.sha256(secret.encode("utf-8", "surrogatepass")).digest()
-        now = self.clock()
-        hit = self._cache.get(key_id)
-        if hit is not None and hit.expires > now:
-            if hmac.compare_digest(hit.secret_sha, sha):
-                return hit.principal
+    def _known(self, parsed: _Basic | _Token | None) -> Principal | None:
+        """The principal when the cache proves the credentials good (fresh entry, same
+        generation, same secret); None when the RefStore must be asked."""
+        if parsed is None:
+            return None
+        hit = self._cache.get(parsed.key_id)
+        if hit is None or hit.read_at + self.revalidate_s <= self.clock():
+            return None
+        if isinstance(parsed, _Token):
+            return hit.principal if hmac.compare_digest(hit.generation, parsed.generation) else None
+        if hit.secret_sha is not None and hmac.compare_digest(hit.secret_sha, _sha(parsed.secret)):
+            return hit.principal
+        return None
+
+    async def _check(self, parsed: _Basic | _Token | None) -> Principal:
+        """Credentials checked against the key's record, read now."""
+        if parsed is None:
             raise _unauthorized()
-        cred = await self._load(key_id)
-        if cred is None or not await asyncio.to_thread(verify_secret, secret, cred.secret_hash):
+        read_at = self.clock()
+        cred = await self._load(parsed.key_id)
+        if isinstance(parsed, _Token):
+            if cred is None or not hmac.compare_digest(cred.generation, parsed.generation):
+                raise _unauthorized()
+            hit = self._cache.get(parsed.key_id)
+            sha = hit.secret_sha if hit is not None and hit.generation == cred.generation else None
+            self._remember(parsed.key_id, _Cached(cred.principal, cred.generation, sha, read_at))
+            return cred.principal
+        sha = _sha(parsed.secret)
+        hit = self._cache.get(parsed.key_id)
+        if (
+            cred is not None
+            and hit is not None
+            and hit.generation == cred.generation
+            and hit.secret_sha is not None
+            and hmac.compare_digest(hit.secret_sha, sha)
+        ):  # verified before, and the key is unchanged: no scrypt
+            self._remember(parsed.key_id, _Cached(cred.principal, cred.generation, sha, read_at))
+            return cred.principal
+        encoded = cred.secret_hash if cred is not None else _NO_KEY_HASH
+        good = await asyncio.to_thread(verify_secret, parsed.secret, encoded)
+        if cred is None or not good:
             raise _unauthorized()
-        self._remember(key_id, _Cached(cred.principal, sha, now + self.cache_ttl_s))
+        self._remember(parsed.key_id, _Cached(cred.principal, cred.generation, sha, read_at))
         return cred.principal
 
     async def _load(self, key_id: str) -> Credential | None:
-        if not key_id or len(key_id) > 128:
-            return None
+        if not key_id or len(key_id) > 128 or not key_id.isascii() or not key_id.isalnum():
+            return None  # no key has such an id
         try:
             return Credential.decode(await self.records.get_record(KIND, key_id))
         except NotFoundError:
+            self._cache.pop(key_id, None)
             return None
 
     def _remember(self, key_id: str, entry: _Cached) -> None:
@@ -298,61 +403,54 @@ class Authenticator:
 
     # --- tokens ----------------------------------------------------------------------
 
-    async def _key(self) -> bytes:
-        if self._signing_key is None:
-            try:
-                self._signing_key = await self.records.get_record(SETTINGS_KIND, SIGNING_KEY_NAME)
-            except NotFoundError:
-                try:
-                    await self.records.put_record(
-                        SETTINGS_KIND, SIGNING_KEY_NAME, secrets.token_bytes(32), if_absent=True
-                    )
-                except Exception:  # another process created it first
-                    pass
-                self._signing_key = await self.records.get_record(SETTINGS_KIND, SIGNING_KEY_NAME)
-        return self._signing_key
+    def _signer(self) -> bytes:
+        if self.signing_key is None:
+            raise ApiError(503, "this process has no token signing secret")
+        return self.signing_key
 
     async def issue_token(self, principal: Principal, ttl_s: int = TOKEN_TTL_S) -> tuple[str, int]:
-        exp = int(self.wall_clock()) + ttl_s
-        payload = _b64(orjson.dumps({"sub": principal.access_key_id, "exp": exp}))
-        sig = _b64(hmac.new(await self._key(), payload.encode(), hashlib.sha256).digest())
-        return f"{payload}.{sig}", exp
-
-    async def _check_token(self, token: str) -> Principal:
-        payload, sep, sig = token.partition(".")
-        if not sep:
-            raise _unauthorized()
-        want = hmac.new(await self._key(), payload.encode(), hashlib.sha256).digest()
-        try:
-            got = _unb64(sig)
-            doc: Any = orjson.loads(_unb64(payload))
-        except (ValueError, binascii.Error, orjson.JSONDecodeError):
-            raise _unauthorized() from None
-        if not hmac.compare_digest(got, want) or not isinstance(doc, dict):
-            raise _unauthorized()
-        exp, sub = doc.get("exp"), doc.get("sub")
-        if not isinstance(exp, int) or not isinstance(sub, str) or exp <= self.wall_clock():
-            raise _unauthorized()
-        hit = self._cache.get(sub)
-        if hit is not None and hit.expires > self.clock():
-            return hit.principal
-        cred = await self._load(sub)
+        """A token for ``principal``'s current key generation, valid ``ttl_s``."""
+        cred = await self._load(principal.access_key_id)
         if cred is None:
             raise _unauthorized()
-        return cred.principal
+        exp = int(self.wall_clock()) + ttl_s
+        payload = _b64(
+            orjson.dumps({"sub": principal.access_key_id, "gen": cred.generation, "exp": exp})
+        )
+        sig = _b64(hmac.new(self._signer(), payload.encode(), hashlib.sha256).digest())
+        return f"{payload}.{sig}", exp
+
+    def _token(self, token: str) -> _Token | None:
+        """The key a token names, if its signature is ours and it has not expired."""
+        if self.signing_key is None:
+            return None
+        payload, sep, sig = token.partition(".")
+        if not sep:
+            return None
+        want = hmac.new(self.signing_key, payload.encode(), hashlib.sha256).digest()
+        try:
+            got = _unb64(sig)
+            if not hmac.compare_digest(got, want):
+                return None
+            doc: Any = orjson.loads(_unb64(payload))
+        except (ValueError, binascii.Error, orjson.JSONDecodeError):
+            return None
+        if not isinstance(doc, dict):
+            return None
+        exp, sub, gen = doc.get("exp"), doc.get("sub"), doc.get("gen")
+        if (
+            not isinstance(exp, int)
+            or not isinstance(sub, str)
+            or not isinstance(gen, str)
+            or not gen
+            or exp <= self.wall_clock()
+        ):
+            return None
+        return _Token(sub, gen)
 
 
-def _claimed_key_id(header: str) -> str | None:
-    """The access key id Basic credentials name (None for other schemes, or junk)."""
-    scheme, _, value = header.partition(" ")
-    if scheme.lower() != "basic":
-        return None
-    try:
-        decoded = base64.b64decode(value.strip(), validate=True).decode("utf-8")
-    except (binascii.Error, UnicodeDecodeError):
-        return None
-    key_id, sep, _ = decoded.partition(":")
-    return key_id[:128] if sep else None
+def _sha(secret: str) -> bytes:
+    return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).digest()
 
 
 def _b64(data: bytes) -> str:

@@ -24,44 +24,26 @@ holds an object; nothing is written).
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import time
 from collections.abc import Sequence
 from typing import Any
 
-import msgpack
-import orjson
-
 from lsmstore.client import Branch
 from lsmstore.errors import LsmError
 from lsmstore.operations.batch import WriteBatch
 from lsmstore.refstore.names import check_ref_name
+from lsmstore.server.batch_body import MSGPACK, SLICE, decode_batch
 from lsmstore.server.context import Context
 from lsmstore.server.errors import ApiError, bad_request, status_of, type_of
 from lsmstore.server.http import Request, Response, json_response
 from lsmstore.server.routes.schemas import ref
 from lsmstore.server.routing import Route
 
-MSGPACK = "application/msgpack"
 _ENTRY = {"type": "array", "minItems": 2, "items": {}}
 SCHEMA = {"type": "array", "items": _ENTRY}
-
-
-def decode_body(data: bytes, content_type: str) -> list[Any]:
-    media = content_type.split(";")[0].strip().lower()
-    try:
-        if media in (MSGPACK, "application/x-msgpack"):
-            doc = msgpack.unpackb(data, raw=False, strict_map_key=True)
-        elif media in ("application/json", ""):
-            doc = orjson.loads(data)
-        else:
-            raise bad_request(f"batch body must be {MSGPACK} or application/json")
-    except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as e:
-        raise bad_request(f"malformed batch body: {e}") from None
-    if not isinstance(doc, list):
-        raise bad_request("batch body must be an array of entries")
-    return doc
 
 
 def _opt(entry: Sequence[Any], i: int) -> Any:
@@ -78,12 +60,15 @@ def _b64(value: object, what: str) -> object:
     return value
 
 
-def build(branch: Branch, entries: list[Any], json_body: bool, if_absent: bool) -> WriteBatch:
+async def build(branch: Branch, entries: list[Any], json_body: bool, if_absent: bool) -> WriteBatch:
     """The :class:`WriteBatch` of a decoded body; ApiError (400/413, with the error's
-    type) naming the first bad entry."""
+    type) naming the first bad entry.  Other requests run between slices of
+    :data:`~lsmstore.server.batch_body.SLICE` entries."""
     batch = branch.batch()
     kv, link = batch.kv, batch.link  # bound once: called per entry
     for n, entry in enumerate(entries):
+        if n and not n % SLICE:
+            await asyncio.sleep(0)
         try:
             if type(entry) is not list or len(entry) < 2 or type(entry[0]) is not str:
                 raise bad_request("an entry is an array [op, path, ...]")
@@ -146,8 +131,12 @@ def routes(ctx: Context, path: str) -> list[Route]:
         await ctx.check_branch(branch)  # 404 before the body, not per request
         content_type = request.headers.get("content-type", "")
         if_absent = request.headers.get("if-none-match", "").strip() == "*"
-        entries = decode_body(await request.body(), content_type)
-        write = build(branch, entries, not content_type.startswith(MSGPACK), if_absent)
+        entries = await decode_batch(
+            await request.body(), content_type,
+            max_entries=ctx.config.server_batch_max_entries,
+            max_values=ctx.config.server_batch_max_values,
+        )  # fmt: skip
+        write = await build(branch, entries, not content_type.startswith(MSGPACK), if_absent)
         started = time.perf_counter()
         in_flight.inc()
         try:

@@ -1,20 +1,78 @@
-"""Creating, listing and deleting access keys from the command line."""
+"""Creating, listing and deleting access keys from the command line, and the first
+admin key of ``lsmstore serve --init``.
+
+**The first admin key.**  Several servers may start with ``--init`` on one empty
+RefStore at once; exactly one creates and prints a key.  A server that finds no key
+first claims the record ``settings/first-admin-key`` with a conditional write (naming
+the key id it will create), then creates the key; a server that loses the claim, or
+finds keys, prints nothing and logs that a key exists.  A crash between the claim and
+the key leaves a claim naming a key that does not exist: later ``--init`` runs say so,
+and ``lsmstore serve credentials create --role admin`` (which needs no server) makes
+one.
+"""
 
 from __future__ import annotations
 
+import logging
 import sys
 
-from lsmstore.server.auth import Authenticator, Role
+import orjson
+
+from lsmstore.errors import NotFoundError, RecordExistsError
+from lsmstore.server.auth import (
+    FIRST_ADMIN_NAME,
+    KIND,
+    SETTINGS_KIND,
+    Authenticator,
+    Role,
+    new_access_key_id,
+)
+
+log = logging.getLogger("lsmstore.server")
 
 
 async def init_admin(auth: Authenticator) -> bool:
-    """Create the first admin key when no key exists and print it, once. False when
-    keys existed already (nothing printed)."""
+    """Create the first admin key when no key exists and print it, once among all
+    processes sharing the RefStore.  False when keys existed already or another
+    process claimed the first key (nothing printed; a log line says which)."""
     if await auth.has_keys():
+        log.info(
+            "access keys exist: --init creates none", extra={"fields": {"event": "keys_exist"}}
+        )
         return False
-    principal, secret = await auth.create_key("admin")
+    key_id = new_access_key_id()
+    claim = orjson.dumps({"access_key_id": key_id, "claimed_at": int(auth.wall_clock())})
+    try:
+        await auth.records.put_record(SETTINGS_KIND, FIRST_ADMIN_NAME, claim, if_absent=True)
+    except RecordExistsError:
+        await _report_claim(auth)
+        return False
+    principal, secret = await auth.create_key("admin", access_key_id=key_id)
     _print_key(principal.access_key_id, secret, principal.role)
     return True
+
+
+async def _report_claim(auth: Authenticator) -> None:
+    doc = orjson.loads(await auth.records.get_record(SETTINGS_KIND, FIRST_ADMIN_NAME))
+    key_id = str(doc.get("access_key_id"))
+    try:
+        await auth.records.get_record(KIND, key_id)
+    except NotFoundError:
+        if not await auth.has_keys():
+            log.warning(
+                "the first admin key %s was claimed by another process but does not exist "
+                "(yet, or that process stopped): if none appears, create one with "
+                "'lsmstore serve credentials create --role admin'",
+                key_id,
+                extra={"fields": {"event": "first_key_missing", "access_key_id": key_id}},
+            )
+            return
+    log.info(
+        "an access key exists (another process created the first admin key %s): --init "
+        "creates none",
+        key_id,
+        extra={"fields": {"event": "keys_exist", "access_key_id": key_id}},
+    )
 
 
 async def create(auth: Authenticator, role: Role, repositories: tuple[str, ...],

@@ -119,11 +119,12 @@ class Request:
             q = {}
             raw = self.scope.get("query_string", b"")
             if raw:
-                try:
+                try:  # the raw text, then each %-escaped value, must be UTF-8
                     text = raw.decode("utf-8")
+                    pairs = parse_qsl(text, keep_blank_values=True, errors="strict")
                 except UnicodeDecodeError as e:
                     raise bad_request("query string is not valid UTF-8") from e
-                for k, v in parse_qsl(text, keep_blank_values=True, errors="strict"):
+                for k, v in pairs:
                     q.setdefault(k, []).append(v)
             self._query = q
         return q

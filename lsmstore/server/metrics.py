@@ -90,6 +90,11 @@ class Metrics:
             registry=r,
         )  # fmt: skip
         self.draining = Gauge("lsmstore_server_draining", "1 while the server drains", registry=r)
+        self.connections_refused = Counter(
+            "lsmstore_http_connections_refused",
+            "Connections answered and closed outside a request (docs/security.md, Limits)",
+            ["reason"], registry=r,
+        )  # fmt: skip
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -6,6 +6,10 @@ object's.  :func:`content_part` reads the body chunk by chunk and yields that pa
 bytes without holding more than one chunk plus a delimiter in memory; parts before it
 are skipped, the rest of the body after it is drained (bounded by the request's limit).
 A body without such a part, or one that ends before its closing delimiter, is 400.
+
+A delimiter is exactly RFC 2046's: CRLF, ``--``, the boundary, then ``--`` (the close
+delimiter) or optional spaces and tabs and CRLF.  A line that merely starts with
+``--`` and the boundary (``--Bc`` for boundary ``B``) is data.
 """
 
 from __future__ import annotations
@@ -16,6 +20,9 @@ from email.parser import HeaderParser
 from lsmstore.server.errors import bad_request
 
 MAX_PART_HEADERS = 16 * 1024
+#: Spaces and tabs accepted after a boundary before its CRLF (RFC 2046's transport
+#: padding); more is read as data.
+MAX_PADDING = 64
 
 
 def boundary_of(content_type: str) -> bytes:
@@ -47,6 +54,26 @@ class ContentPart:
         self.content_type: str | None = None
         self.filename: str | None = None
 
+    def _delimiter(self, start: int = 0) -> tuple[int, bool]:
+        """Where the next delimiter begins in the buffer, from ``start``: ``(i, True)``;
+        ``(i, False)`` when the bytes at ``i`` may begin one but more must be read to
+        tell; ``(-1, False)`` when none begins there."""
+        buf, delim = self._buf, self._delim
+        i = buf.find(delim, start)
+        while i >= 0:
+            after = i + len(delim)
+            rest = buf[after : after + MAX_PADDING + 2]
+            if rest.startswith(b"--"):
+                return i, True
+            stripped = rest.lstrip(b" \t")
+            if len(rest) - len(stripped) <= MAX_PADDING:
+                if stripped.startswith(b"\r\n"):
+                    return i, True
+                if rest in (b"", b"-") or stripped in (b"", b"\r"):
+                    return i, False  # the buffer ends before it can tell
+            i = buf.find(delim, i + 1)
+        return -1, False
+
     async def _more(self) -> bool:
         chunk = await anext(self._body, None)
         if chunk is None:
@@ -58,8 +85,13 @@ class ContentPart:
         """Skip to the first part named ``content`` and read its headers."""
         while True:
             # the next delimiter line
-            while (i := self._buf.find(self._delim)) < 0:
-                if len(self._buf) > len(self._delim):
+            while True:
+                i, found = self._delimiter()
+                if found:
+                    break
+                if i > 0:
+                    self._buf = self._buf[i:]  # a delimiter may begin there
+                elif i < 0 and len(self._buf) > len(self._delim):
                     self._buf = self._buf[-len(self._delim) :]
                 if not await self._more():
                     raise bad_request("multipart body has no part named 'content'")
@@ -83,13 +115,17 @@ class ContentPart:
     async def __aiter__(self) -> AsyncIterator[bytes]:
         keep = len(self._delim) - 1
         while True:
-            i = self._buf.find(self._delim)
-            if i >= 0:
+            i, found = self._delimiter()
+            if found:
                 if i:
                     yield self._buf[:i]
                 self._buf = self._buf[i:]
                 break
-            if len(self._buf) > keep:
+            if i >= 0:  # a delimiter may begin at i: the data before it is the part's
+                if i:
+                    out, self._buf = self._buf[:i], self._buf[i:]
+                    yield out
+            elif len(self._buf) > keep:
                 out, self._buf = self._buf[:-keep], self._buf[-keep:]
                 yield out
             if not await self._more():

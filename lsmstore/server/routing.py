@@ -116,7 +116,7 @@ class Router:
 def _bind(template: tuple[str, ...], segs: list[str]) -> dict[str, str] | None:
     params: dict[str, str] = {}
     for tmpl, seg in zip(template, segs, strict=True):
-        if tmpl[0] == "{":
+        if tmpl[:1] == "{":
             if not seg:
                 return None
             params[tmpl[1:-1]] = seg

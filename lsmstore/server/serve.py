@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import resource
 import signal
 import time
 from collections.abc import Generator
@@ -32,14 +33,15 @@ from lsmstore.client import Store
 from lsmstore.config import Config
 from lsmstore.refstore.base import RefStore
 from lsmstore.refstore.url import open_refstore
+from lsmstore.server import secret
 from lsmstore.server.app import App
 from lsmstore.server.auth import Authenticator, RecordStore
 from lsmstore.server.context import Context
 from lsmstore.server.instrument import Timed
 from lsmstore.server.metrics import Metrics
 from lsmstore.server.probes import ServerProbes
-from lsmstore.server.protocol import CoalescingHttpToolsProtocol
-from lsmstore.server.throttle import AuthThrottle
+from lsmstore.server.protocol import ConnectionLimits, limited_protocol
+from lsmstore.server.throttle import AuthThrottle, WindowCounters
 from lsmstore.storage.base import ObjectStore
 from lsmstore.storage.url import open_object_store
 
@@ -56,7 +58,11 @@ class _Uvicorn(uvicorn.Server):
         yield
 
 
-def make_context(config: Config, store: Store | None = None) -> Context:
+def make_context(
+    config: Config, store: Store | None = None, *, signing_key: bytes | None = None
+) -> Context:
+    """The server's state.  ``signing_key`` (:mod:`.secret`) signs login tokens; None
+    for processes that issue none (the credentials commands)."""
     metrics = Metrics()
     if store is None:
         refstore = cast(RefStore, Timed(open_refstore(config.refstore_url), "refstore", metrics))
@@ -69,21 +75,36 @@ def make_context(config: Config, store: Store | None = None) -> Context:
         )
     store.add_append_listener(metrics.on_append)
     throttle = AuthThrottle(
+        cast(WindowCounters, store.refstore),
         window_s=config.server_auth_failure_window_s,
         max_per_key=config.server_auth_max_failures_per_key,
         max_per_client=config.server_auth_max_failures_per_client,
         registry=metrics.registry,
     )
-    auth = Authenticator(cast(RecordStore, store.refstore), throttle=throttle)
+    auth = Authenticator(
+        cast(RecordStore, store.refstore),
+        signing_key=signing_key,
+        revalidate_s=config.server_auth_revalidate_s,
+        throttle=throttle,
+    )
     return Context(store, config, auth, metrics)
 
 
-def uvicorn_config(app: Any, config: Config) -> uvicorn.Config:
+def uvicorn_config(app: Any, config: Config, metrics: Metrics) -> uvicorn.Config:
+    refused = metrics.connections_refused
     return uvicorn.Config(
         app,
         host=config.server_host,
         port=config.server_port,
-        http=CoalescingHttpToolsProtocol,
+        http=limited_protocol(
+            ConnectionLimits(
+                max_header_bytes=config.server_max_header_bytes,
+                header_timeout_s=config.server_header_timeout_s,
+                idle_timeout_s=config.server_keepalive_s,
+                max_connections=config.server_max_connections,
+                on_refused=lambda reason: refused.labels(reason).inc(),
+            )
+        ),
         lifespan="off",
         access_log=False,
         log_config=None,
@@ -93,8 +114,27 @@ def uvicorn_config(app: Any, config: Config) -> uvicorn.Config:
         ssl_certfile=config.server_tls_cert or None,
         ssl_keyfile=config.server_tls_key or None,
         backlog=4096,
-        h11_max_incomplete_event_size=64 * 1024,
     )
+
+
+#: Open files the server needs besides its connections (object store, RefStore,
+#: staging files, the worker's pipes), for the start-up check of the open-file limit.
+FILES_BESIDE_CONNECTIONS = 256
+
+
+def _check_open_files(config: Config) -> None:
+    """Warn when the open-file limit is below ``server_max_connections`` and what the
+    server needs beside them: the kernel would then refuse connections before the
+    server's own limit answers them (docs/security.md, "Limits")."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = config.server_max_connections + FILES_BESIDE_CONNECTIONS
+    if soft != resource.RLIM_INFINITY and soft < need:
+        log.warning(
+            "the open-file limit (%d) is below server_max_connections + %d (%d): raise it "
+            "(ulimit -n, LimitNOFILE) or lower server_max_connections",
+            soft, FILES_BESIDE_CONNECTIONS, need,
+            extra={"fields": {"event": "open_file_limit", "limit": soft, "needed": need}},
+        )  # fmt: skip
 
 
 async def serve(
@@ -107,7 +147,7 @@ async def serve(
 ) -> int:
     """Serve until SIGTERM/SIGINT; the exit code (0: drained in time).  ``health_port``
     and ``status_file``: the common service flags (:mod:`lsmstore.server.probes`)."""
-    ctx = make_context(config)
+    ctx = make_context(config, signing_key=secret.signing_key(config))
     probes = ServerProbes(
         ctx, health_host=health_host, health_port=health_port, status_file=status_file
     )
@@ -135,8 +175,9 @@ async def _serve(ctx: Context, config: Config, init: bool, probes: ServerProbes)
             "or run 'credentials create --role admin'",
             extra={"fields": {"event": "no_keys"}},
         )
+    _check_open_files(config)
     app = App(ctx, VERSION)
-    server = _Uvicorn(uvicorn_config(app, config))
+    server = _Uvicorn(uvicorn_config(app, config, ctx.metrics))
     deadline: list[float] = []
 
     def drain(signum: int) -> None:
@@ -179,6 +220,11 @@ async def _serve(ctx: Context, config: Config, init: bool, probes: ServerProbes)
         listening["health_port"] = probes.health.port
     await probes.listening()
     log.info("listening", extra={"fields": listening})
+    if init:
+        from lsmstore.ui.assets import page_url
+
+        print(f"Web UI: {page_url(scheme, sock[0], sock[1])} (log in with an access key)",
+              flush=True)  # fmt: skip
     await task
     code = 0
     remaining = (deadline[0] - time.monotonic()) if deadline else config.server_drain_timeout_s

@@ -1,89 +1,72 @@
-"""Throttling of failed authentications (docs/server.md, "Failed authentications").
+"""Throttling of failed authentications (docs/security.md, "Failed authentications").
 
-Secrets must not be guessable at line rate.  Every failed authentication (a wrong
-secret, an unknown key, a bad or expired token, a malformed header; not a request
-that sends no credentials at all) is counted twice: under the access key id it
-claimed (Basic credentials and login name one) and under the client's address.  Past
-``max_per_key`` failures of one key id, or ``max_per_client`` failures from one
-address, within ``window_s`` (a sliding window: the times of the last failures are
-kept), every authentication of that key id or from that address answers **429** with
-lakeFS's error body and ``Retry-After`` (seconds until the oldest counted failure
-leaves the window) -- *before* the secret is checked, a correct one included, so
-throttled guesses cost no scrypt and tell nothing.  Refused attempts are not counted:
-a client that waits ``Retry-After`` gets one attempt per failure that left the window,
-so at most ``max_per_*`` guesses per window get through.  0 turns a limit off.
+Secrets must not be guessable at line rate, however many servers share the RefStore.
+Every failed authentication (a wrong secret, an unknown key, a bad or expired token, a
+malformed header; not a request that sends no credentials at all) is counted twice,
+in the RefStore's window counters (:meth:`~lsmstore.refstore.base.RefStore.count_in_window`)
+shared by every server: under the access key id it claimed (Basic credentials and
+login name one) and under the client's address.  Once ``max_per_key`` failures of one
+key id, or ``max_per_client`` failures from one address, are counted in a window of
+``window_s`` (fixed: it starts at the first failure), every authentication of that key
+id or from that address that is not already known good answers **429** with lakeFS's
+error body and ``Retry-After`` (seconds until the window ends) -- *before* the secret
+is checked, so throttled guesses cost no scrypt and tell nothing.  Refused attempts are
+not counted.  So at most ``max_per_*`` guesses per window get through on all servers
+together (plus the attempts in flight when the limit was reached: each server checks
+the count before the attempt and counts after it).  0 turns a limit off.
+
+Credentials a server has verified recently (:mod:`.auth`, "Propagation") are not
+checked against the counters: a client whose key id someone else is guessing keeps
+working on the servers that know it, and requests cost no RefStore read.
 
 The per-key limit stops guessing spread over many addresses, at a price: someone who
-knows a key id can lock it out (429) for a window by failing on purpose.  Watch
-``lsmstore_auth_failures_total{outcome="throttled"}``.  Behind a proxy every client
-has the proxy's address: turn the per-client limit off there (``0``).
+knows a key id can lock it out (429) for a window, for clients not already known to a
+server, by failing on purpose.  Watch ``lsmstore_auth_failures_total{outcome="throttled"}``.
+Behind a proxy every client has the proxy's address: turn the per-client limit off
+there (``0``).
 
-State is per process and bounded (``max_tracked`` key ids and addresses each, least
-recently failed forgotten first; of each, its first :data:`MAX_SUBJECT` characters:
-no access key id is longer, but a login may name one of any length).  The clock is injectable.
+A key id or address is counted under its own name when it is plain (letters, digits,
+``.:-``, at most :data:`MAX_SUBJECT` characters), else under a hash of it.  The clock
+(seconds since the epoch, for ``Retry-After``) is injectable; windows follow the
+RefStore's clock.
 """
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import math
+import re
 import time
-from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter
 
+from lsmstore.refstore.base import WindowCount
 from lsmstore.server.errors import ApiError
 
 T = TypeVar("T")
 
-MAX_TRACKED = 100_000
-#: Characters of a key id or address kept (the longest access key id).
+#: Characters of a key id or address counted under its own name (the longest access
+#: key id); longer ones, and ones with other characters, are counted under a hash.
 MAX_SUBJECT = 128
+_PLAIN = re.compile(r"^[A-Za-z0-9.:-]{1,128}$")
 
 
-class _Window:
-    """The times of the last ``limit`` failures of each subject (key id or address)."""
+class WindowCounters(Protocol):
+    """The RefStore's window counters (``lsmstore.refstore.base.RefStore``)."""
 
-    def __init__(self, limit: int, window_s: float, max_tracked: int) -> None:
-        self.limit = limit
-        self.window_s = window_s
-        self.max_tracked = max_tracked
-        self._failures: OrderedDict[str, deque[float]] = OrderedDict()
+    async def count_in_window(self, name: str, window_s: float) -> WindowCount: ...
 
-    @property
-    def tracked(self) -> bool:
-        return bool(self._failures)
+    async def read_window_count(self, name: str) -> WindowCount: ...
 
-    def wait_s(self, subject: str | None, now: float) -> float:
-        """Seconds until ``subject`` may try again (0: now)."""
-        if subject is None or self.limit <= 0:
-            return 0.0
-        subject = subject[:MAX_SUBJECT]
-        times = self._failures.get(subject)
-        if times is None:
-            return 0.0
-        while times and times[0] <= now - self.window_s:
-            times.popleft()
-        if not times:
-            del self._failures[subject]
-            return 0.0
-        if len(times) < self.limit:
-            return 0.0
-        return times[0] + self.window_s - now
 
-    def failed(self, subject: str | None, now: float) -> None:
-        if subject is None or self.limit <= 0:
-            return
-        subject = subject[:MAX_SUBJECT]
-        times = self._failures.get(subject)
-        if times is None:
-            times = self._failures[subject] = deque(maxlen=self.limit)
-            while len(self._failures) > self.max_tracked:
-                self._failures.popitem(last=False)
-        else:
-            self._failures.move_to_end(subject)
-        times.append(now)
+def counter_name(kind: str, subject: str) -> str:
+    """The counter of a key id (``kind`` "key") or an address ("client")."""
+    if not _PLAIN.fullmatch(subject):
+        subject = "#" + hashlib.sha256(subject.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return f"auth-failures/{kind}/{subject}"
 
 
 class AuthThrottle:
@@ -91,17 +74,18 @@ class AuthThrottle:
 
     def __init__(
         self,
+        counters: WindowCounters,
         *,
         window_s: float,
         max_per_key: int,
         max_per_client: int,
-        clock: Callable[[], float] = time.monotonic,
-        max_tracked: int = MAX_TRACKED,
+        clock: Callable[[], float] = time.time,
         registry: CollectorRegistry | None = None,
     ) -> None:
+        self.counters = counters
+        self.window_s = window_s
         self.clock = clock
-        self._keys = _Window(max_per_key, window_s, max_tracked)
-        self._clients = _Window(max_per_client, window_s, max_tracked)
+        self._limits = {"key": max_per_key, "client": max_per_client}
         self.failures = Counter(
             "lsmstore_auth_failures",
             "failed authentications: rejected (401), or throttled (429) after too many",
@@ -109,12 +93,30 @@ class AuthThrottle:
             registry=registry,
         )
 
-    def check(self, key_id: str | None, client: str | None) -> None:
+    def _subjects(self, key_id: str | None, client: str | None) -> list[str]:
+        return [
+            counter_name(kind, subject)
+            for kind, subject in (("key", key_id), ("client", client))
+            if subject and self._limits[kind] > 0
+        ]
+
+    async def check(self, key_id: str | None, client: str | None) -> None:
         """ApiError(429) with ``Retry-After`` when the key id or the address is over
         its limit."""
+        names = self._subjects(key_id, client)
+        if not names:
+            return
+        counts = await asyncio.gather(*(self.counters.read_window_count(n) for n in names))
         now = self.clock()
-        wait = max(self._keys.wait_s(key_id, now), self._clients.wait_s(client, now))
-        if wait > 0:
+        wait = max(
+            (
+                c.ends_at - now
+                for n, c in zip(names, counts, strict=True)
+                if c.value >= self._limits[n.split("/")[1]]
+            ),
+            default=None,
+        )
+        if wait is not None:
             self.failures.labels("throttled").inc()
             seconds = max(1, math.ceil(wait))
             raise ApiError(
@@ -123,33 +125,21 @@ class AuthThrottle:
                 {"Retry-After": str(seconds)},
             )
 
-    def failed(self, key_id: str | None, client: str | None) -> None:
-        now = self.clock()
+    async def failed(self, key_id: str | None, client: str | None) -> None:
         self.failures.labels("rejected").inc()
-        self._keys.failed(key_id, now)
-        self._clients.failed(client, now)
-
-    @property
-    def idle(self) -> bool:
-        """No failure is being counted: nothing can be throttled."""
-        return not self._keys.tracked and not self._clients.tracked
+        names = self._subjects(key_id, client)
+        await asyncio.gather(*(self.counters.count_in_window(n, self.window_s) for n in names))
 
     async def guard(
-        self,
-        key_id: Callable[[], str | None],
-        client: str | None,
-        attempt: Callable[[], Awaitable[T]],
+        self, key_id: str | None, client: str | None, attempt: Callable[[], Awaitable[T]]
     ) -> T:
-        """Run ``attempt`` (an authentication) unless throttled; count its 401.
-        ``key_id`` tells the key id claimed; it is only asked while failures are
-        counted, so requests cost nothing extra on a server nobody attacks."""
-        if not self.idle:
-            self.check(key_id(), client)
+        """Run ``attempt`` (an authentication) unless throttled; count its 401."""
+        await self.check(key_id, client)
         try:
             return await attempt()
         except ApiError as e:
             if e.status == 401:
-                self.failed(key_id(), client)
+                await self.failed(key_id, client)
             raise
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lsmstore import private
 from lsmstore.errors import LsmError, UnavailableError
 
 log = logging.getLogger("lsmstore.service")
@@ -203,9 +204,7 @@ class StatusFile:
                 )
 
     def _write(self, doc: dict[str, Any]) -> None:
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(doc) + "\n")
-        os.replace(tmp, self.path)
+        private.write_file(self.path, (json.dumps(doc) + "\n").encode())
 
     async def aclose(self) -> None:
         if self._task is not None:

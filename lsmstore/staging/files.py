@@ -38,6 +38,8 @@ from lsmstore.graveler.sst_reader import SSTReader
 from lsmstore.graveler.sst_writer import write_sst, write_sst_columns
 
 SIDECAR_MAGIC = b"LSMSIDE1"
+#: A sidecar that also names covered spans over a base commit (:class:`Sidecar`).
+SIDECAR_MAGIC_COVERED = b"LSMSIDE2"
 SIDECAR_SUFFIX = ".meta"
 SST_SUFFIX = ".sst"
 _HEADER = struct.Struct("<8sQQQQ")  # magic, entries, tombstones, sst_size, data_bytes
@@ -269,6 +271,15 @@ class Sidecar:
     first_key: bytes
     last_key: bytes
     bloom: BloomFilter
+    #: The commit the spans were computed against ("" when there are none).
+    base: str = ""
+    #: Covered spans ``(lo, end)``, disjoint and in key order: the file holds only
+    #: tombstones in ``lo <= key < end`` (``end`` empty: no bound), and every key that
+    #: commit ``base`` holds there is one of them.  ``lo`` is a key of the file; ``end``
+    #: may lie past its last key (no record of the file or the base lies between).
+    #: A listing over that base seeks past a span instead of walking it (written by
+    #: compaction, lsmstore.compaction.coverage).
+    covered: tuple[tuple[bytes, bytes], ...] = ()
 
     def may_contain(self, key: bytes, probe: BloomProbe | None = None) -> bool:
         """False only if the file certainly has no entry (value or tombstone) for ``key``."""
@@ -282,8 +293,11 @@ class Sidecar:
 
 
 def encode_sidecar(sc: Sidecar) -> bytes:
+    """The sidecar's bytes: version 1 (``LSMSIDE1``) without covered spans, so readers
+    that know only version 1 read every file that has none; version 2 with them."""
     buf = io.BytesIO()
-    buf.write(_HEADER.pack(SIDECAR_MAGIC, sc.entries, sc.tombstones, sc.sst_size, sc.data_bytes))
+    magic = SIDECAR_MAGIC_COVERED if sc.covered else SIDECAR_MAGIC
+    buf.write(_HEADER.pack(magic, sc.entries, sc.tombstones, sc.sst_size, sc.data_bytes))
     for k in (sc.first_key, sc.last_key):
         buf.write(_U32.pack(len(k)))
         buf.write(k)
@@ -291,6 +305,15 @@ def encode_sidecar(sc: Sidecar) -> bytes:
     sc.bloom.tofile(bloom)
     buf.write(_U32.pack(len(bloom.getvalue())))
     buf.write(bloom.getvalue())
+    if sc.covered:
+        base = sc.base.encode("ascii")
+        buf.write(_U32.pack(len(base)))
+        buf.write(base)
+        buf.write(_U32.pack(len(sc.covered)))
+        for span in sc.covered:
+            for k in span:
+                buf.write(_U32.pack(len(k)))
+                buf.write(k)
     body = buf.getvalue()
     return body + _U64.pack(xxhash.xxh64_intdigest(body))
 
@@ -303,26 +326,52 @@ def decode_sidecar(buf: bytes, name: str = "sidecar") -> Sidecar:
     if xxhash.xxh64_intdigest(body) != digest:
         raise CorruptFileError(name, "sidecar checksum mismatch")
     magic, entries, tombstones, sst_size, data_bytes = _HEADER.unpack_from(body, 0)
-    if magic != SIDECAR_MAGIC:
+    if magic not in (SIDECAR_MAGIC, SIDECAR_MAGIC_COVERED):
         raise CorruptFileError(name, f"not a sidecar (magic {magic!r})")
     p = _HEADER.size
-    parts: list[bytes] = []
-    for _ in range(3):
+
+    def part() -> bytes:
+        nonlocal p
         if p + 4 > len(body):
             raise CorruptFileError(name, "sidecar truncated")
         (n,) = _U32.unpack_from(body, p)
         p += 4
         if p + n > len(body):
             raise CorruptFileError(name, "sidecar truncated")
-        parts.append(body[p : p + n])
         p += n
+        return body[p - n : p]
+
+    first, last, bloom_bytes = part(), part(), part()
+    base = ""
+    covered: list[tuple[bytes, bytes]] = []
+    if magic == SIDECAR_MAGIC_COVERED:
+        try:
+            base = part().decode("ascii")
+        except UnicodeDecodeError:
+            raise CorruptFileError(name, "sidecar names a non-ASCII base commit") from None
+        if p + 4 > len(body):
+            raise CorruptFileError(name, "sidecar truncated")
+        (count,) = _U32.unpack_from(body, p)
+        p += 4
+        # each span takes at least two length words: bound the count before the loop
+        if count * 8 > len(body) - p:
+            raise CorruptFileError(name, f"sidecar claims {count} covered spans")
+        for _ in range(count):
+            lo, end = part(), part()
+            if covered and (not covered[-1][1] or lo < covered[-1][1]):
+                raise CorruptFileError(name, "sidecar's covered spans overlap")
+            if not first <= lo <= last or (end and end <= lo):
+                raise CorruptFileError(name, "sidecar's covered span is out of bounds")
+            covered.append((lo, end))
     if p != len(body):
         raise CorruptFileError(name, f"{len(body) - p} trailing bytes in sidecar")
     try:
-        bloom = BloomFilter.fromfile(io.BytesIO(parts[2]))
+        bloom = BloomFilter.fromfile(io.BytesIO(bloom_bytes))
     except Exception as e:  # struct.error, ValueError from pybloom-live
         raise CorruptFileError(name, f"bad bloom filter: {e}") from e
-    return Sidecar(entries, tombstones, sst_size, data_bytes, parts[0], parts[1], bloom)
+    return Sidecar(
+        entries, tombstones, sst_size, data_bytes, first, last, bloom, base, tuple(covered)
+    )
 
 
 def sidecar_of(records: list[Record], sst_size: int, error_rate: float) -> Sidecar:
@@ -370,20 +419,42 @@ def encode_staging_columns(
     return sst, encode_sidecar(sc), sc
 
 
+#: What one record of a prepared SST counts against its decoded bound besides its key
+#: and value (:func:`sidecar_of_prepared_sst`).
+RECORD_OVERHEAD_BYTES = 32
+
+
 def sidecar_of_prepared_sst(
-    data: bytes, name: str, max_key_bytes: int, max_value_bytes: int, error_rate: float
+    data: bytes,
+    name: str,
+    max_key_bytes: int,
+    max_value_bytes: int,
+    error_rate: float,
+    max_decoded_bytes: int,
 ) -> Sidecar:
     """Validate a prepared SST completely and return its sidecar.
 
     Every entry is read: keys must be 1..``max_key_bytes`` bytes and strictly
     increasing, values must decode (graveler value encoding) with data of at most
-    ``max_value_bytes``.  Raises CorruptFileError (unreadable, unsorted),
-    UnsupportedFormatError, EntryTooLargeError or InvalidInputError (empty).
-    Synchronous and CPU-bound: run it in a thread.
+    ``max_value_bytes``.  The file may decode to at most ``max_decoded_bytes`` (its
+    keys and values plus :data:`RECORD_OVERHEAD_BYTES` per record; the count its
+    properties claim is checked against it before anything is read): a small,
+    highly compressed file cannot make the reader produce more.  Records are
+    streamed, one data block at a time; only their keys are kept (for the bloom
+    filter).  Raises CorruptFileError (unreadable, unsorted), UnsupportedFormatError,
+    EntryTooLargeError (a key, a value or the whole past its bound) or
+    InvalidInputError (empty).  Synchronous and CPU-bound: run it in a thread.
     """
     reader = SSTReader(data, name)
-    records: list[Record] = []
+    if reader.num_entries * RECORD_OVERHEAD_BYTES > max_decoded_bytes:
+        raise EntryTooLargeError(
+            f"{name}: {reader.num_entries} entries, over the bound of {max_decoded_bytes} "
+            "decoded bytes"
+        )
+    keys: list[bytes] = []
     prev: bytes | None = None
+    tombstones = data_bytes = 0
+    decoded = 0
     for rec in reader:
         key = rec.key
         if prev is not None and key <= prev:
@@ -394,16 +465,27 @@ def sidecar_of_prepared_sst(
             raise EntryTooLargeError(
                 f"{name}: key {key[:32]!r}... is {len(key)} bytes, over {max_key_bytes}"
             )
-        if rec.value is not None and len(rec.value) > max_value_bytes:
-            raise EntryTooLargeError(
-                f"{name}: value of {key[:64]!r} is {len(rec.value)} bytes, over {max_value_bytes}"
-            )
-        records.append(rec)
+        value = rec.value
+        if value is None:
+            tombstones += 1
+            size = len(key)
+        else:
+            if len(value) > max_value_bytes:
+                raise EntryTooLargeError(
+                    f"{name}: value of {key[:64]!r} is {len(value)} bytes, over {max_value_bytes}"
+                )
+            size = len(key) + len(value)
+        data_bytes += size
+        decoded += size + RECORD_OVERHEAD_BYTES
+        if decoded > max_decoded_bytes:
+            raise EntryTooLargeError(f"{name}: decodes to more than {max_decoded_bytes} bytes")
+        keys.append(key)
         prev = key
-    if not records:
+    if not keys:
         raise InvalidInputError(f"{name}: holds no entries")
-    if len(records) != reader.num_entries:
+    if len(keys) != reader.num_entries:
         raise CorruptFileError(
-            name, f"properties count {reader.num_entries} entries but {len(records)} were read"
+            name, f"properties count {reader.num_entries} entries but {len(keys)} were read"
         )
-    return sidecar_of(records, len(data), error_rate)
+    bloom = build_bloom(keys, len(keys), error_rate)
+    return Sidecar(len(keys), tombstones, len(data), data_bytes, keys[0], keys[-1], bloom)

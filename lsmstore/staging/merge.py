@@ -13,7 +13,14 @@ committer (staged changes over the base).
 from __future__ import annotations
 
 import heapq
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterable,
+    AsyncIterator,
+    Iterable,
+    Iterator,
+    Sequence,
+)
 from operator import attrgetter
 
 from lsmstore.graveler.record import Record
@@ -43,7 +50,7 @@ def live(records: Iterable[Record]) -> Iterator[Record]:
 
 async def amerge_newest(
     sources: Sequence[Iterable[Record] | AsyncIterable[Record]],
-) -> AsyncIterator[Record]:
+) -> AsyncGenerator[Record]:
     """:func:`merge_newest` over a mix of sync and async sources (e.g. staging files
     held in memory over a lazily fetched base tree)."""
     sync_sources = [s for s in sources if not isinstance(s, AsyncIterable)]

@@ -13,12 +13,16 @@ fetch the ref again and retry once.
 
 Listing merges every layer in key order, newest record per key, and drops tombstones in
 memory: staging files are whole SSTs held in the cache, so a run of tombstones costs no
-request per tombstone.  ``delimiter`` folds keys into common prefixes (like ``ls``).
+request per tombstone; and an L2 file's covered spans over the snapshot's base
+(:mod:`lsmstore.compaction.coverage`) are skipped with one seek of L2 and the base
+each, so a prefix whose keys are nearly all deleted does not cost a walk over the
+deleted keys.  ``delimiter`` folds keys into common prefixes (like ``ls``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
@@ -359,10 +363,43 @@ class Snapshot:
 
     # --- listing ----------------------------------------------------------------------
 
+    def covered(self, start: bytes, end: bytes | None) -> list[tuple[bytes, bytes | None]]:
+        """The covered spans ``(lo, stop)`` (``lo <= key < stop``, None: no bound) of
+        this snapshot's L2 files over its base that meet ``[start, end)``, in key
+        order (lsmstore.compaction.coverage): L2 and the base hold nothing live in
+        them.  A span reaching past its file's last key is cut at the next L2 file's
+        first key (the file vouches for no other file)."""
+        base = self.ref.base
+        l2 = self.l2
+        out: list[tuple[bytes, bytes | None]] = []
+        for i, f in enumerate(l2):
+            sc = f.sidecar
+            if not sc.covered or sc.base != base or not sc.overlaps(start, end):
+                continue
+            after = l2[i + 1].sidecar.first_key if i + 1 < len(l2) else None
+            for lo, stop in sc.covered:
+                bound: bytes | None = stop or None
+                if after is not None and (bound is None or after < bound):
+                    bound = after
+                if (bound is None or bound > start) and (end is None or lo < end):
+                    out.append((lo, bound))
+        return out
+
     async def scan(self, start: bytes, end: bytes | None) -> AsyncIterator[Record]:
-        """Every newest record (tombstones included) with ``start <= key < end``."""
+        """Every newest record with ``start <= key < end``: tombstones included, except
+        those of L2 inside covered spans (:meth:`covered`), which are skipped whole."""
         files = self.files
         l1 = [f for f in self.l1 if f.sidecar.overlaps(start, end)]
+        spans = self.covered(start, end)
+        if spans:
+            l1_readers = await asyncio.gather(*(files.sst(f) for f in l1))
+            async for rec in amerge_newest(
+                [*(r.seek(start) for r in l1_readers), self._uncovered(start, end, spans)]
+            ):
+                if end is not None and rec.key >= end:
+                    return
+                yield rec
+            return
         l2 = [f for f in self.l2 if f.sidecar.overlaps(start, end)]
         readers = await asyncio.gather(*(files.sst(f) for f in itertools.chain(l1, l2)))
         sources: list[Iterable[Record] | AsyncIterator[Record]] = [
@@ -376,6 +413,35 @@ class Snapshot:
             if end is not None and rec.key >= end:
                 return
             yield rec
+
+    async def _uncovered(
+        self, start: bytes, end: bytes | None, spans: Sequence[tuple[bytes, bytes | None]]
+    ) -> AsyncIterator[Record]:
+        """L2 merged over the base, newest record per key in ``[start, end)``, outside
+        ``spans`` (covered spans in key order): each stretch between two spans is a
+        fresh seek of both, so a span costs no record read, and an L2 file is fetched
+        only when a stretch meets it."""
+        files = self.files
+        pos = start
+        last: list[tuple[bytes | None, bytes | None]] = [(None, None)]
+        for lo, after in itertools.chain(spans, last):
+            stop = end if lo is None else (lo if end is None or lo < end else end)
+            if stop is None or pos < stop:
+                sources: list[Iterable[Record] | AsyncIterator[Record]] = []
+                l2 = [f for f in self.l2 if f.sidecar.overlaps(pos, stop)]
+                if l2:
+                    readers = await asyncio.gather(*(files.sst(f) for f in l2))
+                    sources.append(_l2_chain(list(zip(l2, readers, strict=True)), pos))
+                if self.tree is not None:
+                    sources.append(self.tree.seek(pos, stop))
+                async with contextlib.aclosing(amerge_newest(sources)) as merged:
+                    async for rec in merged:
+                        if stop is not None and rec.key >= stop:
+                            break
+                        yield rec
+            if lo is None or after is None or (end is not None and after >= end):
+                return
+            pos = max(pos, after)
 
     async def list(
         self,

@@ -779,6 +779,7 @@ class BranchWriter:
             cfg.max_key_bytes,
             cfg.max_value_bytes,
             cfg.bloom_error_rate,
+            cfg.max_prepared_sst_bytes,
         )
         self._check_open()
         await self._admit()  # the same backpressure as batches

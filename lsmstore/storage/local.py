@@ -56,6 +56,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import BinaryIO, TypeVar
 
+from lsmstore import private
 from lsmstore.errors import (
     InvalidInputError,
     InvalidNameError,
@@ -342,7 +343,7 @@ class LocalStore(ObjectStore):
         parent = os.path.dirname(directory)
         if directory == self._root:
             try:
-                os.makedirs(directory, exist_ok=True)
+                private.make_dirs(directory)
                 _fsync_dir(parent)
             except OSError as e:  # the namespace itself is unusable, not the key
                 raise UnavailableError(
@@ -351,7 +352,7 @@ class LocalStore(ObjectStore):
             return
         self._ensure_dir(key, parent)
         try:
-            os.mkdir(directory)
+            os.mkdir(directory, private.DIR_MODE)
         except FileExistsError:
             if not os.path.isdir(directory):
                 raise InvalidNameError(
@@ -450,7 +451,7 @@ class LocalStore(ObjectStore):
         """A new file at ``path`` (creating the directories), open for writing."""
         try:
             self._ensure_dir(key, directory)
-            return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+            return private.create_file(path, exclusive=True)
         except FileExistsError:
             if os.path.isdir(path):
                 raise InvalidNameError(

@@ -10,7 +10,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from lsmstore import layout
 from lsmstore.config import Config, load_config
@@ -35,8 +35,19 @@ from lsmstore.storage.base import ObjectStore
 from lsmstore.types import Commit
 
 TINY_RANGES = RangePolicy(min_bytes=256, max_bytes=4096, raggedness=7)
+T = TypeVar("T")
+
 REPO = "repo"
 BRANCH = "main"
+
+
+class PlainCache:
+    """A FileCacheLike with no caching: every file read is an object-store get."""
+
+    async def get(
+        self, store: ObjectStore, key: str, parse: Callable[[bytes, str], T], *, kind: str = ""
+    ) -> T:
+        return parse(await store.get(key), key)
 
 
 async def setup_branch(

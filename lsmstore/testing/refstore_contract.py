@@ -9,7 +9,10 @@ concurrency (moto's threaded DynamoDB) can pick a serial server for those by nam
 
 Leases: :meth:`RefStoreContract.pass_time` lets leases expire.  It sleeps by default
 (with :attr:`lease_ttl` seconds); a backend with an injectable clock overrides it to
-advance a fake clock instead.
+advance a fake clock instead.  Window counters are timed by the backend's injected
+clock: :meth:`RefStoreContract.pass_counter_time` advances it (by default
+:meth:`pass_time`; a backend whose leases are timed by its server, not by the clock,
+overrides only this one).
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from lsmstore.refstore.base import (
     RefKind,
     RefStore,
     Repository,
+    WindowCount,
 )
 from lsmstore.refstore.names import encode_branch, locate_entry, qualify_entry
 
@@ -109,6 +113,10 @@ class RefStoreContract:
     async def pass_time(self, seconds: float) -> None:
         """Let ``seconds`` pass for lease expiry (override to advance a fake clock)."""
         await asyncio.sleep(seconds)
+
+    async def pass_counter_time(self, seconds: float) -> None:
+        """Let ``seconds`` of the backend's clock pass for window counters."""
+        await self.pass_time(seconds)
 
     # --- helpers -----------------------------------------------------------------------
 
@@ -800,6 +808,49 @@ class RefStoreContract:
         )
         assert len(shrunk.l1) + len(shrunk.l2) == MAX_FILE_IDS
         assert await refstore.get_ref(REPO, "big") == shrunk
+
+    # --- window counters ---------------------------------------------------------------
+
+    async def test_window_counter_counts_within_its_window(self, refstore: RefStore) -> None:
+        assert await refstore.read_window_count("auth/k1") == WindowCount(0, 0.0)
+        first = await refstore.count_in_window("auth/k1", 30.0)
+        assert first.value == 1
+        second = await refstore.count_in_window("auth/k1", 30.0)
+        assert second == WindowCount(2, first.ends_at)  # the window does not slide
+        assert await refstore.read_window_count("auth/k1") == second  # reading adds nothing
+        assert await refstore.read_window_count("auth/k1") == second
+        other = await refstore.count_in_window("auth/k2", 5.0)  # names are independent
+        assert other.value == 1 and other.ends_at < first.ends_at
+        assert (await refstore.read_window_count("auth/k1")).value == 2
+
+    async def test_window_counter_restarts_after_its_window(self, refstore: RefStore) -> None:
+        first = await refstore.count_in_window("c", 20.0)
+        await refstore.count_in_window("c", 20.0)
+        await self.pass_counter_time(10.0)
+        assert (await refstore.read_window_count("c")).value == 2
+        await self.pass_counter_time(10.5)  # past ends_at: ended
+        assert await refstore.read_window_count("c") == WindowCount(0, 0.0)
+        again = await refstore.count_in_window("c", 20.0)
+        assert again.value == 1
+        assert again.ends_at == pytest.approx(first.ends_at + 20.5, abs=0.01)
+        assert (await refstore.read_window_count("c")).value == 1
+
+    async def test_concurrent_window_counts_add_exactly(self, refstore: RefStore) -> None:
+        results = await asyncio.gather(*(refstore.count_in_window("hot", 60.0) for _ in range(40)))
+        assert sorted(r.value for r in results) == list(range(1, 41))
+        assert len({r.ends_at for r in results}) == 1
+        assert (await refstore.read_window_count("hot")).value == 40
+
+    async def test_window_counter_bad_input(self, refstore: RefStore) -> None:
+        for bad in (0, -1.0, float("nan"), float("inf"), 86_401, True, "5"):
+            with pytest.raises(InvalidInputError):
+                await refstore.count_in_window("c", bad)  # type: ignore[arg-type]
+        for name in ("", "a\n", "x" * 600):
+            with pytest.raises(InvalidNameError):
+                await refstore.count_in_window(name, 1.0)
+            with pytest.raises(InvalidNameError):
+                await refstore.read_window_count(name)
+        assert await refstore.read_window_count("c") == WindowCount(0, 0.0)
 
     # --- leases --------------------------------------------------------------------------
 

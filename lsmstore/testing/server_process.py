@@ -27,6 +27,8 @@ class ServerProcess:
     env: dict[str, str]
     admin: tuple[str, str]
     log_lines: list[dict[str, Any]] = field(default_factory=list)
+    #: What the server printed on standard output (the admin key of ``--init``).
+    out_lines: list[str] = field(default_factory=list)
 
     @property
     def api(self) -> str:
@@ -95,7 +97,9 @@ def start_server(
     admin: tuple[str, str] | None = None,
 ) -> ServerProcess:
     """Start the server (``args`` are extra flags) and wait until it listens.  On a
-    home that has keys already, pass the ``admin`` key (nothing is printed then)."""
+    home that has keys already, pass the ``admin`` key (nothing is printed then).  On
+    a shared RefStore (``--refstore redis://...``) the environment must name the token
+    signing secret (``LSMSTORE_SERVER_AUTH_SECRET_KEY``)."""
     home.mkdir(parents=True, exist_ok=True)
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("LSMSTORE_")}
     full_env["LSMSTORE_HOME"] = str(home)
@@ -126,11 +130,11 @@ def start_server(
         time.sleep(0.02)
     url = str(listening[0]["url"])
     if admin is not None:
-        return ServerProcess(proc, url, home, full_env, admin, lines)
+        return ServerProcess(proc, url, home, full_env, admin, lines, out)
     # The key is printed before the server listens; stdout may still be in flight.
     while not any(line.startswith("secret_access_key") for line in out):
         if time.monotonic() > deadline:
             raise RuntimeError("the server printed no admin key (--init on a used home?)")
         time.sleep(0.01)
     admin = _parse_key("".join(out))
-    return ServerProcess(proc, url, home, full_env, admin, lines)
+    return ServerProcess(proc, url, home, full_env, admin, lines, out)

@@ -39,13 +39,17 @@ async def diff_refs(ctx: RepoContext, left: str, right: str) -> AsyncIterator[Ch
         yield change
 
 
-async def diff_uncommitted(ctx: RepoContext, branch: str) -> AsyncIterator[Change]:
-    """What committing ``branch`` now would change (its staged state vs its base)."""
+async def diff_uncommitted(
+    ctx: RepoContext, branch: str, *, start: bytes = b""
+) -> AsyncIterator[Change]:
+    """What committing ``branch`` now would change (its staged state vs its base), from
+    key ``start`` on: a page after a given key seeks the staged files there instead of
+    walking the changes before it."""
     ref = await get_branch(ctx, branch)
     tree = (await ctx.commit(ref.base)).metarange_id if ref.base else EMPTY_METARANGE_ID
     readers = await open_staged(ctx, branch, ref)
     base = TreeCursor(ctx.source, (await ctx.source.metarange(tree)).ranges)
-    for staged in merged(readers):
+    for staged in merged(readers, start):
         old = await base.lookup(staged.key)
         if staged.value is None:
             if old is not None:

@@ -42,6 +42,7 @@ async def open_staged(ctx: RepoContext, branch: str, ref: Ref) -> list[SSTReader
         raise
 
 
-def merged(readers: list[SSTReader]) -> Iterator[Record]:
-    """One record per key (the newest), tombstones included, in key order."""
-    return merge_newest(readers)
+def merged(readers: list[SSTReader], start: bytes = b"") -> Iterator[Record]:
+    """One record per key (the newest), tombstones included, in key order, from key
+    ``start`` on."""
+    return merge_newest([r.seek(start) for r in readers] if start else readers)

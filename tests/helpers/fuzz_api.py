@@ -427,6 +427,16 @@ def config(name: str, value: Any, via_env: bool) -> None:
         ok, cfg = FUZZ.attempt("config", lambda: load_config(environ=env))
     else:
         ok, cfg = FUZZ.attempt("config", lambda: load_config(environ=env, **{name: value}))
+        # The same setting as an argument of connect: refused alike, before any I/O
+        # (connect may refuse more: a server URL is parsed when the client is made).
+        if name != "home":
+            home = str(FUZZ.tmp / "home")
+            opened, store = FUZZ.attempt(
+                "config", lambda: lsmstore.connect(home=home, **{name: value})
+            )
+            assert ok or not opened, f"connect accepted {name}={value!r}"
+            if opened:
+                FUZZ.run(store.aclose())
     if ok:
         got = getattr(cfg, name)
         if isinstance(got, float):
@@ -518,6 +528,12 @@ def urls(url: Any, name: str) -> None:
     ok, obj = FUZZ.attempt("urls", lambda: open_object_store(url))
     if ok:
         FUZZ.run(obj.aclose())
+    # The same text as the RefStore (or server) of a store: opened lazily, so only
+    # the argument's own checks run here.
+    home = str(FUZZ.tmp / "connect")
+    ok, store = FUZZ.attempt("urls", lambda: lsmstore.connect(url, home=home))
+    if ok:
+        FUZZ.run(store.aclose())
     ok, obj = FUZZ.attempt("urls", lambda: open_refstore(url))
     if ok:
         FUZZ.run(obj.aclose())

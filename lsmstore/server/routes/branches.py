@@ -12,7 +12,13 @@ from lsmstore.server import models, pagination, validate
 from lsmstore.server.context import Context
 from lsmstore.server.errors import bad_request
 from lsmstore.server.http import Request, Response, empty, json_response, text_response
-from lsmstore.server.routes.common import DIFF_PARAMS, committer, diff_page, merge_strategy
+from lsmstore.server.routes.common import (
+    DIFF_PARAMS,
+    committer,
+    diff_page,
+    diff_start,
+    merge_strategy,
+)
 from lsmstore.server.routes.schemas import BOOL, STR, ref
 from lsmstore.server.routing import Param, Route
 from lsmstore.types import Commit, MergeResult
@@ -123,7 +129,7 @@ def routes(ctx: Context) -> list[Route]:
         repo = await ctx.repository(request.params["repository"])
         name = check_ref_name(request.params["branch"])
         limit = pagination.amount(request)
-        changes = _changes.diff_uncommitted(repo.context(), name)
+        changes = _changes.diff_uncommitted(repo.context(), name, start=diff_start(request))
         found = await diff_page(changes, request, limit)
         return json_response(pagination.page(found, limit, lambda d: d["path"], lambda d: d))
 

@@ -57,6 +57,17 @@ def merge_strategy(doc: Mapping[str, Any]) -> Strategy | None:
     return strategy
 
 
+def diff_start(request: Request) -> bytes:
+    """The smallest key a page of a diff can hold (its ``prefix`` or ``after``,
+    whichever is larger): the diff starts there (b"" when neither is UTF-8)."""
+    try:
+        prefix = (request.arg("prefix", "") or "").encode()
+        after = (request.arg("after", "") or "").encode()
+    except UnicodeEncodeError:
+        return b""
+    return max(prefix, after)
+
+
 async def diff_page(
     changes: AsyncIterator[Change], request: Request, limit: int
 ) -> list[dict[str, Any]]:

@@ -4,9 +4,11 @@ key/value reads (:mod:`lsmstore.server.routes.kv`)."""
 
 from __future__ import annotations
 
+from lsmstore.errors import EntryTooLargeError
 from lsmstore.refstore.names import check_ref_name
 from lsmstore.server import batch, models
 from lsmstore.server.context import Context
+from lsmstore.server.errors import ApiError
 from lsmstore.server.http import Request, Response, json_response
 from lsmstore.server.routes import kv
 from lsmstore.server.routes.branches import revert_request
@@ -44,6 +46,8 @@ def routes(ctx: Context) -> list[Route]:
         ctx.metrics.writes_in_flight.inc()
         try:
             file_id = await repo.branch(name).stage_sst(data)
+        except EntryTooLargeError as e:  # a record or the decoded whole over its bound
+            raise ApiError(413, str(e), kind=type(e).__name__) from None
         finally:
             ctx.metrics.writes_in_flight.dec()
         return json_response({"file_id": file_id}, 201)

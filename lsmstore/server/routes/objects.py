@@ -21,7 +21,7 @@ from email.utils import formatdate
 from typing import Any
 
 from lsmstore.client import Ref
-from lsmstore.errors import PreconditionFailedError
+from lsmstore.errors import CorruptFileError, PreconditionFailedError
 from lsmstore.objects import DEFAULT_CONTENT_TYPE
 from lsmstore.objects.source import HASH_IN_THREAD
 from lsmstore.refstore.names import check_ref_name
@@ -202,20 +202,35 @@ def routes(ctx: Context) -> list[Route]:
             await reader.aclose()
             return Response(status, b"", None, headers)
 
-        # The first chunk is read before answering: data that is missing (a link to
-        # nothing) answers 404 instead of a body cut short after the headers.
-        it = reader.iter_chunks(start, end - start)
+        # The data's first chunk is read before the status line: a data object that is
+        # gone or short there answers an error, not a 200 cut off (a large object
+        # found short further on still ends the connection: the head is sent).
+        stream = reader.iter_chunks(start, end - start)
+        head: list[bytes] = []
         try:
-            first = await anext(it, b"")
+            got = 0
+            async for chunk in stream:
+                head.append(chunk)
+                got += len(chunk)
+                if got >= end - start or len(head) > 1:
+                    break
+            if got >= end - start:
+                async for _ in stream:  # nothing more: the reader's own length check
+                    pass
+        except CorruptFileError as e:
+            await reader.aclose()
+            raise ApiError(
+                500, f"data of {path!r} is shorter than its entry records", kind=type(e).__name__
+            ) from e
         except BaseException:
             await reader.aclose()
             raise
 
         async def chunks() -> AsyncIterator[bytes]:
             try:
-                if first:
-                    yield first
-                async for chunk in it:
+                for chunk in head:
+                    yield chunk
+                async for chunk in stream:
                     yield chunk
             finally:
                 await reader.aclose()

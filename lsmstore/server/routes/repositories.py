@@ -7,6 +7,7 @@ from urllib.parse import parse_qsl, urlsplit
 from lsmstore.client import Repository
 from lsmstore.config import Config
 from lsmstore.server import models, pagination, validate
+from lsmstore.server.auth import forbidden
 from lsmstore.server.context import Context
 from lsmstore.server.errors import bad_request
 from lsmstore.server.http import Request, Response, empty, json_response
@@ -76,6 +77,9 @@ def routes(ctx: Context) -> list[Route]:
     async def create_repository(request: Request) -> Response:
         doc = await request.json_object()
         name = validate.string(doc, "name")
+        who = principal(request)
+        if not who.allows("admin", name):  # before anything tells whether it exists
+            raise forbidden(who, "create repositories", name)
         namespace = validate.string(doc, "storage_namespace")
         default_branch = validate.string(doc, "default_branch", required=False, default="main")
         check_api_namespace(namespace, ctx.config)

@@ -6,9 +6,11 @@ import asyncio
 
 from lsmstore.errors import ObjectNotFoundError
 from lsmstore.namespace import location_of
+from lsmstore.server.auth import forbidden
 from lsmstore.server.context import Context
 from lsmstore.server.http import Request, Response, empty, error_response, json_response
 from lsmstore.server.metrics import CONTENT_TYPE
+from lsmstore.server.routes.common import principal
 from lsmstore.server.routing import Route
 
 #: A dependency check of /readyz gives up after this long.
@@ -49,6 +51,9 @@ def routes(ctx: Context, openapi: Response) -> list[Route]:
         return json_response({"status": "ready"})
 
     async def metrics(request: Request) -> Response:
+        who = principal(request)
+        if who.repositories:  # the labels name every repository and branch
+            raise forbidden(who, "read metrics (they name every repository)", None)
         ctx.metrics.collect(ctx.store)
         return Response(200, ctx.metrics.render(), CONTENT_TYPE)
 

@@ -1,0 +1,127 @@
+"""Decoding a batch request body within bounds (docs/security.md, "Limits").
+
+A batch body (docs/server.md, "Batch write") is a top-level array of entries.  Its
+size in bytes is bounded where it is read; this module bounds what it decodes to, so
+that a small body cannot become a large heap:
+
+* at most ``max_entries`` entries: a msgpack body's array header is read first and
+  refused (413) before any entry is decoded;
+* at most ``max_values`` values in all -- entries, their fields, metadata keys and
+  values -- counted while decoding (msgpack: the containers' hooks, so at most one
+  bounded container is decoded past the limit; JSON: every ``[``, ``{``, ``,`` and ``:`` of
+  the text counted before it is parsed, an upper bound of its values).  Past it: 413.
+
+A msgpack body is decoded in slices of :data:`SLICE` entries with the event loop free
+between them, so other requests (a health probe) are served while a large batch is
+decoded.  A JSON body is parsed in one step (orjson): its cost is bounded by the same
+counts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from typing import Any
+
+import msgpack
+import orjson
+
+from lsmstore.objects.rules import MAX_METADATA_ENTRIES
+from lsmstore.server.errors import ApiError, bad_request
+
+MSGPACK = "application/msgpack"
+#: Entries decoded between two turns of the event loop.
+SLICE = 4096
+#: The longest array inside an entry (an entry has at most 8 fields).
+_MAX_FIELDS = 64
+
+
+class _TooMany(Exception):
+    """The value budget ran out (raised from a decoding hook)."""
+
+
+def _too_many_entries(n: int, max_entries: int) -> ApiError:
+    return ApiError(413, f"batch of {n} entries: at most {max_entries} per request")
+
+
+def _too_many_values(max_values: int) -> ApiError:
+    return ApiError(413, f"batch body decodes to more than {max_values} values")
+
+
+async def decode_batch(
+    data: bytes, content_type: str, *, max_entries: int, max_values: int
+) -> list[Any]:
+    """The entries of a batch body (still unchecked: the batch endpoint checks each);
+    400 for a malformed body or another media type, 413 past the bounds."""
+    media = content_type.split(";")[0].strip().lower()
+    if media in (MSGPACK, "application/x-msgpack"):
+        return await _msgpack_entries(data, max_entries, max_values)
+    if media in ("application/json", ""):
+        return _json_entries(data, max_entries, max_values)
+    raise bad_request(f"batch body must be {MSGPACK} or application/json")
+
+
+def _json_entries(data: bytes, max_entries: int, max_values: int) -> list[Any]:
+    if sum(map(data.count, (b"[", b"{", b",", b":"))) >= max_values:
+        raise _too_many_values(max_values)
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError as e:
+        raise bad_request(f"malformed batch body: {e}") from None
+    if not isinstance(doc, list):
+        raise bad_request("batch body must be an array of entries")
+    if len(doc) > max_entries:
+        raise _too_many_entries(len(doc), max_entries)
+    return doc
+
+
+async def _msgpack_entries(data: bytes, max_entries: int, max_values: int) -> list[Any]:
+    left = max_values
+
+    def counted_list(value: list[Any]) -> list[Any]:
+        nonlocal left
+        left -= len(value) + 1
+        if left < 0:
+            raise _TooMany
+        return value
+
+    def counted_map(value: dict[Any, Any]) -> dict[Any, Any]:
+        nonlocal left
+        left -= 2 * len(value)
+        if left < 0:
+            raise _TooMany
+        return value
+
+    unpacker = msgpack.Unpacker(
+        raw=False,
+        strict_map_key=True,
+        list_hook=counted_list,
+        object_hook=counted_map,
+        max_buffer_size=max(1, len(data)),
+        max_array_len=_MAX_FIELDS,
+        max_map_len=MAX_METADATA_ENTRIES,
+    )
+    unpacker.feed(data)
+    try:
+        try:
+            n = unpacker.read_array_header()
+        except (msgpack.UnpackException, ValueError):
+            raise bad_request("batch body must be an array of entries") from None
+        if n > max_entries:
+            raise _too_many_entries(n, max_entries)
+        entries: list[Any] = []
+        while len(entries) < n:
+            if entries:
+                await asyncio.sleep(0)  # let other requests in between slices
+            want = min(SLICE, n - len(entries))
+            got = list(itertools.islice(unpacker, want))
+            if len(got) < want:
+                raise bad_request("malformed batch body: truncated")
+            entries.extend(got)
+    except _TooMany:
+        raise _too_many_values(max_values) from None
+    except (ValueError, msgpack.UnpackException) as e:
+        raise bad_request(f"malformed batch body: {e}") from None
+    if unpacker.tell() != len(data):
+        raise bad_request("malformed batch body: extra data after the array")
+    return entries

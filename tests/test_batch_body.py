@@ -1,0 +1,79 @@
+"""Decoding batch bodies within bounds (lsmstore.server.batch_body): entry and value
+counts refused before the work, and a large body decoded in slices with the event
+loop free between them."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+
+import msgpack
+import pytest
+
+from lsmstore.server.batch_body import MSGPACK, SLICE, decode_batch
+from lsmstore.server.errors import ApiError
+
+BIG = 10**9
+
+
+async def test_other_tasks_run_between_the_slices_of_a_large_body() -> None:
+    events: list[str] = []
+
+    async def probe() -> None:
+        events.append("probe")
+
+    body = msgpack.packb([["kvdelete", b"k%d" % i] for i in range(3 * SLICE)])
+    task = asyncio.create_task(probe())  # runs at the decoder's first yield, if any
+    entries = await decode_batch(body, MSGPACK, max_entries=BIG, max_values=BIG)
+    events.append("decoded")
+    await task
+    assert events == ["probe", "decoded"]
+    assert len(entries) == 3 * SLICE and entries[-1] == ["kvdelete", b"k%d" % (3 * SLICE - 1)]
+
+
+async def test_an_entry_count_over_the_bound_is_refused_from_the_header() -> None:
+    # An array header claiming 2**32 - 1 entries, and nothing behind it.
+    body = b"\xdd" + struct.pack(">I", 2**32 - 1)
+    with pytest.raises(ApiError) as e:
+        await decode_batch(body, MSGPACK, max_entries=100_000, max_values=BIG)
+    assert e.value.status == 413
+    with pytest.raises(ApiError) as e:  # within the bound: the body is short
+        await decode_batch(body[:1] + struct.pack(">I", 10), MSGPACK, max_entries=100,
+                           max_values=BIG)  # fmt: skip
+    assert e.value.status == 400
+
+
+@pytest.mark.parametrize("media", [MSGPACK, "application/json"])
+async def test_values_are_counted_across_entries_and_metadata(media: str) -> None:
+    entries = [["link", f"p{i}", "data/x", 1, "c", None, {"a": "1", "b": "2"}] for i in range(10)]
+    if media == MSGPACK:
+        body = msgpack.packb(entries)
+    else:
+        import orjson
+
+        body = orjson.dumps(entries)
+    # 10 entries of 7 fields and 2 metadata pairs: 10 * (1 + 7 + 4) = 120 values
+    assert await decode_batch(body, media, max_entries=10, max_values=130) == entries
+    with pytest.raises(ApiError) as e:
+        await decode_batch(body, media, max_entries=10, max_values=100)
+    assert e.value.status == 413
+    with pytest.raises(ApiError) as e:
+        await decode_batch(body, media, max_entries=9, max_values=BIG)
+    assert e.value.status == 413
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"", b"\x81\xa1a\x01", msgpack.packb([["kv"]]) + b"\x00", b"\x92\x91\xa2kv", b"\xc1"],
+    ids=["empty", "map", "extra-data", "truncated", "reserved-byte"],
+)
+async def test_malformed_msgpack_is_400(body: bytes) -> None:
+    with pytest.raises(ApiError) as e:
+        await decode_batch(body, MSGPACK, max_entries=BIG, max_values=BIG)
+    assert e.value.status == 400
+
+
+async def test_other_media_types_are_400() -> None:
+    with pytest.raises(ApiError) as e:
+        await decode_batch(b"[]", "text/plain", max_entries=1, max_values=1)
+    assert e.value.status == 400
