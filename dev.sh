@@ -39,6 +39,7 @@ ensure_debs() {  # Debian packages the tests talk to: a real redis-server, Rocks
   command -v redis-server >/dev/null || missing+=(redis-server)
   command -v sst_dump >/dev/null || missing+=(rocksdb-tools)
   command -v java >/dev/null || missing+=(openjdk-17-jre-headless)
+  command -v rclone >/dev/null || missing+=(rclone)  # an S3 client of the gateway's tests
   command -v chromium >/dev/null || missing+=(chromium)
   [ ${#missing[@]} -eq 0 ] && return 0
   local sudo=""

@@ -542,3 +542,16 @@ class StoreAPI(Protocol):
         """Closes the store (:meth:`aclose`); leaving because of an exception notes a
         failure to close on that exception instead of raising it in its place."""
         ...
+
+
+def store_location(store: StoreAPI) -> str:
+    """Which store a message speaks of: ``server URL``, ``the embedded store at
+    PATH`` or ``RefStore URL`` (so a user sees where a missing repository was looked
+    for)."""
+    url = getattr(store, "url", None)
+    if isinstance(url, str) and url:
+        return f"server {url}"
+    cfg = store.config
+    if not cfg.refstore:
+        return f"the embedded store at {cfg.home}"
+    return f"RefStore {cfg.refstore_url}"

@@ -670,7 +670,7 @@ class _Reads(ObjectReads):
         k = check_key(key, self._max_key)
         rec, staged = await self._snapshot_lookup(k)
         if rec is None or rec.value is None:
-            raise NotFoundError(f"key {validate.preview(k)} not found in {self._where()}")
+            raise NotFoundError(f"key {validate.key_text(k)} not found in {self._where()}")
         return rec.value, Stat(k, len(rec.value), rec.identity, staged)
 
     async def get(self, key: str | bytes) -> bytes:
@@ -681,7 +681,7 @@ class _Reads(ObjectReads):
 
     def _value(self, key: bytes, rec: Record | None) -> bytes:
         if rec is None or rec.value is None:
-            raise NotFoundError(f"key {validate.preview(key)} not found in {self._where()}")
+            raise NotFoundError(f"key {validate.key_text(key)} not found in {self._where()}")
         return rec.value
 
     async def exists(self, key: str | bytes) -> bool:
@@ -901,7 +901,7 @@ class Ref(_Reads):
         return f"Ref({self.repository.name!r}, {self.expression!r})"
 
     def _where(self) -> str:
-        return f"{self.repository.name}@{self.expression}"
+        return f"{self.repository.name}/{self.expression}"
 
     async def resolve(self) -> ResolvedRef:
         if self._resolved is None:

@@ -14,6 +14,7 @@ Byte sizes accept an integer or a string with a unit: ``"64MiB"``, ``"512 KiB"``
 from __future__ import annotations
 
 import dataclasses
+import getpass
 import os
 import re
 import tomllib
@@ -33,6 +34,16 @@ GiB = 1 << 30
 #: Variables read from the environment that are not settings.
 ENV_PREFIX = "LSMSTORE_"
 _NOT_SETTINGS = {"LSMSTORE_CONFIG", "LSMSTORE_VENV", "LSMSTORE_DEBUG"}
+#: lakectl's configuration (docs/cli.md, "lakectl compatibility"): its file and the
+#: ``LAKECTL_<KEY>`` variables (the dotted key upper-cased, ``.`` as ``_``).
+LAKECTL_ENV_PREFIX = "LAKECTL_"
+LAKECTL_CONFIG_FILE = ".lakectl.yaml"
+#: lakectl's keys this store understands, and the setting each one sets.
+LAKECTL_KEYS = {
+    "credentials.access_key_id": "access_key_id",
+    "credentials.secret_access_key": "secret_access_key",
+    "server.endpoint_url": "server_url",
+}
 
 _UNITS = {
     "": 1,
@@ -65,10 +76,24 @@ def parse_size(value: object, name: str = "size") -> int:
     )
 
 
+def configured_home() -> Path | None:
+    """``$LSMSTORE_HOME`` when set (and not empty), else None."""
+    env = os.environ.get("LSMSTORE_HOME")
+    return Path(env).expanduser() if env else None
+
+
 def default_home() -> Path:
     """``$LSMSTORE_HOME`` or ``~/.lsmstore``."""
     env = os.environ.get("LSMSTORE_HOME")
     return Path(env).expanduser() if env else Path.home() / ".lsmstore"
+
+
+def default_user() -> str:
+    """The operating-system user (as git falls back to it), else ``lsmstore``."""
+    try:
+        return getpass.getuser() or "lsmstore"
+    except (OSError, KeyError, ImportError):  # no passwd entry, no LOGNAME/USER
+        return "lsmstore"
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +105,10 @@ class Config:
     #: RefStore URL: ``local:///dir``, ``redis://host:port/db``, ``dynamodb://table?...``.
     #: Empty means ``local://<home>/refs``.
     refstore: str = ""
+    #: Who signs the commits, merges and reverts this process makes when the caller
+    #: names no committer (``LSMSTORE_USER``); default: the operating-system user.
+    #: Against a server the server decides (its access key; docs/server.md).
+    user: str = field(default_factory=default_user)
     #: An lsmstore server to talk to instead (``http(s)://host:port``): ``connect`` then
     #: returns a remote store (docs/client.md, "Remote").  ``connect("http://...")`` too.
     server_url: str = ""
@@ -196,6 +225,9 @@ class Config:
     #: TLS: a PEM certificate (chain) and its key; both or neither.
     server_tls_cert: str = ""
     server_tls_key: str = ""
+    #: The S3 gateway's domain for virtual-host style (``<repository>.<domain>``);
+    #: empty: path style only (docs/gateway.md).
+    server_s3_domain: str = ""
     #: SIGTERM: stop accepting, finish requests, flush, exit within this many seconds.
     server_drain_timeout_s: float = 30.0
     #: Bounds of a JSON/batch request body and of one uploaded object (413 past them).
@@ -525,3 +557,82 @@ def load_config(
     values: dict[str, Any] = {name: _coerce(name, value) for name, value in merged.items()}
     values.setdefault("home", Path.home() / ".lsmstore")  # LSMSTORE_HOME came with env
     return Config(**values)
+
+
+def lakectl_config_path(environ: Mapping[str, str] | None = None) -> Path:
+    """Where lakectl keeps its configuration: ``$HOME/.lakectl.yaml``."""
+    env = os.environ if environ is None else environ
+    home = env.get("HOME")
+    return (Path(home) if home else Path.home()) / LAKECTL_CONFIG_FILE
+
+
+def _lakectl_endpoint(url: str) -> str:
+    """lakectl's ``server.endpoint_url`` names the API root (``.../api/v1``); a
+    setting names the server."""
+    url = url.strip().rstrip("/")
+    return url[: -len("/api/v1")] if url.endswith("/api/v1") else url
+
+
+def lakectl_settings(
+    path: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The settings a lakeFS user's lakectl configuration gives: the YAML file
+    (``path``, else ``$HOME/.lakectl.yaml`` when it exists) under the ``LAKECTL_<KEY>``
+    variables, for the keys of :data:`LAKECTL_KEYS` (lakectl's other keys do not
+    concern this store and are ignored).  An unreadable or malformed file raises
+    InvalidInputError; a missing default file gives nothing."""
+    env = os.environ if environ is None else environ
+    found: dict[str, str] = {}
+    p = Path(path).expanduser() if path is not None else lakectl_config_path(env)
+    if path is not None or p.is_file():
+        found.update(_read_lakectl_file(p))
+    for key, setting in LAKECTL_KEYS.items():
+        value = env.get(LAKECTL_ENV_PREFIX + key.upper().replace(".", "_"), "")
+        if value:
+            found[setting] = value
+    if "server_url" in found:
+        found["server_url"] = _lakectl_endpoint(found["server_url"])
+    return found
+
+
+#: The largest lakectl configuration file read (it holds a few keys).
+LAKECTL_FILE_MAX_BYTES = 1 << 20
+
+
+def _read_lakectl_file(p: Path) -> dict[str, str]:
+    import yaml
+
+    try:
+        with p.open("rb") as f:
+            raw = f.read(LAKECTL_FILE_MAX_BYTES + 1)  # bounded before it is parsed
+        if len(raw) > LAKECTL_FILE_MAX_BYTES:
+            raise InvalidInputError(f"lakectl configuration {p} is larger than 1 MiB")
+        data = yaml.safe_load(raw.decode("utf-8"))
+    except FileNotFoundError as e:
+        raise InvalidInputError(f"lakectl configuration {p} does not exist") from e
+    except OSError as e:
+        raise InvalidInputError(f"lakectl configuration {p} cannot be read: {e.strerror}") from e
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        raise InvalidInputError(f"lakectl configuration {p} is not valid YAML: {e}") from e
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise InvalidInputError(f"lakectl configuration {p}: expected a mapping of keys")
+    found: dict[str, str] = {}
+    for key, setting in LAKECTL_KEYS.items():
+        section, _, name = key.partition(".")
+        table = data.get(section)
+        value = table.get(name) if isinstance(table, dict) else None
+        if value is None or value == "":
+            continue
+        if not isinstance(value, str):
+            raise InvalidInputError(f"lakectl configuration {p}: {key} must be a string")
+        found[setting] = value
+    return found
+
+
+def lakectl_base_uri(environ: Mapping[str, str] | None = None) -> str | None:
+    """lakectl's ``LAKECTL_BASE_URI`` (``lakefs://repo/branch``), against which a
+    command line's relative URIs (``/path``) are read; None when unset."""
+    env = os.environ if environ is None else environ
+    return env.get(LAKECTL_ENV_PREFIX + "BASE_URI") or None

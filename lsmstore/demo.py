@@ -8,7 +8,6 @@ measured here, on this machine, end to end through the public API.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import random
@@ -19,6 +18,7 @@ import time
 from pathlib import Path
 
 import lsmstore
+from lsmstore.config import configured_home
 
 
 def _pct(sorted_values: list[float], p: float) -> float:
@@ -149,32 +149,25 @@ async def demo(home: Path, puts: int, tasks: int, batch: int) -> None:
     print(f"done in {time.perf_counter() - t_start:.1f}s")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="lsmstore demo", description="Run a write/read workload on the embedded default."
-    )
-    d = parser
-    d.add_argument("--puts", type=int, default=100_000, help="single puts (default 100000)")
-    d.add_argument("--tasks", type=int, default=1000, help="concurrent put tasks (default 1000)")
-    d.add_argument("--batch", type=int, default=10_000, help="records per put_many call")
-    d.add_argument("--keep", action="store_true", help="keep the temporary directory")
-    args = parser.parse_args(argv)
-    if args.puts < args.tasks or args.tasks < 1 or args.batch < 1:
-        parser.error("need --puts >= --tasks >= 1 and --batch >= 1")
-
+def run_demo(puts: int, tasks: int, batch: int, *, keep: bool = False) -> None:
+    """The workload in the configured home (``LSMSTORE_HOME``), else in a temporary
+    directory (removed afterwards unless ``keep``)."""
     import uvloop
 
-    env_home = os.environ.get("LSMSTORE_HOME")
-    home = Path(env_home) if env_home else Path(tempfile.mkdtemp(prefix="lsmstore-demo-"))
+    env_home = configured_home()
+    home = env_home or Path(tempfile.mkdtemp(prefix="lsmstore-demo-"))
     try:
-        uvloop.run(demo(home, args.puts, args.tasks, args.batch))
-    except lsmstore.LsmError as e:
-        print(f"demo failed: {type(e).__name__}: {e}", file=sys.stderr)
-        return 1
+        uvloop.run(demo(home, puts, tasks, batch))
     finally:
-        if not env_home and not args.keep:
+        if env_home is None and not keep:
             shutil.rmtree(home, ignore_errors=True)
-    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``lsmstore-demo``: the same as ``lsmstore demo``."""
+    from lsmstore.cli import main as cli_main
+
+    return cli_main(["demo", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

@@ -196,3 +196,8 @@ class PermissionDeniedError(LsmError, PermissionError):
     def __init__(self, message: str, *, status: int = 403) -> None:
         super().__init__(message)
         self.status = status
+
+
+class NotAvailableError(LsmError):
+    """The operation exists in lakeFS (and its command line parses) but this version
+    of the store does not offer the capability: nothing was changed."""

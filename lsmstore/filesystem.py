@@ -21,8 +21,11 @@ filesystem's options: ``refstore``/``server``/``config`` and any setting of
 Reads are ranged (``open(..., "rb")`` fetches only the blocks read, through the
 object reader); a file opened for writing is spooled locally (RAM, then a temporary
 file past ``spool_bytes``) and uploaded on ``close()`` as one object.  Missing paths
-raise :class:`~lsmstore.errors.ObjectNotFoundError` (a ``FileNotFoundError``); other
-errors are the client's typed errors.
+raise :class:`~lsmstore.errors.ObjectNotFoundError` (a ``FileNotFoundError``); a
+missing repository raises :class:`~lsmstore.errors.RepositoryNotFoundError` naming the
+store looked in (not a ``FileNotFoundError``, which engines such as pyarrow replace by
+their own message: a wrong name or an unset server must show); ``exists`` is False for
+both.  Other errors are the client's typed errors.
 
 Transactions (as lakefs-spec has them): ``fs.transaction(repository, base_branch)``
 creates a branch ``tx-<random>`` from ``base_branch``; on success of the ``with``
@@ -37,10 +40,12 @@ already merged.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import secrets
 import tempfile
 from collections.abc import Callable
+from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Self
 
@@ -48,11 +53,13 @@ from fsspec.asyn import AsyncFileSystem, sync
 from fsspec.spec import AbstractBufferedFile
 
 import lsmstore
+from lsmstore.api import store_location
 from lsmstore.errors import (
     InvalidInputError,
     NotFoundError,
     NothingToCommitError,
     ObjectNotFoundError,
+    RepositoryNotFoundError,
 )
 from lsmstore.types import ObjectStats
 
@@ -89,11 +96,21 @@ def _info(repo: str, ref: str, s: ObjectStats) -> dict[str, Any]:
         "size": s.size,
         "type": "file",
         "checksum": s.checksum,
+        "ETag": s.checksum,
         "mtime": s.mtime,
+        # an object is never changed in place: it is created when last written
+        "created": s.mtime,
+        "LastModified": datetime.fromtimestamp(s.mtime, UTC),
         "content_type": s.content_type,
         "physical_address": s.physical_address,
         "metadata": dict(s.metadata),
     }
+
+
+def _file_info(info: dict[str, Any], path: str) -> dict[str, Any]:
+    if info["type"] != "file":
+        raise IsADirectoryError(f"{path} is a directory (a prefix), not an object")
+    return info
 
 
 class LsmFileSystem(AsyncFileSystem):  # type: ignore[misc]
@@ -138,7 +155,10 @@ class LsmFileSystem(AsyncFileSystem):  # type: ignore[misc]
         if not name:
             raise InvalidInputError("path names no repository (expected repository/ref/path)")
         store = await self._get_store()
-        return await store.get_repository(name)
+        try:
+            return await store.get_repository(name)
+        except RepositoryNotFoundError as e:
+            raise RepositoryNotFoundError(f"{e} (looked in {store_location(store)})") from e
 
     async def _aclose(self) -> None:
         if self._store is not None:
@@ -191,6 +211,8 @@ class LsmFileSystem(AsyncFileSystem):  # type: ignore[misc]
                 if not out and sub:
                     # a file, not a directory: ls of a file lists the file (fsspec rule)
                     out = [_info(repo_name, ref, await r.stat_object(sub))]
+        except RepositoryNotFoundError:
+            raise  # not a missing file: a wrong name or store, said loudly (engines hide those)
         except NotFoundError as e:
             raise ObjectNotFoundError(path, f"{path}: {e}") from e
         return out if detail else [o["name"] for o in out]
@@ -210,6 +232,8 @@ class LsmFileSystem(AsyncFileSystem):  # type: ignore[misc]
                 async for _ in r.list_objects(prefix=sub + "/", amount=1):
                     return {"name": path, "size": 0, "type": "directory"}
                 raise
+        except RepositoryNotFoundError:
+            raise  # not a missing file: a wrong name or store, said loudly (engines hide those)
         except NotFoundError as e:
             raise ObjectNotFoundError(path, f"{path}: {e}") from e
 
@@ -228,6 +252,8 @@ class LsmFileSystem(AsyncFileSystem):  # type: ignore[misc]
                     return b""
                 data: bytes = await reader.read(s, e - s)
                 return data
+        except RepositoryNotFoundError:
+            raise  # not a missing file: a wrong name or store, said loudly (engines hide those)
         except NotFoundError as e:
             raise ObjectNotFoundError(path, f"{path}: {e}") from e
 
@@ -244,6 +270,36 @@ class LsmFileSystem(AsyncFileSystem):  # type: ignore[misc]
                     await asyncio.to_thread(f.write, chunk)
             finally:
                 await asyncio.to_thread(f.close)
+
+    async def _exists(self, path: str, **kwargs: Any) -> bool:
+        try:
+            await self._info(path, **kwargs)
+        except (FileNotFoundError, NotFoundError):
+            return False
+        return True
+
+    # --- what engines ask about files (DuckDB, Polars, pyarrow) ----------------------------
+
+    def modified(self, path: str) -> datetime:
+        """When the object was last written (UTC)."""
+        info = _file_info(self.info(path), path)
+        return datetime.fromtimestamp(info["mtime"], UTC)
+
+    def created(self, path: str) -> datetime:
+        """When the object was written: objects are never changed in place, so this is
+        :meth:`modified`."""
+        return self.modified(path)
+
+    def ukey(self, path: str) -> str:
+        """A key that changes whenever the object's content does: its checksum and
+        physical address."""
+        info = _file_info(self.info(path), path)
+        return f"{info['checksum']}:{info['physical_address']}"
+
+    def checksum(self, path: str) -> int:
+        """An integer that changes whenever the object's content does (from its
+        content checksum)."""
+        return int(hashlib.md5(self.ukey(path).encode()).hexdigest(), 16)
 
     # --- writes ------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Where things live inside a storage namespace (DESIGN.md, "Layout on the object store").
+"""Where things live inside a storage namespace (docs/design.md, "Layout on the object store").
 
 Everything under ``_lsm/`` is immutable once written; nothing is overwritten.
 Objects' data (docs/objects.md) lives under ``data/<id>`` (unique, never reused);
@@ -37,7 +37,7 @@ def staging_key(branch: str, level: Level, file_id: str, suffix: str = ".sst") -
     """An L1/L2 file (``.sst``) or its sidecar (another suffix, e.g. ``.meta``).
 
     File ids are unique (time-sortable + random), so a deleted and re-created branch
-    never sees an old file: the per-branch token of DESIGN.md is not needed.
+    never sees an old file: no per-branch token is needed.
 
     ``file_id`` may be a qualified entry (a file of a popped workspace, see
     docs/refstore.md, "Workspaces"): the key is then where that file lives.

@@ -52,6 +52,13 @@ def preview(value: object, limit: int = PREVIEW_CHARS) -> str:
     return text
 
 
+def key_text(key: str | bytes, limit: int = PREVIEW_CHARS) -> str:
+    """A key (an object path) for a message: quoted text, not a bytes repr; bytes
+    that are not UTF-8 show as ``\\xNN``."""
+    text = key.decode("utf-8", "backslashreplace") if isinstance(key, bytes) else key
+    return preview(text, limit)
+
+
 def type_name(value: object) -> str:
     return type(value).__name__
 

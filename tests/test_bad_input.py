@@ -439,3 +439,12 @@ async def test_remote_client_checks_arguments_like_the_embedded_one(
             with pytest.raises(lsmstore.InvalidInputError):
                 [e async for e in gen()]
         assert await main.head() == before
+
+
+async def test_missing_key_message_is_text_and_names_the_ref(repo: lsmstore.Repository) -> None:
+    with pytest.raises(lsmstore.NotFoundError) as caught:
+        await repo.branch("main").get(b"missing")
+    assert str(caught.value).strip('"') == f"key 'missing' not found in {repo.name}/main"
+    with pytest.raises(lsmstore.NotFoundError) as caught:
+        await repo.ref("main").get("gone/\u00e9")
+    assert "b'" not in str(caught.value) and "'gone/\u00e9'" in str(caught.value)

@@ -4,6 +4,7 @@ JSON output, exit codes, one-line errors, completion and the service commands.""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -189,11 +190,15 @@ async def test_merge_conflict_strategy_reset_and_revert(cli: Cli, store: lsmstor
 def test_errors_debug_and_json(cli: Cli) -> None:
     plain = cli("branch", "show", "lsm://nothere/main")
     assert plain.returncode == ExitCode.NOT_FOUND
-    assert plain.stderr == "lsmstore: error: repository not found: nothere\n"
+    assert plain.stderr == (
+        f"lsmstore: error: repository not found: nothere (looked in the embedded store at "
+        f"{cli.home})\n"
+    )
     debug = cli("--debug", "branch", "show", "lsm://nothere/main")
     assert debug.returncode == ExitCode.NOT_FOUND and "Traceback" in debug.stderr
     js = cli("-o", "json", "branch", "show", "lsm://nothere/main")
-    assert '"type": "RepositoryNotFoundError"' in js.stderr and js.stdout == ""
+    assert json.loads(js.stdout)["error"]["type"] == "RepositoryNotFoundError"
+    assert js.stderr.startswith("lsmstore: error: ") and len(js.stderr.splitlines()) == 1
     bad_config = cli("--config", str(cli.home / "missing.toml"), "repo", "list")
     assert bad_config.returncode == ExitCode.USAGE and "does not exist" in bad_config.stderr
     down = cli("--refstore", "redis://127.0.0.1:1/0", "repo", "list")
@@ -230,7 +235,13 @@ def test_completion_version_and_services(cli: Cli, tmp_path: Path) -> None:
     assert cli("--version", check=True).stdout.startswith("lsmstore, version ")
 
     help_ = cli("compactor", "--help", check=True).stdout
-    assert "lsmstore-compactor" in help_ and "--once" in help_
+    assert help_.startswith("Usage: lsmstore compactor") and "--once" in help_
+    serve_help = cli("serve", "--help", check=True).stdout
+    assert serve_help.startswith("Usage: lsmstore serve") and "--tls-cert" in serve_help
+    assert "``" not in serve_help and "default None" not in serve_help
+    assert "credentials" in serve_help and "--shutdown-timeout SECONDS" in serve_help
+    demo_help = cli("demo", "--help", check=True).stdout
+    assert demo_help.startswith("Usage: lsmstore demo") and "--puts INTEGER" in demo_help
     refs = (tmp_path / "refs").as_uri().replace("file:", "local:")
     ran = cli("committer", "--refstore", refs, "--once")
     assert ran.returncode == 0, ran.stderr

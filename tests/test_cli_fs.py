@@ -152,6 +152,7 @@ def test_import_directory_and_prefix_as_one_commit(cli: Cli, tree: Path) -> None
 def test_progress_shows_rate_and_eta(cli: Cli, tree: Path) -> None:
     p = cli("--progress", "fs", "upload", "-r", str(tree), "lsm://fs/main/p/")
     assert p.returncode == 0, p.stderr
-    assert "upload tree/" in p.stderr and "MB" in p.stderr and "4 files" in p.stderr
+    assert "upload tree/" in p.stderr and "MiB" in p.stderr and "4 files" in p.stderr
+    assert "B/s" in p.stderr and "kB" not in p.stderr  # a rate, in binary units
     quiet = cli("fs", "upload", "-r", str(tree), "lsm://fs/main/q/")
     assert quiet.stderr == ""  # no terminal: no progress

@@ -105,3 +105,43 @@ def test_replace_validates() -> None:
     assert cfg.replace(batch_interval_ms=1).batch_interval_ms == 1
     with pytest.raises(InvalidInputError):
         cfg.replace(append_attempts=0)
+
+
+def test_lakectl_configuration(tmp_path: Path) -> None:
+    from lsmstore.config import lakectl_settings
+
+    assert lakectl_settings(environ={"HOME": str(tmp_path)}) == {}  # no file: nothing
+    f = tmp_path / ".lakectl.yaml"
+    f.write_text(
+        "credentials:\n  access_key_id: AKIA\n  secret_access_key: s3cr3t\n"
+        "server:\n  endpoint_url: http://127.0.0.1:8000/api/v1\nmetastore:\n  type: hive\n"
+    )
+    assert lakectl_settings(environ={"HOME": str(tmp_path)}) == {
+        "access_key_id": "AKIA",
+        "secret_access_key": "s3cr3t",
+        "server_url": "http://127.0.0.1:8000",
+    }
+    env = {"HOME": str(tmp_path), "LAKECTL_CREDENTIALS_ACCESS_KEY_ID": "FROMENV",
+           "LAKECTL_SERVER_ENDPOINT_URL": "http://127.0.0.1:9000/"}  # fmt: skip
+    got = lakectl_settings(environ=env)
+    assert got["access_key_id"] == "FROMENV" and got["server_url"] == "http://127.0.0.1:9000"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("credentials: [unclosed\n")
+    with pytest.raises(InvalidInputError, match="not valid YAML"):
+        lakectl_settings(bad, environ={})
+    bad.write_text("credentials:\n  access_key_id: 12\n")
+    with pytest.raises(InvalidInputError, match="must be a string"):
+        lakectl_settings(bad, environ={})
+    with pytest.raises(InvalidInputError, match="does not exist"):
+        lakectl_settings(tmp_path / "missing.yaml", environ={})
+    bad.write_text("# " + "x" * (1 << 20) + "\n")
+    with pytest.raises(InvalidInputError, match="larger than 1 MiB"):
+        lakectl_settings(bad, environ={})
+
+
+def test_user_setting(tmp_path: Path) -> None:
+    import getpass
+
+    assert load_config(environ={}).user == getpass.getuser()
+    assert load_config(environ={"LSMSTORE_USER": "alice"}).user == "alice"
+    assert load_config(environ={"LSMSTORE_USER": "alice"}, user="bob").user == "bob"

@@ -80,8 +80,9 @@ def test_ls_info_cat_open_put_get_rm_cp(fs: LsmFileSystem, tmp_path: Path) -> No
     assert sorted(fs.find("r/main/dir")) == ["r/main/dir/big.bin", "r/main/dir/sub/small.txt"]
     with pytest.raises(FileNotFoundError):
         fs.info("r/main/nope")
-    with pytest.raises(FileNotFoundError):
-        fs.ls("nosuchrepo/main")
+    with pytest.raises(lsmstore.RepositoryNotFoundError, match="looked in"):
+        fs.ls("nosuchrepo/main")  # a wrong name or store, not a missing file
+    assert not fs.exists("nosuchrepo/main/x")
 
     assert fs.cat_file("r/main/dir/big.bin", start=1000, end=1010) == data[1000:1010]
     assert fs.cat_file("r/main/dir/big.bin", start=-5) == data[-5:]
@@ -164,3 +165,76 @@ def test_transaction_commits_and_merges_or_discards(fs: LsmFileSystem) -> None:
     with pytest.raises(lsmstore.InvalidInputError):
         with fs.transaction:
             pass
+
+
+def test_what_engines_ask_about_files(fs: LsmFileSystem) -> None:
+    fs.pipe("r/main/m/a.txt", b"first")
+    info = fs.info("r/main/m/a.txt")
+    assert fs.modified("lsm://r/main/m/a.txt") == info["LastModified"]
+    assert fs.created("r/main/m/a.txt") == fs.modified("r/main/m/a.txt")
+    assert info["ETag"] == info["checksum"] and info["created"] == info["mtime"]
+    key, number = fs.ukey("r/main/m/a.txt"), fs.checksum("r/main/m/a.txt")
+    fs.pipe("r/main/m/a.txt", b"second")
+    fs.invalidate_cache()
+    assert fs.ukey("r/main/m/a.txt") != key and fs.checksum("r/main/m/a.txt") != number
+    with pytest.raises(IsADirectoryError):
+        fs.modified("r/main/m")
+    with pytest.raises(FileNotFoundError):
+        fs.modified("r/main/m/missing.txt")
+
+
+def test_duckdb_reads_and_writes(fs: LsmFileSystem) -> None:
+    import duckdb
+
+    con = duckdb.connect()
+    con.register_filesystem(fs)
+    con.sql("COPY (SELECT range AS n, 'row ' || range AS s FROM range(1000)) "
+            "TO 'lsm://r/main/duck/t.parquet' (FORMAT parquet)")  # fmt: skip
+    con.sql("COPY (SELECT 7 AS n) TO 'lsm://r/main/duck/u.csv' (FORMAT csv)")
+    got = con.sql("SELECT count(*), sum(n) FROM read_parquet('lsm://r/main/duck/t.parquet')")
+    assert got.fetchall() == [(1000, sum(range(1000)))]
+    assert con.sql("SELECT n FROM read_csv('lsm://r/main/duck/u.csv')").fetchall() == [(7,)]
+    globbed = con.sql("SELECT count(*) FROM read_parquet('lsm://r/main/duck/*.parquet')")
+    assert globbed.fetchall() == [(1000,)]
+    con.unregister_filesystem("lsm")
+    con.close()
+
+
+def test_polars_reads_and_writes(fs: LsmFileSystem) -> None:
+    import polars as pl
+
+    df = pl.DataFrame({"n": list(range(500)), "s": [f"row {i}" for i in range(500)]})
+    with fs.open("lsm://r/main/pl/t.parquet", "wb") as f:
+        df.write_parquet(f)
+    with fs.open("r/main/pl/t.csv", "wb") as f:
+        df.write_csv(f)
+    with fs.open("lsm://r/main/pl/t.parquet", "rb") as f:
+        assert pl.read_parquet(f).equals(df)
+    with fs.open("r/main/pl/t.csv", "rb") as f:
+        assert pl.read_csv(f).equals(df)
+
+
+def test_pyarrow_reads_and_writes(fs: LsmFileSystem) -> None:
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+    import pyarrow.fs as pafs
+    import pyarrow.parquet as pq
+
+    handler = pafs.PyFileSystem(pafs.FSSpecHandler(fs))
+    table = pa.table({"n": list(range(300)), "part": [i % 3 for i in range(300)]})
+    pq.write_table(table, "r/main/pa/t.parquet", filesystem=handler)
+    assert pq.read_table("r/main/pa/t.parquet", filesystem=handler).equals(table)
+    ds.write_dataset(table, "r/main/pa/ds", format="parquet", filesystem=handler,
+                     partitioning=["part"], partitioning_flavor="hive")  # fmt: skip
+    back = ds.dataset("r/main/pa/ds", filesystem=handler, format="parquet",
+                      partitioning="hive").to_table()  # fmt: skip
+    assert back.num_rows == 300 and sorted(back.column("n").to_pylist()) == list(range(300))
+    info = handler.get_file_info("r/main/pa/t.parquet")
+    assert info.size == fs.info("r/main/pa/t.parquet")["size"] and info.mtime is not None
+
+
+def test_missing_repository_names_the_store(fs: LsmFileSystem, options: dict[str, Any]) -> None:
+    with pytest.raises(lsmstore.RepositoryNotFoundError) as caught:
+        pd.read_parquet("lsm://absent/main/t.parquet", storage_options=options)
+    where = f"server {options['server']}" if "server" in options else "the embedded store at"
+    assert "repository not found" in str(caught.value) and where in str(caught.value)

@@ -1,5 +1,5 @@
 """The lakeFS REST API over raw HTTP: shapes, codes and pagination lakeFS clients need,
-and bad input answered with lakeFS's error shape (LAKEFS_API.md)."""
+and bad input answered with lakeFS's error shape (docs/server.md)."""
 
 from __future__ import annotations
 

@@ -140,9 +140,16 @@ def delete(uri: LsmURI, yes: bool) -> None:
 @branch_group.command("reset")
 @click.argument("uri", type=URI)
 @click.option("-y", "--yes", is_flag=True, help="do not ask for confirmation")
-def reset(uri: LsmURI, yes: bool) -> None:
+@click.option("--prefix", help="lakectl's: only changes under this prefix (not available)")
+@click.option("--object", "object_", help="lakectl's: only this object (not available)")
+def reset(uri: LsmURI, yes: bool, prefix: str | None, object_: str | None) -> None:
     """Drop every uncommitted change of branch URI."""
     _branch_uri(uri)
+    if prefix is not None or object_ is not None:
+        raise lsmstore.NotAvailableError(
+            "resetting part of a branch (--prefix, --object) is not available in this "
+            f"version of lsmstore; 'lsmstore branch reset {uri}' drops every change"
+        )
     confirm(f"Drop all uncommitted changes of {uri}?", yes)
 
     async def body(store: StoreAPI) -> dict[str, Any]:
@@ -167,7 +174,10 @@ def reset(uri: LsmURI, yes: bool) -> None:
     help="the parent a merge commit is reverted to",
 )  # fmt: skip
 @click.option("--message", help="commit message (default: Revert <commit>)")
-def revert(uri: LsmURI, commits: tuple[str, ...], parent_number: int, message: str | None) -> None:
+@click.option("-y", "--yes", is_flag=True, help="do not ask for confirmation (lakectl's)")
+def revert(
+    uri: LsmURI, commits: tuple[str, ...], parent_number: int, message: str | None, yes: bool
+) -> None:
     """Revert COMMITS (ref expressions: IDs, tags, main~2 ...) on branch URI, each as
     a new commit, in the order given."""
     _branch_uri(uri)

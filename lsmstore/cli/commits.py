@@ -18,15 +18,31 @@ from lsmstore.uri import LsmURI
 
 @click.command("commit")
 @click.argument("uri", type=URI)
-@click.option("-m", "--message", required=True, help="commit message")
+@click.option("-m", "--message", help="commit message")
+@click.option("--allow-empty-message", is_flag=True, help="commit without a message")
 @click.option("--meta", multiple=True, metavar="KEY=VALUE", help="metadata (repeatable)")
-@click.option("--committer", help="committer name (default: lsmstore)")
-@click.option("--allow-empty", is_flag=True, help="commit even with nothing staged")
+@click.option(
+    "--committer",
+    help="committer name (default: the user setting, LSMSTORE_USER, else the OS user; "
+    "a server: your key)",
+)
+@click.option(
+    "--allow-empty", "--allow-empty-commit", "allow_empty", is_flag=True,
+    help="commit even with nothing staged",
+)  # fmt: skip
 def commit(
-    uri: LsmURI, message: str, meta: tuple[str, ...], committer: str | None, allow_empty: bool
+    uri: LsmURI,
+    message: str | None,
+    allow_empty_message: bool,
+    meta: tuple[str, ...],
+    committer: str | None,
+    allow_empty: bool,
 ) -> None:
     """Commit the uncommitted changes of branch URI (lsm://REPO/BRANCH)."""
     uri.require(ref=True, no_path=True)
+    if not message and not allow_empty_message:
+        raise click.UsageError("a commit needs a message: -m MESSAGE (or --allow-empty-message)")
+    message = message or ""
     metadata = parse_metadata(meta)
 
     async def body(store: StoreAPI) -> dict[str, Any]:
@@ -52,21 +68,60 @@ def commit(
     help="follow only first parents (the branch's own line; default without --graph)",
 )
 @click.option("--graph", is_flag=True, help="draw the commit graph")
+@click.option("--dot", is_flag=True, help="the commit graph in Graphviz's dot language")
+@click.option("--limit", is_flag=True, hidden=True)  # lakectl's: --amount already limits
+@click.option("--show-meta-range-id", is_flag=True, hidden=True)  # always in the JSON
+@click.option(
+    "--objects", "--prefixes", "paths", multiple=True, metavar="PATH[,PATH...]",
+    help="only commits that change one of these paths (or prefixes)",
+)  # fmt: skip
 def log(
-    uri: LsmURI, amount: int | None, after: str | None, first_parent: bool | None, graph: bool
+    uri: LsmURI,
+    amount: int | None,
+    after: str | None,
+    first_parent: bool | None,
+    graph: bool,
+    dot: bool,
+    limit: bool,
+    show_meta_range_id: bool,
+    paths: tuple[str, ...],
 ) -> None:
     """Commits reachable from URI (lsm://REPO/REF), newest first."""
     uri.require(ref=True, no_path=True)
-    fp = (not graph) if first_parent is None else first_parent
+    fp = (not graph and not dot) if first_parent is None else first_parent
+    wanted = tuple(p.encode() for arg in paths for p in arg.split(",") if p)
+
+    async def touches(repo: Any, entry: Any) -> bool:
+        parents = entry.commit.parents
+        if not parents:
+            return False
+        async for change in repo.diff(parents[0], entry.id):
+            if change.key.startswith(wanted):
+                return True
+        return False
 
     async def body(store: StoreAPI) -> list[dict[str, Any]]:
         repo = await store.get_repository(uri.repository)
-        return [
-            models.commit(e.id, e.commit)
-            async for e in repo.log(uri.ref_or_error, after=after, limit=amount, first_parent=fp)
-        ]
+        found: list[dict[str, Any]] = []
+        limit_ = None if wanted else amount
+        async for e in repo.log(uri.ref_or_error, after=after, limit=limit_, first_parent=fp):
+            if wanted and not await touches(repo, e):
+                continue
+            found.append(models.commit(e.id, e.commit))
+            if amount is not None and len(found) >= amount:
+                break
+        return found
 
     entries = run(body)
+    if dot and not settings().out.json:
+        graph_lines = ["digraph {", '  rankdir="BT"']
+        for e in entries:
+            label = escape(e["message"]).replace('"', "'")
+            graph_lines.append(f'  "{e["id"]}" [label="{e["id"][:8]} {label}"]')
+            graph_lines.extend(f'  "{e["id"]}" -> "{p}"' for p in e["parents"])
+        graph_lines.append("}")
+        out().lines(graph_lines, data=entries)
+        return
     if settings().out.json or not graph:
         out().table(
             [{**e, "date": timestamp(e["creation_date"])} for e in entries],
@@ -92,10 +147,16 @@ def log(
 
 
 @click.command("show")
-@click.argument("uri", type=URI)
-def show(uri: LsmURI) -> None:
-    """Show the commit URI (lsm://REPO/REF) names."""
-    uri.require(ref=True, no_path=True)
+@click.argument("operands", nargs=-1, required=True, metavar="[commit] URI")
+@click.option("--show-meta-range-id", is_flag=True, hidden=True)  # lakectl's; always shown
+@click.pass_context
+def show(ctx: click.Context, operands: tuple[str, ...], show_meta_range_id: bool) -> None:
+    """Show the commit URI (lsm://REPO/REF) names (lakectl: show commit URI)."""
+    if len(operands) == 2 and operands[0] == "commit":
+        operands = operands[1:]
+    if len(operands) != 1:
+        raise click.UsageError("expected URI or 'commit URI'", ctx)
+    uri = URI.convert(operands[0], None, ctx).require(ref=True, no_path=True)
 
     async def body(store: StoreAPI) -> dict[str, Any]:
         repo = await store.get_repository(uri.repository)
@@ -119,6 +180,15 @@ def show(uri: LsmURI) -> None:
     )
 
 
+async def merge_base(repo: Any, left: str, right: str) -> str:
+    """The newest commit reachable from both refs (the start of a three-dot diff)."""
+    seen = {e.id async for e in repo.log(left, first_parent=False)}
+    async for e in repo.log(right, first_parent=False):
+        if e.id in seen:
+            return str(e.id)
+    raise lsmstore.InvalidInputError(f"{left} and {right} have no commit in common")
+
+
 async def ref_head(repo: lsmstore.Repository, uri: LsmURI) -> str:
     return (await repo.branch(uri.ref_or_error).head()).base
 
@@ -130,7 +200,13 @@ _MARK = {"added": ("+", "green"), "removed": ("-", "red"), "changed": ("~", "yel
 @click.argument("left", type=URI)
 @click.argument("right", type=URI, required=False)
 @click.option("--prefix", default="", help="only paths starting with this")
-def diff(left: LsmURI, right: LsmURI | None, prefix: str) -> None:
+@click.option(
+    "--two-way/--three-way",
+    default=None,
+    help="LEFT's tip to RIGHT's tip (two-dot; the default with lsm://), or from their "
+    "merge base to RIGHT (three-dot; lakectl's default, so the default with lakefs://)",
+)
+def diff(left: LsmURI, right: LsmURI | None, prefix: str, two_way: bool | None) -> None:
     """Changes between two refs (LEFT -> RIGHT, both lsm://REPO/REF), or with one
     branch its uncommitted changes."""
     left.require(ref=True, no_path=True)
@@ -138,13 +214,17 @@ def diff(left: LsmURI, right: LsmURI | None, prefix: str) -> None:
         right.require(ref=True, no_path=True)
         if right.repository != left.repository:
             raise click.BadParameter("both refs must be in one repository", param_hint="RIGHT")
+    three_way = not two_way if two_way is not None else settings().lakefs_scheme
 
     async def body(store: StoreAPI) -> list[dict[str, Any]]:
         repo = await store.get_repository(left.repository)
         if right is None:
             changes = await repo.branch(left.ref_or_error).diff_uncommitted()
         else:
-            changes = [c async for c in repo.diff(left.ref_or_error, right.ref_or_error)]
+            start = left.ref_or_error
+            if three_way:
+                start = await merge_base(repo, start, right.ref_or_error)
+            changes = [c async for c in repo.diff(start, right.ref_or_error)]
         p = prefix.encode()
         return [
             {"type": c.kind, "path": c.key.decode("utf-8", "surrogateescape")}
@@ -172,10 +252,15 @@ def diff(left: LsmURI, right: LsmURI | None, prefix: str) -> None:
 )
 @click.option("-m", "--message", help="merge commit message")
 @click.option("--meta", multiple=True, metavar="KEY=VALUE", help="metadata (repeatable)")
-@click.option("--committer", help="committer name (default: lsmstore; a server: your key)")
+@click.option(
+    "--committer",
+    help="committer name (default: the user setting, LSMSTORE_USER, else the OS user; "
+    "a server: your key)",
+)
 @click.option(
     "--squash", is_flag=True, help="one commit whose only parent is the destination's head"
 )
+@click.option("--allow-empty", is_flag=True, hidden=True)  # lakectl's; nothing to merge is fine
 def merge(
     source: LsmURI,
     destination: LsmURI,
@@ -184,6 +269,7 @@ def merge(
     meta: tuple[str, ...],
     committer: str | None,
     squash: bool,
+    allow_empty: bool,
 ) -> None:
     """Merge SOURCE (lsm://REPO/REF) into branch DESTINATION (lsm://REPO/BRANCH)."""
     source.require(ref=True, no_path=True)

@@ -33,6 +33,9 @@ class ExitCode(enum.IntEnum):
     PERMISSION = 9
     #: Stored data is damaged or in a format this version cannot read.
     CORRUPT = 10
+    #: The capability is not available in this version (lakectl commands such as
+    #: ``cherry-pick``, ``actions runs``, ``branch-protect``); nothing was changed.
+    NOT_AVAILABLE = 11
     #: Interrupted (SIGINT / Ctrl-C).
     INTERRUPTED = 130
 
@@ -51,6 +54,7 @@ _BY_CLASS: tuple[tuple[type[BaseException], ExitCode], ...] = (
     (errors.UnavailableError, ExitCode.UNAVAILABLE),
     (errors.WriteStalledError, ExitCode.UNAVAILABLE),
     (errors.ClosedError, ExitCode.INTERNAL),
+    (errors.NotAvailableError, ExitCode.NOT_AVAILABLE),
 )
 
 

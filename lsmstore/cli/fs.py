@@ -8,7 +8,10 @@ and show one progress bar (bytes, rate, ETA) on stderr.
 from __future__ import annotations
 
 import asyncio
+import os
 import posixpath
+import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +22,15 @@ import lsmstore
 from lsmstore.api import StoreAPI
 from lsmstore.cli.output import human_size, timestamp
 from lsmstore.cli.runtime import URI, out, parse_metadata, run
-from lsmstore.cli.transfer import DEFAULT_PARALLELISM, download_to, pool, upload_file, walk
+from lsmstore.cli.transfer import (
+    CHUNK,
+    DEFAULT_PARALLELISM,
+    download_to,
+    pool,
+    upload_file,
+    walk,
+)
+from lsmstore.errors import ObjectNotFoundError
 from lsmstore.types import ObjectStats
 from lsmstore.uri import LsmURI
 
@@ -48,11 +59,31 @@ def _dir_prefix(path: str | None) -> str:
 parallelism_option = click.option(
     "-p",
     "--parallelism",
+    "--parallel",
     type=click.IntRange(1, 256),
     default=DEFAULT_PARALLELISM,
     show_default=True,
     help="files transferred at once",
 )
+#: lakectl's ways of reaching the data (straight to the object store, presigned
+#: URLs): accepted, with no effect -- data always goes through this store's client.
+direct_option = click.option("-d", "--direct", is_flag=True, hidden=True)
+presign_option = click.option("--pre-sign", is_flag=True, hidden=True)
+
+
+async def _not_an_object(ref: Any, uri: LsmURI, command: str) -> ObjectNotFoundError:
+    """The error for a path that is no object: when objects live under it, say it
+    is a prefix and suggest -r."""
+    async for _ in ref.list_objects(prefix=_dir_prefix(uri.path), amount=1):
+        hint = {
+            "fs rm": f"use 'lsmstore fs rm -r {uri}' to delete every object under it",
+        }.get(
+            command,
+            f"use 'lsmstore fs ls {uri}' to list it, or 'lsmstore fs download -r {uri}' "
+            "to read every object under it",
+        )
+        return ObjectNotFoundError(uri.path_or_empty, f"{uri} is a prefix, not an object: {hint}")
+    return ObjectNotFoundError(uri.path_or_empty, f"no object at {uri}")
 
 
 @click.group("fs")
@@ -97,13 +128,18 @@ def ls(uri: LsmURI, recursive: bool, after: str | None, amount: int | None) -> N
 
 @fs_group.command("stat")
 @click.argument("uri", type=URI)
-def stat(uri: LsmURI) -> None:
+@presign_option
+def stat(uri: LsmURI, pre_sign: bool) -> None:
     """Show the object at URI: size, checksum, physical address, metadata."""
     uri.require(path=True)
 
     async def body(store: StoreAPI) -> dict[str, Any]:
         repo = await store.get_repository(uri.repository)
-        return stats_fields(await repo.ref(uri.ref_or_error).stat_object(uri.path_or_empty))
+        ref = repo.ref(uri.ref_or_error)
+        try:
+            return stats_fields(await ref.stat_object(uri.path_or_empty))
+        except ObjectNotFoundError:
+            raise await _not_an_object(ref, uri, "fs stat") from None
 
     d = run(body)
     out().record(
@@ -122,46 +158,98 @@ def stat(uri: LsmURI) -> None:
 
 @fs_group.command("cat")
 @click.argument("uri", type=URI)
-def cat(uri: LsmURI) -> None:
+@direct_option
+@presign_option
+def cat(uri: LsmURI, direct: bool, pre_sign: bool) -> None:
     """Write the object at URI to stdout."""
     uri.require(path=True)
     o = out()
 
     async def body(store: StoreAPI) -> None:
         repo = await store.get_repository(uri.repository)
-        async with await repo.ref(uri.ref_or_error).open(uri.path_or_empty) as reader:
+        ref = repo.ref(uri.ref_or_error)
+        try:
+            reader = await ref.open(uri.path_or_empty)
+        except ObjectNotFoundError:
+            raise await _not_an_object(ref, uri, "fs cat") from None
+        async with reader:
             async for chunk in reader:
                 o.write_bytes(chunk)
 
     run(body)
 
 
+def _upload_operands(
+    operands: tuple[str, ...], source_option: str | None, ctx: click.Context
+) -> tuple[str, LsmURI]:
+    """``LOCAL URI`` (ours) or ``URI -s LOCAL`` (lakectl's) -> (local, uri)."""
+    if source_option is not None:
+        if len(operands) != 1:
+            raise click.UsageError("with -s/--source give one URI (lakectl's form)", ctx)
+        return source_option, URI.convert(operands[0], None, ctx)
+    if len(operands) != 2:
+        raise click.UsageError("expected LOCAL URI, or URI -s LOCAL (lakectl's form)", ctx)
+    return operands[0], URI.convert(operands[1], None, ctx)
+
+
+async def _stdin_chunks() -> AsyncIterator[bytes]:
+    while data := await asyncio.to_thread(sys.stdin.buffer.read, CHUNK):
+        yield data
+
+
 @fs_group.command("upload")
-@click.argument("source", type=click.Path(exists=True, path_type=Path))
-@click.argument("uri", type=URI)
+@click.argument("operands", nargs=-1, metavar="LOCAL URI | URI -s LOCAL")
+@click.option(
+    "-s", "--source", "source_option", metavar="LOCAL", help="the local file or directory, "
+    "or - for stdin (lakectl's form)",
+)  # fmt: skip
 @click.option("-r", "--recursive", is_flag=True, help="upload a directory's files")
 @click.option("--content-type", help="content type of the objects")
 @click.option("--meta", multiple=True, metavar="KEY=VALUE", help="user metadata (repeatable)")
 @parallelism_option
+@direct_option
+@presign_option
+@click.pass_context
 def upload(
-    source: Path,
-    uri: LsmURI,
+    ctx: click.Context,
+    operands: tuple[str, ...],
+    source_option: str | None,
     recursive: bool,
     content_type: str | None,
     meta: tuple[str, ...],
     parallelism: int,
+    direct: bool,
+    pre_sign: bool,
 ) -> None:
     """Upload a local file (or, with -r, a directory) to branch URI.
 
     A URI path ending with / receives the file under its own name (or the
     directory's files under their relative names)."""
+    local, uri = _upload_operands(operands, source_option, ctx)
     uri.require(ref=True)
     options: dict[str, Any] = {"content_type": content_type, "metadata": parse_metadata(meta)}
+    o = out()
+    if local == "-":
+        uri.require(path=True)
+        if uri.path_or_empty.endswith("/"):
+            raise click.UsageError(f"{uri} names a directory: give the object's path", ctx)
+
+        async def from_stdin(store: StoreAPI) -> dict[str, Any]:
+            repo = await store.get_repository(uri.repository)
+            branch = repo.branch(uri.ref_or_error)
+            s = await branch.upload(uri.path_or_empty, _stdin_chunks(), **options)
+            return {"objects": 1, "bytes": s.size, "uploaded": [stats_fields(s)]}
+
+        d = run(from_stdin)
+        o.done(f"Uploaded 1 object, {human_size(d['bytes'])}, to {escape(str(uri))}", data=d)
+        return
+    source = Path(local)
+    if not source.exists():
+        raise click.BadParameter(f"{local}: no such file or directory", ctx, param_hint="LOCAL")
     is_dir = source.is_dir()
     if is_dir and not recursive:
         raise click.UsageError(f"{source} is a directory: use -r to upload it")
     size = 0 if is_dir else source.stat().st_size
-    o = out()
 
     async def body(store: StoreAPI) -> dict[str, Any]:
         repo = await store.get_repository(uri.repository)
@@ -193,14 +281,26 @@ def upload(
 
 @fs_group.command("download")
 @click.argument("uri", type=URI)
-@click.argument("target", type=click.Path(path_type=Path), required=False)
+@click.argument("target_text", metavar="TARGET", type=click.Path(), required=False)
 @click.option("-r", "--recursive", is_flag=True, help="download every object under the path")
 @parallelism_option
-def download(uri: LsmURI, target: Path | None, recursive: bool, parallelism: int) -> None:
+@direct_option
+@presign_option
+def download(
+    uri: LsmURI,
+    target_text: str | None,
+    recursive: bool,
+    parallelism: int,
+    direct: bool,
+    pre_sign: bool,
+) -> None:
     """Download the object at URI (or, with -r, every object under it) to TARGET
-    (default: the current directory)."""
+    (default: the current directory).  A TARGET ending with / or naming a directory
+    receives the object under its own name (the directory is created)."""
     uri.require(ref=True)
     o = out()
+    into_dir = target_text is not None and target_text.endswith(("/", os.sep))
+    target = Path(target_text) if target_text is not None else None
 
     async def body(store: StoreAPI) -> dict[str, Any]:
         repo = await store.get_repository(uri.repository)
@@ -210,9 +310,13 @@ def download(uri: LsmURI, target: Path | None, recursive: bool, parallelism: int
             if not path or path.endswith("/"):
                 raise click.UsageError(f"{uri} names a directory: use -r to download it")
             dest = target or Path(posixpath.basename(path))
-            if dest.is_dir():
+            if into_dir or dest.is_dir():
                 dest = dest / posixpath.basename(path)
-            async with await ref.open(path) as reader:
+            try:
+                opened = await ref.open(path)
+            except ObjectNotFoundError:
+                raise await _not_an_object(ref, uri, "fs download") from None
+            async with opened as reader:
                 with o.transfer(
                     f"download {posixpath.basename(path)}", total_bytes=reader.size
                 ) as t:
@@ -245,7 +349,8 @@ def download(uri: LsmURI, target: Path | None, recursive: bool, parallelism: int
 @fs_group.command("rm")
 @click.argument("uri", type=URI)
 @click.option("-r", "--recursive", is_flag=True, help="delete every object under the path")
-def rm(uri: LsmURI, recursive: bool) -> None:
+@click.option("-C", "--concurrency", type=click.IntRange(min=1), hidden=True)  # lakectl's
+def rm(uri: LsmURI, recursive: bool, concurrency: int | None) -> None:
     """Delete the object at URI (or, with -r, every object under it) from its branch."""
     uri.require(ref=True)
     if not recursive:
@@ -255,7 +360,10 @@ def rm(uri: LsmURI, recursive: bool) -> None:
         repo = await store.get_repository(uri.repository)
         branch = repo.branch(uri.ref_or_error)
         if not recursive:
-            await branch.delete_object(uri.path_or_empty)
+            try:
+                await branch.delete_object(uri.path_or_empty)
+            except ObjectNotFoundError:
+                raise await _not_an_object(branch, uri, "fs rm") from None
             return {"deleted": 1}
         prefix = _dir_prefix(uri.path)
         batch: list[str] = []

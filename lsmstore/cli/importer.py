@@ -98,8 +98,12 @@ async def _md5(store: ObjectStore, key: str) -> str:
 
 
 @click.command("import")
-@click.argument("source")
-@click.argument("uri", type=URI)
+@click.argument("source", required=False)
+@click.argument("uri", type=URI, required=False)
+@click.option("--from", "from_", metavar="URL", help="lakectl's form (not available)")
+@click.option("--to", metavar="URI", type=URI, help="lakectl's form (not available)")
+@click.option("--merge", is_flag=True, hidden=True)
+@click.option("--no-progress", is_flag=True, hidden=True)
 @click.option("-m", "--message", help="commit message (default: Import SOURCE)")
 @click.option("--meta", multiple=True, metavar="KEY=VALUE", help="commit metadata (repeatable)")
 @click.option("--allow-dirty", is_flag=True, help="import onto a branch with staged changes")
@@ -112,8 +116,12 @@ async def _md5(store: ObjectStore, key: str) -> str:
     help="local files uploaded at once",
 )
 def import_(
-    source: str,
-    uri: LsmURI,
+    source: str | None,
+    uri: LsmURI | None,
+    from_: str | None,
+    to: LsmURI | None,
+    merge: bool,
+    no_progress: bool,
     message: str | None,
     meta: tuple[str, ...],
     allow_dirty: bool,
@@ -121,6 +129,16 @@ def import_(
 ) -> None:
     """Import SOURCE (a local directory or an object-store prefix) under branch URI,
     as one commit."""
+    if from_ is not None or to is not None:
+        # lakectl's import (the server's import API: a branch of its own whose prefix
+        # is replaced, optionally merged) is not this command's link-and-commit.
+        raise lsmstore.NotAvailableError(
+            "lakectl's import (--from/--to: the server's import API) is not available in "
+            "this version of lsmstore; 'lsmstore import SOURCE URI' links an object-store "
+            "prefix into a branch and commits it"
+        )
+    if source is None or uri is None:
+        raise click.UsageError("expected SOURCE URI")
     uri.require(ref=True)
     metadata = {"import_source": source, **parse_metadata(meta)}
     local = Path(source)
@@ -135,7 +153,7 @@ def import_(
         head = await branch.head()
         if (head.l1 or head.l2) and not allow_dirty:
             raise lsmstore.InvalidInputError(
-                f"{uri.repository}/{uri.ref} has uncommitted changes: commit or reset them "
+                f"lsm://{uri.repository}/{uri.ref} has uncommitted changes: commit or reset them "
                 "first, or pass --allow-dirty to commit them with the import"
             )
         prefix = _dir_prefix(uri.path)

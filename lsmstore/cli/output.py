@@ -22,16 +22,31 @@ from rich.progress import (
     DownloadColumn,
     MofNCompleteColumn,
     Progress,
+    ProgressColumn,
     SpinnerColumn,
+    Task,
     TaskID,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
-    TransferSpeedColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
 FORMATS = ("table", "json")
+
+
+class StdoutClosed(Exception):
+    """The reader of stdout went away (``| head -1``): the command stops, quietly and
+    successfully.  (Not an OSError, which click would turn into exit status 1.)"""
+
+
+@contextmanager
+def _stdout_closed_is_done() -> Iterator[None]:
+    try:
+        yield
+    except BrokenPipeError as e:
+        raise StdoutClosed() from e
 
 
 def timestamp(epoch: float | int | None) -> str:
@@ -47,6 +62,15 @@ def human_size(n: int) -> str:
             return f"{int(size)} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+class BinarySpeedColumn(ProgressColumn):
+    """Transfer speed in the units the summary line uses (KiB/s, MiB/s)."""
+
+    def render(self, task: Task) -> Text:
+        speed = task.finished_speed or task.speed
+        shown = "?" if speed is None else f"{human_size(int(speed))}/s"
+        return Text(shown, style="progress.data.speed")
 
 
 class Output:
@@ -76,8 +100,9 @@ class Output:
     # --- results -----------------------------------------------------------------------
 
     def emit_json(self, data: Any) -> None:
-        sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
-        sys.stdout.flush()
+        with _stdout_closed_is_done():
+            sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+            sys.stdout.flush()
 
     def table(
         self,
@@ -105,8 +130,9 @@ class Output:
             return
         with self.console.capture() as captured:  # off a terminal: no trailing blanks
             self.console.print(t)
-        sys.stdout.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
-        sys.stdout.flush()
+        with _stdout_closed_is_done():
+            sys.stdout.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
+            sys.stdout.flush()
 
     def record(self, fields: Mapping[str, Any], *, data: Any = None) -> None:
         """One object as ``key: value`` lines, or (JSON) ``data`` if given, else it."""
@@ -133,7 +159,8 @@ class Output:
             self.console.print(message)
 
     def write_bytes(self, data: bytes) -> None:
-        sys.stdout.buffer.write(data)
+        with _stdout_closed_is_done():
+            sys.stdout.buffer.write(data)
 
     def warn(self, message: str) -> None:
         self.err.print(f"[yellow]warning:[/yellow] {escape(message)}")
@@ -149,8 +176,8 @@ class Output:
         progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
-            DownloadColumn(),
-            TransferSpeedColumn(),
+            DownloadColumn(binary_units=True),  # KiB/MiB, as human_size and the summary
+            BinarySpeedColumn(),
             TextColumn("{task.fields[files]} files"),
             TimeRemainingColumn(),
             console=self.err,

@@ -17,9 +17,10 @@ import uvloop
 from click.shell_completion import CompletionItem
 
 import lsmstore
-from lsmstore.api import StoreAPI
+from lsmstore.api import StoreAPI, store_location
 from lsmstore.cli.output import Output
-from lsmstore.errors import InvalidURLError
+from lsmstore.config import lakectl_settings, load_config
+from lsmstore.errors import InvalidURLError, RepositoryNotFoundError
 from lsmstore.uri import LsmURI, parse_uri
 
 T = TypeVar("T")
@@ -36,6 +37,12 @@ class Settings:
     debug: bool = False
     color: bool | None = None
     progress: bool | None = None
+    #: lakectl's YAML configuration (``-c FILE.yaml``); default ``~/.lakectl.yaml``.
+    lakectl_config: str | None = None
+    #: A ``lakefs://`` URI was given: lakectl's configuration wins over ours.
+    lakefs_scheme: bool = False
+    #: lakectl's ``--base-uri``: a URI argument without a scheme is read against it.
+    base_uri: str | None = None
     _out: Output | None = None
 
     @property
@@ -57,21 +64,47 @@ def out() -> Output:
     return settings().out
 
 
+def lakectl_overrides(s: Settings) -> dict[str, str]:
+    """The settings lakectl's configuration adds (docs/cli.md, "lakectl
+    compatibility"): with a ``lakefs://`` URI they win over ours; otherwise lakectl's
+    server (with its credentials) is used only when ours names no store, and its
+    credentials fill in ours when missing."""
+    theirs = lakectl_settings(s.lakectl_config)
+    if not theirs or s.lakefs_scheme:
+        return theirs
+    ours = load_config(config=s.config)
+    if not (s.server or s.refstore or ours.server_url or ours.refstore):
+        return theirs
+    theirs.pop("server_url", None)
+    return {k: v for k, v in theirs.items() if not getattr(ours, k)}
+
+
 def open_store(s: Settings) -> StoreAPI:
     """The store the options name: ``--server`` (or the configured ``server``), else
-    ``--refstore`` (or the configured ``refstore``), else the embedded default."""
+    ``--refstore`` (or the configured ``refstore``), else lakectl's server, else the
+    embedded default."""
+    extra: dict[str, str] = lakectl_overrides(s)
+    if s.server or s.refstore:
+        extra.pop("server_url", None)
     if s.server:
-        return lsmstore.connect(s.server, config=s.config)
-    return lsmstore.connect(s.refstore, config=s.config)
+        return lsmstore.connect(s.server, config=s.config, **extra)
+    return lsmstore.connect(s.refstore, config=s.config, **extra)
 
 
 def run(body: Callable[[StoreAPI], Awaitable[T]]) -> T:
-    """Run ``body(store)`` on a fresh event loop with the store the options name."""
+    """Run ``body(store)`` on a fresh event loop with the store the options name; a
+    missing repository is reported with the store it was looked for in."""
     s = settings()
 
     async def main() -> T:
         async with open_store(s) as store:
-            return await body(store)
+            try:
+                return await body(store)
+            except RepositoryNotFoundError as e:
+                where = store_location(store)
+                if where in str(e):
+                    raise
+                raise RepositoryNotFoundError(f"{e} (looked in {where})") from e
 
     return uvloop.run(main())
 
@@ -91,6 +124,12 @@ class URIType(click.ParamType[LsmURI, Any]):
     ) -> LsmURI:
         if isinstance(value, LsmURI):
             return value
+        obj = ctx.find_root().obj if ctx else None
+        if isinstance(value, str) and isinstance(obj, Settings):
+            if "://" not in value and obj.base_uri:
+                value = join_base_uri(obj.base_uri, value)
+            if value.lower().startswith("lakefs://"):
+                obj.lakefs_scheme = True
         try:
             return parse_uri(value)
         except InvalidURLError as e:
@@ -129,6 +168,14 @@ class URIType(click.ParamType[LsmURI, Any]):
 
 
 URI = URIType()
+
+
+def join_base_uri(base: str, relative: str) -> str:
+    """lakectl's ``--base-uri``: ``lakefs://repo/main`` + ``/data/x`` ->
+    ``lakefs://repo/main/data/x`` (one ``/`` between them)."""
+    if base.endswith("://"):
+        return base + relative.lstrip("/")
+    return base.rstrip("/") + "/" + relative.lstrip("/")
 
 
 def confirm(question: str, yes: bool) -> None:

@@ -1,4 +1,4 @@
-"""Content addressing of records and committed files (DESIGN.md, "Identities").
+"""Content addressing of records and committed files (docs/design.md, "Vocabulary").
 
 ``recordID = h(h(key) || h(identity))`` and ``fileID = h(recordID_1 || ... || recordID_n)``
 over the file's records in key order, with ``h`` = SHA-256.  IDs come from the records,

@@ -26,9 +26,6 @@ from lsmstore.versioning import merging as _merging
 if TYPE_CHECKING:
     from lsmstore.client import Branch, Repository
 
-#: The committer recorded when a caller names none.
-from lsmstore.versioning.merging import DEFAULT_COMMITTER
-
 
 async def commit(
     branch: Branch,
@@ -43,12 +40,13 @@ async def commit(
     from lsmstore.commit.job import commit_branch
 
     validate.check_str(message, "commit message", empty_ok=True)
-    committer = validate.check_committer(committer) or DEFAULT_COMMITTER
-    metadata = validate.check_metadata(metadata, "commit metadata")
-    validate.check_bool(allow_empty, "allow_empty")
     repo = branch.repository
     store = repo.store
     cfg = store.config
+    # the caller's name, else the configured user (LSMSTORE_USER, else the OS user)
+    committer = validate.check_committer(committer) or cfg.user
+    metadata = validate.check_metadata(metadata, "commit metadata")
+    validate.check_bool(allow_empty, "allow_empty")
     async with store.exclusion.shared(repo.name, branch.name):
         await branch.flush()
         try:
@@ -90,7 +88,7 @@ async def merge(
         repo.branch(into).name,
         strategy=strategy,
         message=validate.check_message(message),
-        committer=validate.check_committer(committer) or DEFAULT_COMMITTER,
+        committer=validate.check_committer(committer) or cfg.user,
         metadata=validate.check_metadata(metadata),
         squash=validate.check_bool(squash, "merge squash"),
         max_attempts=cfg.commit_max_attempts,
@@ -120,7 +118,7 @@ async def revert(
         parent=validate.check_int(parent, "revert parent", min_value=1, max_value=2),
         strategy=strategy,
         message=validate.check_message(message),
-        committer=validate.check_committer(committer) or DEFAULT_COMMITTER,
+        committer=validate.check_committer(committer) or cfg.user,
         metadata=validate.check_metadata(metadata),
         max_attempts=cfg.commit_max_attempts,
         backoff_s=cfg.commit_backoff_ms / 1000,

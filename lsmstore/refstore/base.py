@@ -5,7 +5,7 @@ repositories.  A branch is ``Ref(kind="branch", base, l2, l1)``; a tag is
 ``Ref(kind="tag", base=<commit id>)`` with empty ``l1``/``l2``.  ``base == ""``
 means "no commit" (only before a repository's initial commit exists).
 
-Every method is atomic on one key.  Conditions (DESIGN.md, "RefStore contract"):
+Every method is atomic on one key.  Conditions (docs/design.md, "RefStore contract"):
 
 =================  ======================================================  =====================
 operation          effect                                                  condition

@@ -19,7 +19,7 @@ import sys
 from typing import Any
 
 from lsmstore.config import Config, load_config
-from lsmstore.errors import LsmError
+from lsmstore.errors import InvalidInputError, LsmError
 from lsmstore.service import ExitCode, add_common_flags, configure_logging
 
 
@@ -70,9 +70,18 @@ def config_from(args: argparse.Namespace) -> Config:
 
 async def _credentials(args: argparse.Namespace, config: Config) -> int:
     from lsmstore.server import credentials
+    from lsmstore.server.secret import signing_key
     from lsmstore.server.serve import make_context
 
-    ctx = make_context(config)
+    seal_key = None
+    if args.action == "create":
+        # A new key's secret is sealed under the signing secret for S3 signature checks
+        # (lsmstore.server.sealing); without one configured the key has no S3 access.
+        try:
+            seal_key = signing_key(config)
+        except InvalidInputError as e:
+            print(f"warning: {e}; the new key will not work through S3", file=sys.stderr)
+    ctx = make_context(config, signing_key=seal_key)
     try:
         auth = ctx.auth
         if args.action == "create":

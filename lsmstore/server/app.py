@@ -21,6 +21,7 @@ from lsmstore.server import openapi
 from lsmstore.server.auth import forbidden
 from lsmstore.server.context import Context
 from lsmstore.server.errors import ApiError, message_of, status_of, type_of
+from lsmstore.server.gateway import Gateway, carries_s3_auth
 from lsmstore.server.http import JSON, Receive, Request, Response, Scope, Send, error_response
 from lsmstore.server.routes import (
     branches,
@@ -44,6 +45,7 @@ log = logging.getLogger("lsmstore.server")
 
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 _API = "/api/v1/"
+_API_ROOT = "/api/"
 _JSON_TYPE = (b"content-type", JSON.encode())
 
 
@@ -73,6 +75,7 @@ class App:
     def __init__(self, ctx: Context, version: str = "1") -> None:
         self.ctx = ctx
         self.router = build_router(ctx, version)
+        self.gateway = Gateway(ctx)
         self._next_id = 0
         self._prefix = f"{int(time.time()) & 0xFFFFFF:06x}"
         #: The metric children of each (operation, status) answered.
@@ -121,7 +124,13 @@ class App:
             rid = request.request_id = self._request_id(request.headers)
             request.params = params
             try:
-                if route is None:
+                if not path.startswith(_API_ROOT) and carries_s3_auth(
+                    request.headers, scope.get("query_string", b"")
+                ):
+                    operation = "s3"
+                    with request_context(rid):
+                        response = await self.gateway.handle(request)
+                elif route is None:
                     if known:
                         raise ApiError(405, f"method {method} not allowed on {path}")
                     if path.startswith(_API):
@@ -130,16 +139,17 @@ class App:
                         )
                         raise ApiError(501, f"{method} {path} is not implemented")
                     raise ApiError(404, f"no route {method} {path}")
-                if route.permission is not None:
-                    who = await ctx.auth.authenticate(
-                        request.headers.get("authorization"), client_address(scope)
-                    )
-                    repo = params.get("repository")
-                    if not who.allows(route.permission, repo):
-                        raise forbidden(who, route.permission, repo)
-                    request.auth = who
-                with request_context(rid):
-                    response = await route.handler(request)
+                else:
+                    if route.permission is not None:
+                        who = await ctx.auth.authenticate(
+                            request.headers.get("authorization"), client_address(scope)
+                        )
+                        repo = params.get("repository")
+                        if not who.allows(route.permission, repo):
+                            raise forbidden(who, route.permission, repo)
+                        request.auth = who
+                    with request_context(rid):
+                        response = await route.handler(request)
             except Exception as e:
                 status = status_of(e)
                 if status >= 500 and status != 501 and status != 503:

@@ -44,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import hashlib
 import hmac
 import secrets
@@ -58,6 +59,7 @@ import orjson
 
 from lsmstore.errors import InvalidInputError, NotFoundError
 from lsmstore.refstore.names import check_repository_name
+from lsmstore.server import sealing
 from lsmstore.server.errors import ApiError
 from lsmstore.server.throttle import AuthThrottle
 
@@ -238,6 +240,10 @@ class Authenticator:
     cache_entries: int = 10_000
     throttle: AuthThrottle | None = None
     _cache: OrderedDict[str, _Cached] = field(default_factory=OrderedDict)
+    #: key id -> (principal, secret, expiry): S3 signature checks within ``revalidate_s``
+    #: cost no RefStore read (a deletion in another process shows within it, as for
+    #: Basic credentials).  Only in memory, never logged.
+    _secrets: OrderedDict[str, tuple[Principal, str, float]] = field(default_factory=OrderedDict)
 
     # --- keys ------------------------------------------------------------------------
 
@@ -269,6 +275,12 @@ class Authenticator:
             Credential(principal, encoded, new_generation()).encode(),
             if_absent=True,
         )
+        # After the credential (a crash in between leaves a key without S3 access, never
+        # a sealed secret overwriting another key's): lsmstore.server.sealing.  Without
+        # the signing secret the key has no S3 access.
+        if self.signing_key is not None:
+            sealed = sealing.seal(self.signing_key, key_id, secret)
+            await self.records.put_record(sealing.KIND, key_id, sealed)
         return principal, secret
 
     async def list_keys(self) -> list[Principal]:
@@ -289,6 +301,37 @@ class Authenticator:
         ``revalidate_s``.  RecordNotFoundError when there is no such key."""
         await self.records.delete_record(KIND, access_key_id)
         self._cache.pop(access_key_id, None)
+        self._secrets.pop(access_key_id, None)
+        with contextlib.suppress(NotFoundError):
+            await self.records.delete_record(sealing.KIND, access_key_id)
+
+    async def signing_secret(self, key_id: str) -> tuple[Principal, str] | None:
+        """The principal and the secret of ``key_id`` for checking a request signature
+        (S3's SigV4 / SigV2), or None for an unknown key or one created before secrets
+        were sealed (:mod:`lsmstore.server.sealing`), or when this process has no
+        signing secret.  Remembered for ``revalidate_s``: a key deleted in this process
+        stops at once, in another within that time."""
+        now = self.clock()
+        hit = self._secrets.get(key_id)
+        if hit is not None and hit[2] > now:
+            return hit[0], hit[1]
+        cred = await self._load(key_id)
+        if cred is None:
+            return None
+        try:
+            sealed = await self.records.get_record(sealing.KIND, key_id)
+        except NotFoundError:
+            return None
+        if self.signing_key is None:
+            return None
+        secret = sealing.unseal(self.signing_key, key_id, sealed)
+        if secret is None:
+            return None
+        self._secrets[key_id] = (cred.principal, secret, now + self.revalidate_s)
+        self._secrets.move_to_end(key_id)
+        while len(self._secrets) > self.cache_entries:
+            self._secrets.popitem(last=False)
+        return cred.principal, secret
 
     # --- requests --------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""lakeFS JSON shapes (LAKEFS_API.md section 5), every required field always present
+"""lakeFS JSON shapes (docs/server.md, "The lakeFS API subset"), every required field always present
 with its JSON type: the SDK's pydantic models reject null or missing fields."""
 
 from __future__ import annotations

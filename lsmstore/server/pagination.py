@@ -1,4 +1,4 @@
-"""lakeFS pagination (LAKEFS_API.md section 4).
+"""lakeFS pagination (docs/server.md, "The lakeFS API subset").
 
 Query ``after`` (exclusive), ``amount`` (absent or <= 0: 100; capped at 1000),
 ``prefix``.  The response's ``pagination`` always has all four fields:

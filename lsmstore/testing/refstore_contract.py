@@ -1,4 +1,4 @@
-"""The RefStore conformance suite every backend runs (DESIGN.md, "RefStore contract").
+"""The RefStore conformance suite every backend runs (docs/design.md, "RefStore contract").
 
 Subclass :class:`RefStoreContract` in a test module as ``class TestXRefStore(...)``
 and provide an async ``refstore`` fixture yielding a fresh, empty store (the suite

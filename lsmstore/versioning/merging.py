@@ -66,7 +66,7 @@ from lsmstore.graveler.metarange import EMPTY_METARANGE_ID
 from lsmstore.refexpr import resolve
 from lsmstore.refstore.base import Ref
 from lsmstore.types import STRATEGIES, Commit, MergeResult, Strategy
-from lsmstore.validate import preview
+from lsmstore.validate import key_text
 from lsmstore.versioning.context import RepoContext
 from lsmstore.versioning.history import is_ancestor, merge_base
 from lsmstore.versioning.refs import get_branch
@@ -150,7 +150,7 @@ def _conflict(e: MergeConflictError, what: str) -> MergeConflictError:
     """The tree-level conflict, reworded in terms of refs and commits (``what``)."""
     keys = e.keys
     more = " or more" if len(keys) >= trees.MAX_CONFLICTS else ""
-    first = preview(keys[0], 64) if keys else "?"
+    first = key_text(keys[0], 64) if keys else "?"
     return MergeConflictError(
         f"{what}: {len(keys)}{more} conflicting key{'s' if len(keys) != 1 else ''}, first {first}",
         keys=keys,

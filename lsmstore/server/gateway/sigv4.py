@@ -1,0 +1,165 @@
+"""AWS Signature Version 4 as S3 checks it: in the ``Authorization`` header or in a
+presigned URL's query (``X-Amz-Algorithm=AWS4-HMAC-SHA256``).
+
+The server rebuilds the canonical request from what it received -- method, the path
+URI-encoded once per segment (S3 does not double-encode), the sorted query, the signed
+headers, the payload hash the client declared (``x-amz-content-sha256``, or
+``UNSIGNED-PAYLOAD``) -- derives the signing key from the key's secret, date, region and
+service, and compares signatures in constant time.  The request's time must be within
+:data:`MAX_SKEW_S` of the server's clock; a presigned URL also expires after its
+``X-Amz-Expires`` (at most 7 days, as S3).  A declared payload hash is checked against
+the body as it streams (:mod:`lsmstore.server.gateway.payload`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+from calendar import timegm
+from dataclasses import dataclass, replace
+from time import strptime
+from urllib.parse import parse_qsl, quote, unquote
+
+from lsmstore.server.gateway.errors import S3Error
+
+ALGORITHM = "AWS4-HMAC-SHA256"
+UNSIGNED = "UNSIGNED-PAYLOAD"
+MAX_SKEW_S = 15 * 60
+MAX_PRESIGN_S = 7 * 24 * 3600
+_CRED = re.compile(r"^([^/]{1,128})/(\d{8})/([^/]{1,64})/([^/]{1,32})/aws4_request$")
+_SPACES = re.compile(r"\s+")
+
+
+@dataclass(frozen=True, slots=True)
+class Signed:
+    """A request's claimed signature, before the secret is known."""
+
+    key_id: str
+    date: str  # YYYYMMDD of the scope
+    region: str
+    service: str
+    amz_date: str  # YYYYMMDDTHHMMSSZ
+    signed_headers: tuple[str, ...]
+    signature: str
+    payload_hash: str
+    presigned: bool
+    expires_s: int = 0
+
+
+def parse_header(value: str, headers: dict[str, str]) -> Signed:
+    """The parts of an ``AWS4-HMAC-SHA256 Credential=..., SignedHeaders=..., Signature=...``
+    header; AuthorizationHeaderMalformed otherwise."""
+    fields: dict[str, str] = {}
+    for part in value[len(ALGORITHM) :].split(","):
+        k, eq, v = part.strip().partition("=")
+        if eq:
+            fields[k] = v
+    amz_date = headers.get("x-amz-date") or ""
+    payload = headers.get("x-amz-content-sha256") or ""
+    return _signed(fields.get("Credential", ""), fields.get("SignedHeaders", ""),
+                   fields.get("Signature", ""), amz_date, payload, presigned=False)  # fmt: skip
+
+
+def parse_query(query: dict[str, str]) -> Signed:
+    if query.get("X-Amz-Algorithm") != ALGORITHM:
+        raise S3Error("AuthorizationQueryParametersError", "X-Amz-Algorithm must be "
+                      + ALGORITHM)  # fmt: skip
+    try:
+        expires = int(query.get("X-Amz-Expires", ""))
+    except ValueError:
+        raise S3Error("AuthorizationQueryParametersError",
+                      "X-Amz-Expires must be a number of seconds") from None  # fmt: skip
+    if not 0 < expires <= MAX_PRESIGN_S:
+        raise S3Error("AuthorizationQueryParametersError",
+                      f"X-Amz-Expires must be 1..{MAX_PRESIGN_S} seconds")  # fmt: skip
+    s = _signed(query.get("X-Amz-Credential", ""), query.get("X-Amz-SignedHeaders", ""),
+                query.get("X-Amz-Signature", ""), query.get("X-Amz-Date", ""), UNSIGNED,
+                presigned=True)  # fmt: skip
+    return replace(s, expires_s=expires)
+
+
+def _signed(credential: str, signed_headers: str, signature: str, amz_date: str,
+            payload: str, *, presigned: bool) -> Signed:  # fmt: skip
+    m = _CRED.match(credential)
+    if m is None or not signed_headers or not re.fullmatch(r"[0-9a-f]{64}", signature):
+        raise S3Error("AuthorizationHeaderMalformed", "malformed AWS4-HMAC-SHA256 credentials")
+    if not re.fullmatch(r"\d{8}T\d{6}Z", amz_date) or amz_date[:8] != m.group(2):
+        raise S3Error("AuthorizationHeaderMalformed",
+                      "X-Amz-Date is missing or does not match the credential's date")  # fmt: skip
+    if not payload:
+        raise S3Error("InvalidRequest", "missing x-amz-content-sha256")
+    names = tuple(signed_headers.split(";"))
+    if "host" not in names:
+        raise S3Error("AuthorizationHeaderMalformed", "the host header must be signed")
+    return Signed(m.group(1), m.group(2), m.group(3), m.group(4), amz_date, names, signature,
+                  payload, presigned)  # fmt: skip
+
+
+def request_time(amz_date: str) -> int:
+    return timegm(strptime(amz_date, "%Y%m%dT%H%M%SZ"))
+
+
+def check_time(s: Signed, now: float) -> None:
+    """RequestTimeTooSkewed / AccessDenied (expired) by the server's clock ``now``."""
+    at = request_time(s.amz_date)
+    if s.presigned:
+        if now > at + s.expires_s:
+            raise S3Error("AccessDenied", "Request has expired")
+        if at - now > MAX_SKEW_S:
+            raise S3Error("AccessDenied", "Request is not valid yet")
+    elif abs(now - at) > MAX_SKEW_S:
+        raise S3Error("RequestTimeTooSkewed",
+                      "the difference between the request time and the server's time is "
+                      "too large")  # fmt: skip
+
+
+def canonical_uri(raw_path: bytes) -> str:
+    return quote(unquote(raw_path.decode("latin-1"), errors="surrogateescape"), safe="/~",
+                 errors="surrogateescape")  # fmt: skip
+
+
+def canonical_query(raw_query: bytes, drop: str | None) -> str:
+    pairs = parse_qsl(raw_query.decode("latin-1"), keep_blank_values=True)
+    enc = [(quote(k, safe="~"), quote(v, safe="~")) for k, v in pairs if k != drop]
+    return "&".join(f"{k}={v}" for k, v in sorted(enc))
+
+
+def signature(s: Signed, secret: str, method: str, raw_path: bytes, raw_query: bytes,
+              headers: dict[str, str]) -> str:  # fmt: skip
+    """The signature of the request as the server received it."""
+    canon_headers = "".join(
+        f"{n}:{_SPACES.sub(' ', headers.get(n, '').strip())}\n" for n in s.signed_headers
+    )
+    canonical = "\n".join((
+        method,
+        canonical_uri(raw_path),
+        canonical_query(raw_query, "X-Amz-Signature" if s.presigned else None),
+        canon_headers,
+        ";".join(s.signed_headers),
+        s.payload_hash,
+    ))  # fmt: skip
+    scope = f"{s.date}/{s.region}/{s.service}/aws4_request"
+    to_sign = "\n".join(
+        (ALGORITHM, s.amz_date, scope, hashlib.sha256(canonical.encode("utf-8")).hexdigest())
+    )
+    key = signing_key(secret, s.date, s.region, s.service)
+    return hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+
+
+def signing_key(secret: str, date: str, region: str, service: str) -> bytes:
+    k = hmac.new(("AWS4" + secret).encode("utf-8"), date.encode(), hashlib.sha256).digest()
+    for part in (region, service, "aws4_request"):
+        k = hmac.new(k, part.encode(), hashlib.sha256).digest()
+    return k
+
+
+def check(s: Signed, secret: str, method: str, raw_path: bytes, raw_query: bytes,
+          headers: dict[str, str]) -> None:  # fmt: skip
+    want = signature(s, secret, method, raw_path, raw_query, headers)
+    if not hmac.compare_digest(want, s.signature):
+        raise S3Error(
+            "SignatureDoesNotMatch",
+            "The request signature we calculated does not match the signature you provided. "
+            "Check your key and signing method.",
+        )
