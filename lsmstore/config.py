@@ -272,6 +272,14 @@ class Config:
     server_namespace_endpoints: str = ""
     #: ``on`` lets API callers create ``mem://`` repositories (lost on restart: tests).
     server_mem_namespaces: str = "off"
+    #: Branch affinity (docs/server.md, "Several daemons"): ``on`` makes the daemon a
+    #: member of its RefStore's group, renewed every ``server_member_heartbeat_s`` with a
+    #: lifetime of ``server_member_ttl_s``, reachable at ``server_advertise_url`` (empty:
+    #: the URL it listens on).
+    server_affinity: str = "off"
+    server_advertise_url: str = ""
+    server_member_heartbeat_s: float = 2.0
+    server_member_ttl_s: float = 10.0
 
     @property
     def refstore_url(self) -> str:
@@ -320,7 +328,7 @@ _SIZES = {
     "server_max_header_bytes",
 }
 #: On/off/auto switches: TOML booleans and ``true``/``false``/``on``/``off``/``1``/``0``.
-_SWITCHES = {"compaction_in_process", "gc_freeze", "server_mem_namespaces"}
+_SWITCHES = {"compaction_in_process", "gc_freeze", "server_mem_namespaces", "server_affinity"}
 _SWITCH_VALUES = {
     "auto": "auto",
     "on": "on",
@@ -439,6 +447,8 @@ _BOUNDS: dict[str, tuple[float, float, bool]] = {
     "server_max_connections": (1, 10_000_000, False),
     "server_batch_max_entries": (1, _COUNT, False),
     "server_batch_max_values": (1, _COUNT, False),
+    "server_member_heartbeat_s": (0, 3600, True),
+    "server_member_ttl_s": (0, 3600, True),
     "remote_batch_window_ms": (0, 3_600_000, False),
     "remote_batch_max_entries": (1, _COUNT, False),
     "remote_batch_max_bytes": (1, _BYTES, False),
@@ -480,6 +490,10 @@ def _validated(cfg: Config) -> Config:
         raise bad("l1_soft_limit must be <= l1_hard_limit")
     if cfg.compaction_in_process not in ("auto", "on", "off"):
         raise bad("compaction_in_process must be auto, on or off")
+    if not cfg.server_member_heartbeat_s < cfg.server_member_ttl_s:
+        raise bad("server_member_heartbeat_s must be below server_member_ttl_s")
+    if cfg.server_affinity not in ("on", "off"):
+        raise bad("server_affinity must be on or off")
     if not cfg.commit_backoff_ms <= cfg.commit_backoff_max_ms:
         raise bad("commit_backoff_ms must be <= commit_backoff_max_ms")
     if not cfg.commit_range_min_bytes <= cfg.commit_range_max_bytes:

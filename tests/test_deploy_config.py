@@ -56,3 +56,20 @@ def test_service_unit_flags_parse(worker: str) -> None:
     assert float(unit["TimeoutStopSec"]) > args.shutdown_timeout
     assert unit["KillSignal"] == "SIGTERM"
     assert unit["RestartPreventExitStatus"] == str(int(ExitCode.USAGE))
+
+
+def test_every_unit_has_its_own_cache_directory() -> None:
+    """The units share ``lsmstore.toml`` and so its ``home``; the disk cache serves one
+    process (docs/storage.md), so each unit's environment names its own directory."""
+    caches = set()
+    for service in ("server", "compactor", "committer"):
+        text = (DEPLOY / "systemd" / f"lsmstore-{service}.service").read_text()
+        environ = dict(
+            line.removeprefix("Environment=").split("=", 1)
+            for line in text.splitlines()
+            if line.startswith("Environment=")
+        )
+        cfg = load_config(config=DEPLOY / "lsmstore.toml", environ=environ)
+        caches.add(cfg.cache_path)
+    assert len(caches) == 3
+    assert load_config(config=DEPLOY / "lsmstore.toml", environ={}).cache_path not in caches

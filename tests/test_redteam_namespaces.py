@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import secrets
 import socket
 import time
 import uuid
@@ -41,6 +42,8 @@ def daemons(
         "LSMSTORE_SERVER_NAMESPACE_ENDPOINTS": moto.endpoint,
         "AWS_ACCESS_KEY_ID": "test",
         "AWS_SECRET_ACCESS_KEY": "test",
+        # a shared RefStore: both servers sign tokens with one configured secret
+        "LSMSTORE_SERVER_AUTH_SECRET_KEY": secrets.token_hex(32),
     }
     base = Path(tmp_path_factory.mktemp("redteam"))
     a = start_server(base / "a", env=env)

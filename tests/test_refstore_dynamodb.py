@@ -18,16 +18,8 @@ from lsmstore.errors import RepositoryNotFoundError, UnavailableError
 from lsmstore.refstore.base import MAX_FILE_IDS, Ref, Repository
 from lsmstore.refstore.dynamodb import ITEM_LIMIT, REPOSITORIES, DynamoRefStore, _item_size
 from lsmstore.refstore.url import open_refstore
-from lsmstore.testing.refstore_contract import REPO, RefStoreContract, branch, ids
+from lsmstore.testing.refstore_contract import REPO, FakeClock, RefStoreContract, branch, ids
 from lsmstore.testing.servers import MOTO_ENV, MotoServer, free_port
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @asynccontextmanager

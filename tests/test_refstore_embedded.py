@@ -17,17 +17,9 @@ from lsmstore.errors import UnavailableError
 from lsmstore.refstore.base import Ref, Repository
 from lsmstore.refstore.embedded import FILENAME, SCHEMA_VERSION, EmbeddedRefStore
 from lsmstore.refstore.url import open_refstore
-from lsmstore.testing.refstore_contract import REPO, RefStoreContract, branch
+from lsmstore.testing.refstore_contract import REPO, FakeClock, RefStoreContract, branch
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class TestEmbeddedRefStore(RefStoreContract):

@@ -14,7 +14,7 @@ from lsmstore.errors import UnavailableError
 from lsmstore.refstore.base import Ref, Repository
 from lsmstore.refstore.redis import RedisRefStore
 from lsmstore.refstore.url import open_refstore
-from lsmstore.testing.refstore_contract import REPO, RefStoreContract, branch
+from lsmstore.testing.refstore_contract import REPO, FakeClock, RefStoreContract, branch
 from lsmstore.testing.servers import RedisServer
 
 
@@ -43,20 +43,12 @@ async def prefix(redis_server_url: str) -> AsyncIterator[str]:
     await _drop(redis_server_url, p)
 
 
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
 class TestRedisRefStore(RefStoreContract):
     lease_ttl = 0.5  # real time: Redis expires leases itself
 
     @pytest.fixture
     async def refstore(self, redis_server_url: str, prefix: str) -> AsyncIterator[RedisRefStore]:
-        self.clock = Clock(time.time())  # window counters follow the client's clock
+        self.clock = FakeClock(time.time())  # counters and members follow this clock
         store = RedisRefStore(redis_server_url, key_prefix=prefix, clock=self.clock)
         yield store
         await store.aclose()

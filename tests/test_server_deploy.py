@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import re
 import shlex
+import subprocess
+import sys
 import tomllib
+import uuid
 from pathlib import Path
 from typing import Any
 
+import botocore.session
 import httpx
 import pytest
 import yaml
@@ -19,6 +23,7 @@ import compactor.__main__ as compactor_cli
 from lsmstore.config import load_config
 from lsmstore.server import __main__ as server_cli
 from lsmstore.testing.server_process import ServerProcess
+from lsmstore.testing.servers import MOTO_ENV, WeedServer
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 CONFIG_PATH = "/etc/lsmstore/lsmstore.toml"
@@ -135,3 +140,56 @@ def test_every_server_is_given_the_token_signing_secret(tmp_path: Path) -> None:
     assert re.search(r"^EnvironmentFile=/", unit, re.M)
     for f in (DEPLOY / "systemd").glob("*.service"):
         assert re.search(r"^UMask=0077$", f.read_text(), re.M), f
+
+
+def test_compose_bucket_service_creates_the_bucket(seaweed: WeedServer) -> None:
+    """The compose file's ``bucket`` service, run as it is against a real SeaweedFS:
+    it creates the bucket, and a second run (a restart) accepts the existing one."""
+    service = yaml.safe_load((DEPLOY / "compose.yaml").read_text())["services"]["bucket"]
+    argv = service["command"]
+    assert argv[:2] == ["python", "-c"]
+    bucket = f"compose-{uuid.uuid4().hex[:8]}"
+    env = {**service["environment"], **MOTO_ENV, "S3_ENDPOINT": seaweed.endpoint,
+           "S3_BUCKET": bucket, "PATH": "/usr/bin:/bin"}  # fmt: skip
+    for _ in range(2):
+        done = subprocess.run([sys.executable, *argv[1:]], env=env, capture_output=True,
+                              text=True, timeout=120)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert f"bucket {bucket} ready" in done.stdout
+    s3 = botocore.session.get_session().create_client(
+        "s3",
+        endpoint_url=seaweed.endpoint,
+        region_name="us-east-1",
+        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+    )
+    assert bucket in {b["Name"] for b in s3.list_buckets()["Buckets"]}
+
+
+def test_every_container_is_probed_and_the_servers_run_with_affinity(tmp_path: Path) -> None:
+    containers = {c["name"]: c for c in _containers()}
+    assert set(containers) == {"server", "compactor", "committer"}
+    for c in containers.values():
+        for probe in ("livenessProbe", "readinessProbe"):
+            port = c[probe]["httpGet"]["port"]
+            assert port in {p["name"] for p in c["ports"]}, (c["name"], probe)
+    for name in ("compactor", "committer"):  # the probes name the port the flags open
+        argv = containers[name]["command"]
+        assert argv[argv.index("--health-port") + 1] == str(
+            containers[name]["ports"][0]["containerPort"]
+        )
+    server = next(
+        d
+        for d in _k8s()
+        if d["kind"] == "Deployment" and d["metadata"]["name"] == "lsmstore-server"
+    )
+    assert server["spec"]["replicas"] >= 3
+    env = {
+        e["name"]: e["value"].replace("$(POD_IP)", "10.0.0.7")
+        for e in containers["server"]["env"]
+        if "value" in e
+    }
+    assert all(k.startswith("LSMSTORE_") for k in env)
+    cfg = load_config(config=_config_file(tmp_path), environ=env)
+    assert cfg.server_affinity == "on"
+    assert cfg.server_advertise_url == f"http://10.0.0.7:{cfg.server_port}"

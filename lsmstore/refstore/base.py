@@ -73,6 +73,18 @@ removed by the backend at some later time (Redis: a key expiry; embedded: on lat
 counts; DynamoDB: an ``expires`` attribute for the table's TTL).  An increment is
 not idempotent: after an unknown outcome (UnavailableError) it may have counted.
 
+Members (``announce_member`` / ``list_members`` / ``withdraw_member``): the live
+processes of a group (the daemons serving one RefStore) announce themselves with an
+address and a lifetime and renew it with each heartbeat; ``list_members`` returns the
+members whose lifetime has not run out, by the store's clock (the ``clock`` a backend
+is given; the process that announces computes the expiry, so clock skew between
+processes adds to it).  A member that stops renewing leaves the list when its lifetime
+ends, one that withdraws leaves at once.  Membership is advisory: it chooses which
+process batches a branch's writes (docs/server.md, "Branch affinity"), never whether
+an operation is correct.  Every backend keeps members as small records of kind
+:data:`MEMBER_RECORD_KIND` (one key per member: atomic per member, and an expired
+member's record is deleted by the next listing that sees it).
+
 Operations that only make sense on a branch (``append_l1``, the swaps, ``set_base``)
 raise :class:`ConflictError` on a tag; tags are immutable once created.
 
@@ -108,7 +120,13 @@ from typing import Literal
 
 from lsmstore import validate
 from lsmstore.closing import AsyncCloseable
-from lsmstore.errors import ClosedError, EntryTooLargeError, InvalidInputError, InvalidNameError
+from lsmstore.errors import (
+    ClosedError,
+    EntryTooLargeError,
+    InvalidInputError,
+    InvalidNameError,
+    RecordNotFoundError,
+)
 from lsmstore.refstore.names import (
     check_commit_id,
     check_file_id,
@@ -149,6 +167,25 @@ MAX_QUALIFIED_BYTES = 96 * 1024
 #: Upper bound on a small record's value.
 MAX_RECORD_BYTES = 64 * 1024
 RECORD_KIND = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+
+#: The record kind that holds members (see "Members" in the module docstring).
+MEMBER_RECORD_KIND = "members"
+#: Upper bound on a member's address (UTF-8 bytes) and on a group's size.
+MAX_MEMBER_ADDRESS_BYTES = 1024
+MAX_MEMBERS = 1000
+#: Longest lifetime a member may announce, in seconds.
+MAX_MEMBER_TTL = 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """A live process of a group: ``name`` (unique, never reused by another process),
+    where to reach it, and until when (seconds since the epoch) it counts as live."""
+
+    name: str
+    address: str
+    expires_at: float
+
 
 #: Upper bound on a repository record's metadata, encoded as JSON (UTF-8 bytes).
 MAX_REPOSITORY_METADATA_BYTES = 64 * 1024
@@ -565,6 +602,56 @@ class RefStore(AsyncCloseable, abc.ABC):
         check_lease_name(name, "counter name")
         return await self._read_window_count(name, self._now())
 
+    # --- members (advisory: who batches a branch's writes; safety is CAS) ----------
+
+    async def announce_member(self, name: str, address: str, ttl_seconds: float) -> Member:
+        """Record (or renew) member ``name`` at ``address``, live for ``ttl_seconds`` from
+        now.  Idempotent: retry it after an unknown outcome.  Returns what was stored."""
+        self._check_open()
+        check_lease_name(name, "member name")
+        validate.check_str(address, "member address", max_bytes=MAX_MEMBER_ADDRESS_BYTES)
+        if any(ord(c) < 0x21 or ord(c) == 0x7F for c in address):
+            raise InvalidInputError(f"member address {address!r}: no spaces or control characters")
+        if (
+            not isinstance(ttl_seconds, int | float)
+            or not math.isfinite(ttl_seconds)
+            or not 0 < ttl_seconds <= MAX_MEMBER_TTL
+        ):
+            raise InvalidInputError(
+                f"member ttl {ttl_seconds!r} must be in (0, {MAX_MEMBER_TTL:g}] seconds"
+            )
+        member = Member(name, address, self._now() + float(ttl_seconds))
+        value = json.dumps({"address": address, "expires_at": member.expires_at}).encode()
+        await self._put_record(MEMBER_RECORD_KIND, name, value, False)
+        return member
+
+    async def list_members(self) -> list[Member]:
+        """The live members in name order (at most :data:`MAX_MEMBERS`).  Members whose
+        lifetime ended are left out, and their records deleted (best effort: a member
+        renewing at the same moment re-announces itself with its next heartbeat)."""
+        self._check_open()
+        now = self._now()
+        live: list[Member] = []
+        for name, value in await self._list_records(MEMBER_RECORD_KIND, None, MAX_MEMBERS):
+            member = _decode_member(name, value)
+            if member is not None and member.expires_at > now:
+                live.append(member)
+                continue
+            try:
+                await self._delete_record(MEMBER_RECORD_KIND, name)
+            except RecordNotFoundError:
+                pass  # another process pruned it first
+        return live
+
+    async def withdraw_member(self, name: str) -> None:
+        """Remove member ``name`` at once (a process shutting down); no-op if absent."""
+        self._check_open()
+        check_lease_name(name, "member name")
+        try:
+            await self._delete_record(MEMBER_RECORD_KIND, name)
+        except RecordNotFoundError:
+            pass
+
     # --- leases (advisory: keep workers from duplicating work; safety is CAS) ----
 
     async def acquire_lease(self, key: str, owner: str, ttl_seconds: float) -> bool:
@@ -743,6 +830,18 @@ def replaced_message(repo: str) -> str:
         f"repository {repo} was deleted or re-created since this writer was prepared "
         "for it: nothing was appended"
     )
+
+
+def _decode_member(name: str, value: bytes) -> Member | None:
+    """A member record's value, or None if it is not one (then it is pruned)."""
+    try:
+        fields = json.loads(value)
+        address, expires_at = fields["address"], fields["expires_at"]
+    except (ValueError, TypeError, KeyError):
+        return None
+    if not isinstance(address, str) or not isinstance(expires_at, int | float):
+        return None
+    return Member(name, address, float(expires_at))
 
 
 def _check_record_key(kind: str, name: str | None) -> None:

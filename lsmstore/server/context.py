@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from lsmstore.affinity import Membership
 from lsmstore.client import Branch, Repository, Store
 from lsmstore.config import Config
 from lsmstore.refstore.names import check_repository_name
@@ -30,6 +31,8 @@ class Context:
     metrics: Metrics
     clock: Callable[[], float] = time.monotonic
     draining: bool = False
+    #: This daemon as a member of its RefStore's group (``server_affinity = on``).
+    membership: Membership | None = None
     _repos: dict[str, tuple[float, Repository]] = field(default_factory=dict)
     _loading: dict[str, asyncio.Future[Repository]] = field(default_factory=dict)
     _branches: dict[tuple[str, str], float] = field(default_factory=dict)

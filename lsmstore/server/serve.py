@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import logging
 import resource
+import secrets
 import signal
 import time
 from collections.abc import Generator
@@ -29,8 +30,10 @@ from typing import Any, cast
 
 import uvicorn
 
+from lsmstore.affinity import Membership
 from lsmstore.client import Store
 from lsmstore.config import Config
+from lsmstore.errors import LsmError
 from lsmstore.refstore.base import RefStore
 from lsmstore.refstore.url import open_refstore
 from lsmstore.server import secret
@@ -218,6 +221,19 @@ async def _serve(ctx: Context, config: Config, init: bool, probes: ServerProbes)
     }
     if probes.health is not None:
         listening["health_port"] = probes.health.port
+    if config.server_affinity == "on":
+        ctx.membership = Membership(
+            ctx.store.refstore,
+            name=f"serve-{secrets.token_hex(8)}",
+            address=config.server_advertise_url or str(listening["url"]),
+            heartbeat_s=config.server_member_heartbeat_s,
+            ttl_s=config.server_member_ttl_s,
+        )
+        try:
+            await ctx.membership.start()
+        except LsmError as e:  # advisory: the daemon serves alone until a heartbeat works
+            log.warning("announcing this daemon failed: %s", e)
+        listening["member"] = ctx.membership.name
     await probes.listening()
     log.info("listening", extra={"fields": listening})
     if init:
@@ -226,6 +242,8 @@ async def _serve(ctx: Context, config: Config, init: bool, probes: ServerProbes)
         print(f"Web UI: {page_url(scheme, sock[0], sock[1])} (log in with an access key)",
               flush=True)  # fmt: skip
     await task
+    if ctx.membership is not None:
+        await ctx.membership.aclose()  # withdraw: its branches move to the others now
     code = 0
     remaining = (deadline[0] - time.monotonic()) if deadline else config.server_drain_timeout_s
     try:

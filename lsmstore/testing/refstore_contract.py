@@ -9,7 +9,7 @@ concurrency (moto's threaded DynamoDB) can pick a serial server for those by nam
 
 Leases: :meth:`RefStoreContract.pass_time` lets leases expire.  It sleeps by default
 (with :attr:`lease_ttl` seconds); a backend with an injectable clock overrides it to
-advance a fake clock instead.  Window counters are timed by the backend's injected
+advance a fake clock instead.  Window counters and members are timed by the backend's injected
 clock: :meth:`RefStoreContract.pass_counter_time` advances it (by default
 :meth:`pass_time`; a backend whose leases are timed by its server, not by the clock,
 overrides only this one).
@@ -91,6 +91,16 @@ BAD_REF_NAMES = [
 BAD_FILE_IDS = ["", "f1\n", "a,b", "a/b", "a.b", "a b", "x" * 65, "é"]
 
 
+class FakeClock:
+    """An injectable clock (seconds since the epoch) that moves only when told."""
+
+    def __init__(self, now: float = 1_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def ids(prefix: str, n: int, start: int = 0) -> tuple[str, ...]:
     return tuple(f"{prefix}{i:05d}" for i in range(start, start + n))
 
@@ -115,7 +125,7 @@ class RefStoreContract:
         await asyncio.sleep(seconds)
 
     async def pass_counter_time(self, seconds: float) -> None:
-        """Let ``seconds`` of the backend's clock pass for window counters."""
+        """Let ``seconds`` of the backend's clock pass for window counters and members."""
         await self.pass_time(seconds)
 
     # --- helpers -----------------------------------------------------------------------
@@ -877,6 +887,61 @@ class RefStoreContract:
         await self.pass_time(ttl * 0.6)
         assert await refstore.acquire_lease("k", "b", ttl)  # expired: taken over
         assert not await refstore.acquire_lease("k", "a", ttl)
+
+    # --- members -------------------------------------------------------------------------
+
+    async def test_members_announce_renew_expire(self, refstore: RefStore) -> None:
+        ttl = self.lease_ttl
+        assert await refstore.list_members() == []
+        a = await refstore.announce_member("daemon-a", "http://127.0.0.1:8001", ttl)
+        b = await refstore.announce_member("daemon-b", "http://127.0.0.1:8002", ttl)
+        assert [m.name for m in await refstore.list_members()] == ["daemon-a", "daemon-b"]
+        assert (await refstore.list_members())[0] == a
+        await self.pass_counter_time(ttl * 0.6)
+        renewed = await refstore.announce_member("daemon-a", "http://127.0.0.1:8011", ttl)
+        assert renewed.expires_at > a.expires_at
+        await self.pass_counter_time(ttl * 0.6)  # b's lifetime ended, a renewed in between
+        assert await refstore.list_members() == [renewed]
+        assert b.expires_at < renewed.expires_at
+        # an expired member's record is gone: announcing again starts afresh
+        await self.pass_counter_time(ttl * 0.6)
+        assert await refstore.list_members() == []
+        assert await refstore.list_records("members") == []
+        again = await refstore.announce_member("daemon-b", "http://127.0.0.1:8002", ttl)
+        assert await refstore.list_members() == [again]
+
+    async def test_members_withdraw(self, refstore: RefStore) -> None:
+        ttl = self.lease_ttl * 100
+        await refstore.announce_member("daemon-a", "http://127.0.0.1:8001", ttl)
+        b = await refstore.announce_member("daemon-b", "http://127.0.0.1:8002", ttl)
+        await refstore.withdraw_member("daemon-a")
+        await refstore.withdraw_member("daemon-a")  # absent: no-op
+        await refstore.withdraw_member("never-there")
+        assert await refstore.list_members() == [b]
+
+    async def test_members_prune_foreign_records(self, refstore: RefStore) -> None:
+        # a record of the members kind that is not a member is left out and pruned
+        await refstore.put_record("members", "junk", b"not json")
+        await refstore.put_record("members", "junk2", b'{"address": 1, "expires_at": "x"}')
+        m = await refstore.announce_member("daemon-a", "http://127.0.0.1:8001", 60)
+        assert await refstore.list_members() == [m]
+        assert [n for n, _ in await refstore.list_records("members")] == ["daemon-a"]
+
+    async def test_members_bad_input(self, refstore: RefStore) -> None:
+        for call in (
+            lambda: refstore.announce_member("", "http://127.0.0.1:1", 1.0),
+            lambda: refstore.announce_member("a\n", "http://127.0.0.1:1", 1.0),
+            lambda: refstore.announce_member("a", "", 1.0),
+            lambda: refstore.announce_member("a", "http://x y", 1.0),
+            lambda: refstore.announce_member("a", "h" * 2000, 1.0),
+            lambda: refstore.announce_member("a", "http://127.0.0.1:1", 0),
+            lambda: refstore.announce_member("a", "http://127.0.0.1:1", float("inf")),
+            lambda: refstore.announce_member("a", "http://127.0.0.1:1", 7200),
+            lambda: refstore.withdraw_member(""),
+        ):
+            with pytest.raises(InvalidInputError):
+                await call()
+        assert await refstore.list_members() == []
 
     async def test_lease_bad_input(self, refstore: RefStore) -> None:
         for call in (
