@@ -42,6 +42,11 @@ def _env() -> dict[str, str]:
     return env
 
 
+def pickle_message(msg: tuple[Any, ...]) -> bytes:
+    """The bytes :meth:`AsyncWorkerProcess.write` sends for ``msg``."""
+    return pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
+
+
 class AsyncWorkerProcess:
     """A started worker on the event loop's pipes (:meth:`start`)."""
 
@@ -88,7 +93,11 @@ class AsyncWorkerProcess:
     def write(self, msg: tuple[Any, ...]) -> None:
         """Queue ``msg`` on the worker's stdin (pickled first: a message that cannot be
         pickled raises before anything is written); :meth:`drain` sends it."""
-        data = pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
+        self.write_pickled(pickle_message(msg))
+
+    def write_pickled(self, data: bytes) -> None:
+        """:meth:`write` of a message :func:`pickle_message` made (e.g. in a thread,
+        for a large one: the event loop stays free while it is pickled)."""
         self._in.write(FRAME.pack(len(data)))
         self._in.write(data)
 

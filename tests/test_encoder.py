@@ -23,7 +23,7 @@ from lsmstore.objects.entry import (
     encode_value,
 )
 from lsmstore.staging import files
-from lsmstore.staging.encoder import INLINE_RECORDS, Encoder
+from lsmstore.staging.encoder import INLINE_RECORDS, PICKLE_SLICE, THREAD_COLUMNS, Encoder
 from lsmstore.staging.keys import make_record
 from lsmstore.staging.memstore import Memstore, record_bytes, staged_bytes
 from lsmstore.staging.pending import Pending, PendingCall, Staged
@@ -73,6 +73,23 @@ async def test_worker_and_thread_write_the_same_file() -> None:
     assert got == _contents(*in_thread)
     assert got[0] == sorted(records)
     assert got[1][:2] == (len(records), len(records[::7]))
+
+
+async def test_a_large_batch_goes_to_the_worker_in_slices_and_writes_the_same_file() -> None:
+    # past THREAD_COLUMNS the request is built in a thread, each column pickled in
+    # slices of PICKLE_SLICE rows (the last one short)
+    records = _records(THREAD_COLUMNS + 2 * PICKLE_SLICE + 5, seed=3)
+    enc = Encoder(use_process=True, min_records=10)
+    try:
+        await _worker_ready(enc, records[:100])
+        before = enc.batches_in_process
+        in_worker = await enc.encode(records, 0.01)
+        assert enc.batches_in_process == before + 1
+    finally:
+        await enc.aclose()
+    in_thread = await Encoder(use_process=False).encode(records, 0.01)
+    assert _contents(*in_worker) == _contents(*in_thread)
+    assert _contents(*in_worker)[0] == sorted(records)
 
 
 async def test_small_batches_stay_in_threads_and_tiny_ones_on_the_loop() -> None:
@@ -160,13 +177,15 @@ async def test_deferred_identities_become_sha256_of_the_value(use_process: bool)
     assert got == sorted([*expected, given, tombstone(b"gone")])
 
 
-@pytest.mark.parametrize("use_process", [True, False])
-async def test_pending_records_are_made_beside_the_others(use_process: bool) -> None:
+@pytest.mark.parametrize(("use_process", "n"), [(True, 300), (False, 300),
+                                               (True, THREAD_COLUMNS + PICKLE_SLICE)])  # fmt: skip
+async def test_pending_records_are_made_beside_the_others(use_process: bool, n: int) -> None:
     """Pending records (link_many's) are made while the file is encoded -- in the
     worker, or in the thread -- into the entry encode_value gives, beside made records,
-    deferred identities and tombstones in one file."""
+    deferred identities and tombstones in one file; past THREAD_COLUMNS their columns go
+    to the worker in slices too."""
     maker = BatchEncoder(1700000000, 5, int(AddressType.RELATIVE), DEFAULT_CONTENT_TYPE)
-    links = [(b"l%04d" % i, maker.spec, f"data/x{i}", i, f"etag{i}") for i in range(300)]
+    links = [(b"l%04d" % i, maker.spec, f"data/x{i}", i, f"etag{i}") for i in range(n)]
     other = BatchEncoder(1600000000, 0, int(AddressType.FULL), "text/csv")
     links.append((b"full", other.spec, "s3://b/elsewhere", 7, "e"))
     put = make_record(b"p", b"value", None, 1024, 1024, defer_identity=True)
@@ -184,7 +203,7 @@ async def test_pending_records_are_made_beside_the_others(use_process: bool) -> 
     expected = [
         Record(b"l%04d" % i, *encode_value(ObjectEntry(f"data/x{i}", AddressType.RELATIVE, i,
                f"etag{i}", 1700000000, 5)))
-        for i in range(300)
+        for i in range(n)
     ]  # fmt: skip
     full = ObjectEntry("s3://b/elsewhere", AddressType.FULL, 7, "e", 1600000000, 0, "text/csv")
     expected.append(Record(b"full", *encode_value(full)))

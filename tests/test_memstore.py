@@ -19,7 +19,7 @@ from lsmstore.graveler.sst_writer import write_sst
 from lsmstore.refstore.names import FILE_ID
 from lsmstore.staging import files
 from lsmstore.staging.keys import check_key, check_value, encode_key
-from lsmstore.staging.memstore import RECORD_OVERHEAD, Memstore
+from lsmstore.staging.memstore import RECORD_OVERHEAD, Memstore, prepare_rows, staged_bytes
 from lsmstore.staging.merge import amerge_newest, live, merge_newest
 
 
@@ -43,6 +43,20 @@ def test_memstore_latest_wins_and_sorts() -> None:
     assert m.nbytes == sum(
         len(r.key) + len(r.value or b"") + RECORD_OVERHEAD for r in m.sorted_records()
     )
+
+
+def test_prepared_rows_enter_a_memstore_as_add_staged_would() -> None:
+    held = [rec(b"a", b"1"), rec(b"b", b"22"), rec(b"c", None)]
+    call = [rec(b"b", b"333"), rec(b"d", b"4"), rec(b"d", b"55"), rec(b"e", None)]
+    by_loop, by_rows = Memstore(), Memstore()
+    for m in (by_loop, by_rows):
+        m.add_many(held)
+    rows = prepare_rows(call)  # may run in a thread: touches nothing but the call
+    assert len(rows) == 3 and rows.charge == sum(map(staged_bytes, call))
+    assert by_rows.add_rows(rows) == by_loop.add_staged(call)
+    assert by_rows.nbytes == by_loop.nbytes
+    assert by_rows.sorted_records() == by_loop.sorted_records()
+    assert by_rows.get(b"d") == rec(b"d", b"55") and by_rows.get(b"b") == rec(b"b", b"333")
 
 
 def test_file_ids_unique_time_sortable_and_valid() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from helpers.staging import BRANCH, REPO, embedded_refstore, l1_files, rec
 
 from lsmstore.config import Config
-from lsmstore.staging.writer import BranchWriter
+from lsmstore.staging.writer import THREAD_ROWS, BranchWriter
 from lsmstore.storage.memory import MemoryStore
 
 
@@ -51,5 +51,38 @@ async def test_flush_waits_for_closed_batches_too(tmp_path: Path) -> None:
     await asyncio.wait_for(w.flush(), 10)
     assert all(t.done() for t in tasks)
     assert [len(f) for f in await l1_files(rs, objects)] == [3, 3, 3, 3]
+    await w.aclose()
+    await rs.aclose()
+
+
+async def test_a_large_call_lets_the_loop_run_and_still_lands_in_one_file(tmp_path: Path) -> None:
+    # a call of THREAD_ROWS records or more is made ready in a thread: other tasks run
+    # before it is staged, and it is staged in one step, so it is one file as before
+    rs = await embedded_refstore(tmp_path)
+    objects = MemoryStore()
+    config = Config(home=tmp_path).replace(batch_interval_ms=10)
+    w = BranchWriter(rs, objects, REPO, BRANCH, config)
+    n = 3 * THREAD_ROWS
+    call = [rec(f"k{i:06d}", b"v") for i in range(n)] + [rec("k000000", b"last")]
+    unstaged: list[int] = []  # memstore sizes seen by another task while the call runs
+    running = True
+
+    async def other() -> None:
+        while running:
+            unstaged.append(len(w._batch.mem))
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(other())
+    await asyncio.sleep(0)
+    unstaged.clear()
+    await w.write_staged(call)
+    running = False
+    await task
+    # the other task ran while the call was not staged yet, and never saw part of it
+    assert unstaged and unstaged[0] == 0
+    assert set(unstaged) <= {0, n}
+    files = await l1_files(rs, objects)
+    assert [len(f) for f in files] == [n]  # one file, the key given twice once
+    assert [r.value for r in files[0] if r.key == b"k000000"] == [b"last"]
     await w.aclose()
     await rs.aclose()

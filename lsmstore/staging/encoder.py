@@ -36,10 +36,11 @@ import contextlib
 import hashlib
 import logging
 import os
+import pickle
 from collections.abc import Callable, Sequence
 from functools import partial
 from operator import methodcaller
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from lsmstore.graveler.record import RecordTuple
 from lsmstore.graveler.record import columns as record_columns
@@ -48,7 +49,7 @@ from lsmstore.staging.files import encode_staging_columns
 from lsmstore.staging.keys import DEFERRED_IDENTITY
 from lsmstore.staging.pending import PendingColumns, Staged, make_encoded, split
 from lsmstore.workerpipe import answer_requests, child_main
-from lsmstore.workerproc import AsyncWorkerProcess
+from lsmstore.workerproc import AsyncWorkerProcess, pickle_message
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,12 @@ MIN_RECORDS = 64
 #: less than the CPU of a thread hop, and no wait for a thread and the GIL (milliseconds
 #: on a busy machine, on the acknowledgement of every write of the batch).
 INLINE_RECORDS = 16
+#: From this many records, a batch for the worker has its columns made and pickled in
+#: a thread: each step of a maximal batch done on the loop would hold it for
+#: hundreds of ms (docs/write-path.md); below it, a thread hop costs more than it saves.
+THREAD_COLUMNS = 4096
+#: Rows of a column pickled at a time for the worker (see :func:`sliced_request`).
+PICKLE_SLICE = 4096
 #: Batches queued in the worker at most; more are encoded in a thread meanwhile.
 MAX_QUEUED = 1
 #: Worker (re)starts per Encoder at most; after that, threads only.
@@ -136,6 +143,36 @@ def _columns_of(made: Sequence[RecordTuple], pending: PendingColumns | None) -> 
     return keys, identities, values, pending
 
 
+def _sliced(column: Sequence[Any]) -> list[bytes]:
+    return [
+        pickle.dumps(column[i : i + PICKLE_SLICE], pickle.HIGHEST_PROTOCOL)
+        for i in range(0, len(column), PICKLE_SLICE)
+    ]
+
+
+def _joined(parts: list[bytes]) -> list[Any]:
+    out: list[Any] = []
+    for part in parts:
+        out += pickle.loads(part)
+    return out
+
+
+def sliced_request(cols: Columns, error_rate: float) -> bytes:
+    """The worker's request for ``cols`` with each column pickled in slices of
+    :data:`PICKLE_SLICE` rows.  Made in a thread, it lets the GIL go between slices:
+    one ``pickle.dumps`` of a maximal batch's columns is one C call that holds the GIL,
+    and so the event loop, for ~100 ms."""
+    keys, identities, values, pending = cols
+    return pickle_message((
+        _sliced(keys),
+        _sliced(identities),
+        _sliced(values),
+        None if pending is None else [_sliced(column) for column in pending],
+        error_rate,
+        "sliced",
+    ))  # fmt: skip
+
+
 class _Unavailable(Exception):
     """The worker could not take or finish a batch: encode it in a thread."""
 
@@ -192,9 +229,14 @@ class Encoder:
         the event loop only where they must be (to be sent to the worker, or for a tiny
         batch encoded there), else in the thread that encodes them."""
         if self.use_process and not self._closed and n >= self.min_records:
-            cols = columns_of()
+            if n >= THREAD_COLUMNS:  # columns and message made off the loop
+                cols = await asyncio.to_thread(columns_of)
+                data = await asyncio.to_thread(sliced_request, cols, error_rate)
+            else:
+                cols = columns_of()
+                data = pickle_message((*cols, error_rate))
             try:
-                out = await self._in_process(cols, error_rate)
+                out = await self._in_process(data)
             except _Unavailable:
                 pass
             else:
@@ -210,7 +252,8 @@ class Encoder:
 
     # --- the worker ---------------------------------------------------------------------
 
-    async def _in_process(self, cols: Columns, error_rate: float) -> tuple[bytes, bytes]:
+    async def _in_process(self, data: bytes) -> tuple[bytes, bytes]:
+        """Send the pickled ``(*columns, error_rate)`` to the worker; its answer."""
         proc = self._proc
         if proc is None or not proc.alive or self._reader is None:
             self._ensure_started()
@@ -219,7 +262,7 @@ class Encoder:
             raise _Unavailable
         fut: asyncio.Future[tuple[bytes, bytes]] = asyncio.get_running_loop().create_future()
         try:
-            proc.write((*cols, error_rate))
+            proc.write_pickled(data)
         except (ConnectionError, RuntimeError) as e:  # broken pipe: the worker died
             self._lost(e)
             raise _Unavailable(str(e)) from e
@@ -306,7 +349,20 @@ class Encoder:
 def serve(inp: BinaryIO, out: BinaryIO) -> None:
     """Answer requests ``(keys, identities, values, pending, error_rate)`` with
     ``("ok", sst, sidecar)`` or ``("error", text)`` until ``inp`` closes."""
-    answer_requests(inp, out, lambda request: encode_columns(*request))
+    answer_requests(inp, out, _answer)
+
+
+def _answer(request: tuple[Any, ...]) -> tuple[bytes, bytes]:
+    if len(request) == 6:  # a sliced_request
+        keys, identities, values, pending, error_rate, _ = request
+        return encode_columns(
+            _joined(keys),
+            _joined(identities),
+            _joined(values),
+            None if pending is None else tuple(map(_joined, pending)),  # type: ignore[arg-type]
+            error_rate,
+        )
+    return encode_columns(*request)
 
 
 def main() -> None:

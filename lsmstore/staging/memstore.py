@@ -77,6 +77,36 @@ def _held(rec: Staged | Held) -> Held:
     return (rec[0], rec[1], rec[2])  # type: ignore[return-value]  # a Record
 
 
+class StagedRows:
+    """A large call's records made ready for :meth:`Memstore.add_rows` by
+    :func:`prepare_rows`, which may run in a thread: the records' per-row work (the
+    held tuples, the charge) is done off the event loop, and what is left for the loop
+    is one ``dict.update`` -- so the call still enters one memstore in one step."""
+
+    __slots__ = ("charge", "delta", "rows")
+
+    def __init__(self, rows: dict[bytes, Held], charge: int, delta: int) -> None:
+        #: key -> held record, the last record of a key given twice.
+        self.rows = rows
+        #: :func:`staged_bytes` summed over every record given (the writer's bound).
+        self.charge = charge
+        #: What the rows add to a memstore holding none of their keys.
+        self.delta = delta
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+def prepare_rows(records: Iterable[Staged | Held]) -> StagedRows:
+    """The :class:`StagedRows` of ``records`` (made or pending); touches nothing but
+    them, so it may run in a thread while the loop goes on."""
+    held = list(map(_held, records))
+    rows = {rec[0]: rec for rec in held}
+    charge = sum(map(staged_bytes, held))
+    delta = charge if len(rows) == len(held) else sum(map(staged_bytes, rows.values()))
+    return StagedRows(rows, charge, delta)
+
+
 class Memstore:
     """A mutable map ``key -> record`` with a running byte count."""
 
@@ -166,6 +196,20 @@ class Memstore:
                 delta += staged_bytes(held)
             if old is not None:
                 delta -= _released(old, key)
+        self.nbytes += delta
+        return delta
+
+    def add_rows(self, staged: StagedRows) -> int:
+        """:meth:`add_staged` of records :func:`prepare_rows` made ready: the keys
+        already held are released one by one, the rest is one ``dict.update``."""
+        d = self._records
+        delta = staged.delta
+        rows = staged.rows
+        if d:
+            for key in d.keys() & rows.keys():
+                delta -= _released(d[key], key)
+        d.update(rows)
+        self.has_pending = True
         self.nbytes += delta
         return delta
 

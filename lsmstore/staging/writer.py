@@ -79,7 +79,14 @@ from lsmstore.staging.files import (
     new_file_id,
     sidecar_of_prepared_sst,
 )
-from lsmstore.staging.memstore import RECORD_OVERHEAD, Memstore, record_bytes, staged_bytes
+from lsmstore.staging.memstore import (
+    RECORD_OVERHEAD,
+    Memstore,
+    StagedRows,
+    prepare_rows,
+    record_bytes,
+    staged_bytes,
+)
 from lsmstore.staging.pending import PendingCall, Staged
 from lsmstore.storage.base import ObjectStore, PutMode
 
@@ -95,6 +102,11 @@ TRACED_FLUSHES = 1024
 #: Writes waiting for acknowledgement per ``batch_interval_ms`` of window: past it the
 #: window stretches (see BranchWriter._window).
 WAITING_PER_WINDOW = 64
+#: From this many records, a ``write_staged`` call has its records made ready for the
+#: memstore in a thread (:func:`~lsmstore.staging.memstore.prepare_rows`): done on
+#: the loop, a maximal batch held it for hundreds of ms; below it, the thread hop
+#: costs more than it saves.
+THREAD_ROWS = 4096
 
 
 @dataclass(slots=True)
@@ -304,11 +316,18 @@ class BranchWriter:
         (:mod:`lsmstore.staging.pending`): their values are made while the batch is
         encoded, off the event loop.  A :class:`PendingCall` (a call's pending records
         as columns) is held as one object (:meth:`Memstore.add_call`)."""
+        if len(records) >= THREAD_ROWS and not isinstance(records, PendingCall):
+            self._check_open()
+            # the per-row work off the loop; the call still enters one memstore in one
+            # step (:meth:`Memstore.add_rows`), so it lands in one file as before
+            rows = await asyncio.to_thread(prepare_rows, records)
+            await self._write_many(rows, staged_bytes, pending=True)
+            return
         await self._write_many(records, staged_bytes, pending=True)
 
     async def _write_many(
         self,
-        records: Sequence[Staged | RecordTuple] | PendingCall,
+        records: Sequence[Staged | RecordTuple] | PendingCall | StagedRows,
         charge: Callable[[Any], int],
         *,
         pending: bool,
@@ -316,7 +335,11 @@ class BranchWriter:
         self._check_open()
         if not records:
             return
-        size = records.charge if isinstance(records, PendingCall) else sum(map(charge, records))
+        size = (
+            records.charge
+            if isinstance(records, PendingCall | StagedRows)
+            else sum(map(charge, records))
+        )
         if size > self.config.max_pending_bytes:
             raise EntryTooLargeError(
                 f"put_many of {len(records)} records ({size} bytes) exceeds the writer's "
@@ -329,7 +352,7 @@ class BranchWriter:
 
     def _stage(
         self,
-        records: Sequence[Staged | RecordTuple] | PendingCall,
+        records: Sequence[Staged | RecordTuple] | PendingCall | StagedRows,
         size: int,
         pending: bool = False,
         durable: asyncio.Future[None] | None = None,
@@ -354,6 +377,8 @@ class BranchWriter:
             self._pending_bytes += (
                 mem.add_call(records)
                 if isinstance(records, PendingCall)
+                else mem.add_rows(records)
+                if isinstance(records, StagedRows)
                 else mem.add_staged(records)
             )
         else:  # made records only
