@@ -27,6 +27,11 @@ ensure_venv() {  # $1 = extras ("" | "dev" | "dev,bench")
   fi
 }
 
+ensure_hadoop_aws() {  # hadoop-aws matching PySpark's Hadoop, from Maven Central, for s3a://
+  # (lsmstore/spark/s3a.py); resolved once into the venv, no network afterwards
+  "$VENV/bin/python" -m lsmstore.spark.s3a "$VENV/spark-ivy" >/dev/null
+}
+
 ensure_debs() {  # Debian packages the tests talk to: a real redis-server, RocksDB's sst_dump,
   # a Java runtime for Spark (local mode and a loopback standalone cluster), a headless
   # chromium for the web UI's browser tests (driven by playwright, no browser download)
@@ -58,6 +63,7 @@ case "${1:-}" in
     shift
     ensure_debs
     ensure_venv "dev,spark"
+    ensure_hadoop_aws
     "$VENV/bin/ruff" check lsmstore compactor committer tests bench
     "$VENV/bin/mypy"
     exec "$VENV/bin/pytest" "$@"
@@ -69,6 +75,7 @@ case "${1:-}" in
     command -v wrk >/dev/null || { [ "$(id -u)" -eq 0 ] && apt-get install -y -qq wrk >/dev/null \
       || sudo -n apt-get install -y -qq wrk >/dev/null || echo "dev.sh: wrk missing" >&2; }
     ensure_venv "dev,bench,spark"
+    ensure_hadoop_aws
     exec "$VENV/bin/python" -m bench "$@"
     ;;
   proto)

@@ -15,6 +15,14 @@ storage namespace under ``--dir`` (a temporary directory by default):
 4. A prefixed read of the commit (about 1% of the keys): rows and seconds.
 5. ``gc`` (two runs a grace period apart, fake clock) of a repository with
    ``--commits`` commits: seconds per run.
+
+``--tables ROWS`` measures tables instead (and nothing else): a DataFrame of ROWS rows
+(``id``, ``p`` = id % 8, a 20-character string, a double) written as Parquet
+partitioned by ``p`` and read back in full (an aggregate over every column), through
+(1) the data source's atomic write (``format("lsmstore")``, ``format`` ``parquet``) and
+(3) Spark's own Parquet writer to a local directory (the ceiling); ``--rounds`` rounds,
+the two alternating within each, so load changes hit both.  Rows/s per round, the
+medians and their ratios.
 """
 
 from __future__ import annotations
@@ -255,7 +263,12 @@ def main(argv: list[str]) -> int:
         metavar="N",
         help="only the per-record CPU of each task step, on N entries in this process",
     )
+    p.add_argument("--tables", type=int, metavar="ROWS", help="only the table write/read bench")
+    p.add_argument("--rounds", type=int, default=3)
     args = p.parse_args(argv)
+    if args.tables:
+        print(json.dumps(tables_bench(args.tables, args.cores, args.rounds, args.dir), indent=1))
+        return 0
     if args.stages:
         with paused():
             costs = stage_costs(args.stages)
@@ -323,3 +336,89 @@ def main(argv: list[str]) -> int:
             shutil.rmtree(root, ignore_errors=True)
     print(json.dumps(results, indent=1))
     return 0
+
+
+def tables_bench(n: int, cores: int, rounds: int, directory: str | None) -> dict[str, Any]:
+    """The ``--tables`` comparison (module docstring)."""
+    import statistics
+
+    from lsmstore.spark import register
+
+    root = Path(directory or tempfile.mkdtemp(prefix="lsm-bench-tables-"))
+    root.mkdir(parents=True, exist_ok=True)
+    out: dict[str, Any] = {
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "nproc": os.cpu_count(),
+        "rows": n,
+        "cores": cores,
+        "load_before": os.getloadavg(),
+    }
+    try:
+        refs = f"local://{root / 'refs'}"
+        ns = (root / "ns").as_uri()
+
+        async def setup() -> None:
+            async with lsmstore.connect(refs, compaction_in_process="off") as store:
+                await store.create_repository("r", storage_namespace=ns)
+
+        asyncio.run(setup())
+        spark = local_session(cores, app="bench-tables")
+        register(spark)
+        df = spark.range(n, numPartitions=cores * 2).selectExpr(
+            "id",
+            "cast(id % 8 as int) as p",
+            "lpad(cast(id as string), 20, 'x') as s",
+            "id * 0.5 as x",
+        )
+        opts = {"refstore": refs, "format": "parquet"}
+        agg = ("count(*)", "sum(id)", "sum(p)", "sum(length(s))", "sum(x)")
+        runs: dict[str, list[float]] = {
+            k: [] for k in ("lsm_write", "local_write", "lsm_read", "local_read")
+        }
+
+        def timed(fn: Any) -> float:
+            t = time.perf_counter()
+            fn()
+            return n / (time.perf_counter() - t)
+
+        for i in range(rounds):
+            url = f"lsm://r/main/tables/t{i}/"
+            local = str(root / f"local-{i}")
+            runs["lsm_write"].append(
+                timed(
+                    lambda url=url: (
+                        df.write.format("lsmstore")
+                        .options(partitionBy="p", **opts)
+                        .mode("append")
+                        .save(url)
+                    )
+                )
+            )
+            runs["local_write"].append(
+                timed(lambda local=local: df.write.partitionBy("p").parquet(local))
+            )
+            runs["lsm_read"].append(
+                timed(
+                    lambda url=url: (
+                        spark.read.format("lsmstore")
+                        .options(**opts)
+                        .load(url)
+                        .selectExpr(*agg)
+                        .collect()
+                    )
+                )
+            )
+            runs["local_read"].append(
+                timed(lambda local=local: spark.read.parquet(local).selectExpr(*agg).collect())
+            )
+        spark.stop()
+        for k, v in runs.items():
+            out[f"{k}_rows_per_s"] = [round(x) for x in v]
+            out[f"{k}_median"] = round(statistics.median(v))
+        out["write_ratio"] = round(out["lsm_write_median"] / out["local_write_median"], 2)
+        out["read_ratio"] = round(out["lsm_read_median"] / out["local_read_median"], 2)
+        out["load_after"] = os.getloadavg()
+    finally:
+        if not directory:
+            shutil.rmtree(root, ignore_errors=True)
+    return out

@@ -29,8 +29,9 @@ both.  Other errors are the client's typed errors.
 
 Transactions (as lakefs-spec has them): ``fs.transaction(repository, base_branch)``
 creates a branch ``tx-<random>`` from ``base_branch``; on success of the ``with``
-block its changes are committed and merged into ``base_branch`` and the branch is
-deleted; on an exception the branch is deleted and nothing reaches the base.  A crash
+block (and of its ``validate`` callable, when given) its changes are committed and
+merged into ``base_branch`` and the branch is deleted; on an exception the branch is
+deleted (kept for inspection with ``keep_on_failure``) and nothing reaches the base.  A crash
 inside the block leaves the ``tx-`` branch behind (delete it with ``lsmstore branch
 delete``); a crash between the merge and the delete leaves it too, with its changes
 already merged.
@@ -468,13 +469,26 @@ class LsmTransaction:
         self.branch = ""
         self.message = ""
         self.commit_id: str | None = None
+        self.validate: Callable[[LsmTransaction], None] | None = None
+        self.keep_on_failure = False
 
     def __call__(
-        self, repository: str, base_branch: str = "main", *, message: str | None = None
+        self,
+        repository: str,
+        base_branch: str = "main",
+        *,
+        message: str | None = None,
+        validate: Callable[[LsmTransaction], None] | None = None,
+        keep_on_failure: bool = False,
     ) -> Self:
+        """``validate`` runs after the block, before the commit (its exception fails
+        the transaction); ``keep_on_failure`` leaves the branch of a failed transaction
+        for inspection instead of deleting it."""
         self.repository = repository
         self.base_branch = base_branch
         self.message = message or f"fsspec transaction on {base_branch}"
+        self.validate = validate
+        self.keep_on_failure = keep_on_failure
         return self
 
     def uri(self, path: str) -> str:
@@ -494,6 +508,7 @@ class LsmTransaction:
 
     async def _finish(self, ok: bool) -> None:
         repo = await self.fs._repo(self.repository)
+        merged = False
         try:
             if ok:
                 tx = repo.branch(self.branch)
@@ -507,8 +522,10 @@ class LsmTransaction:
                     self.branch, into=self.base_branch, message=f"Merge {self.message}"
                 )
                 self.commit_id = result.commit_id
+                merged = True
         finally:
-            await repo.delete_branch(self.branch)
+            if merged or not self.keep_on_failure:
+                await repo.delete_branch(self.branch)
             self.fs.invalidate_cache()
 
     def __exit__(
@@ -517,4 +534,10 @@ class LsmTransaction:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if exc_type is None and self.validate is not None:
+            try:
+                self.validate(self)
+            except BaseException:
+                sync(self.fs.loop, self._finish, False)
+                raise
         sync(self.fs.loop, self._finish, exc_type is None)

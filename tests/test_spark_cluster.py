@@ -68,3 +68,30 @@ async def test_import_and_export_with_spark_submit(tmp_path: Path) -> None:
         head = await repo.branch("main").head()
         assert head.l1 == ()  # committed directly
         assert (await repo.ref(head.base).commit()).message == "inventory"
+
+
+async def test_table_write_survives_a_killed_executor(tmp_path: Path) -> None:
+    """A table job on the standalone cluster whose executor JVM is killed mid-write
+    retries on a new executor and lands whole, once; the table reads back."""
+    refstore = f"local://{tmp_path / 'refs'}"
+    ns = (tmp_path / "ns").as_uri()
+    async with lsmstore.connect(refstore, compaction_in_process="off") as store:
+        await store.create_repository("r", storage_namespace=ns)
+    cluster = StandaloneCluster(str(tmp_path))
+    await asyncio.to_thread(cluster.start)
+    marker = tmp_path / "killed"
+    app_file = Path(__file__).parent / "helpers" / "table_app.py"
+    try:
+        proc = await asyncio.to_thread(
+            cluster.submit, str(app_file), [refstore, "lsm://r/main/tables/t/", str(marker)]
+        )
+    finally:
+        await asyncio.to_thread(cluster.stop)
+    assert proc.returncode == 0, proc.stderr.decode()[-4000:]
+    assert _summary(proc) == {"rows_equal": True, "pruned": 250, "killed": True}
+    async with lsmstore.connect(refstore, compaction_in_process="off") as store:
+        main = (await store.get_repository("r")).branch("main")
+        head = await main.head()
+        assert len(head.l1) == 1  # one group append
+        listed = [s.path async for s in main.list_objects("tables/t/")]
+        assert {p.split("/")[2] for p in listed} == {"p=0", "p=1", "p=2", "p=3"}

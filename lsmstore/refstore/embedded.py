@@ -238,7 +238,12 @@ class EmbeddedRefStore(RefStore):
         shared-memory files the database's mode): :mod:`lsmstore.private`."""
         private.make_dirs(self.path)
         private.tighten(self.path)
-        os.close(private.create_file(self.path / FILENAME))
+        # Only a database that does not exist yet is created here: closing a descriptor
+        # of an existing one would drop every POSIX lock this process's SQLite
+        # connections hold on it (another store of the same directory in this process),
+        # and SQLite then corrupts it.
+        if not (self.path / FILENAME).exists():
+            os.close(private.create_file(self.path / FILENAME))
         for suffix in ("", "-wal", "-shm"):
             with contextlib.suppress(FileNotFoundError):
                 private.tighten(self.path / (FILENAME + suffix))

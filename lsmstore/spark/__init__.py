@@ -1,4 +1,7 @@
-"""lsmstore on Spark: the ``lsmstore`` data source and the import/export/gc jobs.
+"""lsmstore on Spark: the ``lsmstore`` data source (entries, raw records, and Parquet
+tables written as one unit: :mod:`lsmstore.spark.tables`), transactions across jobs
+(:func:`transaction`), ``s3a://`` set-up (:mod:`lsmstore.spark.s3a`) and the
+import/export/gc jobs.
 
 Needs the ``spark`` extra (``pip install 'lsmstore[spark]'``: PySpark >= 4.0, pyarrow)
 and Java 17+.  See docs/spark.md.
@@ -10,7 +13,14 @@ from typing import Any
 
 from lsmstore.spark.location import Location, parse_location
 
-__all__ = ["Location", "parse_location", "register", "save"]
+__all__ = ["Location", "parse_location", "register", "save", "transaction"]
+
+
+def transaction(url: str, **kwargs: Any) -> Any:
+    """A transaction branch for several Spark jobs: see :mod:`lsmstore.spark.transaction`."""
+    from lsmstore.spark.transaction import transaction as tx
+
+    return tx(url, **kwargs)
 
 
 def register(spark: Any) -> None:

@@ -7,7 +7,9 @@
     df.write.format("lsmstore").mode("append").save("lsm://repo/main")
 
 Options (all strings): ``refstore`` (RefStore URL; default: the lsmstore configuration,
-``LSMSTORE_REFSTORE``), ``format`` (``objects`` | ``raw``, :mod:`lsmstore.spark.rows`),
+``LSMSTORE_REFSTORE``), ``format`` (``objects`` | ``raw``, :mod:`lsmstore.spark.rows`;
+``parquet``: tables of Parquet objects, :mod:`lsmstore.spark.tables`, with the options
+``partitionBy``, ``partitionFilter`` and ``tableFileBytes``),
 ``partitionBytes`` (read partition target, default 64 MiB of committed data),
 ``minPartitions`` (reads: smaller partitions when the target makes fewer, default 1),
 ``fileBytes`` (written staging file target, default 64 MiB), ``commit`` (``staging``:
@@ -33,7 +35,7 @@ import logging
 import threading
 import time
 from collections.abc import Awaitable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import pyarrow as pa
@@ -54,7 +56,7 @@ from lsmstore.graveler.record import Record
 from lsmstore.namespace import location_of
 from lsmstore.refstore.names import check_ref_name
 from lsmstore.refstore.url import open_refstore
-from lsmstore.spark import rows, scan, stage
+from lsmstore.spark import rows, scan, stage, tables
 from lsmstore.spark.location import Location, parse_location
 from lsmstore.staging.files import new_file_id
 from lsmstore.storage.base import ObjectStore
@@ -63,6 +65,8 @@ from lsmstore.storage.url import open_object_store
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 NAME = "lsmstore"
+#: The ``format`` option of Parquet tables (:mod:`lsmstore.spark.tables`).
+TABLE_FORMAT = "parquet"
 
 
 def run(coro: Awaitable[T]) -> T:
@@ -104,6 +108,10 @@ class Options:
     commit: str
     message: str
     grace_s: float
+    table: bool = False  # format "parquet": Parquet objects under a prefix (tables.py)
+    partition_by: tuple[str, ...] = ()
+    partition_filter: dict[str, frozenset[str]] = field(default_factory=dict)
+    table_bytes: int = tables.TABLE_FILE_BYTES
 
     @classmethod
     def parse(cls, options: dict[str, str]) -> Options:
@@ -115,17 +123,23 @@ class Options:
         commit = opts.get("commit", "staging")
         if commit not in ("staging", "direct"):
             raise InvalidInputError(f"commit must be 'staging' or 'direct', not {commit!r}")
+        fmt = opts.get("format", "objects")
+        table = fmt == TABLE_FORMAT
         try:
             return cls(
                 parse_location(path),
                 opts.get("refstore") or cfg.refstore_url,
-                rows.check_mode(opts.get("format", "objects")),
+                "objects" if table else rows.check_mode(fmt),
                 int(opts.get("partitionbytes", scan.PARTITION_BYTES)),
                 int(opts.get("minpartitions", 1)),
                 int(opts.get("filebytes", stage.FILE_BYTES)),
                 commit,
                 opts.get("message", "Spark write"),
                 float(opts.get("graceseconds", cfg.compaction_grace_s)),
+                table,
+                tables.parse_columns(opts.get("partitionby")),
+                tables.parse_filter(opts.get("partitionfilter")),
+                int(opts.get("tablefilebytes", tables.TABLE_FILE_BYTES)),
             )
         except ValueError as e:
             raise InvalidInputError(f"bad lsmstore option: {e}") from None
@@ -138,18 +152,29 @@ class LsmDataSource(DataSource):
     def name(cls) -> str:
         return NAME
 
-    def schema(self) -> str:
-        return rows.schema(Options.parse(self.options).mode)
+    def schema(self) -> str | StructType:
+        opts = Options.parse(self.options)
+        if opts.table:
+            return tables.infer_schema(opts)
+        return rows.schema(opts.mode)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return LsmReader(Options.parse(self.options))
+        opts = Options.parse(self.options)
+        if opts.table:
+            return tables.TableReader(opts, schema)
+        return LsmReader(opts)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        opts = Options.parse(self.options)
+        if opts.table:
+            if opts.commit != "staging":
+                raise InvalidInputError("a Parquet table write is staged (commit='staging')")
+            return tables.TableWriter(opts, overwrite)
         if overwrite:
             raise InvalidInputError(
-                "lsmstore writes append (mode('append')); overwrite is not supported"
+                "lsmstore writes of entries append (mode('append')); overwrite is for "
+                "format 'parquet'"
             )
-        opts = Options.parse(self.options)
         if opts.commit == "direct":
             from lsmstore.spark.direct import DirectWriter
 
