@@ -295,3 +295,32 @@ async def test_mutations_queued_meanwhile_commit_as_one_group(tmp_path: Path) ->
         assert (await store.get_ref(REPO, "main")).l1 == tuple(f"f{j}" for j in range(6))
         for i in range(10):
             assert (await store.get_ref(REPO, f"b{i}")).l1 == (f"x{i}",)
+
+
+async def test_a_second_store_of_one_directory_never_opens_the_database_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Opening (and closing) a descriptor of a database that this process's SQLite
+    connections hold drops their POSIX locks, after which SQLite corrupts the file: a
+    second store of the same directory in one process must leave the file alone."""
+    import os
+
+    from lsmstore import private
+
+    opened: list[str] = []
+    real = private.create_file
+
+    def create_file(path: str | os.PathLike[str], *, exclusive: bool = False) -> int:
+        fd = real(path, exclusive=exclusive)  # FileExistsError for an existing file
+        opened.append(os.fspath(path))
+        return fd
+
+    monkeypatch.setattr(private, "create_file", create_file)
+    async with EmbeddedRefStore(tmp_path / "refs") as first:
+        await first.create_repository(Repository("r", "file:///d", "main"))
+        assert opened == [str(tmp_path / "refs" / FILENAME)]  # created on first use
+        async with EmbeddedRefStore(tmp_path / "refs") as second:
+            await second.create_ref("r", "b", Ref("branch", "c" * 64))
+            await first.create_ref("r", "c", Ref("branch", "c" * 64))
+        assert opened == [str(tmp_path / "refs" / FILENAME)]  # not opened again
+        assert set(await first.get_refs("r", ["b", "c"])) == {"b", "c"}

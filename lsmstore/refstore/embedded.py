@@ -242,8 +242,8 @@ class EmbeddedRefStore(RefStore):
         # of an existing one would drop every POSIX lock this process's SQLite
         # connections hold on it (another store of the same directory in this process),
         # and SQLite then corrupts it.
-        if not (self.path / FILENAME).exists():
-            os.close(private.create_file(self.path / FILENAME))
+        with contextlib.suppress(FileExistsError):
+            os.close(private.create_file(self.path / FILENAME, exclusive=True))
         for suffix in ("", "-wal", "-shm"):
             with contextlib.suppress(FileNotFoundError):
                 private.tighten(self.path / (FILENAME + suffix))
