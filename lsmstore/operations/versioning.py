@@ -18,7 +18,7 @@ start.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
 
 from lsmstore import validate
@@ -114,21 +114,11 @@ async def revert(
 ) -> MergeResult:
     """Undo the changes of the commit ``commit_ref`` names on ``branch`` with a new
     commit (``Repository.revert``)."""
-    await _protection.guard(repo, repo.branch(branch).name, "revert on")
-    cfg = repo.store.config
-    return await _merging.revert(
-        repo.context(),
-        repo.branch(branch).name,
-        commit_ref,
-        parent=validate.check_int(parent, "revert parent", min_value=1, max_value=2),
-        strategy=strategy,
-        message=validate.check_message(message),
-        committer=validate.check_committer(committer) or cfg.user,
+    return await _reapply(
+        _merging.revert, "revert", "revert on", repo, commit_ref, branch, parent=parent,
+        strategy=strategy, message=message, committer=committer,
         metadata=validate.check_metadata(metadata),
-        max_attempts=cfg.commit_max_attempts,
-        backoff_s=cfg.commit_backoff_ms / 1000,
-        backoff_max_s=cfg.commit_backoff_max_ms / 1000,
-    )
+    )  # fmt: skip
 
 
 async def cherry_pick(
@@ -143,18 +133,42 @@ async def cherry_pick(
     metadata: Mapping[str, str] | None = None,
 ) -> MergeResult:
     """Apply the changes of the commit ``commit_ref`` names onto ``branch`` as a new
-    commit (``Branch.cherry_pick``)."""
-    await _protection.guard(repo, repo.branch(branch).name, "cherry-pick onto")
+    commit (``Branch.cherry_pick``); without ``metadata``, the picked commit's."""
+    return await _reapply(
+        _merging.cherry_pick, "cherry-pick", "cherry-pick onto", repo, commit_ref, branch,
+        parent=parent, strategy=strategy, message=message, committer=committer,
+        metadata=None if metadata is None else validate.check_metadata(metadata),
+    )  # fmt: skip
+
+
+async def _reapply(
+    apply: Callable[..., Awaitable[MergeResult]],
+    what: str,
+    guarded: str,
+    repo: Repository,
+    commit_ref: str,
+    branch: str,
+    *,
+    parent: int,
+    strategy: Strategy | None,
+    message: str | None,
+    committer: str | None,
+    metadata: Mapping[str, str] | None,
+) -> MergeResult:
+    """Revert and cherry-pick: one commit's changes applied (undone or redone) onto
+    ``branch`` as a new commit, after the branch's protection is checked."""
+    name = repo.branch(branch).name
+    await _protection.guard(repo, name, guarded)
     cfg = repo.store.config
-    return await _merging.cherry_pick(
+    return await apply(
         repo.context(),
-        repo.branch(branch).name,
+        name,
         commit_ref,
-        parent=validate.check_int(parent, "cherry-pick parent", min_value=1, max_value=2),
+        parent=validate.check_int(parent, f"{what} parent", min_value=1, max_value=2),
         strategy=strategy,
         message=validate.check_message(message),
         committer=validate.check_committer(committer) or cfg.user,
-        metadata=None if metadata is None else validate.check_metadata(metadata),
+        metadata=metadata,
         max_attempts=cfg.commit_max_attempts,
         backoff_s=cfg.commit_backoff_ms / 1000,
         backoff_max_s=cfg.commit_backoff_max_ms / 1000,
