@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import resource
 import secrets
@@ -34,6 +35,7 @@ from lsmstore.affinity import Membership
 from lsmstore.client import Store
 from lsmstore.config import Config
 from lsmstore.errors import LsmError
+from lsmstore.gcfreeze import freeze_startup_state
 from lsmstore.refstore.base import RefStore
 from lsmstore.refstore.url import open_refstore
 from lsmstore.server import secret
@@ -210,6 +212,12 @@ async def _serve(ctx: Context, config: Config, init: bool, probes: ServerProbes)
         await ctx.store.aclose()
         task.result()
         return 1
+    # what a first write would do, done before the first request (docs/server.md,
+    # "Health probes during maximal batches"): the startup state out of the cyclic
+    # collector's full collections, the encoder's worker process started
+    if config.gc_freeze != "off":
+        freeze_startup_state()
+    ctx.store.encoder.start()
     sock = server.servers[0].sockets[0].getsockname()
     scheme = "https" if config.server_tls_cert else "http"
     listening = {
@@ -218,6 +226,7 @@ async def _serve(ctx: Context, config: Config, init: bool, probes: ServerProbes)
         "host": sock[0],
         "port": sock[1],
         "refstore": ctx.store.config.refstore_url,
+        "gc_frozen": gc.get_freeze_count(),
     }
     if probes.health is not None:
         listening["health_port"] = probes.health.port

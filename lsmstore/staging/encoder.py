@@ -325,6 +325,14 @@ class Encoder:
             if not fut.done():
                 fut.set_exception(_Unavailable(str(error)))
 
+    def start(self) -> None:
+        """Start the worker now rather than on the first batch (without waiting for
+        it): a server does at startup, so that its first maximal batch is not encoded
+        in a thread of its own process (holding the GIL beside the event loop for
+        tens of milliseconds) while the worker starts."""
+        if self.use_process and self._proc is None:
+            self._ensure_started()
+
     async def aclose(self) -> None:
         """Stop the worker (batches already sent finish first; later ones use threads)."""
         if self._closed:

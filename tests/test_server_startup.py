@@ -1,0 +1,64 @@
+"""What a server does before its first request so that its first maximal batch does
+not stall other requests (docs/server.md, "Health probes during maximal batches"): the
+startup state frozen out of the cyclic collector's full collections (``gc_freeze``;
+the ``listening`` event says how many objects), and the encoder's worker process
+started (a real server process; its children read from ``/proc``)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import httpx
+import msgpack
+
+from lsmstore.testing.server_process import start_server
+
+
+def _children(pid: int) -> list[str]:
+    """The command lines of ``pid``'s child processes."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == pid:
+                out.append((stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except (OSError, IndexError, ValueError):  # exited meanwhile
+            continue
+    return out
+
+
+def _encoder_workers(pid: int) -> list[str]:
+    return [c for c in _children(pid) if "lsmstore.staging.encoder" in c]
+
+
+def test_the_server_freezes_its_startup_state_and_starts_the_encoder_before_any_write(
+    tmp_path: Path,
+) -> None:
+    srv = start_server(tmp_path / "home")
+    try:
+        frozen = srv.events("listening")[0]["gc_frozen"]
+        assert isinstance(frozen, int) and frozen > 1000  # modules, classes, functions
+        # started in the background as the server listens: wait for it, no request made
+        deadline = time.monotonic() + 120
+        while not _encoder_workers(srv.proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(_encoder_workers(srv.proc.pid)) == 1
+        with httpx.Client(base_url=srv.api, auth=srv.admin, timeout=120) as c:
+            r = c.post("/repositories", json={"name": "r", "storage_namespace": "local://r"})
+            assert r.status_code == 201, r.text
+            body = msgpack.packb([["kv", b"k%05d" % i, b"v"] for i in range(5000)])
+            r = c.post("/lsm/repositories/r/branches/main/batch", content=body,
+                       headers={"Content-Type": "application/msgpack"})  # fmt: skip
+            assert r.status_code == 200 and r.json() == {"entries": 5000}, r.text
+        assert len(_encoder_workers(srv.proc.pid)) == 1  # the same worker, not another
+    finally:
+        assert srv.stop() == 0
+
+
+def test_gc_freeze_off_leaves_the_servers_collector_alone(tmp_path: Path) -> None:
+    srv = start_server(tmp_path / "home", env={"LSMSTORE_GC_FREEZE": "off"})
+    try:
+        assert srv.events("listening")[0]["gc_frozen"] == 0
+    finally:
+        assert srv.stop() == 0
