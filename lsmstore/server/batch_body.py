@@ -23,8 +23,8 @@ checked by orjson as a whole first, in one step).
 Entries are tuples: a tuple of strings and bytes is untracked by CPython's cyclic
 collector at its first young collection, so a maximal batch's 100,000 entries are not
 walked again by every older collection while the batch is built and written (lists
-were, the full collections taking 20-50 ms each; BENCHMARKS.md, "Probes during
-maximal batches").
+were, the full collections taking 20-50 ms each; BENCHMARKS.md, "Connection limits and
+probes during maximal batches").
 """
 
 from __future__ import annotations
