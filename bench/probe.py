@@ -1,9 +1,10 @@
 """Health probes during maximal batches: how long ``/healthz`` waits while the server
 stages the largest batches a request may hold.
 
-``python -m bench probe [--batches 5] [--entries 100000] [--trace]`` starts a real
-server process (embedded default, fresh ``$LSMSTORE_HOME``), posts ``--batches``
-msgpack batches of ``--entries`` ``kv`` entries (96-byte values) one after the other,
+``python -m bench probe [--batches 5] [--entries 100000] [--format msgpack|json]
+[--trace]`` starts a real server process (embedded default, fresh ``$LSMSTORE_HOME``),
+posts ``--batches`` batches of ``--entries`` ``kv`` entries (96-byte values; base64 in
+JSON) one after the other,
 and meanwhile probes ``/healthz`` from another connection every 5 ms.  Prints the
 batches' wall time and the probes' p50, p99 and worst latency, with the load average
 (the machine may be shared: compare trees in one window, alternately).
@@ -19,6 +20,7 @@ clock for both processes).
 from __future__ import annotations
 
 import argparse
+import base64
 import hashlib
 import json
 import os
@@ -29,6 +31,7 @@ from pathlib import Path
 
 import httpx
 import msgpack
+import orjson
 
 from lsmstore.testing.server_process import start_server
 
@@ -132,19 +135,24 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench probe")
     parser.add_argument("--batches", type=int, default=5)
     parser.add_argument("--entries", type=int, default=100_000)
+    parser.add_argument("--format", choices=("msgpack", "json"), default="msgpack")
     parser.add_argument("--trace", action="store_true")
     parser.add_argument("--switch-ms", type=float, help="the server's sys.setswitchinterval")
     args = parser.parse_args(argv)
     load = os.getloadavg()[0]
-    bodies = [
-        msgpack.packb(
-            [
-                ["kv", b"k/%d/%07d" % (j, i), hashlib.sha256(b"%d" % i).digest() * 3]
-                for i in range(args.entries)
-            ]
-        )
+    entries: list[list[tuple[str, bytes, bytes]]] = [
+        [("kv", b"k/%d/%07d" % (j, i), hashlib.sha256(b"%d" % i).digest() * 3)
+         for i in range(args.entries)]
         for j in range(args.batches)
-    ]
+    ]  # fmt: skip
+    if args.format == "json":
+        bodies = [
+            orjson.dumps([[op, k.decode(), base64.b64encode(v).decode()] for op, k, v in batch])
+            for batch in entries
+        ]
+    else:
+        bodies = [msgpack.packb(batch) for batch in entries]
+    del entries
     tmp = Path(tempfile.mkdtemp(prefix="bench-probe-"))
     env: dict[str, str] = {}
     if args.trace or args.switch_ms:
@@ -178,7 +186,7 @@ def main(argv: list[str]) -> int:
             started = time.perf_counter()
             for body in bodies:
                 r = c.post("/lsm/repositories/p/branches/main/batch", content=body,
-                           headers={"Content-Type": "application/msgpack"})  # fmt: skip
+                           headers={"Content-Type": f"application/{args.format}"})  # fmt: skip
                 r.raise_for_status()
             elapsed = time.perf_counter() - started
             done.set()
@@ -191,7 +199,7 @@ def main(argv: list[str]) -> int:
         return f"{latencies[min(len(latencies) - 1, int(len(latencies) * q))] * 1000:.1f} ms"
 
     print(
-        f"| {args.batches} batches of {args.entries:,} kv | {elapsed:.2f} s | probes "
+        f"| {args.batches} {args.format} batches of {args.entries:,} kv | {elapsed:.2f} s | probes "
         f"{len(latencies)}: p50 {ms(0.5)}, p99 {ms(0.99)}, max {ms(1.0)} | load "
         f"{load:.1f} -> {os.getloadavg()[0]:.1f} |"
     )
