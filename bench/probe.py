@@ -2,12 +2,13 @@
 stages the largest batches a request may hold.
 
 ``python -m bench probe [--batches 5] [--entries 100000] [--format msgpack|json]
-[--trace]`` starts a real server process (embedded default, fresh ``$LSMSTORE_HOME``),
-posts ``--batches`` batches of ``--entries`` ``kv`` entries (96-byte values; base64 in
-JSON) one after the other,
-and meanwhile probes ``/healthz`` from another connection every 5 ms.  Prints the
-batches' wall time and the probes' p50, p99 and worst latency, with the load average
-(the machine may be shared: compare trees in one window, alternately).
+[--switch-ms MS] [--trace]`` starts a real server process (embedded default, fresh
+``$LSMSTORE_HOME``; ``--switch-ms``: its ``server_switch_interval_ms``), posts
+``--batches`` batches of ``--entries`` ``kv`` entries (96-byte values; base64 in JSON)
+one after the other, and meanwhile probes ``/healthz`` from another connection every
+5 ms.  Prints the batches' wall time and the probes' p50, p99 and worst latency, with
+the load average (the machine may be shared: compare trees in one window,
+alternately).
 
 ``--trace`` also instruments the server process (a ``sitecustomize`` module on its
 ``PYTHONPATH``, nothing in the product): the cyclic collector's pauses by generation
@@ -40,8 +41,6 @@ from lsmstore.testing.server_process import start_server
 TRACER = r"""
 import atexit, gc, json, os, sys, threading, time
 
-if os.environ.get("BENCH_PROBE_SWITCH"):
-    sys.setswitchinterval(float(os.environ["BENCH_PROBE_SWITCH"]) / 1000)
 _out = os.environ.get("BENCH_PROBE_TRACE")
 if _out:
     _gcs, _gaps, _start = [], [], {}
@@ -137,7 +136,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--entries", type=int, default=100_000)
     parser.add_argument("--format", choices=("msgpack", "json"), default="msgpack")
     parser.add_argument("--trace", action="store_true")
-    parser.add_argument("--switch-ms", type=float, help="the server's sys.setswitchinterval")
+    parser.add_argument(
+        "--switch-ms", type=float, help="the server's server_switch_interval_ms (default: its own)"
+    )
     args = parser.parse_args(argv)
     load = os.getloadavg()[0]
     entries: list[list[tuple[str, bytes, bytes]]] = [
@@ -155,13 +156,14 @@ def main(argv: list[str]) -> int:
     del entries
     tmp = Path(tempfile.mkdtemp(prefix="bench-probe-"))
     env: dict[str, str] = {}
-    if args.trace or args.switch_ms:
+    if args.trace:
         (tmp / "site").mkdir()
         (tmp / "site" / "sitecustomize.py").write_text(TRACER)
         root = str(Path(__file__).resolve().parent.parent)
         env = {"PYTHONPATH": os.pathsep.join([str(tmp / "site"), root]),
-               "BENCH_PROBE_TRACE": str(tmp / "trace") if args.trace else "",
-               "BENCH_PROBE_SWITCH": str(args.switch_ms or "")}  # fmt: skip
+               "BENCH_PROBE_TRACE": str(tmp / "trace")}  # fmt: skip
+    if args.switch_ms:
+        env["LSMSTORE_SERVER_SWITCH_INTERVAL_MS"] = str(args.switch_ms)
     srv = start_server(tmp / "home", env=env)
     try:
         with httpx.Client(base_url=srv.api, auth=srv.admin, timeout=600) as c:

@@ -1,8 +1,9 @@
 """What a server does before its first request so that its first maximal batch does
 not stall other requests (docs/server.md, "Health probes during maximal batches"): the
 startup state frozen out of the cyclic collector's full collections (``gc_freeze``;
-the ``listening`` event says how many objects), and the encoder's worker process
-started (a real server process; its children read from ``/proc``)."""
+the ``listening`` event says how many objects), the encoder's worker process started
+(a real server process; its children read from ``/proc``), and the GIL's switch
+interval set (``server_switch_interval_ms``)."""
 
 from __future__ import annotations
 
@@ -56,9 +57,19 @@ def test_the_server_freezes_its_startup_state_and_starts_the_encoder_before_any_
         assert srv.stop() == 0
 
 
+def test_the_servers_switch_interval_is_its_setting(tmp_path: Path) -> None:
+    srv = start_server(tmp_path / "home")
+    try:
+        assert srv.events("listening")[0]["switch_interval_ms"] == 1.0  # CPython's: 5
+    finally:
+        assert srv.stop() == 0
+
+
 def test_gc_freeze_off_leaves_the_servers_collector_alone(tmp_path: Path) -> None:
-    srv = start_server(tmp_path / "home", env={"LSMSTORE_GC_FREEZE": "off"})
+    env = {"LSMSTORE_GC_FREEZE": "off", "LSMSTORE_SERVER_SWITCH_INTERVAL_MS": "2.5"}
+    srv = start_server(tmp_path / "home", env=env)
     try:
         assert srv.events("listening")[0]["gc_frozen"] == 0
+        assert srv.events("listening")[0]["switch_interval_ms"] == 2.5
     finally:
         assert srv.stop() == 0

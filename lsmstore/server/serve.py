@@ -25,6 +25,7 @@ import logging
 import resource
 import secrets
 import signal
+import sys
 import time
 from collections.abc import Generator
 from typing import Any, cast
@@ -214,10 +215,12 @@ async def _serve(ctx: Context, config: Config, init: bool, probes: ServerProbes)
         return 1
     # what a first write would do, done before the first request (docs/server.md,
     # "Health probes during maximal batches"): the startup state out of the cyclic
-    # collector's full collections, the encoder's worker process started
+    # collector's full collections, the encoder's worker process started; and the GIL
+    # handed to the event loop sooner
     if config.gc_freeze != "off":
         freeze_startup_state()
     ctx.store.encoder.start()
+    sys.setswitchinterval(config.server_switch_interval_ms / 1000)
     sock = server.servers[0].sockets[0].getsockname()
     scheme = "https" if config.server_tls_cert else "http"
     listening = {
@@ -227,6 +230,7 @@ async def _serve(ctx: Context, config: Config, init: bool, probes: ServerProbes)
         "port": sock[1],
         "refstore": ctx.store.config.refstore_url,
         "gc_frozen": gc.get_freeze_count(),
+        "switch_interval_ms": round(sys.getswitchinterval() * 1000, 3),
     }
     if probes.health is not None:
         listening["health_port"] = probes.health.port
