@@ -12,10 +12,12 @@ alternately).
 
 ``--trace`` also instruments the server process (a ``sitecustomize`` module on its
 ``PYTHONPATH``, nothing in the product): the cyclic collector's pauses by generation
-(``gc.callbacks``) and the longest waits of a thread that sleeps 1 ms in a loop (how
-long another thread held the GIL, or the CPU was elsewhere).  Each probe slower than
-25 ms is printed with the collections and waits that overlapped it (one monotonic
-clock for both processes).
+(``gc.callbacks``), the event loop's lags (a task sleeping 1 ms in a loop), and the
+longest waits of a thread that sleeps 1 ms in a loop (how long another thread held the
+GIL, or the CPU was elsewhere: the process's CPU time over the wait tells which) with
+where the other threads were.  Each probe slower than 25 ms is printed with the
+collections, lags and waits that overlapped it (one monotonic clock for both
+processes).
 """
 
 from __future__ import annotations
@@ -44,6 +46,18 @@ import atexit, gc, json, os, sys, threading, time
 _out = os.environ.get("BENCH_PROBE_TRACE")
 if _out:
     _gcs, _gaps, _start = [], [], {}
+    _loop = {"tick": None, "thread": None}
+    _stalls = {}
+
+    def _frames(frame, depth):
+        names = []
+        f = frame
+        while f is not None and len(names) < depth:
+            code = f.f_code
+            if f is frame or "/lsmstore/" in code.co_filename:
+                names.append(f"{code.co_filename.rsplit('/', 2)[-1]}:{f.f_lineno} {code.co_name}")
+            f = f.f_back
+        return " < ".join(names)
 
     def _on_gc(phase, info):
         if phase == "start":
@@ -60,6 +74,13 @@ if _out:
             time.sleep(0.001)
             gap = time.perf_counter() - t - 0.001
             cpu = time.process_time() - c
+            tick = _loop["tick"]
+            if tick is not None and time.perf_counter() - tick > 0.02:
+                # the loop has not ticked for 20 ms: where its thread is
+                frame = sys._current_frames().get(_loop["thread"])
+                if frame is not None:
+                    site = _frames(frame, 3)
+                    _stalls[site] = _stalls.get(site, 0) + 1
             if gap > 0.005:
                 where = []
                 if gap > 0.025:  # who had the GIL: its frame is still at the long call
@@ -79,9 +100,34 @@ if _out:
 
     threading.Thread(target=_ticker, daemon=True, name="bench-ticker").start()
 
+    # the event loop's own lag: a task asking for a 1 ms sleep, on every asyncio.run
+    import asyncio, asyncio.runners
+    _lags, _run = [], asyncio.runners.Runner.run
+
+    async def _lag():
+        _loop["thread"] = threading.get_ident()
+        while True:
+            t = _loop["tick"] = time.perf_counter()
+            await asyncio.sleep(0.001)
+            lag = time.perf_counter() - t - 0.001
+            if lag > 0.005:
+                _lags.append((t, lag))
+
+    def _traced_run(self, coro, *, context=None):
+        async def main():
+            task = asyncio.ensure_future(_lag())
+            try:
+                return await coro
+            finally:
+                task.cancel()
+        return _run(self, main(), context=context)
+
+    asyncio.runners.Runner.run = _traced_run
+
     def _dump():
         with open(f"{_out}.{os.getpid()}", "w") as f:
-            json.dump({"argv": sys.argv, "gc": _gcs, "gaps": _gaps,
+            json.dump({"argv": sys.argv, "gc": _gcs, "gaps": _gaps, "lags": _lags,
+                       "stalls": sorted(_stalls.items(), key=lambda x: -x[1])[:12],
                        "switch": sys.getswitchinterval(),
                        "threshold": gc.get_threshold()}, f)
 
@@ -110,6 +156,11 @@ def _report_trace(prefix: str, slow: list[tuple[float, float]]) -> None:
                     f"  gen{gen} collections {len(d)}: total {sum(d) * 1000:.0f} ms, "
                     f"max {d[-1] * 1000:.1f} ms, over 10 ms {sum(x > 0.01 for x in d)}"
                 )
+        lag = sorted(x[1] for x in data["lags"])
+        print(
+            f"  event loop lags over 5 ms: {len(lag)}, over 25 ms: "
+            f"{sum(x > 0.025 for x in lag)}, max {lag[-1] * 1000 if lag else 0:.1f} ms"
+        )
         g = sorted(x[1] for x in gaps)
         print(f"  ticker waits over 5 ms: {len(g)}, over 25 ms: {sum(x > 0.025 for x in g)}, "
               f"max {g[-1] * 1000 if g else 0:.1f} ms")  # fmt: skip
@@ -119,10 +170,16 @@ def _report_trace(prefix: str, slow: list[tuple[float, float]]) -> None:
                        if c[1] < t1 and c[1] + c[2] > t0 and c[2] > 0.002]  # fmt: skip
             over_gap = [f"{w[1] * 1000:.0f}" for w in gaps
                         if w[0] < t1 and w[0] + w[1] > t0 and w[1] > 0.01]  # fmt: skip
+            over_lag = [f"{w[1] * 1000:.0f}" for w in data["lags"]
+                        if w[0] < t1 and w[0] + w[1] > t0 and w[1] > 0.01]  # fmt: skip
             print(
                 f"  probe {lat * 1000:.1f} ms: gc [{', '.join(over_gc)}] ms, "
+                f"loop lags [{', '.join(over_lag)}] ms, "
                 f"ticker waits [{', '.join(over_gap)}] ms"
             )
+        print("  the event loop's thread while the loop had not ticked for 20 ms (samples):")
+        for site, n in data["stalls"]:
+            print(f"    {n:4d} {site}")
         for w in sorted(gaps, key=lambda w: -w[1])[:8]:
             print(
                 f"  wait {w[1] * 1000:.0f} ms (process CPU {w[3] * 1000:.0f} ms), threads at: "
