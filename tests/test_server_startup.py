@@ -7,12 +7,15 @@ interval set (``server_switch_interval_ms``)."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
 from pathlib import Path
 
 import httpx
 import msgpack
 
+from lsmstore.server.serve import EXECUTOR_THREADS, start_threads
 from lsmstore.testing.server_process import start_server
 
 
@@ -55,6 +58,32 @@ def test_the_server_freezes_its_startup_state_and_starts_the_encoder_before_any_
         assert len(_encoder_workers(srv.proc.pid)) == 1  # the same worker, not another
     finally:
         assert srv.stop() == 0
+
+
+def _pool() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("lsmstore-server")]
+
+
+async def test_start_threads_starts_every_thread_of_the_executor_at_once() -> None:
+    """A thread started on demand made the event loop wait for it (``Thread.start``)
+    in the middle of a batch: the server (``serve``) starts all of its executor's
+    threads first.  Here on this test's own loop."""
+    loop = asyncio.get_running_loop()
+    try:
+        await start_threads(loop)
+        pool = _pool()
+        assert len(pool) == EXECUTOR_THREADS
+        # as many calls at once as there are threads: none is started for them
+        gate = threading.Barrier(EXECUTOR_THREADS + 1)
+        calls = [asyncio.to_thread(gate.wait, 60) for _ in range(EXECUTOR_THREADS)]
+        done = asyncio.gather(*calls)
+        await asyncio.sleep(0)  # every call submitted to the executor
+        gate.wait(60)  # every call in a thread of its own (else: BrokenBarrierError)
+        await done
+        assert set(_pool()) == set(pool)
+    finally:
+        await loop.shutdown_default_executor()
+    assert _pool() == []
 
 
 def test_the_servers_switch_interval_is_its_setting(tmp_path: Path) -> None:
