@@ -109,9 +109,18 @@ class StandaloneCluster:
             )
         )
 
-    def submit(self, app: str, args: list[str], timeout: float = 600.0) -> Any:
-        """``spark-submit --master <this cluster> app args``; the CompletedProcess."""
+    def submit(
+        self,
+        app: str,
+        args: list[str],
+        timeout: float = 600.0,
+        conf: dict[str, str] | None = None,
+    ) -> Any:
+        """``spark-submit --master <this cluster> [--conf k=v...] app args``; the
+        CompletedProcess."""
         import subprocess
+
+        extra = [a for k, v in (conf or {}).items() for a in ("--conf", f"{k}={v}")]
 
         cmd = [
             os.path.join(self.home, "bin", "spark-submit"),
@@ -125,6 +134,7 @@ class StandaloneCluster:
             "spark.ui.enabled=false",
             "--conf",
             f"spark.executor.memory={self.memory}",
+            *extra,
             app,
             *args,
         ]
