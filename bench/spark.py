@@ -23,7 +23,8 @@ partitioned by ``p`` and read back in full (an aggregate over every column), thr
 (2) Spark's own Parquet writer and reader through the S3 gateway of a server process
 (``s3a://r/main/tables/...``, hadoop-aws from ``.venv/spark-ivy``; its default file
 output committer's renames are CopyObject + DeleteObject requests, counted and timed
-by S3A's statistics) and (3) Spark's own Parquet writer to a local directory (the
+by S3A's statistics; then the median time of renaming one file of 1 KiB and of 32 MiB)
+and (3) Spark's own Parquet writer to a local directory (the
 ceiling); ``--rounds`` rounds, the three alternating within each, so load changes hit
 all.  Rows/s per round, the medians and their ratios to (3).
 """
@@ -364,6 +365,30 @@ def _s3a_stats(fs: Any) -> dict[str, float]:
     return out
 
 
+def _rename_cost(jvm: Any, fs: Any, base: str, size: int, repeats: int) -> dict[str, float]:
+    """The median milliseconds of ``fs.rename`` of one ``size``-byte file back and forth
+    under ``base`` (a copy and a delete on S3), and the S3 requests of one rename."""
+    import statistics
+
+    paths = [jvm.org.apache.hadoop.fs.Path(f"{base}/{size}/{side}") for side in "ab"]
+    stream = fs.create(paths[0], True)
+    stream.write(bytearray(os.urandom(min(size, 1 << 20)) * max(1, size >> 20))[:size])
+    stream.close()
+    times = []
+    before = _s3a_stats(fs)
+    for i in range(repeats):
+        src, dst = paths[i % 2], paths[(i + 1) % 2]
+        t = time.perf_counter()
+        if not fs.rename(src, dst):
+            raise RuntimeError(f"rename {src} -> {dst} failed")
+        times.append((time.perf_counter() - t) * 1000)
+    after = _s3a_stats(fs)
+    out = {"median_ms": round(statistics.median(times), 1)}
+    for name in ("object_copy_requests", "object_delete_request"):
+        out[name] = (after[name] - before[name]) / repeats
+    return out
+
+
 def tables_bench(n: int, cores: int, rounds: int, directory: str | None) -> dict[str, Any]:
     """The ``--tables`` comparison (module docstring)."""
     import statistics
@@ -469,6 +494,11 @@ def tables_bench(n: int, cores: int, rounds: int, directory: str | None) -> dict
             runs["local_read"].append(
                 timed(lambda local=local: spark.read.parquet(local).selectExpr(*agg).collect())
             )
+        # one file renamed back and forth: a link through the gateway, whatever its size
+        out["s3a_rename"] = {
+            str(size): _rename_cost(jvm, fs, "s3a://r/main/renames", size, 9)
+            for size in (1024, 32 << 20)
+        }
         spark.stop()
         for k, v in runs.items():
             out[f"{k}_rows_per_s"] = [round(x) for x in v]
