@@ -24,13 +24,6 @@ def counters(fs: Any) -> dict[str, int]:
     return {str(k): int(stats.get(k)) for k in stats.keySet()}
 
 
-def means(fs: Any) -> dict[str, list[float]]:
-    """Mean durations (ms) and sample counts of the timed S3A operations."""
-    stats = fs.getIOStatistics().meanStatistics()
-    got = {str(k): stats.get(k) for k in stats.keySet()}
-    return {k: [float(m.mean()), int(m.getSamples())] for k, m in got.items() if m.getSamples()}
-
-
 def delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
     return {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}
 
@@ -69,7 +62,6 @@ def main(
     before = counters(fs)
     v1.write.partitionBy("p").mode("overwrite").parquet(f"{base}/main/tables/t")
     out["write_counters"] = delta(counters(fs), before)
-    out["write_means"] = means(fs)
     out["branch_rows"] = rows(spark.read.parquet(f"{base}/main/tables/t")) == rows(v1)
     out["pruned"] = spark.read.parquet(f"{base}/main/tables/t").where("p = 2").count()
     c1 = api.post(f"/repositories/{repo}/branches/main/commits", json={"message": "t v1"})
