@@ -142,7 +142,8 @@ class PreconditionFailedError(LsmError):
 class HookFailedError(PreconditionFailedError):
     """A pre-event hook (docs/actions.md) failed, or the action files could not be
     loaded: the operation was aborted and nothing was written (412, as lakeFS).
-    ``run_id`` names the recorded run ("" when no run was recorded)."""
+    ``run_id`` names the recorded run ("" when no run was recorded, and from a remote
+    client, where the message names it as lakeFS's does)."""
 
     def __init__(self, message: str, run_id: str = "") -> None:
         super().__init__(message)
