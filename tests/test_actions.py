@@ -209,6 +209,35 @@ async def test_failing_pre_hooks_leave_each_operation_undone(
     assert "old" not in await repo.list_branches()
 
 
+async def test_cherry_pick_hooks(
+    store: lsmstore.Store, tmp_path: Path, hooks: WebhookServer
+) -> None:
+    repo = await new_repo(store, tmp_path, "cp")
+    await install(repo, "cp.yaml", action(
+        "pick", "  pre-cherry-pick:\n    branches: [guarded]\n  post-cherry-pick:\n",
+        hooks.url("/fail"),
+    ))  # fmt: skip
+    await repo.create_branch("guarded")
+    await repo.create_branch("open")
+    await repo.create_branch("work")
+    work = repo.branch("work")
+    await work.put("p", b"1")
+    await work.commit("to pick")
+    picked = (await work.head()).base
+    guarded = repo.branch("guarded")
+    before = (await guarded.head()).base
+    with pytest.raises(HookFailedError, match="pre-cherry-pick hook aborted"):
+        await guarded.cherry_pick(picked)
+    assert (await guarded.head()).base == before
+    c = await repo.branch("open").cherry_pick(picked)  # post-cherry-pick fails: recorded
+    new = (await repo.branch("open").head()).base
+    assert c.message == "to pick"
+    [post] = await repo.action_runs(commit=new)
+    assert post.event_type == "post-cherry-pick" and post.status == "failed"
+    body = hooks.calls_to("/fail")[-1].body
+    assert body["branch_id"] == "open" and body["commit_id"] == new
+
+
 async def test_invalid_action_file_aborts_pre_events(
     store: lsmstore.Store, tmp_path: Path, hooks: WebhookServer
 ) -> None:
