@@ -153,7 +153,7 @@ async def test_branch_merge_delete_and_tag_events_carry_lakefs_fields(
     assert pm["branch_id"] == "main" and pm["source_ref"] == fhead
     assert pm["merge_source"] == "feature" and pm["commit_message"] == "merge it"
     assert pm["commit_metadata"] == {"m": "1"} and "commit_id" not in pm
-    assert by["post-merge"]["commit_id"] == result.commit_id
+    assert by["post-merge"]["commit_id"] == result.commit_id == by["post-merge"]["source_ref"]
     await repo.create_tag("v1", "main")
     await repo.delete_tag("v1")
     by = {c.body["event_type"]: c.body for c in hooks.calls_to("/ok")}

@@ -126,7 +126,9 @@ async def merge(
         backoff_max_s=cfg.commit_backoff_max_ms / 1000,
     )
     if event is not None and result.merged:
-        await _actions.post(repo, event.post(commit_id=result.commit_id))
+        await _actions.post(
+            repo, event.post(source_ref=result.commit_id, commit_id=result.commit_id)
+        )
     return result
 
 
