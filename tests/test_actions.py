@@ -13,6 +13,7 @@ import pytest
 import lsmstore
 from lsmstore.actions import files, runs
 from lsmstore.errors import (
+    CorruptFileError,
     HookFailedError,
     InvalidActionError,
     InvalidInputError,
@@ -349,3 +350,19 @@ def test_valid_action_file_parses() -> None:
     [h] = a.hooks
     assert h.timeout_s == 90 and h.query_params == (("a", "1"), ("b", "2"), ("b", "3"))
     assert h.headers == (("X-T", "s"),)
+
+
+async def test_damaged_run_record_is_a_typed_error(
+    store: lsmstore.Store, tmp_path: Path, hooks: WebhookServer
+) -> None:
+    repo = await new_repo(store, tmp_path, "dmg")
+    await install(repo, "a.yaml", action("act", "  pre-create-tag:\n", hooks.url("/ok")))
+    await repo.create_tag("t", "main")
+    [run] = await repo.action_runs()
+    key = f"{runs.RUNS}{run.run_id}.json"
+    await repo.objects.delete(key)
+    await repo.objects.put(key, b'{"run": {"run_id": 1}}')
+    with pytest.raises(CorruptFileError, match=run.run_id):
+        await repo.action_run(run.run_id)
+    with pytest.raises(CorruptFileError):
+        await repo.action_runs()

@@ -27,7 +27,12 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict
 
 from lsmstore import layout
-from lsmstore.errors import InvalidInputError, NotFoundError, ObjectNotFoundError
+from lsmstore.errors import (
+    CorruptFileError,
+    InvalidInputError,
+    NotFoundError,
+    ObjectNotFoundError,
+)
 from lsmstore.storage.base import ObjectStore
 from lsmstore.types import ActionRun, HookRun
 
@@ -80,8 +85,12 @@ async def save_run(objects: ObjectStore, run: ActionRun, hooks: list[HookRun]) -
 
 
 async def _load(objects: ObjectStore, key: str) -> tuple[ActionRun, list[HookRun]]:
-    doc = json.loads(await objects.get(key))
-    return ActionRun(**doc["run"]), [HookRun(**h) for h in doc["hooks"]]
+    data = await objects.get(key)
+    try:
+        doc = json.loads(data)
+        return ActionRun(**doc["run"]), [HookRun(**h) for h in doc["hooks"]]
+    except (ValueError, TypeError, KeyError) as e:
+        raise CorruptFileError(key, f"not a run record: {e}") from None
 
 
 async def get_run(objects: ObjectStore, run_id: str) -> tuple[ActionRun, list[HookRun]]:
