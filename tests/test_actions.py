@@ -93,6 +93,9 @@ async def test_pre_commit_rejection_aborts_and_commits_nothing(
     assert c.message == "with owner" and (await main.head()).base != head
     latest = (await repo.action_runs(amount=1))[0]
     assert latest.status == "completed" and latest.event_type == "pre-commit"
+    # recorded once the commit is written, with its ID (lakeFS fills it in afterwards)
+    assert latest.commit_id == (await main.head()).base
+    assert await repo.action_runs(commit=latest.commit_id) == [latest]
 
 
 async def test_post_commit_failure_is_recorded_not_raised(

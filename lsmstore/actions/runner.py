@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -100,9 +100,23 @@ def enabled(repo: Repository) -> bool:
     return repo.store.config.actions_enabled == "on"
 
 
-async def run(repo: Repository, event: Event) -> tuple[ActionRun, str | None] | None:
-    """Run the event's actions and record the run: the run and its first failure, or
-    None when no action matched.  InvalidActionError when the files do not load."""
+@dataclass(slots=True)
+class Pending:
+    """A pre-event's run whose hooks passed, recorded by :func:`finish` once the
+    operation knows the commit it wrote (lakeFS fills a pre-commit run's commit ID in
+    afterwards; ours are written once)."""
+
+    repo: Repository
+    record: ActionRun
+    hooks: list[HookRun]
+
+
+async def _execute(
+    repo: Repository, event: Event
+) -> tuple[ActionRun, list[HookRun], str | None] | None:
+    """Run the event's actions (outputs saved, the run not yet): the run, its hooks
+    and its first failure; None when no action matched.  InvalidActionError when the
+    files do not load."""
     from lsmstore.actions import files
 
     store = repo.store
@@ -127,31 +141,58 @@ async def run(repo: Repository, event: Event) -> tuple[ActionRun, str | None] | 
         max((h.end_time for h in started), default=0.0),
         failure is None,
     )  # fmt: skip
+    return record, hooks, failure
+
+
+async def _save(repo: Repository, record: ActionRun, hooks: list[HookRun]) -> None:
+    """Record a run, then delete what is past the retention."""
+    store = repo.store
     await runs.save_run(repo.objects, record, hooks)
     try:
         await runs.prune(repo.objects, store.clock(), store.config.actions_runs_retention_s)
     except Exception as e:  # retention catches up on the next run
         log.warning("%s: pruning old action runs failed: %r", repo.name, e)
-    return record, failure
 
 
-async def pre(repo: Repository, event: Event) -> None:
-    """Run a pre-event's actions; HookFailedError when one fails (nothing written)."""
+async def pre(repo: Repository, event: Event, *, defer: bool = False) -> Pending | None:
+    """Run a pre-event's actions; HookFailedError when one fails (the run recorded,
+    nothing else written).  With ``defer`` a passing run is returned for
+    :func:`finish` to record with the operation's commit; else it is recorded now."""
     try:
-        done = await run(repo, event)
+        done = await _execute(repo, event)
     except InvalidActionError as e:
         raise HookFailedError(f"{event.event_type} hook aborted: {e}") from None
-    if done is not None and done[1] is not None:
-        record, failure = done
+    if done is None:
+        return None
+    record, hooks, failure = done
+    if failure is not None or not defer:
+        await _save(repo, record, hooks)
+    if failure is not None:
         raise HookFailedError(
             f"{event.event_type} hook aborted, run id '{record.run_id}': {failure}",
             record.run_id,
         )
+    return Pending(repo, record, hooks) if defer else None
+
+
+async def finish(pending: Pending | None, commit_id: str) -> None:
+    """Record a deferred pre-event run with ``commit_id`` ("" when the operation wrote
+    no commit).  Never raises: the operation is over (a failure is logged; the
+    outputs stay for retention to delete)."""
+    if pending is None:
+        return
+    try:
+        await _save(pending.repo, replace(pending.record, commit_id=commit_id), pending.hooks)
+    except Exception as e:
+        log.warning("%s: recording run %s failed: %r", pending.repo.name,
+                    pending.record.run_id, e)  # fmt: skip
 
 
 async def post(repo: Repository, event: Event) -> None:
     """Run a post-event's actions; failures are recorded with the run, never raised."""
     try:
-        await run(repo, event)
+        done = await _execute(repo, event)
+        if done is not None:
+            await _save(repo, done[0], done[1])
     except Exception as e:
         log.warning("%s: %s actions not run: %r", repo.name, event.event_type, e)

@@ -62,9 +62,10 @@ async def commit(
         "pre-commit", branch.name, branch_id=branch.name, commit_message=message,
         committer=committer, commit_metadata=metadata,
     )  # fmt: skip
+    commit_id = ""
     async with store.exclusion.shared(repo.name, branch.name):
         await branch.flush()
-        await _actions.pre(repo, event)
+        pending = await _actions.pre(repo, event, defer=True)
         try:
             result = await commit_branch(
                 repo.context(),
@@ -79,8 +80,10 @@ async def commit(
                 backoff_max_s=cfg.commit_backoff_max_ms / 1000,
                 grace_s=cfg.compaction_grace_s,
             )
+            commit_id = result.commit_id
         finally:
             store.notify_l1_changed(repo.name, branch.name)
+            await _actions.finish(pending, commit_id)
     await _actions.post(repo, event.post(source_ref=result.commit_id, commit_id=result.commit_id))
     return result.commit
 
@@ -103,7 +106,7 @@ async def merge(
     message = validate.check_message(message)
     committer = validate.check_committer(committer) or cfg.user
     metadata = validate.check_metadata(metadata)
-    event = None
+    event = pending = None
     if _actions.enabled(repo):
         source_commit = (await refexpr.resolve(repo.context(), source)).commit_id
         event = _actions.Event(
@@ -111,20 +114,24 @@ async def merge(
             commit_message=message or f"Merge '{source}' into '{into}'",
             committer=committer, commit_metadata=metadata,
         )  # fmt: skip
-        await _actions.pre(repo, event)
-    result = await _merging.merge(
-        repo.context(),
-        source,
-        into,
-        strategy=strategy,
-        message=message,
-        committer=committer,
-        metadata=metadata,
-        squash=validate.check_bool(squash, "merge squash"),
-        max_attempts=cfg.commit_max_attempts,
-        backoff_s=cfg.commit_backoff_ms / 1000,
-        backoff_max_s=cfg.commit_backoff_max_ms / 1000,
-    )
+        pending = await _actions.pre(repo, event, defer=True)
+    result = None
+    try:
+        result = await _merging.merge(
+            repo.context(),
+            source,
+            into,
+            strategy=strategy,
+            message=message,
+            committer=committer,
+            metadata=metadata,
+            squash=validate.check_bool(squash, "merge squash"),
+            max_attempts=cfg.commit_max_attempts,
+            backoff_s=cfg.commit_backoff_ms / 1000,
+            backoff_max_s=cfg.commit_backoff_max_ms / 1000,
+        )
+    finally:
+        await _actions.finish(pending, result.commit_id if result and result.merged else "")
     if event is not None and result.merged:
         await _actions.post(
             repo, event.post(source_ref=result.commit_id, commit_id=result.commit_id)
@@ -198,20 +205,24 @@ async def _reapply(
         f"pre-{what}", name, branch_id=name, commit_message=message or "",
         committer=committer, commit_metadata=metadata or {},
     )  # fmt: skip
-    await _actions.pre(repo, event)
-    result = await apply(
-        repo.context(),
-        name,
-        commit_ref,
-        parent=parent,
-        strategy=strategy,
-        message=message,
-        committer=committer,
-        metadata=metadata,
-        max_attempts=cfg.commit_max_attempts,
-        backoff_s=cfg.commit_backoff_ms / 1000,
-        backoff_max_s=cfg.commit_backoff_max_ms / 1000,
-    )
+    pending = await _actions.pre(repo, event, defer=True)
+    result = None
+    try:
+        result = await apply(
+            repo.context(),
+            name,
+            commit_ref,
+            parent=parent,
+            strategy=strategy,
+            message=message,
+            committer=committer,
+            metadata=metadata,
+            max_attempts=cfg.commit_max_attempts,
+            backoff_s=cfg.commit_backoff_ms / 1000,
+            backoff_max_s=cfg.commit_backoff_max_ms / 1000,
+        )
+    finally:
+        await _actions.finish(pending, result.commit_id if result and result.merged else "")
     if result.merged:
         await _actions.post(
             repo, event.post(source_ref=result.commit_id, commit_id=result.commit_id)
