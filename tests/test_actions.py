@@ -331,6 +331,9 @@ async def test_retention_deletes_old_runs(tmp_path: Path, hooks: WebhookServer) 
         (b"name: ab\non:\n  pre-commit:\nhooks:\n  - {id: h1, type: webhook, properties: "
          b"{url: 'http://x/'}}\n  - {id: h1, type: webhook, properties: {url: 'http://x/'}}\n",
          "given twice"),
+        (b"name: ab\non:\n  pre-commit:\nhooks:\n  - id: h1\n    type: webhook\n"
+         b"    properties:\n      url: http://x/\n      headers: {T: '{{ ENV.TOKEN }}'}\n",
+         "ENV.* }} substitution is not supported"),
         (b"name: [\n", "not a YAML document"),
         (b"x" * (files.MAX_FILE_BYTES + 1), "at most"),
     ],

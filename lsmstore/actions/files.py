@@ -22,7 +22,8 @@ An action file names the events it runs on and its hooks::
 400-class error naming the file): an unknown event, ``branches`` on a tag event, a
 missing or repeated hook ID, a hook type other than ``webhook`` (lakeFS's ``lua`` and
 ``airflow`` are refused), a hook ``if`` expression, a missing URL, a bad timeout.
-Values are taken literally (lakeFS's ``{{ ENV.* }}`` substitution is not offered).
+a value using lakeFS's ``{{ ENV.* }}`` substitution (not offered: it would be sent
+as written).
 
 **Bounds.**  :func:`load_actions` reads the direct children of ``_lakefs_actions/``
 at the source ref: at most :data:`MAX_FILES` files of at most :data:`MAX_FILE_BYTES`
@@ -66,6 +67,7 @@ HOOK_TYPES = ("webhook",)
 _NAME = re.compile(r"^\w[\w\-. ]+$")
 _HOOK_ID = re.compile(r"^[_a-zA-Z][\-_a-zA-Z0-9]{1,255}$")
 _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+_ENV = re.compile(r"\{\{\s*ENV\.")
 _UNIT_S = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
@@ -133,8 +135,14 @@ def _string_map(value: object, where: str, *, lists: bool) -> tuple[tuple[str, s
         for item in values:
             if not isinstance(item, str):
                 raise InvalidActionError(f"{where}: the value of {k!r} must be a string")
+            _literal(item, f"{where}: {k}")
             out.append((k, item))
     return tuple(out)
+
+
+def _literal(value: str, where: str) -> None:
+    if _ENV.search(value):
+        raise InvalidActionError(f"{where}: {{{{ ENV.* }}}} substitution is not supported")
 
 
 def _hook(raw: object, index: int, where: str) -> Webhook:
@@ -158,6 +166,7 @@ def _hook(raw: object, index: int, where: str) -> Webhook:
     url = props.get("url")
     if not isinstance(url, str) or not url.lower().startswith(("http://", "https://")):
         raise InvalidActionError(f"{here} ({hook_id}): url must be an http(s) URL")
+    _literal(url, f"{here} ({hook_id}) url")
     timeout = props.get("timeout")
     description = raw.get("description") or ""
     return Webhook(
