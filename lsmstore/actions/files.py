@@ -21,7 +21,7 @@ An action file names the events it runs on and its hooks::
 :func:`parse_action` refuses anything else with :class:`InvalidActionError` (a
 400-class error naming the file): an unknown event, ``branches`` on a tag event, a
 missing or repeated hook ID, a hook type other than ``webhook`` (lakeFS's ``lua`` and
-``airflow`` are refused), a hook ``if`` expression, a missing URL, a bad timeout.
+``airflow`` are refused), a hook ``if`` expression, a missing URL, a bad timeout,
 a value using lakeFS's ``{{ ENV.* }}`` substitution (not offered: it would be sent
 as written).
 
