@@ -183,3 +183,21 @@ def test_cli_runs_and_validate(
     bad.write_text(REQUIRE.replace("webhook", "lua").format(url="x"))
     p = cli("actions", "validate", str(bad))
     assert p.returncode == ExitCode.USAGE and "hook type 'lua' is not supported" in p.stderr
+
+
+def test_cli_embedded_store_runs_hooks(hooks: WebhookServer, tmp_path: Path) -> None:
+    cli = Cli(tmp_path / "home", {"LSMSTORE_ACTIONS_WEBHOOK_ALLOW": "127.0.0.1"})
+    action = tmp_path / "tag.yaml"
+    action.write_text(
+        "name: on tag\non:\n  pre-create-tag:\nhooks:\n  - id: tag_check\n    type: webhook\n"
+        f"    properties:\n      url: {hooks.url('/fail')}\n"
+    )
+    cli("repo", "create", "lsm://emb", check=True)
+    cli("fs", "upload", str(action), "lsm://emb/main/_lakefs_actions/tag.yaml", check=True)
+    cli("commit", "lsm://emb/main", "-m", "add", check=True)
+    p = cli("tag", "create", "lsm://emb/v1", "lsm://emb/main")
+    assert p.returncode == ExitCode.CONFLICT and "pre-create-tag hook aborted" in p.stderr
+    assert json.loads(cli("-o", "json", "tag", "list", "lsm://emb", check=True).stdout) == []
+    [run] = json.loads(cli("-o", "json", "actions", "runs", "list", "lsm://emb", check=True).stdout)
+    assert run["event_type"] == "pre-create-tag" and run["status"] == "failed"
+    assert hooks.calls_to("/fail")[-1].body["tag_id"] == "v1"
