@@ -450,6 +450,37 @@ class ObjectWrites(ObjectReads):
         return object_stats(dst_path, entry, namespace(repo))
 
 
+async def copy_data(
+    source: ObjectReads,
+    src_path: str,
+    branch: Branch,
+    dst_path: str,
+    *,
+    content_type: str | None = None,
+    metadata: Mapping[str, str] | None = None,
+) -> ObjectStats:
+    """Copy the object ``src_path`` of ``source`` (a ref of *any* repository) to
+    ``dst_path`` of ``branch`` as new data: streamed into a fresh ``data/<id>`` of the
+    branch's namespace and staged as :meth:`ObjectWrites.upload` does (its life cycle and
+    acknowledgement).  The copy between repositories: an entry never links into another
+    repository's namespace, whose owner may delete the data (docs/objects.md).
+    ``content_type`` / ``metadata`` None: the source's.  ObjectNotFoundError when the
+    source is absent."""
+    reader = await source.open(src_path)
+    try:
+        s = reader.stats
+        ct = content_type if content_type is not None else s.content_type
+        md = metadata if metadata is not None else s.metadata
+
+        async def chunks() -> AsyncIterator[bytes]:
+            async for chunk in reader.iter_chunks(0, s.size):
+                yield chunk
+
+        return await branch.upload(dst_path, chunks(), content_type=ct, metadata=md)
+    finally:
+        await reader.aclose()
+
+
 def copied_entry(src: ObjectEntry, now: tuple[int, int]) -> ObjectEntry:
     """The entry of a copy of ``src``: the same data, a new mtime."""
     return ObjectEntry(
