@@ -532,7 +532,7 @@ def body_stream(request: Request, limit: int, signer: ChunkSigner | None) -> Asy
     sha = h.get("x-amz-content-sha256", "")
     stream = request.stream(limit)
     if chunked.is_streaming(sha):
-        stream = chunked.decode(stream, sha, signer)
+        stream = chunked.decode(stream, sha, signer, h.get("x-amz-trailer", ""))
         sha = ""
     if payload.needs_check(md5, sha):
         stream = payload.checked(stream, md5, sha)
