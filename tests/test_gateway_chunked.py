@@ -1,5 +1,5 @@
-"""aws-chunked bodies: the decoder against AWS's published example of signed chunks,
-and a signed streaming PUT against a real server."""
+"""aws-chunked bodies: the decoder against AWS's published examples of signed chunks and
+signed trailers, signed streaming PUTs against a real server; SigV4 request dates."""
 
 from __future__ import annotations
 
@@ -236,3 +236,32 @@ def test_signed_trailer_put_through_the_server(server: ServerProcess, admin: htt
     assert forged.status_code == 403 and b"SignatureDoesNotMatch" in forged.content
     missing = admin.get(f"/repositories/{repo}/refs/main/objects/stat", params={"path": "other"})
     assert missing.status_code == 404  # the refused uploads staged nothing
+
+
+def test_request_dates_are_parsed_and_impossible_ones_refused() -> None:
+    from calendar import timegm
+    from time import strptime
+
+    from lsmstore.server.gateway.sigv4 import request_time
+
+    for good in ("20130524T000000Z", "20240229T235959Z", "19991231T120000Z"):
+        assert request_time(good) == timegm(strptime(good, "%Y%m%dT%H%M%SZ"))
+    for bad in ("20131324T000000Z", "20230229T000000Z", "20130500T000000Z",
+                "20130524T240000Z", "20130524T006000Z"):  # fmt: skip
+        with pytest.raises(S3Error) as e:
+            request_time(bad)
+        assert e.value.code == "AuthorizationHeaderMalformed"
+
+
+def test_an_impossible_date_through_the_server(server: ServerProcess) -> None:
+    """A request whose X-Amz-Date is impossible answers S3's XML error, not a 500."""
+    url = f"{server.url}/x/main/y"
+    req = AWSRequest(method="GET", url=url, headers={"x-amz-content-sha256": "UNSIGNED-PAYLOAD"})
+    SigV4Auth(Credentials(*server.admin), "s3", "us-east-1").add_auth(req)
+    headers = dict(req.headers.items())
+    date = headers["X-Amz-Date"]
+    headers["X-Amz-Date"] = date[:4] + "13" + date[6:]
+    auth = headers["Authorization"].replace(f"/{date[:8]}/", f"/{date[:4]}13{date[6:8]}/")
+    headers["Authorization"] = auth
+    r = httpx.get(url, headers=headers)
+    assert r.status_code == 400 and b"<Code>AuthorizationHeaderMalformed</Code>" in r.content
