@@ -457,3 +457,16 @@ def test_multipart_upload_copy_list_complete_abort(s3: Any, admin: httpx.Client)
     with pytest.raises(ClientError) as e:
         s3.create_multipart_upload(Bucket=repo, Key="missing-branch/x")
     assert code_of(e) == "NoSuchKey"
+
+
+def test_put_conditions_other_than_if_none_match_star_are_refused(
+    s3: Any, admin: httpx.Client
+) -> None:
+    repo = make_repo(admin)
+    s3.put_object(Bucket=repo, Key="main/k", Body=b"one")
+    etag = s3.head_object(Bucket=repo, Key="main/k")["ETag"]
+    for kwargs in ({"IfMatch": etag}, {"IfNoneMatch": etag}):
+        with pytest.raises(ClientError) as e:
+            s3.put_object(Bucket=repo, Key="main/k", Body=b"two", **kwargs)
+        assert code_of(e) == "NotImplemented"
+    assert s3.get_object(Bucket=repo, Key="main/k")["Body"].read() == b"one"

@@ -338,6 +338,8 @@ class Operations:
             await self._branch_of(repo, ref)
             return Response(200, b"", None, {"ETag": f'"{hashlib.md5(b"").hexdigest()}"'})
         ref, path = _split_key(key)
+        if "if-match" in h or h.get("if-none-match", "*").strip() != "*":
+            raise not_implemented("If-Match and If-None-Match other than '*' on PutObject")
         if_absent = h.get("if-none-match", "").strip() == "*"
         metadata = _user_metadata(h)
         md5 = payload.expected_md5(h.get("content-md5"))
