@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import hashlib
 from collections.abc import AsyncIterator
 from email.utils import parsedate_to_datetime
@@ -20,7 +21,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from lsmstore.client import Repository
-from lsmstore.errors import ObjectNotFoundError, RefNotFoundError
+from lsmstore.errors import LsmError, ObjectNotFoundError, RefNotFoundError
 from lsmstore.objects import DEFAULT_CONTENT_TYPE
 from lsmstore.operations.objects import copy_data
 from lsmstore.server.auth import Action, Principal
@@ -317,7 +318,14 @@ class Operations:
             raise NotModified(headers)
 
     async def _branch_of(self, repo: Repository, ref: str) -> Any:
-        """The branch ``ref`` names; MethodNotAllowed for a tag or commit."""
+        """The branch ``ref`` names; MethodNotAllowed for a tag or commit.  A branch is
+        recognised from a ref value fetched through the store's ref cache (fetched after
+        the call, and shared by the concurrent requests of the branch: the writes'
+        common case costs no RefStore read of its own); anything else is resolved."""
+        with contextlib.suppress(LsmError):
+            branch = repo.branch(ref)
+            if (await branch.view.fresh_ref()).is_branch:
+                return branch
         try:
             resolved = await repo.resolve_ref(ref)
         except RefNotFoundError:
