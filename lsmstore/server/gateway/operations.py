@@ -322,10 +322,9 @@ class Operations:
         recognised from a ref value fetched through the store's ref cache (fetched after
         the call, and shared by the concurrent requests of the branch: the writes'
         common case costs no RefStore read of its own); anything else is resolved."""
-        with contextlib.suppress(LsmError):
-            branch = repo.branch(ref)
-            if (await branch.view.fresh_ref()).is_branch:
-                return branch
+        with contextlib.suppress(LsmError):  # (no view is made for a name that is none)
+            if (await repo.store.refs.get(repo.name, ref)).is_branch:
+                return repo.branch(ref)
         try:
             resolved = await repo.resolve_ref(ref)
         except RefNotFoundError:
