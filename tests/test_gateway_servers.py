@@ -1,7 +1,7 @@
 """The S3 gateway of several ``lsmstore serve`` processes on one RefStore (a real
 redis-server) and one storage namespace: ``If-None-Match: *`` PUTs of one key sent to
 two servers at once from two boto3 connections -- exactly one wins, every time, and the
-loser's data does not stay in the namespace (docs/gateway.md, "Conditional writes")."""
+loser's data does not stay in the namespace (docs/objects.md, "Semantics")."""
 
 from __future__ import annotations
 
