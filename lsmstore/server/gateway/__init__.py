@@ -13,7 +13,7 @@ module                    what it owns
 ``sigv4``                 the SigV4 canonical request and signature
 ``sigv2``                 the SigV2 string to sign and signature
 ``payload``               Content-MD5 and x-amz-content-sha256 checks of a body
-``chunked``               ``aws-chunked`` bodies (signed chunks, unsigned trailers)
+``chunked``               ``aws-chunked`` bodies (signed chunks and trailers, checksums)
 ``multipart``             multipart uploads (state in RefStore records)
 ``operations``            every S3 operation, over the library and the operations layer
 ``xml``                   S3's XML answers and the DeleteObjects body
