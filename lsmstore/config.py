@@ -280,6 +280,14 @@ class Config:
     server_advertise_url: str = ""
     server_member_heartbeat_s: float = 2.0
     server_member_ttl_s: float = 10.0
+    #: Forwarding a write to its branch's owner (docs/server.md, "Forwarding"): bodies of
+    #: at most ``server_forward_max_bytes`` (declared by Content-Length) are forwarded,
+    #: larger ones applied where they arrive; an owner that does not answer within
+    #: ``server_forward_timeout_s`` (connecting: ``server_forward_connect_timeout_s``)
+    #: is passed over and the write applied locally.  ``0`` bytes: never forward.
+    server_forward_max_bytes: int = 8 * MiB
+    server_forward_timeout_s: float = 30.0
+    server_forward_connect_timeout_s: float = 1.0
 
     @property
     def refstore_url(self) -> str:
@@ -449,6 +457,9 @@ _BOUNDS: dict[str, tuple[float, float, bool]] = {
     "server_batch_max_values": (1, _COUNT, False),
     "server_member_heartbeat_s": (0, 3600, True),
     "server_member_ttl_s": (0, 3600, True),
+    "server_forward_max_bytes": (0, _BYTES, False),
+    "server_forward_timeout_s": (0, _YEAR_S, True),
+    "server_forward_connect_timeout_s": (0, _YEAR_S, True),
     "remote_batch_window_ms": (0, 3_600_000, False),
     "remote_batch_max_entries": (1, _COUNT, False),
     "remote_batch_max_bytes": (1, _BYTES, False),
