@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -23,6 +22,7 @@ import pytest
 from lsmstore.affinity import branch_key, rendezvous_owner
 from lsmstore.refstore.base import Member
 from lsmstore.server.forwarding import HEADER, Forwarded, member_key, sign
+from lsmstore.testing.daemons import metric
 from lsmstore.testing.server_process import ServerProcess, start_server
 
 SECRET = "a-signing-secret-shared-by-every-daemon-" + "y" * 16
@@ -57,9 +57,7 @@ def _member(d: ServerProcess) -> Member:
 
 
 def _metric(d: ServerProcess, outcome: str) -> float:
-    text = httpx.get(d.url + "/metrics", auth=d.admin).text
-    m = re.search(rf'^lsmstore_forwarded_writes_total{{outcome="{outcome}"}} (\S+)$', text, re.M)
-    return float(m.group(1)) if m else 0.0
+    return metric(d, "lsmstore_forwarded_writes_total", outcome=outcome)
 
 
 def _batch_url(d: ServerProcess, repo: str, branch: str) -> str:
