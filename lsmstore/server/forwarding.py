@@ -31,9 +31,11 @@ refused (401) and never applied.
   here too is what a client's retry would do: writes are idempotent by path (the same
   content is the same entry), and a create-only write (``If-None-Match: *``) decided
   by the owner's append answers 412 here, exactly as that retry would.
-* Create-only semantics are unchanged by forwarding: the check runs under the
-  branch's lock of the daemon that applies the write, and the RefStore's append
-  decides between daemons as it always does.
+* Create-only writes (``If-None-Match: *``) are checked by the daemon that applies
+  them, serialised per path in that process only (the RefStore's append has no path
+  condition).  Forwarding sends racing ones to one owner, where exactly one wins; while
+  daemons disagree on the members, or after a fallback, the guarantee is per daemon,
+  as without forwarding.
 
 A forwarded request can be replayed within its validity by whoever captured it on the
 wire (like a client's retry: it carries its own body); run the daemons' traffic over
