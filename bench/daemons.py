@@ -1,6 +1,7 @@
 """One daemon against three behind a load balancer, at the same total load.
 
-``python -m bench daemons [--seconds 15] [--rate 200] [--configs one,three,three-off]``
+``python -m bench daemons [--seconds 15] [--rate 200]
+[--configs one,three,three-redirect,three-off]``
 
 Each configuration is a fresh deployment (:mod:`lsmstore.testing.daemons`): ``lsmstore
 serve`` daemons, a compactor and a committer on one real redis-server and one real S3
@@ -13,6 +14,8 @@ load balancer would (after 2 s of warm-up at the same rate).  Configurations:
 * ``one``: one daemon takes it all (the reference);
 * ``three``: three daemons with branch affinity (``server_affinity = on``): the two
   that do not own the branch forward its writes to the owner;
+* ``three-redirect``: the same with ``server_forward_mode = redirect``: the two answer
+  307 and the load generator sends the write to the owner itself;
 * ``three-off``: three daemons without affinity: each batches its share itself.
 
 Per acknowledged write: L1 files written (``.sst`` PUTs under ``_lsm/staging/*/L1/``),
@@ -41,7 +44,13 @@ from lsmstore.testing.faultproxy import FaultProxy
 from lsmstore.testing.servers import MOTO_ENV, RedisServer, WeedServer, new_bucket
 
 REPO = "bench"
-CONFIGS = {"one": (1, True), "three": (3, True), "three-off": (3, False)}
+#: name -> (daemons, affinity, forward mode)
+CONFIGS = {
+    "one": (1, True, "proxy"),
+    "three": (3, True, "proxy"),
+    "three-redirect": (3, True, "redirect"),
+    "three-off": (3, False, "proxy"),
+}
 WARMUP_S = 2.0
 BODY = b"0123456789abcdef"
 
@@ -85,12 +94,19 @@ async def _load(cluster: Cluster, rate: float, seconds: float, tag: str) -> tupl
             d = daemons[n % len(daemons)]
             url = f"{d.api}/repositories/{REPO}/branches/main/objects"
             try:
-                async with session.post(url, params={"path": f"{tag}/{n}"}, data=BODY) as r:
+                async with session.post(url, params={"path": f"{tag}/{n}"}, data=BODY,
+                                        allow_redirects=False) as r:  # fmt: skip
                     await r.read()
-                    if r.status == 201:
-                        ok += 1
-                    else:
-                        failed += 1
+                    status, location = r.status, r.headers.get("Location")
+                if status == 307 and location:  # to the owner, as the remote client does
+                    async with session.post(location, data=BODY, auth=auth,
+                                            headers={"X-Lsm-Redirected": "1"}) as r:  # fmt: skip
+                        await r.read()
+                        status = r.status
+                if status == 201:
+                    ok += 1
+                else:
+                    failed += 1
             except aiohttp.ClientError:
                 failed += 1
 
@@ -110,9 +126,11 @@ async def _load(cluster: Cluster, rate: float, seconds: float, tag: str) -> tupl
 
 
 def _fwd(cluster: Cluster) -> float:
-    """Writes the daemons forwarded to an owner so far."""
+    """Writes the daemons forwarded or redirected to an owner so far."""
     name = "lsmstore_forwarded_writes_total"
-    return sum(metric(d, name, outcome="forwarded") for d in cluster.live())
+    return sum(
+        metric(d, name, outcome=o) for d in cluster.live() for o in ("forwarded", "redirected")
+    )
 
 
 def _daemons_cpu(cluster: Cluster) -> float:
@@ -123,10 +141,10 @@ async def _measure(
     name: str, redis: RedisServer, weed: WeedServer, proxy: _ProxyThread, work: Path,
     rate: float, seconds: float,
 ) -> dict[str, Any]:  # fmt: skip
-    count, affinity = CONFIGS[name]
+    count, affinity, mode = CONFIGS[name]
     cluster = await asyncio.to_thread(
         start_cluster, work / name, redis_url=redis.url, s3_endpoint=proxy.proxy.endpoint,
-        daemons=count, affinity=affinity,
+        daemons=count, affinity=affinity, env={"LSMSTORE_SERVER_FORWARD_MODE": mode},
     )  # fmt: skip
     try:
         bucket = await new_bucket(weed.endpoint, "bench")
@@ -178,7 +196,7 @@ def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m bench daemons", description=__doc__)
     p.add_argument("--seconds", type=float, default=15.0)
     p.add_argument("--rate", type=float, default=200.0, help="uploads per second, in all")
-    p.add_argument("--configs", default="one,three,three-off")
+    p.add_argument("--configs", default=",".join(CONFIGS))
     args = p.parse_args(argv)
     for name in args.configs.split(","):
         if name not in CONFIGS:

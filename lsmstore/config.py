@@ -285,6 +285,10 @@ class Config:
     #: larger ones applied where they arrive; an owner that does not answer within
     #: ``server_forward_timeout_s`` (connecting: ``server_forward_connect_timeout_s``)
     #: is passed over and the write applied locally.  ``0`` bytes: never forward.
+    #: ``proxy``: the daemon sends the write to the owner and passes its answer back;
+    #: ``redirect``: it answers 307 to the owner's URL (for clients that follow it with
+    #: their credentials: lsmstore's remote client does).
+    server_forward_mode: str = "proxy"
     server_forward_max_bytes: int = 8 * MiB
     server_forward_timeout_s: float = 30.0
     server_forward_connect_timeout_s: float = 1.0
@@ -505,6 +509,8 @@ def _validated(cfg: Config) -> Config:
         raise bad("server_member_heartbeat_s must be below server_member_ttl_s")
     if cfg.server_affinity not in ("on", "off"):
         raise bad("server_affinity must be on or off")
+    if cfg.server_forward_mode not in ("proxy", "redirect"):
+        raise bad("server_forward_mode must be proxy or redirect")
     if not cfg.commit_backoff_ms <= cfg.commit_backoff_max_ms:
         raise bad("commit_backoff_ms must be <= commit_backoff_max_ms")
     if not cfg.commit_range_min_bytes <= cfg.commit_range_max_bytes:

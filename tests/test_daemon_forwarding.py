@@ -19,8 +19,10 @@ import httpx
 import orjson
 import pytest
 
+import lsmstore
 from lsmstore.affinity import branch_key, rendezvous_owner
 from lsmstore.refstore.base import Member
+from lsmstore.remote.client import RemoteStore
 from lsmstore.server.forwarding import HEADER, Forwarded, member_key, sign
 from lsmstore.testing.daemons import metric
 from lsmstore.testing.server_process import ServerProcess, start_server
@@ -62,6 +64,14 @@ def _metric(d: ServerProcess, outcome: str) -> float:
 
 def _batch_url(d: ServerProcess, repo: str, branch: str) -> str:
     return f"{d.api}/lsm/repositories/{repo}/branches/{branch}/batch"
+
+
+def _post(
+    d: ServerProcess, repo: str, branch: str, body: bytes, headers: dict[str, str] | None = None
+) -> httpx.Response:
+    """A JSON batch, its redirect not followed."""
+    return httpx.post(_batch_url(d, repo, branch), auth=d.admin, content=body,
+                      headers={"content-type": "application/json", **(headers or {})})  # fmt: skip
 
 
 def _kv(key: str, value: bytes) -> list[object]:
@@ -210,3 +220,53 @@ def test_a_killed_owner_is_passed_over(daemons: list[ServerProcess]) -> None:
     for d in (a, c):
         for i in range(5):
             assert _get(d, repo, branch, f"after{i}").content == b"x"
+
+
+async def test_redirect_mode_sends_the_client_to_the_owner(
+    tmp_path: Path, redis_server_url: str
+) -> None:
+    env = {**_env(redis_server_url), "LSMSTORE_SERVER_FORWARD_MODE": "redirect"}
+    daemons = [start_server(tmp_path / "a", env=env)]
+    try:
+        for name in ("b", "c"):
+            daemons.append(start_server(tmp_path / name, env=env, admin=daemons[0].admin))
+        a, b, c = daemons
+        repo = f"r{uuid.uuid4().hex[:8]}"
+        members = [_member(d) for d in daemons]
+        branch = next(
+            f"b{i}" for i in range(1000)
+            if rendezvous_owner(members, branch_key(repo, f"b{i}")) == members[1]
+        )  # fmt: skip
+        home = str(tmp_path / "client")
+        store = lsmstore.connect(a.url, access_key_id=a.admin[0],
+                                 secret_access_key=a.admin[1], home=home)  # fmt: skip
+        assert isinstance(store, RemoteStore)
+        async with store:
+            r = await store.create_repository(repo, storage_namespace=f"local://{repo}")
+            await r.create_branch(branch, source="main")
+            body = orjson.dumps([_kv("direct", b"d")])
+            for _ in range(600):  # until a has read the three members (60 s at most)
+                answer = _post(a, repo, branch, body)
+                if answer.status_code == 307:
+                    break
+                assert answer.status_code == 200, answer.text
+                await asyncio.sleep(0.1)
+            assert answer.status_code == 307
+            assert answer.headers["location"] == _batch_url(b, repo, branch)
+            assert answer.headers["x-lsm-owner"] == members[1].name
+            redirected = _metric(a, "redirected")
+            # The remote client follows it once, to the owner, with its credentials.
+            await r.branch(branch).put_many([(f"k{i}", f"v{i}".encode()) for i in range(10)])
+            await r.branch(branch).put("one", b"1")
+            assert _metric(a, "redirected") >= redirected + 2
+            assert _metric(b, "forwarded") == 0 and _metric(b, "redirected") == 0
+        for d in daemons:
+            assert _get(d, repo, branch, "one").content == b"1"
+            assert _get(d, repo, branch, "k9").content == b"v9"
+        # A write marked as sent again after a redirect is applied where it lands.
+        again = _post(c, repo, branch, body, {"x-lsm-redirected": "1"})
+        assert again.status_code == 200, again.text
+        assert _get(a, repo, branch, "direct").content == b"d"
+    finally:
+        for p in daemons:
+            p.stop(SIGKILL)

@@ -158,7 +158,9 @@ class App:
                         request.auth = who
                         if route.forward and forwarder is not None:
                             owner = forwarder.owner_elsewhere(request)
-                            if owner is not None:
+                            if owner is not None and forwarder.redirect:
+                                answer = forwarder.redirect_to(request, owner)
+                            elif owner is not None:
                                 answer = await forwarder.forward(request, owner, who)
                     with request_context(rid):
                         response = answer or await route.handler(request)

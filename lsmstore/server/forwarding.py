@@ -67,6 +67,9 @@ log = logging.getLogger("lsmstore.server")
 
 #: The request header of a forwarded write.
 HEADER = "x-lsm-forwarded"
+#: The request header of a write sent again after a redirect to its owner: applied
+#: where it lands (it only asks for what any daemon may do).
+REDIRECTED = "x-lsm-redirected"
 #: How far a forwarded request's time may be from the owner's clock (seconds).
 VALIDITY_S = 30.0
 #: The largest answer taken back from an owner (answers to writes are small JSON).
@@ -160,6 +163,7 @@ class Forwarder:
         timeout_s: float,
         connect_timeout_s: float,
         max_connections: int = 256,
+        redirect: bool = False,
         outcomes: Callable[[str], Any] | None = None,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
@@ -171,6 +175,7 @@ class Forwarder:
             total=timeout_s, connect=connect_timeout_s, sock_connect=connect_timeout_s
         )
         self._max_connections = max_connections
+        self.redirect = redirect
         self._session: aiohttp.ClientSession | None = None
         self._count = outcomes or (lambda outcome: None)
         self._wall_clock = wall_clock
@@ -194,7 +199,8 @@ class Forwarder:
         """The owner to forward this write to, or None to apply it here (this daemon
         owns the branch, the request was forwarded already, or its body is not declared
         small enough)."""
-        if self.max_body_bytes <= 0 or HEADER in request.headers:
+        headers = request.headers
+        if self.max_body_bytes <= 0 or HEADER in headers or REDIRECTED in headers:
             return None
         declared = request.headers.get("content-length", "0" if request.method == "DELETE" else "")
         if not declared.isdigit() or int(declared) > self.max_body_bytes:
@@ -204,6 +210,13 @@ class Forwarder:
             return None
         owner = self.membership.owner(repo, branch)
         return None if owner.name == self.membership.name else owner
+
+    def redirect_to(self, request: Request, owner: Member) -> Response:
+        """307 to the same path and query on the owner (``server_forward_mode =
+        redirect``); the body is left unread."""
+        self._count("redirected")
+        location = owner.address.rstrip("/") + wire_target(request)
+        return Response(307, b"", None, {"Location": location, "X-Lsm-Owner": owner.name})
 
     async def forward(self, request: Request, owner: Member, caller: Principal) -> Response | None:
         """The owner's answer to the request, or None when the owner could not be

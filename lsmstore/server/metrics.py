@@ -100,7 +100,7 @@ class Metrics:
             "lsmstore_forwarded_writes",
             "Writes for a branch another daemon owns (docs/server.md, Forwarding writes): "
             "forwarded (answered by the owner), fallback (owner unreachable: applied here), "
-            "received (applied here for another daemon)",
+            "received (applied here for another daemon), redirected (answered 307)",
             ["outcome"], registry=r,
         )  # fmt: skip
 

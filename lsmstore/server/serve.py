@@ -244,6 +244,7 @@ async def _serve(ctx: Context, config: Config, init: bool, probes: ServerProbes)
                 max_body_bytes=config.server_forward_max_bytes,
                 timeout_s=config.server_forward_timeout_s,
                 connect_timeout_s=config.server_forward_connect_timeout_s,
+                redirect=config.server_forward_mode == "redirect",
                 outcomes=lambda outcome: forwarded.labels(outcome).inc(),
             )
     await probes.listening()
