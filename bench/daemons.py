@@ -125,12 +125,10 @@ async def _load(cluster: Cluster, rate: float, seconds: float, tag: str) -> tupl
     return ok, failed
 
 
-def _fwd(cluster: Cluster) -> float:
-    """Writes the daemons forwarded or redirected to an owner so far."""
+def _fwd(cluster: Cluster, outcomes: tuple[str, ...] = ("forwarded", "redirected")) -> float:
+    """Writes the daemons forwarded or redirected to an owner so far (or: ``outcomes``)."""
     name = "lsmstore_forwarded_writes_total"
-    return sum(
-        metric(d, name, outcome=o) for d in cluster.live() for o in ("forwarded", "redirected")
-    )
+    return sum(metric(d, name, outcome=o) for d in cluster.live() for o in outcomes)
 
 
 def _daemons_cpu(cluster: Cluster) -> float:
@@ -156,13 +154,16 @@ async def _measure(
         await asyncio.sleep(1.0)  # every daemon has read the members (heartbeats 0.2 s)
         await _load(cluster, rate, WARMUP_S, "warm")
         before_s3, before_cpu, before_fwd = proxy.snapshot(), _daemons_cpu(cluster), _fwd(cluster)
+        before_fallback = _fwd(cluster, ("fallback",))
         ok, failed = await _load(cluster, rate, seconds, "run")
         after_s3, after_cpu = proxy.snapshot(), _daemons_cpu(cluster)
         s3 = after_s3 - before_s3
         forwarded = _fwd(cluster) - before_fwd
+        fallback = _fwd(cluster, ("fallback",)) - before_fallback
         n = max(ok, 1)
         return {
             "config": name, "acked": ok, "failed": failed, "forwarded": int(forwarded),
+            "fallback": int(fallback),
             "l1": s3["l1"] / n, "s3": sum(s3.values()) / n, "get": s3["GET"] / n,
             "cpu_ms": (after_cpu - before_cpu) * 1000 / n,
         }  # fmt: skip
@@ -206,9 +207,9 @@ def main(argv: list[str]) -> int:
     ref = next((r for r in rows if r["config"] == "one"), rows[0])
     print(f"\n{args.rate:g} uploads/s for {args.seconds:g} s, nproc {os.cpu_count()}, "
           f"load {load:.1f} -> {os.getloadavg()[0]:.1f}\n")  # fmt: skip
-    print("| config | acked | failed | forwarded | L1 files/write | S3 req/write | "
+    print("| config | acked | failed | forwarded | fallback | L1 files/write | S3 req/write | "
           "S3 GET/write | daemon CPU ms/write |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
 
         def cell(key: str, r: dict[str, Any] = r) -> str:
@@ -216,5 +217,6 @@ def main(argv: list[str]) -> int:
             return f"{r[key]:.3f} ({ratio:.2f}x)"
 
         print(f"| {r['config']} | {r['acked']} | {r['failed']} | {r['forwarded']} | "
-              f"{cell('l1')} | {cell('s3')} | {cell('get')} | {cell('cpu_ms')} |")  # fmt: skip
+              f"{r['fallback']} | {cell('l1')} | {cell('s3')} | {cell('get')} | "
+              f"{cell('cpu_ms')} |")  # fmt: skip
     return 0

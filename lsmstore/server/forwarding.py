@@ -171,9 +171,9 @@ class Forwarder:
         self.auth = auth
         self._key = member_key(signing_key)
         self.max_body_bytes = max_body_bytes
-        self._timeout = aiohttp.ClientTimeout(
-            total=timeout_s, connect=connect_timeout_s, sock_connect=connect_timeout_s
-        )
+        # The connect bound is on the TCP (and TLS) connect alone: waiting for a free
+        # pooled connection under load is backpressure, not an unreachable owner.
+        self._timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=connect_timeout_s)
         self._max_connections = max_connections
         self.redirect = redirect
         self._session: aiohttp.ClientSession | None = None
