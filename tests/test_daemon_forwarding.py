@@ -28,6 +28,8 @@ from lsmstore.testing.daemons import metric
 from lsmstore.testing.server_process import ServerProcess, start_server
 
 SECRET = "a-signing-secret-shared-by-every-daemon-" + "y" * 16
+#: Bodies forwarded at most (the tests' small writes are far below).
+FORWARD_MAX = 16 * 1024
 
 
 def _env(redis_server_url: str) -> dict[str, str]:
@@ -38,6 +40,7 @@ def _env(redis_server_url: str) -> dict[str, str]:
         "LSMSTORE_SERVER_AFFINITY": "on",
         "LSMSTORE_SERVER_MEMBER_HEARTBEAT_S": "0.2",
         "LSMSTORE_SERVER_MEMBER_TTL_S": "3",
+        "LSMSTORE_SERVER_FORWARD_MAX_BYTES": str(FORWARD_MAX),
     }
 
 
@@ -141,6 +144,27 @@ def test_a_write_is_applied_by_the_branch_owner_and_read_everywhere(
         stat = httpx.get(f"{d.api}/repositories/{repo}/refs/{branch}/objects/stat",
                          params={"path": "data/x.csv"}, auth=d.admin)  # fmt: skip
         assert stat.json()["metadata"] == {"origin": "forwarded"}
+
+
+def test_large_or_chunked_bodies_are_applied_where_they_arrive(
+    daemons: list[ServerProcess],
+) -> None:
+    a, b, _ = daemons
+    repo, branch, _ = _setup(daemons)
+    forwarded = _metric(a, "forwarded")
+    big = orjson.dumps([_kv(f"big{i}", b"x" * 1024) for i in range(20)])
+    assert len(big) > FORWARD_MAX
+    assert _post(a, repo, branch, big).status_code == 200
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: chunked
+        yield orjson.dumps([_kv("chunked", b"c")])
+
+    r = httpx.post(_batch_url(a, repo, branch), auth=a.admin, content=chunks(),
+                   headers={"content-type": "application/json"})  # fmt: skip
+    assert r.status_code == 200, r.text
+    assert _metric(a, "forwarded") == forwarded  # both applied by a itself
+    assert _get(b, repo, branch, "big19").content == b"x" * 1024
+    assert _get(b, repo, branch, "chunked").content == b"c"
 
 
 def _signed(
