@@ -39,7 +39,8 @@ def _env(redis_server_url: str) -> dict[str, str]:
         "LSMSTORE_SERVER_AUTH_REVALIDATE_S": "0.5",
         "LSMSTORE_SERVER_AFFINITY": "on",
         "LSMSTORE_SERVER_MEMBER_HEARTBEAT_S": "0.2",
-        "LSMSTORE_SERVER_MEMBER_TTL_S": "3",
+        # long: a killed daemon stays listed for the whole test (never expires mid-way)
+        "LSMSTORE_SERVER_MEMBER_TTL_S": "30",
         "LSMSTORE_SERVER_FORWARD_MAX_BYTES": str(FORWARD_MAX),
     }
 
