@@ -15,9 +15,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from signal import SIGKILL
 
+import boto3
 import httpx
 import orjson
 import pytest
+from botocore.config import Config
 
 import lsmstore
 from lsmstore.affinity import branch_key, rendezvous_owner
@@ -295,3 +297,30 @@ async def test_redirect_mode_sends_the_client_to_the_owner(
     finally:
         for p in daemons:
             p.stop(SIGKILL)
+
+
+def test_an_s3_put_is_forwarded_to_the_owner(daemons: list[ServerProcess]) -> None:
+    """The S3 gateway's PutObject through a daemon that does not own the branch: the
+    owner applies it (checked by the member signature in place of the S3 one), the
+    client sees the owner's answer, every daemon reads the object."""
+    a, b, _ = daemons
+    repo, branch, _ = _setup(daemons)
+    s3 = boto3.client(
+        "s3", endpoint_url=a.url, aws_access_key_id=a.admin[0],
+        aws_secret_access_key=a.admin[1], region_name="us-east-1",
+        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}),
+    )  # fmt: skip
+    received = _metric(b, "received")
+    for i in range(3):
+        put = s3.put_object(Bucket=repo, Key=f"{branch}/s3/o{i}.txt", Body=f"s3-{i}".encode(),
+                            Metadata={"via": "gateway"})  # fmt: skip
+        assert put["ResponseMetadata"]["HTTPStatusCode"] == 200
+        assert put["ETag"]
+    assert _metric(b, "received") >= received + 3
+    for d in daemons:
+        for i in range(3):
+            got = httpx.get(f"{d.api}/repositories/{repo}/refs/{branch}/objects",
+                            params={"path": f"s3/o{i}.txt"}, auth=d.admin)  # fmt: skip
+            assert got.status_code == 200 and got.content == f"s3-{i}".encode()
+    head = s3.head_object(Bucket=repo, Key=f"{branch}/s3/o0.txt")
+    assert head["Metadata"] == {"via": "gateway"}

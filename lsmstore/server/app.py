@@ -126,8 +126,9 @@ class App:
             rid = request.request_id = self._request_id(request.headers)
             request.params = params
             try:
-                if not path.startswith(_API_ROOT) and carries_s3_auth(
-                    request.headers, scope.get("query_string", b"")
+                if not path.startswith(_API_ROOT) and (
+                    carries_s3_auth(request.headers, scope.get("query_string", b""))
+                    or (FORWARDED in request.headers and ctx.forwarder is not None)
                 ):
                     operation = "s3"
                     with request_context(rid):

@@ -70,6 +70,9 @@ HEADER = "x-lsm-forwarded"
 #: The request header of a write sent again after a redirect to its owner: applied
 #: where it lands (it only asks for what any daemon may do).
 REDIRECTED = "x-lsm-redirected"
+#: The answer header of a refused member signature (whatever the status an S3 error
+#: maps it to): the sender applies the write itself.
+REFUSED = "x-lsm-forward-refused"
 #: How far a forwarded request's time may be from the owner's clock (seconds).
 VALIDITY_S = 30.0
 #: The largest answer taken back from an owner (answers to writes are small JSON).
@@ -137,7 +140,9 @@ def verify(key: bytes, value: str, method: str, target: str, body: bytes, now: f
 
 
 def _refused(message: str) -> ApiError:
-    return ApiError(401, f"forwarded request refused: {message}", kind="PermissionDeniedError")
+    return ApiError(
+        401, f"forwarded request refused: {message}", {REFUSED: "1"}, kind="PermissionDeniedError"
+    )
 
 
 def wire_target(request: Request) -> str:
@@ -195,18 +200,22 @@ class Forwarder:
             await self._session.close()
             self._session = None
 
-    def owner_elsewhere(self, request: Request) -> Member | None:
+    def owner_elsewhere(
+        self, request: Request, repo: str | None = None, branch: str | None = None
+    ) -> Member | None:
         """The owner to forward this write to, or None to apply it here (this daemon
         owns the branch, the request was forwarded already, or its body is not declared
-        small enough)."""
+        small enough).  The branch: ``repo`` and ``branch``, else the route's
+        ``repository`` and ``branch`` parameters."""
         headers = request.headers
         if self.max_body_bytes <= 0 or HEADER in headers or REDIRECTED in headers:
             return None
         declared = request.headers.get("content-length", "0" if request.method == "DELETE" else "")
         if not declared.isdigit() or int(declared) > self.max_body_bytes:
             return None
-        repo, branch = request.params.get("repository"), request.params.get("branch")
-        if repo is None or branch is None:
+        repo = repo or request.params.get("repository")
+        branch = branch or request.params.get("branch")
+        if not repo or not branch:
             return None
         owner = self.membership.owner(repo, branch)
         return None if owner.name == self.membership.name else owner
@@ -218,14 +227,17 @@ class Forwarder:
         location = owner.address.rstrip("/") + wire_target(request)
         return Response(307, b"", None, {"Location": location, "X-Lsm-Owner": owner.name})
 
-    async def forward(self, request: Request, owner: Member, caller: Principal) -> Response | None:
+    async def forward(
+        self, request: Request, owner: Member, caller: Principal, target: str | None = None
+    ) -> Response | None:
         """The owner's answer to the request, or None when the owner could not be
         reached, did not answer or refused the member signature: the caller then
-        applies the write itself (its body is readable again)."""
+        applies the write itself (its body is readable again).  ``target``: the path
+        and query to send (default: the request's own)."""
         body = await request.body(self.max_body_bytes)
         request.replay(body)
         generation = await self.auth.key_generation(caller)
-        target = wire_target(request)
+        target = target or wire_target(request)
         f = Forwarded(
             self.membership.name, caller.access_key_id, generation, int(self._wall_clock())
         )
@@ -240,7 +252,7 @@ class Forwarder:
                 data = await answer.content.read(MAX_ANSWER_BYTES + 1)
                 if len(data) > MAX_ANSWER_BYTES:
                     raise aiohttp.ClientPayloadError("answer too large")
-                if answer.status == 401:
+                if answer.status == 401 or answer.headers.get(REFUSED):
                     log.warning(
                         "the owner %s refused a forwarded write (is server_auth_secret_key "
                         "the same on every daemon?): applied here", owner.address,
