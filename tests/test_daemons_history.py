@@ -1,7 +1,8 @@
 """Three ``lsmstore serve`` daemons behind one (simulated) load balancer, a compactor and
 a committer, on a real redis-server and a real S3 server (SeaweedFS), checked as a
-history: writers through every daemon with commits meanwhile, the owner of the hot
-branch killed with ``kill -9`` mid-load.
+history: writers through every daemon (raw keys through the batch endpoint, objects
+through the S3 gateway) with commits meanwhile, the owner of the hot branch killed
+with ``kill -9`` mid-load.
 
 The history is :class:`lsmstore.testing.soak.History` (each key written by one task,
 one operation at a time): afterwards every key, read through every live daemon and
@@ -20,7 +21,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import boto3
+import botocore.exceptions
 import pytest
+from botocore.config import Config
 
 import lsmstore
 from lsmstore.affinity import branch_key, rendezvous_owner
@@ -35,6 +39,8 @@ from lsmstore.testing.soak import History
 REPO = "hist"
 BRANCH = "main"
 TASKS = 6
+#: Writers of objects through the S3 gateway (PutObject), beside the raw-key writers.
+S3_TASKS = 2
 KEYS_PER_TASK = 12
 #: Seconds of load before the kill, and after it.
 BEFORE_S, AFTER_S = 6.0, 8.0
@@ -64,6 +70,14 @@ def _client(d: ServerProcess, home: Path) -> RemoteStore:
     return store
 
 
+def _s3_client(d: ServerProcess) -> Any:
+    return boto3.client(
+        "s3", endpoint_url=d.url, aws_access_key_id=d.admin[0],
+        aws_secret_access_key=d.admin[1], region_name="us-east-1",
+        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}),
+    )  # fmt: skip
+
+
 class Run:
     """The writers, the committer task and what they saw."""
 
@@ -79,6 +93,9 @@ class Run:
         self.acks_after_kill = 0
         self.killed = False
         self.commits = 0
+        #: The objects written through the S3 gateway: their own history, by path.
+        self.objects = History()
+        self.s3 = {d.url: _s3_client(d) for d in cluster.daemons}
 
     def _live(self) -> list[ServerProcess]:
         return self.cluster.live()
@@ -112,6 +129,28 @@ class Run:
             if self.killed:
                 self.acks_after_kill += 1
             await self._read_back(via, chosen[0], values[chosen[0]])
+
+    async def s3_writer(self, task: int) -> None:
+        paths = [f"s3/t{task}/o{j}" for j in range(KEYS_PER_TASK)]
+        n = 0
+        while not self.stop.is_set():
+            n += 1
+            live = self._live()
+            via = live[(task + n) % len(live)]
+            path = self.rng.choice(paths)
+            value = f"s3-{task}-{n}"
+            op = str(next(self.ids))
+            self.objects.record({"t": "begin", "op": op, "kind": "put", "keys": {path: value}})
+            try:
+                await asyncio.to_thread(
+                    self.s3[via.url].put_object, Bucket=REPO, Key=f"{BRANCH}/{path}",
+                    Body=value.encode(),
+                )  # fmt: skip
+            except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError):
+                self.objects.record({"t": "fail", "op": op})  # the daemon being killed
+                await asyncio.sleep(0.05)
+                continue
+            self.objects.record({"t": "ack", "op": op})
 
     async def _read_back(self, wrote: ServerProcess, key: str, value: str | None) -> None:
         """Read-your-writes through another live daemon (this task is the key's only
@@ -182,6 +221,7 @@ async def test_history_through_three_daemons_with_a_kill(
         await _until_members(cluster, {cluster.member_name(d) for d in cluster.daemons})
         run = Run(cluster, repos, seed=28)
         tasks = [asyncio.create_task(run.writer(t)) for t in range(TASKS)]
+        tasks += [asyncio.create_task(run.s3_writer(t)) for t in range(S3_TASKS)]
         tasks.append(asyncio.create_task(run.committer()))
 
         await asyncio.sleep(BEFORE_S)
@@ -210,10 +250,10 @@ async def test_history_through_three_daemons_with_a_kill(
 
 async def _check(run: Run, commit_id: str) -> None:
     assert not run.stale_reads, run.stale_reads[:5]
-    assert run.read_your_writes > 50
+    assert run.read_your_writes >= 20
     assert run.commits > 0
     counts = run.history.counts()
-    assert counts["put_ack"] > 100 and counts["delete_ack"] > 10, counts
+    assert counts["put_ack"] >= 50 and counts["delete_ack"] >= 5, counts  # not vacuous
     assert counts["ops_fail"] < counts["ops_ack"] / 10, counts
     wrong: list[str] = []
     checked = 0
@@ -230,5 +270,25 @@ async def _check(run: Run, commit_id: str) -> None:
                 checked += 1
                 if got not in allowed:
                     wrong.append(f"{key} via {d.url} at {ref}: {got!r} not in {allowed!r}")
+    objects = run.objects.counts()
+    assert objects["put_ack"] >= 10 and objects["ops_fail"] < objects["ops_ack"] / 10, objects
+    for d in run.cluster.live():
+        repo = run.repos[d.url]
+        refs = [repo.branch(BRANCH), repo.ref(commit_id)]
+        for ref in refs:
+            for path in run.objects.per_key:
+                allowed, _ = run.objects.allowed(path)
+                try:
+                    reader = await ref.open(path)
+                    try:
+                        got = (await reader.read()).decode()
+                    finally:
+                        await reader.aclose()
+                except NotFoundError:
+                    got = None
+                checked += 1
+                if got not in allowed:
+                    wrong.append(f"{path} via {d.url} at {ref}: {got!r} not in {allowed!r}")
     assert not wrong, wrong[:10]
-    assert checked == 2 * len(run.cluster.live()) * len(run.history.per_key)
+    keys = len(run.history.per_key) + len(run.objects.per_key)
+    assert checked == 2 * len(run.cluster.live()) * keys
