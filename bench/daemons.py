@@ -81,16 +81,20 @@ class _ProxyThread:
         self._thread.join()
 
 
-async def _load(cluster: Cluster, rate: float, seconds: float, tag: str) -> tuple[int, int]:
-    """Open-loop uploads at ``rate``/s for ``seconds``: (acknowledged, failed)."""
+async def _load(
+    cluster: Cluster, rate: float, seconds: float, tag: str
+) -> tuple[int, Counter[str]]:
+    """Open-loop uploads at ``rate``/s for ``seconds``: the acknowledged, and the
+    failed by status or error."""
     daemons = cluster.live()
     auth = aiohttp.BasicAuth(*cluster.admin)
-    ok = failed = 0
+    ok = 0
+    failed: Counter[str] = Counter()
     connector = aiohttp.TCPConnector(limit=1024)
     async with aiohttp.ClientSession(connector=connector, auth=auth) as session:
 
         async def one(n: int) -> None:
-            nonlocal ok, failed
+            nonlocal ok
             d = daemons[n % len(daemons)]
             url = f"{d.api}/repositories/{REPO}/branches/main/objects"
             try:
@@ -106,9 +110,9 @@ async def _load(cluster: Cluster, rate: float, seconds: float, tag: str) -> tupl
                 if status == 201:
                     ok += 1
                 else:
-                    failed += 1
-            except aiohttp.ClientError:
-                failed += 1
+                    failed[str(status)] += 1
+            except aiohttp.ClientError as e:
+                failed[type(e).__name__] += 1
 
         start = time.monotonic()
         tasks: set[asyncio.Task[None]] = set()
@@ -162,7 +166,8 @@ async def _measure(
         fallback = _fwd(cluster, ("fallback",)) - before_fallback
         n = max(ok, 1)
         return {
-            "config": name, "acked": ok, "failed": failed, "forwarded": int(forwarded),
+            "config": name, "acked": ok, "failed": sum(failed.values()),
+            "failures": dict(failed), "forwarded": int(forwarded),
             "fallback": int(fallback),
             "l1": s3["l1"] / n, "s3": sum(s3.values()) / n, "get": s3["GET"] / n,
             "cpu_ms": (after_cpu - before_cpu) * 1000 / n,
@@ -219,4 +224,7 @@ def main(argv: list[str]) -> int:
         print(f"| {r['config']} | {r['acked']} | {r['failed']} | {r['forwarded']} | "
               f"{r['fallback']} | {cell('l1')} | {cell('s3')} | {cell('get')} | "
               f"{cell('cpu_ms')} |")  # fmt: skip
+    for r in rows:
+        if r["failures"]:
+            print(f"\n{r['config']}: failed uploads by status or error: {r['failures']}")
     return 0
