@@ -13,7 +13,9 @@ the injectable ``rng`` with the rates of the current :class:`FaultPlan`:
 Each request goes to the upstream server on its own connection (``Connection:
 close``); the answer goes back on the client's keep-alive connection with its framing
 made explicit.  ``Expect: 100-continue`` is answered by the proxy.  Counters of what
-was done are in :attr:`FaultProxy.counts`.
+was done are in :attr:`FaultProxy.counts`; with ``classify`` (method and target of a
+request -> a name), the requests are also counted by that name in
+:attr:`FaultProxy.requests` (a counting proxy: S3 requests per write, in bench/).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import random
 import socket
 import struct
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 MAX_HEAD = 64 * 1024
@@ -96,8 +99,11 @@ class FaultProxy:
         rng: random.Random | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
+        classify: Callable[[str, str], str] | None = None,
     ) -> None:
         self.upstream = (upstream_host, upstream_port)
+        self.classify = classify
+        self.requests: Counter[str] = Counter()
         self.rng = rng or random.Random(0)
         self.host = host
         self.port = port
@@ -166,6 +172,9 @@ class FaultProxy:
         head = await reader.readuntil(b"\r\n\r\n")
         first, headers = _headers(head)
         method = first.split(b" ", 1)[0]
+        if self.classify is not None:
+            target = first.split(b" ", 2)[1] if first.count(b" ") >= 1 else b""
+            self.requests[self.classify(method.decode("latin-1"), target.decode("latin-1"))] += 1
         if (_get(headers, b"expect") or b"").lower() == b"100-continue":
             writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
             await writer.drain()
