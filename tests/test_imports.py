@@ -8,10 +8,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import pytest
-
-import lsmstore
-from lsmstore.errors import ConflictError, ImportNotFoundError, InvalidInputError
 from lsmstore.types import ImportPath, ImportStatus
 from tests.helpers.remote import lsm_server  # noqa: F401 - a fixture
 from tests.test_client_api import Target, target  # noqa: F401 - the fixture
@@ -37,9 +33,7 @@ async def test_import_prefix_lands_as_one_commit(target: Target) -> None:
     await src.upload("dest/old-only", b"replaced")  # staged, stays staged on top
     base = await src.head()
     prefix = next(iter(uploaded)).rsplit("/", 1)[0] + "/"
-    iid = await src.import_start(
-        [ImportPath(prefix, "dest/")], "import data", metadata={"k": "v"}
-    )
+    iid = await src.import_start([ImportPath(prefix, "dest/")], "import data", metadata={"k": "v"})
     s = await wait(src, iid)
     assert s.completed and s.error is None, s
     assert s.ingested_objects == len(uploaded) + 1  # the staged upload's data too

@@ -55,6 +55,7 @@ import asyncio
 import hashlib
 import heapq
 import json
+import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -86,6 +87,8 @@ from lsmstore.versioning.graft import commit_ranges
 
 if TYPE_CHECKING:
     from lsmstore.client import Branch, Repository
+
+log = logging.getLogger("lsmstore.operations.imports")
 
 KIND = "imports"
 DECISIONS = "import-decisions"
@@ -298,45 +301,77 @@ class _Run:
         self.committer = committer
         cfg = self.repo.store.config
         self.lease_s = cfg.import_lease_s
-        self.last_beat = self.repo.store.clock()
+        #: Why the heartbeat stopped the import, if it did.
+        self.stop_reason: str | None = None
 
     async def run(self) -> None:
+        """The import beside its heartbeat; the outcome written to the status record."""
         repo = self.repo
+        work = asyncio.ensure_future(self._import())
+        beat = asyncio.ensure_future(self._heartbeat(work))
         try:
-            await self._import()
-        except _Stopped as e:
-            await self._fail(str(e))
-        except asyncio.CancelledError:
+            await asyncio.wait([work])
+            if work.cancelled():  # the heartbeat stopped it
+                await self._fail(self.stop_reason or CANCELED)
+            elif (e := work.exception()) is not None:
+                if isinstance(e, _Stopped):
+                    await self._fail(str(e))
+                elif isinstance(e, LsmError):
+                    decision = await _decide(repo, self.key, "abandon")
+                    await self._fail(
+                        CANCELED if decision == "cancel" else f"{type(e).__name__}: {e}"
+                    )
+                else:
+                    await _decide(repo, self.key, "abandon")
+                    await self._fail(f"import failed: {e!r}")
+                    raise e
+        except asyncio.CancelledError:  # the process stops, or import_cancel here
+            work.cancel()
+            await asyncio.gather(work, return_exceptions=True)
             decision = await _decide(repo, self.key, "abandon")
-            await self._fail(
-                CANCELED
-                if decision == "cancel"
-                else "import stopped: the process running it was shut down; start it again"
-            )
+            if not decision.startswith("commit"):
+                await self._fail(
+                    CANCELED
+                    if decision == "cancel"
+                    else "import stopped: the process running it was shut down before it "
+                    "committed; start it again"
+                )
+            # else: stopped past its point of no return (or done); the record says
+            # running with its commit id, and the next status read settles it
             raise
-        except LsmError as e:
-            decision = await _decide(repo, self.key, "abandon")
-            await self._fail(CANCELED if decision == "cancel" else f"{type(e).__name__}: {e}")
         finally:
+            beat.cancel()
+            await asyncio.gather(beat, return_exceptions=True)
             await repo.refstore.release_lease(_lease(self.key), self.owner)
 
     async def _fail(self, error: str) -> None:
         self.st.state, self.st.error = "failed", error
         await _write_state(self.repo, self.key, self.st)
 
-    async def _beat(self, force: bool = False) -> None:
-        """Every fifth of the lease: progress written, lease renewed, decision read."""
+    async def _heartbeat(self, work: asyncio.Future[None]) -> None:
+        """Every fifth of the lease, while the import runs: the lease renewed, the
+        decision read, the progress written.  A lapsed lease, or a decision other than
+        its own commit, stops the import (``stop_reason``)."""
         repo = self.repo
-        now = repo.store.clock()
-        if not force and now - self.last_beat < self.lease_s / 5:
-            return
-        self.last_beat = now
-        if not await repo.refstore.acquire_lease(_lease(self.key), self.owner, self.lease_s):
-            raise _Stopped("import stopped: its lease lapsed (the process was too slow)")
-        decision = await _decision(repo, self.key)
-        if decision is not None and decision != self._commit_decision:
-            raise _Stopped(CANCELED if decision == "cancel" else "import abandoned")
-        await _write_state(repo, self.key, self.st)
+        while not work.done():
+            await asyncio.sleep(self.lease_s / 5)
+            try:
+                if not await repo.refstore.acquire_lease(
+                    _lease(self.key), self.owner, self.lease_s
+                ):
+                    self.stop_reason = "import stopped: its lease lapsed (the process was slow)"
+                else:
+                    decision = await _decision(repo, self.key)
+                    if decision is None or decision == self._commit_decision:
+                        await _write_state(repo, self.key, self.st)
+                        continue
+                    self.stop_reason = CANCELED if decision == "cancel" else "import abandoned"
+            except LsmError as e:  # the RefStore is unreachable: try again next beat
+                log.warning("import %s: heartbeat failed: %s", self.key, e)
+                continue
+            if self.st.commit_id is None:  # not past its point of no return
+                work.cancel()
+                return
 
     @property
     def _commit_decision(self) -> str:
@@ -381,17 +416,15 @@ class _Run:
         last: bytes | None = None
         while heap:
             key, _, rec, n = heap[0]
+            if key != last:  # else an earlier source's record of the same path
+                last = key
+                self.st.ingested += 1
+                yield rec
             nxt = await anext(streams[n], None)
             if nxt is None:
                 heapq.heappop(heap)
             else:
                 heapq.heapreplace(heap, (nxt[0], nxt[1], nxt[2], n))
-            if key == last:
-                continue  # an earlier source's record of the same path
-            last = key
-            self.st.ingested += 1
-            yield rec
-            await self._beat()
 
     async def _import(self) -> None:
         repo = self.repo
@@ -403,7 +436,6 @@ class _Run:
             async for rec in self._merged(int(started)):
                 await writer.add(rec)
             ranges = await writer.finish()
-        await self._beat(force=True)
         check_job_age(f"import {self.key}", started, store.clock(), cfg.compaction_grace_s)
         replace = [
             s.path.destination.encode() for s in self.sources if s.path.type == "common_prefix"
