@@ -1,6 +1,7 @@
 """Import cost: wall time, objects/s and peak memory of importing N objects as one commit.
 
-``python -m bench imports [--objects 1000000] [--dir DIR] [--tracemalloc]``
+``python -m bench imports [--objects 1000000] [--dir DIR] [--tracemalloc]
+[--cache-ram-mib MIB] [--destination PREFIX]``
 
 The source is a prefix of the repository's own (local) namespace whose listing is
 *generated*: ``landing/<i>`` with sizes and ETags derived from ``i``, never stored, so
@@ -26,6 +27,7 @@ import time
 import tracemalloc
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 from lsmstore.client import Store
 from lsmstore.config import load_config
@@ -62,14 +64,17 @@ def _rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-async def run(n: int, work: Path, traced: bool) -> dict[str, float]:
+async def run(
+    n: int, work: Path, traced: bool, cache_mib: int | None, destination: str
+) -> dict[str, float]:
     ns = (work / "ns").as_uri()
 
     def open_objects(url: str) -> ObjectStore:
         inner = open_object_store(url)
         return GeneratedListing(inner, n) if url.rstrip("/") == ns else inner
 
-    cfg = load_config(home=str(work / "home"), batch_interval_ms=1)
+    cache: dict[str, Any] = {} if cache_mib is None else {"cache_ram_bytes": cache_mib << 20}
+    cfg = load_config(home=str(work / "home"), batch_interval_ms=1, **cache)
     async with Store(cfg, open_objects=open_objects) as store:
         repo = await store.create_repository("bench", storage_namespace=ns)
         main = repo.branch("main")
@@ -81,7 +86,7 @@ async def run(n: int, work: Path, traced: bool) -> dict[str, float]:
         if traced:
             tracemalloc.start()
         t0 = time.perf_counter()
-        iid = await main.import_start([ImportPath(f"{ns}/{PREFIX}", "dest/")], "bench import")
+        iid = await main.import_start([ImportPath(f"{ns}/{PREFIX}", destination)], "bench import")
         while (status := await main.import_status(iid)).running:  # noqa: ASYNC110 - polled as a client does
             await asyncio.sleep(0.2)
         seconds = time.perf_counter() - t0
@@ -108,9 +113,20 @@ def main(argv: list[str]) -> int:
     p.add_argument("--objects", type=int, default=100_000)
     p.add_argument("--dir", type=Path, default=None, help="work directory (default: a temp one)")
     p.add_argument("--tracemalloc", action="store_true", help="also trace Python allocations")
+    p.add_argument(
+        "--destination",
+        default="dest/",
+        help="where the objects land (dest/: replaces 10 committed objects, so the tree is "
+        "merged onto the base; another prefix: placed beside the base's ranges)",
+    )
+    p.add_argument(
+        "--cache-ram-mib", type=int, default=None, help="the file cache's RAM tier (default: 256)"
+    )
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
-        r = asyncio.run(run(args.objects, Path(tmp), args.tracemalloc))
+        r = asyncio.run(
+            run(args.objects, Path(tmp), args.tracemalloc, args.cache_ram_mib, args.destination)
+        )
     print(
         f"import of {r['objects']:,} objects: {r['seconds']:.1f} s, "
         f"{r['objects_per_s']:,.0f} objects/s, {r['ranges']} ranges; peak RSS "
