@@ -96,6 +96,9 @@ TYPES = ("common_prefix", "object")
 #: Sources of one import, at most.
 MAX_PATHS = 100
 CANCELED = "import canceled"
+#: Records between two yields to the event loop (a listing whose pages come from a
+#: cache or a local directory may not wait on anything for long).
+YIELD_EVERY = 1024
 JOB = "import"
 
 
@@ -420,6 +423,8 @@ class _Run:
                 last = key
                 self.st.ingested += 1
                 yield rec
+                if not self.st.ingested % YIELD_EVERY:
+                    await asyncio.sleep(0)  # the heartbeat and the daemon's requests run
             nxt = await anext(streams[n], None)
             if nxt is None:
                 heapq.heappop(heap)
