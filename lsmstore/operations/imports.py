@@ -58,7 +58,7 @@ import json
 import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from lsmstore import layout, namespace, validate
@@ -573,15 +573,4 @@ async def cancel(branch: Branch, import_id: str) -> None:
     await repo.store.stop_job(repo.name, branch.name, f"{JOB} {import_id}")
 
 
-def describe(status_: ImportStatus) -> dict[str, Any]:
-    """The status as plain data (the CLI's output)."""
-    return {
-        "id": status_.id,
-        "completed": status_.completed,
-        "ingested_objects": status_.ingested_objects,
-        "commit": status_.commit_id,
-        "error": status_.error,
-    }
-
-
-__all__ = ["cancel", "check_paths", "describe", "md5_of", "start", "status"]
+__all__ = ["cancel", "check_paths", "md5_of", "start", "status"]
