@@ -6,10 +6,15 @@ replaced, progress, cancel, errors."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+import lsmstore
+from lsmstore.client import Store
 from lsmstore.errors import (
     ConflictError,
     ImportNotFoundError,
@@ -17,6 +22,8 @@ from lsmstore.errors import (
     ProtectedBranchError,
     RefNotFoundError,
 )
+from lsmstore.storage.base import ForwardingStore, ObjectMeta, ObjectStore
+from lsmstore.storage.url import open_object_store
 from lsmstore.types import ImportPath, ImportStatus
 from tests.helpers.remote import lsm_server  # noqa: F401 - a fixture
 from tests.test_client_api import (
@@ -149,3 +156,97 @@ async def test_an_object_source_that_is_missing_fails_the_import(target: Target)
     s = await wait(main, iid)
     assert not s.completed and s.error is not None and "does not exist" in s.error
     assert (await main.head()).base == head
+
+
+async def test_many_objects_from_a_local_directory(tmp_path: Path) -> None:
+    """Thousands of objects, ranges cut small: the listing streams into many ranges,
+    merged onto a base that has objects under the destination (and beside it: placed
+    side by side); an external directory through an allowed prefix; MD5 ETags."""
+    n = 6000
+    outside = tmp_path / "outside"
+    for i in range(n):
+        p = outside / f"batch={i // 1000}" / f"part-{i:05d}.txt"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(f"row {i}\n".encode())
+    settings = {"home": str(tmp_path / "home"), "batch_interval_ms": 1,
+                "commit_range_min_bytes": 1024, "commit_range_max_bytes": 8192}  # fmt: skip
+    async with lsmstore.connect(**settings) as store:
+        repo = await store.create_repository(
+            "many",
+            storage_namespace=(tmp_path / "ns").as_uri(),
+            metadata={"lsmstore.allowed_external_prefixes": outside.as_uri() + "/"},
+        )
+        main = repo.branch("main")
+        for i in range(0, n, 7):  # some of them already there, with other contents
+            await main.upload(f"in/batch={i // 1000}/part-{i:05d}.txt", b"old")
+        await main.upload("in/not-in-the-source", b"deleted by the import")
+        await main.upload("other/kept", b"kept")
+        await main.commit("base")
+        iid = await main.import_start([ImportPath(outside.as_uri() + "/", "in/")], "many")
+        s = await wait(main, iid)
+        assert s.completed and s.ingested_objects == n, s
+        assert s.commit is not None
+        ranges = (await repo.context().source.metarange(s.commit.metarange_id)).ranges
+        assert len(ranges) > 50
+        got = [o async for o in main.list_objects("in/")]
+        assert [o.path for o in got] == sorted(
+            f"in/batch={i // 1000}/part-{i:05d}.txt" for i in range(n)
+        )
+        for o in got[::997]:
+            data = (outside / o.path.removeprefix("in/")).read_bytes()
+            assert o.checksum == hashlib.md5(data).hexdigest() and o.size == len(data)
+            assert o.physical_address == (outside / o.path.removeprefix("in/")).as_uri()
+            reader = await main.open(o.path)
+            assert await reader.read() == data
+        assert [o.path async for o in main.list_objects("other/")] == ["other/kept"]
+        # a second import into a fresh prefix: the ranges go beside the base's
+        iid = await main.import_start([ImportPath(outside.as_uri() + "/batch=1/", "z/")], "z")
+        s = await wait(main, iid)
+        assert s.completed and s.ingested_objects == 1000
+        assert len([o async for o in main.list_objects("z/")]) == 1000
+        assert len([o async for o in main.list_objects("in/")]) == n
+
+
+class HeldListing(ForwardingStore):
+    """A store whose listings wait for ``go`` (a process stopping at a known point)."""
+
+    def __init__(self, inner: ObjectStore, go: asyncio.Event) -> None:
+        super().__init__(inner)
+        self.go = go
+
+    async def _held(self, prefix: str, after: str | None) -> AsyncIterator[ObjectMeta]:
+        await self.go.wait()
+        async for meta in self.inner.list(prefix, after=after):
+            yield meta
+
+    def list(self, prefix: str = "", *, after: str | None = None) -> AsyncIterator[ObjectMeta]:
+        return self._held(prefix, after)
+
+
+async def test_closing_the_store_fails_a_running_import(tmp_path: Path) -> None:
+    """An embedded import stops with its store; reopened, its status says so."""
+    cfg = lsmstore.load_config(home=str(tmp_path / "home"), batch_interval_ms=1)
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a").write_bytes(b"x")
+    go = asyncio.Event()
+
+    def open_objects(url: str) -> ObjectStore:
+        inner = open_object_store(url)
+        return HeldListing(inner, go) if url.startswith("file:///") and "src" in url else inner
+
+    meta = {"lsmstore.allowed_external_prefixes": src.as_uri() + "/"}
+    async with Store(cfg, open_objects=open_objects) as store:
+        repo = await store.create_repository(
+            "closing", storage_namespace=(tmp_path / "ns").as_uri(), metadata=meta
+        )
+        main = repo.branch("main")
+        head = (await main.head()).base
+        iid = await main.import_start([ImportPath(src.as_uri() + "/", "d/")], "m")
+        await asyncio.sleep(0)  # it starts, and waits for its listing
+    go.set()
+    async with lsmstore.connect(home=str(tmp_path / "home")) as store:
+        main = (await store.get_repository("closing")).branch("main")
+        s = await main.import_status(iid)
+        assert s.error is not None and "shut down" in s.error, s
+        assert (await main.head()).base == head
