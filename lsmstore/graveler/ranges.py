@@ -172,6 +172,14 @@ class RangeWriter:
         return self._last_key
 
     @property
+    def held_records(self) -> int:
+        """Records this writer holds: those waiting for a cut and those of the ranges
+        cut but not yet stored -- at most ``max_in_flight`` + 1 ranges' worth once
+        :meth:`flush` returns, however many ranges it wrote."""
+        cuts = sum(len(r.records) for r in self._ranges if isinstance(r, _Cut))
+        return len(self._records) + cuts
+
+    @property
     def ranges_cut(self) -> int:
         """Ranges appended so far (cut, or passed whole)."""
         return len(self._ranges)
