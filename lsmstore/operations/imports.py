@@ -41,8 +41,9 @@ keyed ``<repository id>:<import id>``:
 read that finds it running checks the lease; a lapsed lease means the process stopped,
 so the reader writes ``abandon`` and the status says the import was interrupted and
 must be started again (docs/decisions.md, "Imports").  A process that stopped after
-taking ``commit`` may or may not have moved the branch: the reader looks at the
-branch's base (the commit id is in the decision) and reports completed or failed.
+taking ``commit`` may or may not have moved the branch: the reader looks for the
+commit it was swapping in (kept in the status record) in the branch's history and
+reports completed or failed.
 
 **Crash cases.**  Ranges written by an interrupted import are referenced by no tree:
 garbage for :mod:`lsmstore.gc`.  So an import must commit within half
@@ -84,6 +85,7 @@ from lsmstore.spark.stage import check_job_age
 from lsmstore.storage.base import ObjectMeta, ObjectStore
 from lsmstore.types import Commit, ImportPath, ImportStatus
 from lsmstore.versioning.graft import commit_ranges
+from lsmstore.versioning.history import is_ancestor
 
 if TYPE_CHECKING:
     from lsmstore.client import Branch, Repository
@@ -510,7 +512,10 @@ async def _settled(repo: Repository, key: str, st: _State) -> _State:
             )
         else:  # it stopped after taking its point of no return
             ref = await repo.refstore.get_ref(repo.name, st.branch)
-            if st.commit_id is not None and ref.base == st.commit_id:
+            if st.commit_id is not None and (
+                ref.base == st.commit_id
+                or (ref.base and await is_ancestor(repo.context(), st.commit_id, ref.base))
+            ):
                 st.state = "completed"
                 st.metarange_id = (await repo.context().commit(st.commit_id)).metarange_id
             else:
