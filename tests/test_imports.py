@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -250,3 +251,35 @@ async def test_closing_the_store_fails_a_running_import(tmp_path: Path) -> None:
         s = await main.import_status(iid)
         assert s.error is not None and "shut down" in s.error, s
         assert (await main.head()).base == head
+
+
+async def test_an_import_stopped_past_its_point_of_no_return_is_settled(tmp_path: Path) -> None:
+    """The records a process leaves when it stops between taking its ``commit``
+    decision and writing "completed": the status reads completed when that commit is
+    in the branch's history, failed when it is not."""
+    from lsmstore.operations import imports as _imports
+
+    async with lsmstore.connect(home=str(tmp_path / "home"), batch_interval_ms=1) as store:
+        repo = await store.create_repository("settle", storage_namespace=(tmp_path / "ns").as_uri())
+        main = repo.branch("main")
+        prefix, _ = await _uploaded_prefix(main, ["a"])
+        iid = await main.import_start([ImportPath(prefix, "d/")], "m")
+        done = await wait(main, iid)
+        assert done.completed and done.commit_id is not None
+        await main.upload("later", b"x")
+        await main.commit("after the import")  # the import's commit is no longer the head
+        key = f"{lsmstore.namespace.owner_id(repo.info)}:{iid}"
+        record = json.loads(await store.refstore.get_record(_imports.KIND, key))
+        side = await repo.create_branch("side", source="main")
+        await side.upload("s", b"s")
+        elsewhere = await side.commit("not on main")
+        cases = ((done.commit_id, True), (elsewhere.id, False), ("0" * 64, False))
+        for commit_id, completed in cases:
+            stopped = {**record, "state": "running", "commit_id": commit_id}
+            await store.refstore.put_record(_imports.KIND, key, json.dumps(stopped).encode())
+            s = await main.import_status(iid)
+            assert s.completed is completed, s
+            if completed:
+                assert s.commit_id == done.commit_id and s.error is None
+            else:
+                assert s.error is not None and "interrupted while committing" in s.error

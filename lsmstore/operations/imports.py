@@ -71,6 +71,7 @@ from lsmstore.errors import (
     ObjectNotFoundError,
     RecordExistsError,
     RecordNotFoundError,
+    RefNotFoundError,
     UnavailableError,
 )
 from lsmstore.graveler.ranges import RangeWriter
@@ -511,11 +512,7 @@ async def _settled(repo: Repository, key: str, st: _State) -> _State:
                 "before it committed; nothing was committed, start it again"
             )
         else:  # it stopped after taking its point of no return
-            ref = await repo.refstore.get_ref(repo.name, st.branch)
-            if st.commit_id is not None and (
-                ref.base == st.commit_id
-                or (ref.base and await is_ancestor(repo.context(), st.commit_id, ref.base))
-            ):
+            if st.commit_id is not None and await _landed(repo, st.branch, st.commit_id):
                 st.state = "completed"
                 st.metarange_id = (await repo.context().commit(st.commit_id)).metarange_id
             else:
@@ -529,6 +526,17 @@ async def _settled(repo: Repository, key: str, st: _State) -> _State:
     finally:
         await repo.refstore.release_lease(_lease(key), probe)
     return st
+
+
+async def _landed(repo: Repository, branch: str, commit_id: str) -> bool:
+    """Whether the commit a stopped import was swapping in is in its branch's history."""
+    ref = await repo.refstore.get_ref(repo.name, branch)
+    if not ref.base:
+        return False
+    try:
+        return await is_ancestor(repo.context(), commit_id, ref.base)
+    except RefNotFoundError:  # never written
+        return False
 
 
 async def _state_of(branch: Branch, import_id: str) -> tuple[str, _State]:
