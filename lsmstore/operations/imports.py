@@ -269,9 +269,9 @@ async def start(
     if not ref.is_branch:
         raise InvalidInputError(f"{repo.name}/{branch.name} is not a branch")
     sources = _sources(repo, namespace_rules(repo), checked)
-    import_id = store.new_token(10)
+    import_id = store.token(10)
     key = _key(repo, import_id)
-    owner = f"{key}/{store.new_token(8)}"
+    owner = f"{key}/{store.token(8)}"
     lease_s = cfg.import_lease_s
     if not await repo.refstore.acquire_lease(_lease(key), owner, lease_s):
         raise ConflictError(f"import {import_id}: its lease is taken")  # pragma: no cover
@@ -497,7 +497,7 @@ async def _settled(repo: Repository, key: str, st: _State) -> _State:
     if decision == "cancel":
         st.state, st.error = "failed", CANCELED
         return st
-    probe = f"{key}/status-{repo.store.new_token(8)}"
+    probe = f"{key}/status-{repo.store.token(8)}"
     if not await repo.refstore.acquire_lease(_lease(key), probe, repo.store.config.import_lease_s):
         return st  # its process holds the lease: running
     try:
