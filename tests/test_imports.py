@@ -283,3 +283,50 @@ async def test_an_import_stopped_past_its_point_of_no_return_is_settled(tmp_path
                 assert s.commit_id == done.commit_id and s.error is None
             else:
                 assert s.error is not None and "interrupted while committing" in s.error
+
+
+async def test_an_import_runs_the_commit_hooks(tmp_path: Path) -> None:
+    """As lakeFS: the import's commit runs pre-commit (a failing hook fails the
+    import, nothing committed) and post-commit hooks."""
+    from lsmstore.testing.webhook_server import WebhookServer
+
+    with WebhookServer() as hooks:
+        async with lsmstore.connect(
+            home=str(tmp_path / "home"), batch_interval_ms=1, actions_webhook_allow="127.0.0.1"
+        ) as store:
+            repo = await store.create_repository(
+                "hooked", storage_namespace=(tmp_path / "ns").as_uri()
+            )
+            main = repo.branch("main")
+            action = (
+                "name: require owner\non:\n  pre-commit:\n    branches: [main]\nhooks:\n"
+                "  - id: owner\n    type: webhook\n    properties:\n"
+                f"      url: {hooks.url('/require')}\n"
+                "      query_params:\n        key: owner\n"
+                "  - id: seen\n    type: webhook\n    properties:\n"
+                f"      url: {hooks.url('/seen')}\n"
+            )
+            post = (
+                "name: after\non:\n  post-commit:\n    branches: [main]\nhooks:\n"
+                "  - id: after\n    type: webhook\n    properties:\n"
+                f"      url: {hooks.url('/seen')}\n"
+            )
+            await main.upload("_lakefs_actions/require.yaml", action.encode())
+            await main.upload("_lakefs_actions/after.yaml", post.encode())
+            prefix, _ = await _uploaded_prefix(main, ["a", "b"])
+            await main.commit("actions", metadata={"owner": "ops"})
+            head = (await main.head()).base
+            iid = await main.import_start([ImportPath(prefix, "d/")], "no owner")
+            s = await wait(main, iid)
+            assert not s.completed and s.error is not None, s
+            assert "pre-commit hook aborted" in s.error
+            assert (await main.head()).base == head
+            iid = await main.import_start(
+                [ImportPath(prefix, "d/")], "with owner", metadata={"owner": "me"}
+            )
+            s = await wait(main, iid)
+            assert s.completed and s.commit_id is not None, s
+            bodies = [c.body for c in hooks.calls_to("/seen")]
+            assert [b["event_type"] for b in bodies][-2:] == ["pre-commit", "post-commit"]
+            assert bodies[-1]["commit_id"] == s.commit_id
+            assert bodies[-2]["commit_message"] == "with owner"

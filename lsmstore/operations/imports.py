@@ -14,7 +14,8 @@ RangeWriter`): memory stays bounded whatever the number of objects.  The ranges 
 then grafted onto the branch's base (:mod:`lsmstore.versioning.graft`) replacing every
 ``common_prefix`` destination -- a path under one that the import does not write is
 deleted -- and committed with the caller's message and metadata: one commit, parent the
-branch's base; the branch's staged writes stay staged on top.
+branch's base, with the ``pre-commit`` / ``post-commit`` actions a commit runs
+(:mod:`lsmstore.actions.runner`); the branch's staged writes stay staged on top.
 
 **Where a source may be** (docs/security.md, "Imports"): the rule of a link
 (:meth:`~lsmstore.objects.addresses.Namespace.import_source`) -- inside the
@@ -57,12 +58,13 @@ import hashlib
 import heapq
 import json
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from lsmstore import layout, namespace, validate
+from lsmstore.actions import runner as _actions
 from lsmstore.errors import (
     ConflictError,
     ImportNotFoundError,
@@ -74,7 +76,7 @@ from lsmstore.errors import (
     RefNotFoundError,
     UnavailableError,
 )
-from lsmstore.graveler.ranges import RangeWriter
+from lsmstore.graveler.ranges import RangeInfo, RangeWriter
 from lsmstore.graveler.record import Record
 from lsmstore.objects.addresses import Location, Namespace
 from lsmstore.objects.api import namespace as namespace_rules
@@ -457,24 +459,48 @@ class _Run:
             self.st.commit_id = commit_id  # the one this attempt swaps in
             await _write_state(repo, self.key, self.st)
 
-        commit_id, commit = await commit_ranges(
+        # lakeFS runs the commit's hooks for an import's commit: pre-commit here, once
+        # the tree is built (a failing hook fails the import, nothing committed)
+        event = _actions.Event(
+            "pre-commit", self.branch.name, branch_id=self.branch.name,
+            commit_message=self.message, committer=self.committer,
+            commit_metadata=self.metadata,
+        )  # fmt: skip
+        pending = await _actions.pre(repo, event, defer=True)
+        commit_id = ""
+        try:
+            commit_id, commit = await self._commit(ranges, replace, point_of_no_return)
+        finally:
+            await _actions.finish(pending, commit_id)
+        # post-commit before the status says completed, as lakeFS's commit returns
+        # after its post hooks (their failures are recorded, never raised)
+        await _actions.post(repo, event.post(source_ref=commit_id, commit_id=commit_id))
+        self.st.state, self.st.commit_id = "completed", commit_id
+        self.st.metarange_id = commit.metarange_id
+        await _write_state(repo, self.key, self.st)
+
+    async def _commit(
+        self,
+        ranges: list[RangeInfo],
+        replace: list[bytes],
+        point_of_no_return: Callable[[str], Awaitable[None]],
+    ) -> tuple[str, Commit]:
+        repo = self.repo
+        return await commit_ranges(
             repo.refstore,
             repo.objects,
             repo.name,
             self.branch.name,
             ranges,
             message=self.message,
-            policy=policy,
+            policy=repo.context().policy,
             committer=self.committer,
             metadata=self.metadata,
             replace=replace,
             source=repo.source,
             before_swap=point_of_no_return,
-            clock=store.clock,
+            clock=repo.store.clock,
         )
-        self.st.state, self.st.commit_id = "completed", commit_id
-        self.st.metarange_id = commit.metarange_id
-        await _write_state(repo, self.key, self.st)
 
 
 async def _one(store: ObjectStore, key: str) -> AsyncIterator[ObjectMeta]:
