@@ -278,6 +278,10 @@ class Config:
     #: decoded from its body in all (entries, their fields, metadata keys and values).
     server_batch_max_entries: int = 100_000
     server_batch_max_values: int = 1_000_000
+    #: The server process's thread switch interval (``sys.setswitchinterval``): how
+    #: long a thread may keep the GIL while the event loop waits for it (CPython's
+    #: default is 5 ms; docs/server.md, "Health probes during maximal batches").
+    server_switch_interval_ms: float = 1.0
     #: S3 endpoints an API caller's namespace may name (``?endpoint_url=``), separated
     #: by spaces or commas; none by default: the server then uses its own AWS
     #: configuration (docs/security.md, "Namespaces, ownership and deletion").
@@ -461,6 +465,7 @@ _BOUNDS: dict[str, tuple[float, float, bool]] = {
     "server_max_connections": (1, 10_000_000, False),
     "server_batch_max_entries": (1, _COUNT, False),
     "server_batch_max_values": (1, _COUNT, False),
+    "server_switch_interval_ms": (0, 1000, True),
     "server_member_heartbeat_s": (0, 3600, True),
     "server_member_ttl_s": (0, 3600, True),
     "remote_batch_window_ms": (0, 3_600_000, False),
