@@ -207,6 +207,10 @@ class Config:
     commit_poll_interval_s: float = 5.0
     commit_concurrency: int = 2
     commit_lease_s: float = 300.0
+    #: An import (docs/client.md, "Imports") is run by one process holding a lease of
+    #: ``import_lease_s`` in the RefStore, renewed (with its progress) every fifth of
+    #: it; once the lease lapses, its status reads as failed (the process stopped).
+    import_lease_s: float = 30.0
     #: A commit whose branch moved under it starts over, up to this many attempts in
     #: all, backing off from ``commit_backoff_ms`` (doubling, jittered) to at most
     #: ``commit_backoff_max_ms``.
@@ -449,6 +453,7 @@ _BOUNDS: dict[str, tuple[float, float, bool]] = {
     "commit_poll_interval_s": (0, _YEAR_S, True),
     "commit_concurrency": (1, 1024, False),
     "commit_lease_s": (0, _YEAR_S, True),
+    "import_lease_s": (0, 86_400, True),
     "commit_max_attempts": (1, 1000, False),
     "commit_backoff_ms": (0, _YEAR_S * 1000, False),
     "commit_backoff_max_ms": (0, _YEAR_S * 1000, False),

@@ -51,6 +51,7 @@ from lsmstore.error_types import error_from
 from lsmstore.errors import (
     ConflictError,
     EntryTooLargeError,
+    ImportNotFoundError,
     InvalidInputError,
     InvalidURLError,
     LsmError,
@@ -255,6 +256,7 @@ _NOT_FOUND: dict[str, type[NotFoundError]] = {
     "ref": RefNotFoundError,
     "merge": RefNotFoundError,
     "workspace": WorkspaceNotFoundError,
+    "import": ImportNotFoundError,
 }
 _EXISTS: dict[str, type[LsmError]] = {
     "create": RefExistsError,

@@ -29,6 +29,7 @@ from lsmstore.server.routes import (
     branches,
     commits,
     config,
+    imports,
     lsm,
     objects,
     protection,
@@ -55,7 +56,7 @@ _JSON_TYPE = (b"content-type", JSON.encode())
 def build_router(ctx: Context, version: str) -> Router:
     router = Router()
     for module in (config, repositories, branches, commits, refs, tags, objects, lsm, workspaces,
-                   protection, actions, ui_routes):  # fmt: skip
+                   protection, actions, imports, ui_routes):  # fmt: skip
         for route in module.routes(ctx):
             router.add(route)
     # The document describes every route, itself and the health routes included.
