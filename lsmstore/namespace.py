@@ -183,7 +183,7 @@ async def owner_within(refstore: RefStore, url: str, home: Path) -> Repository |
     """A repository whose namespace overlaps the location ``url`` (a ``local://`` one
     resolved under ``home/data``, as :func:`resolve`), or None (one listing of all
     repositories)."""
-    key = namespace_key(resolve(url, home) or url)
+    key = namespace_key(resolve(url.rstrip("/"), home) or url)
     async for r in _repositories(refstore):
         if key_of(r).overlaps(key):
             return r

@@ -22,7 +22,7 @@ from lakefs.exceptions import BadRequestException
 
 from lsmstore.client import Store
 from lsmstore.config import load_config
-from lsmstore.errors import ImportNotFoundError
+from lsmstore.errors import ImportNotFoundError, InvalidInputError
 from lsmstore.operations import imports
 from lsmstore.testing.server_process import ServerProcess, start_server
 from lsmstore.testing.servers import MotoServer, new_bucket
@@ -94,7 +94,10 @@ def server(tmp_path_factory: pytest.TempPathFactory, world: World) -> Iterator[S
         )
     finally:
         before.stop()
-    sources = f"s3://{world.ext}/raw/, s3://{world.shared}/"
+    landing = home / "data" / "landing" / "day=1"
+    landing.mkdir(parents=True)
+    (landing / "rows.txt").write_bytes(b"local rows")
+    sources = f"s3://{world.ext}/raw/, s3://{world.shared}/ local://landing/"
     proc = start_server(home, env=world.env(sources), admin=before.admin)
     try:
         yield proc
@@ -141,6 +144,24 @@ def test_import_from_an_allowed_bucket(server: ServerProcess, world: World) -> N
     # read back through the server, from the other bucket
     assert main.object("in/sub/b.csv").reader().read() == b"b,22"
     assert main.object("one.csv").reader().read() == b"a,1"
+
+
+def test_import_from_an_allowed_local_directory(server: ServerProcess) -> None:
+    repo = lakefs.Repository("local-src", client=_client(server)).create(
+        storage_namespace="local://repos/local-src"
+    )
+    main = repo.branch("main")
+    status = (
+        main.import_data(commit_message="from landing")
+        .prefix("local://landing/", destination="in/")
+        .run(poll_interval=timedelta(seconds=0.1))
+    )
+    assert status.completed and status.error is None and status.ingested_objects == 1
+    o = main.object("in/day=1/rows.txt")
+    assert o.stat().physical_address == "local://landing/day=1/rows.txt"
+    assert o.reader().read() == b"local rows"
+    body = _refused(server, repo.id, "local://elsewhere/")
+    assert body["type"] == "ImportSourceNotAllowedError", body
 
 
 def test_sources_outside_the_setting_are_refused(server: ServerProcess, world: World) -> None:
@@ -233,3 +254,11 @@ async def test_records_of_finished_imports_are_pruned(tmp_path: Path) -> None:
         assert await imports.prune(repo) == 2
         with pytest.raises(ImportNotFoundError):
             await main.import_status(newest)
+
+
+def test_the_setting_is_checked_when_loaded(tmp_path: Path) -> None:
+    ok = load_config(home=tmp_path, server_import_sources="s3://a/raw/, local://landing/")
+    assert ok.server_import_sources == "s3://a/raw/, local://landing/"
+    for bad in ("s3://a/raw", "http://a/raw/", "s3://a/raw/?endpoint_url=http://x", "mem://a/"):
+        with pytest.raises(InvalidInputError, match="server_import_sources"):
+            load_config(home=tmp_path, server_import_sources=bad)

@@ -40,7 +40,7 @@ def check_api_namespace(namespace: str, config: Config) -> None:
         )
     key = namespace_key(resolve(namespace, config.home) or namespace)
     for source in import_source_list(config.server_import_sources):
-        if namespace_key(resolve(source, config.home) or source).overlaps(key):
+        if namespace_key(resolve(source.rstrip("/"), config.home) or source).overlaps(key):
             raise bad_request(
                 f"storage namespace {namespace!r} overlaps {source!r}, a place the server "
                 "imports from (server.import_sources): choose another namespace"
