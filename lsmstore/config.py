@@ -272,6 +272,9 @@ class Config:
     server_namespace_endpoints: str = ""
     #: ``on`` lets API callers create ``mem://`` repositories (lost on restart: tests).
     server_mem_namespaces: str = "off"
+    #: ``on`` lets ``/api/v1/setup_lakefs`` answer without credentials while the
+    #: RefStore holds no access key (lakeFS's first-run setup; docs/security.md).
+    server_setup_lakefs: str = "off"
     #: Branch affinity (docs/server.md, "Several daemons"): ``on`` makes the daemon a
     #: member of its RefStore's group, renewed every ``server_member_heartbeat_s`` with a
     #: lifetime of ``server_member_ttl_s``, reachable at ``server_advertise_url`` (empty:
@@ -328,7 +331,13 @@ _SIZES = {
     "server_max_header_bytes",
 }
 #: On/off/auto switches: TOML booleans and ``true``/``false``/``on``/``off``/``1``/``0``.
-_SWITCHES = {"compaction_in_process", "gc_freeze", "server_mem_namespaces", "server_affinity"}
+_SWITCHES = {
+    "compaction_in_process",
+    "gc_freeze",
+    "server_mem_namespaces",
+    "server_affinity",
+    "server_setup_lakefs",
+}
 _SWITCH_VALUES = {
     "auto": "auto",
     "on": "on",

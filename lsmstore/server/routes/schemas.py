@@ -206,6 +206,7 @@ COMPONENTS: dict[str, dict[str, Any]] = {
     "LoginInformation": obj({"access_key_id": STR, "secret_access_key": STR}),
     "AuthenticationToken": obj({"token": STR}, {"token_expiration": INT}),
     "User": obj({"id": STR, "creation_date": INT}, {"friendly_name": STR, "email": STR}),
+    "UserList": listing("User"),
     # --- extensions ------------------------------------------------------------------
     "StagingState": obj(
         {
