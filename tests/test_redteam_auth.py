@@ -93,7 +93,8 @@ def world(server: ServerProcess) -> dict[str, Any]:
 def _fill(template: str, repo: str) -> str:
     values = {"repository": repo, "branch": "main", "destinationBranch": "main", "tag": "t",
               "commitId": "main", "ref": "main", "leftRef": "main", "rightRef": "main",
-              "sourceRef": "main", "workspace": "w"}  # fmt: skip
+              "sourceRef": "main", "workspace": "w", "userId": "u",
+              "accessKeyId": "AKIALNOSUCHKEY"}  # fmt: skip
     out = template
     for name, value in values.items():
         out = out.replace("{" + name + "}", value)
@@ -202,8 +203,8 @@ def test_every_route_refuses_every_bad_credential(
                 if status != 401:
                     failures.append((route.operation_id, what, status))
         for what, headers in bad.items():  # a lakeFS route this server lacks: 401 first
-            assert c.get("/api/v1/auth/users", headers=headers).status_code == 401, what
-        assert c.get("/api/v1/auth/users", auth=server.admin).status_code == 501
+            assert c.get("/api/v1/auth/groups", headers=headers).status_code == 401, what
+        assert c.get("/api/v1/auth/groups", auth=server.admin).status_code == 501
     assert not failures, failures
 
 

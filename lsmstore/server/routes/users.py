@@ -20,8 +20,7 @@ from lsmstore.server.errors import ApiError, bad_request
 from lsmstore.server.http import Request, Response, empty, json_response
 from lsmstore.server.routes.common import principal
 from lsmstore.server.routes.schemas import BOOL, INT, STR, listing, obj, ref
-from lsmstore.server.routing import Route
-from lsmstore.server.throttle import client_address
+from lsmstore.server.routing import Permission, Route
 from lsmstore.server.users import User, Users, credentials_doc, user_doc
 
 USERS = "/api/v1/auth/users"
@@ -51,26 +50,14 @@ def _manager(request: Request) -> Principal:
 def routes(ctx: Context) -> list[Route]:
     users = Users(ctx.auth)
     is_open = ctx.config.server_setup_lakefs == "on"
+    setup: Permission = None if is_open else "read"
 
     async def open_setup(request: Request) -> bool:
-        """True when setup is open to this request: ``server_setup_lakefs = on`` and
-        no key exists.  With the setting on, the setup routes answer without
-        credentials either way (lakeFS's clients send none to them; all they tell is
-        whether the server is set up); with it off the caller is authenticated (401
-        without credentials) and setup is closed."""
-        if is_open:
-            return not await users.initialized()
-        header = request.headers.get("authorization")
-        if not header:
-            raise ApiError(
-                401,
-                "missing credentials (setup_lakefs without credentials needs the server "
-                "setting server_setup_lakefs = on and no access key yet; 'lsmstore serve "
-                "--init' creates the first admin key)",
-                {"WWW-Authenticate": 'Basic realm="lsmstore"'},
-            )
-        request.auth = await ctx.auth.authenticate(header, client_address(request.scope))
-        return False
+        """True when setup is open: ``server_setup_lakefs = on`` and no key exists.
+        With the setting on the setup routes take no credentials (lakeFS's clients
+        send none to them; all they tell is whether the server is set up); with it
+        off they are routes like any other (the caller was authenticated)."""
+        return is_open and not await users.initialized()
 
     async def get_setup(request: Request) -> Response:
         state = "not_initialized" if await open_setup(request) else "initialized"
@@ -173,9 +160,9 @@ def routes(ctx: Context) -> list[Route]:
     cred_list: dict[str, Any] = {**lst, "properties": {**lst["properties"],
                                  "results": {"type": "array", "items": creds}}}  # fmt: skip
     return [
-        Route("GET", "/api/v1/setup_lakefs", get_setup, "getSetupState", None, "internal",
+        Route("GET", "/api/v1/setup_lakefs", get_setup, "getSetupState", setup, "internal",
               responses={200: state}, errors=(401,)),
-        Route("POST", "/api/v1/setup_lakefs", post_setup, "setup", None, "internal",
+        Route("POST", "/api/v1/setup_lakefs", post_setup, "setup", setup, "internal",
               body=(("application/json", setup_body),), responses={200: with_secret},
               errors=(400, 401, 409)),
         Route("GET", USERS, list_users, "listUsers", "admin", "auth",
