@@ -80,7 +80,7 @@ async def peers(root: Path, n: int) -> dict[str, float]:
         f"local://{root / 'peer-refs'}", compaction_in_process="off"
     ) as store:
         ns = (root / "peer-ns").as_uri()
-        repo = await store.create_repository("p", storage_namespace=ns)
+        repo = await store.create_repository("prepared", storage_namespace=ns)
         main = repo.branch("main")
         batch = 10_000
         t = time.perf_counter()
@@ -106,7 +106,7 @@ async def gc_repository(root: Path, commits: int) -> dict[str, float]:
     refs = f"local://{root / 'gc-refs'}"
     async with lsmstore.connect(refs, compaction_in_process="off") as store:
         ns = (root / "gc-ns").as_uri()
-        repo = await store.create_repository("g", storage_namespace=ns)
+        repo = await store.create_repository("gcrepo", storage_namespace=ns)
         main = repo.branch("main")
         for c in range(commits):
             await main.link_many(
@@ -123,7 +123,7 @@ async def gc_repository(root: Path, commits: int) -> dict[str, float]:
             t = time.perf_counter()
             report = await collect_repository(
                 store.refstore,
-                "g",
+                "gcrepo",
                 objects,
                 Retention(default_days=21),
                 grace_s=600,
@@ -294,7 +294,7 @@ def main(argv: list[str]) -> int:
 
         async def setup() -> None:
             async with lsmstore.connect(refs, compaction_in_process="off") as store:
-                await store.create_repository("r", storage_namespace=ns)
+                await store.create_repository("rep", storage_namespace=ns)
 
         asyncio.run(setup())
         spark = local_session(args.cores, app="bench-spark")
@@ -303,7 +303,7 @@ def main(argv: list[str]) -> int:
         t = time.perf_counter()
         n = jobs.import_inventory(
             spark,
-            "lsm://r/main",
+            "lsm://rep/main",
             [str(inv)],
             address_prefix=f"{ns}/data/",
             commit_message="import",
@@ -316,13 +316,13 @@ def main(argv: list[str]) -> int:
         cpu0, own0 = tree_cpu(), time.process_time()
         t = time.perf_counter()
         out = root / "export"
-        m = jobs.export(spark, "lsm://r/main", str(out), options=opts)
+        m = jobs.export(spark, "lsm://rep/main", str(out), options=opts)
         dt = time.perf_counter() - t
         results["export_per_s"] = round(m / dt)
         results["export_s"] = round(dt, 1)
         results["export_cpu_s"] = cpu_since(cpu0, own0)
         t = time.perf_counter()
-        rows = spark.read.format("lsmstore").options(**opts).load("lsm://r/main/logs/0001").count()
+        rows = spark.read.format("lsmstore").options(**opts).load("lsm://rep/main/logs/0001").count()
         results["prefix_read_rows"] = rows
         results["prefix_read_s"] = round(time.perf_counter() - t, 2)
         spark.stop()
@@ -359,7 +359,7 @@ def tables_bench(n: int, cores: int, rounds: int, directory: str | None) -> dict
 
         async def setup() -> None:
             async with lsmstore.connect(refs, compaction_in_process="off") as store:
-                await store.create_repository("r", storage_namespace=ns)
+                await store.create_repository("rep", storage_namespace=ns)
 
         asyncio.run(setup())
         spark = local_session(cores, app="bench-tables")
@@ -382,7 +382,7 @@ def tables_bench(n: int, cores: int, rounds: int, directory: str | None) -> dict
             return n / (time.perf_counter() - t)
 
         for i in range(rounds):
-            url = f"lsm://r/main/tables/t{i}/"
+            url = f"lsm://rep/main/tables/t{i}/"
             local = str(root / f"local-{i}")
             runs["lsm_write"].append(
                 timed(

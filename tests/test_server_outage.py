@@ -34,7 +34,7 @@ def test_server_rides_out_a_refstore_outage(tmp_path: Path, redis_aof: RedisServ
     try:
         auth = httpx.BasicAuth(*server.admin)
         with httpx.Client(base_url=server.api, auth=auth, timeout=60) as c:
-            r = c.post("/repositories", json={"name": "r", "storage_namespace": "local://r"})
+            r = c.post("/repositories", json={"name": "rep", "storage_namespace": "local://r"})
             assert r.status_code == 201, r.text
 
             def upload(path: str, body: bytes) -> httpx.Response:
