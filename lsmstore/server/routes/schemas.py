@@ -143,7 +143,9 @@ COMPONENTS: dict[str, dict[str, Any]] = {
         {"size_bytes": INT, "metadata": STR_MAP, "content_type": STR},
     ),
     "ObjectStatsList": listing("ObjectStats"),
-    "StagingLocation": obj({}, {"physical_address": STR}),
+    "StagingLocation": obj(
+        {}, {"physical_address": STR, "presigned_url": STR, "presigned_url_expiry": INT}
+    ),
     "StagingMetadata": obj(
         {"staging": ref("StagingLocation"), "checksum": STR, "size_bytes": INT},
         {"user_metadata": STR_MAP, "content_type": STR, "mtime": INT, "force": BOOL},
