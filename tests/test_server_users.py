@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx
 import lakefs_sdk
 import pytest
+from helpers.cli import Cli
 from helpers.server import unique
 from lakefs.client import Client
 
@@ -153,8 +154,10 @@ def test_setup_creates_the_first_admin_once(fresh: ServerProcess) -> None:
 
 def test_concurrent_setups_create_one_admin(fresh: ServerProcess) -> None:
     def setup(i: int) -> int:
-        body = {"username": f"admin{i}", "key": {"access_key_id": f"AKIALSETUP{i}",
-                                                 "secret_access_key": f"secret-{i}-xxxxxxxx"}}
+        body = {
+            "username": f"admin{i}",
+            "key": {"access_key_id": f"AKIALSETUP{i}", "secret_access_key": f"secret-{i}-xxxxxxxx"},
+        }
         return httpx.post(f"{fresh.api}/setup_lakefs", json=body, timeout=60).status_code
 
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
@@ -180,3 +183,35 @@ def test_setup_is_closed_unless_the_server_opens_it(tmp_path: Path) -> None:
         assert r.status_code == 409
     finally:
         proc.stop()
+
+
+def test_cli_manages_users_on_a_server(server: ServerProcess, tmp_path: Path) -> None:
+    """``lsmstore auth users ...`` (lakectl's commands) through our remote client."""
+    key, secret = server.admin
+    cli = Cli(tmp_path / "home", {"LSMSTORE_SERVER_URL": server.url,
+                                  "LSMSTORE_ACCESS_KEY_ID": key,
+                                  "LSMSTORE_SECRET_ACCESS_KEY": secret})  # fmt: skip
+    name = unique("user")
+    made = cli.json("auth", "users", "create", "--id", name, "--role", "writer")
+    assert made["id"] == name and made["role"] == "writer"
+    assert name in [u["id"] for u in cli.json("auth", "users", "list")]
+    cred = cli.json("auth", "users", "credentials", "create", "--id", name)
+    assert cred["secret_access_key"]
+    listed = cli.json("auth", "users", "credentials", "list", "--id", name)
+    assert [c["access_key_id"] for c in listed] == [cred["access_key_id"]]
+    # The new key is a writer's: it works through the CLI too.
+    env = {"LSMSTORE_SERVER_URL": server.url, "LSMSTORE_ACCESS_KEY_ID": cred["access_key_id"],
+           "LSMSTORE_SECRET_ACCESS_KEY": cred["secret_access_key"]}  # fmt: skip
+    theirs = Cli(tmp_path / "home2", env)
+    assert theirs("repo", "list").returncode == 0
+    refused = theirs("auth", "users", "list")
+    assert refused.returncode != 0 and "may not" in refused.stderr
+    cli("auth", "users", "credentials", "delete", "--id", name,
+        "--access-key-id", cred["access_key_id"], check=True)  # fmt: skip
+    assert cli.json("auth", "users", "credentials", "list", "--id", name) == []
+    cli("auth", "users", "delete", "--id", name, check=True)
+    gone = cli("auth", "users", "delete", "--id", name)
+    assert gone.returncode != 0 and "no user" in gone.stderr
+    # Users are a server's: the embedded store says so.
+    embedded = Cli(tmp_path / "home3")("auth", "users", "list")
+    assert embedded.returncode == 11 and "server" in embedded.stderr

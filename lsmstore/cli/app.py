@@ -17,6 +17,7 @@ from collections.abc import Sequence
 import click
 
 from lsmstore.cli import (
+    auth,
     branch,
     commits,
     completion,
@@ -130,7 +131,7 @@ def cli(
 
 
 for module in (repo, branch, commits, tag, fs, importer, workspace, service, completion,
-               protect, unavailable):  # fmt: skip
+               protect, auth, unavailable):  # fmt: skip
     module.register(cli)
 
 
