@@ -43,7 +43,9 @@ def main(argv: list[str]) -> int:
     srv = start_server(Path(tempfile.mkdtemp(prefix="bench-probe-")) / "home")
     try:
         with httpx.Client(base_url=srv.api, auth=srv.admin, timeout=600) as c:
-            r = c.post("/repositories", json={"name": "probe", "storage_namespace": "local://probe"})
+            r = c.post(
+                "/repositories", json={"name": "probe", "storage_namespace": "local://probe"}
+            )
             r.raise_for_status()
             done = threading.Event()
             latencies: list[float] = []

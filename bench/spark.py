@@ -322,7 +322,9 @@ def main(argv: list[str]) -> int:
         results["export_s"] = round(dt, 1)
         results["export_cpu_s"] = cpu_since(cpu0, own0)
         t = time.perf_counter()
-        rows = spark.read.format("lsmstore").options(**opts).load("lsm://rep/main/logs/0001").count()
+        rows = (
+            spark.read.format("lsmstore").options(**opts).load("lsm://rep/main/logs/0001").count()
+        )
         results["prefix_read_rows"] = rows
         results["prefix_read_s"] = round(time.perf_counter() - t, 2)
         spark.stop()

@@ -44,7 +44,9 @@ async def test_a_complete_repository_is_still_taken(store: lsmstore.Store, tmp_p
 async def test_a_half_created_repository_is_not_taken_over_with_other_settings(
     store: lsmstore.Store, tmp_path: Path
 ) -> None:
-    await store.refstore.create_repository(RepositoryInfo("rep", (tmp_path / "rep").as_uri(), "main"))
+    await store.refstore.create_repository(
+        RepositoryInfo("rep", (tmp_path / "rep").as_uri(), "main")
+    )
     with pytest.raises(lsmstore.RefExistsError):
         await store.create_repository("rep", storage_namespace=(tmp_path / "other").as_uri())
     assert await store.refstore.get_refs("rep", ["main"]) == {}

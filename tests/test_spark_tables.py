@@ -129,7 +129,8 @@ async def test_round_trip_partitioned_by_spark_and_pandas(spark: Any, env: Env) 
     assert got == want(600)
     # A commit of the branch reads the same; so does an unpartitioned table.
     commit = await main.commit("table t")
-    assert await in_thread(read, spark, f"lsm://rep/{commit.id}/tables/t/", **env.opts()) == want(600)
+    at_commit = f"lsm://rep/{commit.id}/tables/t/"
+    assert await in_thread(read, spark, at_commit, **env.opts()) == want(600)
     await in_thread(write, frame(spark, 50), "lsm://rep/main/tables/flat", **env.opts())
     assert await in_thread(read, spark, "lsm://rep/main/tables/flat/", **env.opts()) == want(50)
     assert all("=" not in p for p in await paths(main, "tables/flat/"))
