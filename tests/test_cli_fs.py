@@ -59,7 +59,7 @@ def test_upload_ls_stat_cat_download(cli: Cli, tree: Path, tmp_path: Path) -> No
     st = cli.json("fs", "stat", "lsm://fssx/main/t/sub/deeper/c.bin")
     assert st["size_bytes"] == 3 << 20
     assert st["checksum"] == md5(tree / "sub" / "deeper" / "c.bin")
-    assert st["physical_address"].startswith((cli.home / "data" / "fs").as_uri())
+    assert st["physical_address"].startswith((cli.home / "data" / "fssx").as_uri())
     assert cli.raw("fs", "cat", "lsm://fssx/main/t/sub/b.txt").stdout == b"beta\n"
     big = cli.raw("fs", "cat", "lakefs://fssx/main/t/sub/deeper/c.bin").stdout
     assert big == (tree / "sub" / "deeper" / "c.bin").read_bytes()
@@ -129,7 +129,7 @@ def test_import_directory_and_prefix_as_one_commit(cli: Cli, tree: Path) -> None
     assert len(cli.json("fs", "ls", "-r", "lsm://fssx/main/raw/")) == 4
 
     # an object-store prefix inside the namespace: linked, not copied
-    ns = cli.home / "data" / "fs"
+    ns = cli.home / "data" / "fssx"
     (ns / "landing" / "day1").mkdir(parents=True)
     (ns / "landing" / "day1" / "x.csv").write_bytes(b"x,y\n1,2\n")
     (ns / "landing" / "day1" / "y.csv").write_bytes(b"x,y\n3,4\n")

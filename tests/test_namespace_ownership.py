@@ -167,8 +167,8 @@ async def test_concurrent_creates_on_overlapping_namespaces(
             base = tmp_path / f"ns{i}"
             inner = base if i % 2 else base / "data"
             results = await asyncio.gather(
-                a.create_repository(f"a{i}", storage_namespace=base.as_uri()),
-                b.create_repository(f"b{i}", storage_namespace=inner.as_uri()),
+                a.create_repository(f"aa-{i}", storage_namespace=base.as_uri()),
+                b.create_repository(f"bb-{i}", storage_namespace=inner.as_uri()),
                 return_exceptions=True,
             )
             won = [r for r in results if isinstance(r, lsmstore.Repository)]
@@ -176,7 +176,7 @@ async def test_concurrent_creates_on_overlapping_namespaces(
                 assert isinstance(r, lsmstore.Repository | lsmstore.NamespaceInUseError), r
             assert len(won) <= 1
             names = {r.name for r in await a.list_repositories()}
-            assert {f"a{i}", f"b{i}"} & names == {r.name for r in won}
+            assert {f"aa-{i}", f"bb-{i}"} & names == {r.name for r in won}
     finally:
         await a.aclose()
         await b.aclose()

@@ -256,17 +256,17 @@ async def test_a_branch_deleted_under_the_batch_routes_memo_still_gets_404(
 
         for b in ("b", "c"):
             await repo.create_branch(b)
-            assert (await call("POST", f"/lsm/repositories/r/branches/{b}/batch", kv("k1")))[
+            assert (await call("POST", f"/lsm/repositories/rep/branches/{b}/batch", kv("k1")))[
                 0
             ] == 200
-        assert (await call("POST", "/lsm/repositories/r/branches/b/batch", kv("k2")))[0] == 200
+        assert (await call("POST", "/lsm/repositories/rep/branches/b/batch", kv("k2")))[0] == 200
         assert heads == ["b", "c"]  # read once, then remembered
         await repo.delete_branch("b")  # past the server: its memo still says "exists"
-        status, body = await call("POST", "/lsm/repositories/r/branches/b/batch", kv("k3"))
+        status, body = await call("POST", "/lsm/repositories/rep/branches/b/batch", kv("k3"))
         assert status == 404, body  # the append found no branch
         assert heads == ["b", "c"]
-        assert (await call("DELETE", "/repositories/r/branches/c"))[0] == 204
-        status, body = await call("POST", "/lsm/repositories/r/branches/c/batch", kv("k3"))
+        assert (await call("DELETE", "/repositories/rep/branches/c"))[0] == 204
+        status, body = await call("POST", "/lsm/repositories/rep/branches/c/batch", kv("k3"))
         assert status == 404 and heads == ["b", "c", "c"]  # forgotten: read again
 
 
@@ -283,7 +283,7 @@ async def test_object_writes_share_the_branch_memo_and_a_deleted_branch_gets_404
     import lsmstore
 
     async with _app_counting_heads(tmp_path, monkeypatch) as (repo, call, heads):
-        objects = "/repositories/r/branches/{}/objects"
+        objects = "/repositories/rep/branches/{}/objects"
         boundary = "xyzzy"
         multipart = f"multipart/form-data; boundary={boundary}"
 
@@ -310,7 +310,7 @@ async def test_object_writes_share_the_branch_memo_and_a_deleted_branch_gets_404
         await repo.delete_branch("b")  # past the server: its memo still says "exists"
         assert await writes("b") == [404, 404, 404]  # the write found no branch
         assert heads == ["b", "b", "c", "c", "b"]
-        assert (await call("DELETE", "/repositories/r/branches/c"))[0] == 204
+        assert (await call("DELETE", "/repositories/rep/branches/c"))[0] == 204
         assert await writes("c") == [404, 404, 404]
         # forgotten: read again, not remembered
         assert heads == ["b", "b", "c", "c", "b", "c", "c", "c"]
