@@ -17,6 +17,7 @@ from collections.abc import Sequence
 import click
 
 from lsmstore.cli import (
+    actions,
     auth,
     branch,
     commits,
@@ -27,7 +28,6 @@ from lsmstore.cli import (
     repo,
     service,
     tag,
-    unavailable,
     workspace,
 )
 from lsmstore.cli.exitcodes import ExitCode, exit_code_for
@@ -131,7 +131,7 @@ def cli(
 
 
 for module in (repo, branch, commits, tag, fs, importer, workspace, service, completion,
-               protect, auth, unavailable):  # fmt: skip
+               protect, actions, auth):  # fmt: skip
     module.register(cli)
 
 
