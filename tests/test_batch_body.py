@@ -77,3 +77,36 @@ async def test_other_media_types_are_400() -> None:
     with pytest.raises(ApiError) as e:
         await decode_batch(b"[]", "text/plain", max_entries=1, max_values=1)
     assert e.value.status == 400
+
+
+def _counted(data: bytes) -> int:
+    return sum(map(data.count, (b"[", b"{", b",", b":")))
+
+
+@pytest.mark.parametrize("n", [1, 3, 5000, 40_000])
+async def test_json_values_are_counted_to_the_bound_across_slices(n: int) -> None:
+    """A JSON body is refused exactly when it holds ``max_values`` or more of the
+    characters that open or separate values, whether it is shorter than the bound or
+    counted over several slices (the 40,000-entry body is over 1 MB)."""
+    import orjson
+
+    from lsmstore.server import batch_body
+
+    entries = [["link", f"p{i}", "data/x", 1, "c", None, {"a": "1"}] for i in range(n)]
+    body = orjson.dumps(entries)
+    count = _counted(body)
+    if n == 40_000:
+        assert len(body) > 4 * batch_body._COUNT_SLICE
+    for bound in (count, count + 1, len(body), len(body) + 1, count // 2 + 1):
+        over = count >= bound
+        assert batch_body._json_values_over(body, bound) is over, bound
+        if over:
+            with pytest.raises(ApiError) as e:
+                await decode_batch(body, "application/json", max_entries=BIG, max_values=bound)
+            assert e.value.status == 413
+        else:
+            got = await decode_batch(body, "application/json", max_entries=BIG, max_values=bound)
+            assert got == entries
+    # every byte one of them: as many values as bytes
+    dense = b"[" * 10 + b"]" * 10
+    assert batch_body._json_values_over(dense, 10) and not batch_body._json_values_over(dense, 11)

@@ -9,7 +9,8 @@ that a small body cannot become a large heap:
 * at most ``max_values`` values in all -- entries, their fields, metadata keys and
   values -- counted while decoding (msgpack: the containers' hooks, so at most one
   bounded container is decoded past the limit; JSON: every ``[``, ``{``, ``,`` and ``:`` of
-  the text counted before it is parsed, an upper bound of its values).  Past it: 413.
+  the text counted before it is parsed, an upper bound of its values; a text shorter
+  than ``max_values`` bytes has fewer).  Past it: 413.
 
 A msgpack body is decoded in slices of :data:`SLICE` entries with the event loop free
 between them, so other requests (a health probe) are served while a large batch is
@@ -34,6 +35,10 @@ MSGPACK = "application/msgpack"
 SLICE = 4096
 #: The longest array inside an entry (an entry has at most 8 fields).
 _MAX_FIELDS = 64
+#: The JSON characters counted as values (see :func:`_json_values_over`).
+_VALUE_BYTES = b"[{,:"
+#: Bytes of a JSON body counted in one step.
+_COUNT_SLICE = 1 << 18
 
 
 class _TooMany(Exception):
@@ -61,8 +66,25 @@ async def decode_batch(
     raise bad_request(f"batch body must be {MSGPACK} or application/json")
 
 
+def _json_values_over(data: bytes, max_values: int) -> bool:
+    """Whether the JSON text has ``max_values`` or more of the characters that open or
+    separate values (``[``, ``{``, ``,``, ``:``): an upper bound of the values it
+    decodes to.  Each is one byte, so a shorter text has fewer (the common batch is
+    not looked at); a longer one is counted a slice at a time (a pass that deletes the
+    other bytes, about twice the speed of a count per character, and stops early)."""
+    if len(data) < max_values:
+        return False
+    found = 0
+    for at in range(0, len(data), _COUNT_SLICE):
+        part = data[at : at + _COUNT_SLICE]
+        found += len(part) - len(part.translate(None, _VALUE_BYTES))
+        if found >= max_values:
+            return True
+    return False
+
+
 def _json_entries(data: bytes, max_entries: int, max_values: int) -> list[Any]:
-    if sum(map(data.count, (b"[", b"{", b",", b":"))) >= max_values:
+    if _json_values_over(data, max_values):
         raise _too_many_values(max_values)
     try:
         doc = orjson.loads(data)
