@@ -182,8 +182,8 @@ class LinkStager:
         addr = link.physical_address
         if type(addr) is not str:
             return None
-        for found in self._prefixes:
-            if addr.startswith(found[0]):
+        for found in self._prefixes:  # no prefix starts another: at most one matches
+            if addr.startswith(found[1]):
                 break
         else:
             return None
@@ -194,7 +194,6 @@ class LinkStager:
             link.metadata is None
             and link.content_type is None
             and link.mtime is None
-            and addr.startswith(data_base)
             and len(addr) <= MAX_ADDRESS_BYTES
             and _plain_key(addr, len(data_base))
             and _LSM not in addr
