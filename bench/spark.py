@@ -19,10 +19,14 @@ storage namespace under ``--dir`` (a temporary directory by default):
 ``--tables ROWS`` measures tables instead (and nothing else): a DataFrame of ROWS rows
 (``id``, ``p`` = id % 8, a 20-character string, a double) written as Parquet
 partitioned by ``p`` and read back in full (an aggregate over every column), through
-(1) the data source's atomic write (``format("lsmstore")``, ``format`` ``parquet``) and
-(3) Spark's own Parquet writer to a local directory (the ceiling); ``--rounds`` rounds,
-the two alternating within each, so load changes hit both.  Rows/s per round, the
-medians and their ratios.
+(1) the data source's atomic write (``format("lsmstore")``, ``format`` ``parquet``),
+(2) Spark's own Parquet writer and reader through the S3 gateway of a server process
+(``s3a://r/main/tables/...``, hadoop-aws from ``.venv/spark-ivy``; its default file
+output committer's renames are CopyObject + DeleteObject requests, counted and timed
+by S3A's statistics; then the median time of renaming one file of 1 KiB and of 32 MiB)
+and (3) Spark's own Parquet writer to a local directory (the
+ceiling); ``--rounds`` rounds, the three alternating within each, so load changes hit
+all.  Rows/s per round, the medians and their ratios to (3).
 """
 
 from __future__ import annotations
@@ -338,11 +342,62 @@ def main(argv: list[str]) -> int:
     return 0
 
 
+#: S3A counters of a write through the gateway: the committer's renames and the
+#: requests they make, beside the uploads.
+S3A_COUNTERS = (
+    "op_rename", "object_copy_requests", "files_copied_bytes", "object_delete_request",
+    "object_bulk_delete_request", "object_put_request",
+)  # fmt: skip
+
+
+def _s3a_stats(fs: Any) -> dict[str, float]:
+    """S3A's counters (:data:`S3A_COUNTERS`) and the total milliseconds of the timed
+    ones (``<name>_ms``: the sum of S3A's duration samples) of file system ``fs``."""
+    stats = fs.getIOStatistics()
+    counters, means = stats.counters(), stats.meanStatistics()
+    out: dict[str, float] = {}
+    for name in S3A_COUNTERS:
+        value = counters.get(name)
+        out[name] = int(value) if value is not None else 0
+        mean = means.get(name + ".mean")
+        if mean is not None:
+            out[name + "_ms"] = float(mean.getSum())
+    return out
+
+
+def _rename_cost(jvm: Any, fs: Any, base: str, size: int, repeats: int) -> dict[str, float]:
+    """The median milliseconds of ``fs.rename`` of one ``size``-byte file back and forth
+    under ``base`` (a copy and a delete on S3), and the S3 requests of one rename."""
+    import statistics
+
+    paths = [jvm.org.apache.hadoop.fs.Path(f"{base}/{size}/{side}") for side in "ab"]
+    stream = fs.create(paths[0], True)
+    stream.write(bytearray(os.urandom(min(size, 1 << 20)) * max(1, size >> 20))[:size])
+    stream.close()
+    times = []
+    before = _s3a_stats(fs)
+    for i in range(repeats):
+        src, dst = paths[i % 2], paths[(i + 1) % 2]
+        t = time.perf_counter()
+        if not fs.rename(src, dst):
+            raise RuntimeError(f"rename {src} -> {dst} failed")
+        times.append((time.perf_counter() - t) * 1000)
+    after = _s3a_stats(fs)
+    out = {"median_ms": round(statistics.median(times), 1)}
+    for name in ("object_copy_requests", "object_delete_request"):
+        out[name] = (after[name] - before[name]) / repeats
+    return out
+
+
 def tables_bench(n: int, cores: int, rounds: int, directory: str | None) -> dict[str, Any]:
     """The ``--tables`` comparison (module docstring)."""
     import statistics
+    import sys
 
-    from lsmstore.spark import register
+    import httpx
+
+    from lsmstore.spark import register, s3a
+    from lsmstore.testing.server_process import start_server
 
     root = Path(directory or tempfile.mkdtemp(prefix="lsm-bench-tables-"))
     root.mkdir(parents=True, exist_ok=True)
@@ -353,6 +408,7 @@ def tables_bench(n: int, cores: int, rounds: int, directory: str | None) -> dict
         "cores": cores,
         "load_before": os.getloadavg(),
     }
+    server = None
     try:
         refs = f"local://{root / 'refs'}"
         ns = (root / "ns").as_uri()
@@ -362,8 +418,19 @@ def tables_bench(n: int, cores: int, rounds: int, directory: str | None) -> dict
                 await store.create_repository("r", storage_namespace=ns)
 
         asyncio.run(setup())
-        spark = local_session(cores, app="bench-tables")
+        server = start_server(root / "server")
+        with httpx.Client(base_url=server.api, auth=server.admin, timeout=60) as api:
+            api.post(
+                "/repositories", json={"name": "r", "storage_namespace": "local://r"}
+            ).raise_for_status()
+        jars = s3a.jars(os.path.join(sys.prefix, "spark-ivy"))
+        conf = s3a.conf(server.url, *server.admin, jars)
+        spark = local_session(cores, app="bench-tables", conf=conf)
         register(spark)
+        jvm = spark._jvm
+        fs = jvm.org.apache.hadoop.fs.FileSystem.get(
+            jvm.java.net.URI("s3a://r/main/"), spark._jsc.hadoopConfiguration()
+        )
         df = spark.range(n, numPartitions=cores * 2).selectExpr(
             "id",
             "cast(id % 8 as int) as p",
@@ -373,8 +440,10 @@ def tables_bench(n: int, cores: int, rounds: int, directory: str | None) -> dict
         opts = {"refstore": refs, "format": "parquet"}
         agg = ("count(*)", "sum(id)", "sum(p)", "sum(length(s))", "sum(x)")
         runs: dict[str, list[float]] = {
-            k: [] for k in ("lsm_write", "local_write", "lsm_read", "local_read")
+            k: []
+            for k in ("lsm_write", "s3a_write", "local_write", "lsm_read", "s3a_read", "local_read")
         }
+        renames: list[dict[str, float]] = []
 
         def timed(fn: Any) -> float:
             t = time.perf_counter()
@@ -384,6 +453,7 @@ def tables_bench(n: int, cores: int, rounds: int, directory: str | None) -> dict
         for i in range(rounds):
             url = f"lsm://r/main/tables/t{i}/"
             local = str(root / f"local-{i}")
+            gateway = f"s3a://r/main/tables/t{i}"
             runs["lsm_write"].append(
                 timed(
                     lambda url=url: (
@@ -394,6 +464,12 @@ def tables_bench(n: int, cores: int, rounds: int, directory: str | None) -> dict
                     )
                 )
             )
+            before = _s3a_stats(fs)
+            runs["s3a_write"].append(
+                timed(lambda gateway=gateway: df.write.partitionBy("p").parquet(gateway))
+            )
+            after = _s3a_stats(fs)
+            renames.append({k: round(v - before.get(k, 0)) for k, v in after.items()})
             runs["local_write"].append(
                 timed(lambda local=local: df.write.partitionBy("p").parquet(local))
             )
@@ -408,17 +484,35 @@ def tables_bench(n: int, cores: int, rounds: int, directory: str | None) -> dict
                     )
                 )
             )
+            runs["s3a_read"].append(
+                timed(
+                    lambda gateway=gateway: (
+                        spark.read.parquet(gateway).selectExpr(*agg).collect()
+                    )
+                )
+            )
             runs["local_read"].append(
                 timed(lambda local=local: spark.read.parquet(local).selectExpr(*agg).collect())
             )
+        # one file renamed back and forth: a link through the gateway, whatever its size
+        out["s3a_rename"] = {
+            str(size): _rename_cost(jvm, fs, "s3a://r/main/renames", size, 9)
+            for size in (1024, 32 << 20)
+        }
         spark.stop()
         for k, v in runs.items():
             out[f"{k}_rows_per_s"] = [round(x) for x in v]
             out[f"{k}_median"] = round(statistics.median(v))
         out["write_ratio"] = round(out["lsm_write_median"] / out["local_write_median"], 2)
         out["read_ratio"] = round(out["lsm_read_median"] / out["local_read_median"], 2)
+        out["s3a_write_ratio"] = round(out["s3a_write_median"] / out["local_write_median"], 2)
+        out["s3a_read_ratio"] = round(out["s3a_read_median"] / out["local_read_median"], 2)
+        # per s3a write: the committer's renames, the requests they made and their time
+        out["s3a_write_requests"] = renames
         out["load_after"] = os.getloadavg()
     finally:
+        if server is not None:
+            server.stop()
         if not directory:
             shutil.rmtree(root, ignore_errors=True)
     return out

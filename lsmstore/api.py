@@ -57,10 +57,12 @@ from lsmstore.objects import LinkItem
 from lsmstore.refstore.base import Ref as RefValue
 from lsmstore.refstore.base import Workspace
 from lsmstore.types import (
+    ActionRun,
     BranchProtection,
     Change,
     Commit,
     Entry,
+    HookRun,
     LogEntry,
     MergeResult,
     ObjectStats,
@@ -500,6 +502,34 @@ class RepositoryAPI(Protocol):
         otherwise, nothing changed.  InvalidInputError for a pattern that is empty, too
         long, repeated or holds a control character.  Returns the new rules and ETag;
         they apply to every write appended afterwards, in every process."""
+        ...
+
+    async def action_runs(
+        self,
+        *,
+        branch: str | None = None,
+        commit: str | None = None,
+        after: str | None = None,
+        amount: int = 100,
+    ) -> list[ActionRun]:
+        """The recorded runs of the repository's actions (docs/actions.md), newest
+        first, strictly after run ID ``after``, at most ``amount`` (1..1000); with
+        ``branch`` / ``commit``: only the runs of that branch / commit ID."""
+        ...
+
+    async def action_run(self, run_id: str) -> ActionRun:
+        """One run; NotFoundError when there is none (or it passed its retention)."""
+        ...
+
+    async def run_hooks(
+        self, run_id: str, *, after: str | None = None, amount: int = 100
+    ) -> list[HookRun]:
+        """The hooks of a run, in hook run ID order, strictly after ``after``."""
+        ...
+
+    async def hook_output(self, run_id: str, hook_run_id: str) -> bytes:
+        """What one hook of a run sent and received (empty for a skipped hook);
+        NotFoundError for an unknown run or hook."""
         ...
 
     async def merge(

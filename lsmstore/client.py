@@ -48,6 +48,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 from lsmstore import namespace, refexpr, validate
+from lsmstore.actions import runs as _runs
 from lsmstore.cache import FileCache
 from lsmstore.config import Config, load_config
 from lsmstore.errors import (
@@ -70,6 +71,7 @@ from lsmstore.operations import batch as _batch
 from lsmstore.operations import branches as _branches
 from lsmstore.operations import protection as _protection
 from lsmstore.operations import repositories as _repositories
+from lsmstore.operations import tags as _tags
 from lsmstore.operations import versioning as _versioning
 from lsmstore.operations import workspaces as _workspaces
 from lsmstore.operations.exclusion import BranchLocks
@@ -88,10 +90,12 @@ from lsmstore.storage.base import ObjectStore
 from lsmstore.storage.url import open_object_store
 from lsmstore.tasks import retrieve_exception
 from lsmstore.types import (
+    ActionRun,
     BranchProtection,
     Change,
     Commit,
     Entry,
+    HookRun,
     LogEntry,
     MergeResult,
     Stat,
@@ -203,7 +207,8 @@ class Store:
         self.clock = clock
         #: The per-branch locks the operations layer takes (lsmstore.operations.exclusion).
         self.exclusion = BranchLocks()
-        self._token = token  # randomness of repository ids
+        #: Randomness of repository and action run ids.
+        self.token = token
         self._open_objects = open_objects
         self._objects: dict[str, ObjectStore] = {}
         #: Keyed by (repository name, repository id, branch).
@@ -257,7 +262,7 @@ class Store:
             default_branch,
             created_at=created,
             metadata=md,
-            uid=namespace.new_uid(self._token),
+            uid=namespace.new_uid(self.token),
             location=location,
         )
         return await _repositories.create(self, info)
@@ -561,7 +566,7 @@ class Repository:
     async def create_tag(self, name: str, target: str) -> str:
         """Tag the commit ``target`` names (create-if-absent: RefExistsError if the name
         is taken; tags never move).  Returns the commit ID."""
-        return (await _refs.create_tag(self.context(), name, target)).commit_id
+        return await _tags.create(self, name, target)
 
     # --- workspaces (docs/client.md, "Workspaces") --------------------------------------
 
@@ -581,7 +586,7 @@ class Repository:
 
     async def delete_tag(self, name: str) -> None:
         """RefNotFoundError if there is no such tag."""
-        await _refs.delete_tag(self.context(), name)
+        await _tags.delete(self, name)
 
     async def list_tags(
         self, *, prefix: str = "", after: str | None = None, limit: int = 1000
@@ -631,6 +636,44 @@ class Repository:
         """Replace the branch protection rules (``if_match``: only while their ETag is
         that one, else PreconditionFailedError); the new rules and ETag."""
         return await _protection.set_rules(self, patterns, if_match=if_match)
+
+    # --- actions (docs/actions.md) -------------------------------------------------------
+
+    async def action_runs(
+        self,
+        *,
+        branch: str | None = None,
+        commit: str | None = None,
+        after: str | None = None,
+        amount: int = 100,
+    ) -> list[ActionRun]:
+        """Runs of the repository's actions, newest first, strictly after run ID
+        ``after``; with ``branch`` / ``commit``: only those of that branch / commit ID."""
+        validate.check_int(amount, "amount", min_value=1, max_value=1000)
+        out: list[ActionRun] = []
+        async for run in _runs.list_runs(
+            self.objects, after=after or "", branch=branch or "", commit=commit or ""
+        ):
+            out.append(run)
+            if len(out) == amount:
+                break
+        return out
+
+    async def action_run(self, run_id: str) -> ActionRun:
+        """One run; NotFoundError when there is none."""
+        return (await _runs.get_run(self.objects, run_id))[0]
+
+    async def run_hooks(
+        self, run_id: str, *, after: str | None = None, amount: int = 100
+    ) -> list[HookRun]:
+        """The hooks of a run in hook run ID order, strictly after ``after``."""
+        validate.check_int(amount, "amount", min_value=1, max_value=1000)
+        _, hooks = await _runs.get_run(self.objects, run_id)
+        return [h for h in hooks if not after or h.hook_run_id > after][:amount]
+
+    async def hook_output(self, run_id: str, hook_run_id: str) -> bytes:
+        """What a hook of a run sent and received (docs/actions.md, "Output")."""
+        return await _runs.get_output(self.objects, run_id, hook_run_id)
 
     async def merge(
         self,

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from lsmstore import validate
+from lsmstore.actions.allow import AllowList
 from lsmstore.errors import InvalidInputError
 from lsmstore.refstore.base import MAX_FILE_IDS
 
@@ -218,6 +219,13 @@ class Config:
     commit_range_min_bytes: int = 1 * MiB
     commit_range_max_bytes: int = 10 * MiB
     commit_range_raggedness: int = 50_000
+    #: Actions (hooks; docs/actions.md): ``on`` runs the ``_lakefs_actions/`` files of a
+    #: repository on its events, ``off`` ignores them.  Webhooks may only call the hosts
+    #: of ``actions_webhook_allow``: comma-separated host names and IP networks (empty:
+    #: none; docs/security.md, "Webhooks").  Runs are kept ``actions_runs_retention_s``.
+    actions_enabled: str = "on"
+    actions_webhook_allow: str = ""
+    actions_runs_retention_s: float = 30 * 24 * 3600.0
     #: The HTTP server (``lsmstore serve``; docs/server.md).  A ``[server]`` table in the
     #: TOML file sets these without the ``server_`` prefix.
     server_host: str = "127.0.0.1"
@@ -266,6 +274,10 @@ class Config:
     #: decoded from its body in all (entries, their fields, metadata keys and values).
     server_batch_max_entries: int = 100_000
     server_batch_max_values: int = 1_000_000
+    #: The server process's thread switch interval (``sys.setswitchinterval``): how
+    #: long a thread may keep the GIL while the event loop waits for it (CPython's
+    #: default is 5 ms; docs/server.md, "Health probes during maximal batches").
+    server_switch_interval_ms: float = 1.0
     #: S3 endpoints an API caller's namespace may name (``?endpoint_url=``), separated
     #: by spaces or commas; none by default: the server then uses its own AWS
     #: configuration (docs/security.md, "Namespaces, ownership and deletion").
@@ -431,6 +443,7 @@ _BOUNDS: dict[str, tuple[float, float, bool]] = {
     "commit_range_min_bytes": (0, _BYTES, False),
     "commit_range_max_bytes": (1, _BYTES, False),
     "commit_range_raggedness": (1, _COUNT, False),
+    "actions_runs_retention_s": (0, 100 * _YEAR_S, True),
     "server_port": (0, 65535, False),
     "server_drain_timeout_s": (0, _YEAR_S, True),
     "server_max_body_bytes": (1, _BYTES, False),
@@ -447,6 +460,7 @@ _BOUNDS: dict[str, tuple[float, float, bool]] = {
     "server_max_connections": (1, 10_000_000, False),
     "server_batch_max_entries": (1, _COUNT, False),
     "server_batch_max_values": (1, _COUNT, False),
+    "server_switch_interval_ms": (0, 1000, True),
     "server_member_heartbeat_s": (0, 3600, True),
     "server_member_ttl_s": (0, 3600, True),
     "remote_batch_window_ms": (0, 3_600_000, False),
@@ -492,6 +506,12 @@ def _validated(cfg: Config) -> Config:
         raise bad("compaction_in_process must be auto, on or off")
     if not cfg.server_member_heartbeat_s < cfg.server_member_ttl_s:
         raise bad("server_member_heartbeat_s must be below server_member_ttl_s")
+    if cfg.actions_enabled not in ("on", "off"):
+        raise bad("actions_enabled must be on or off")
+    try:
+        AllowList.parse(cfg.actions_webhook_allow)
+    except InvalidInputError as e:
+        raise bad(str(e)) from None
     if cfg.server_affinity not in ("on", "off"):
         raise bad("server_affinity must be on or off")
     if not cfg.commit_backoff_ms <= cfg.commit_backoff_max_ms:

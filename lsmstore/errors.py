@@ -52,6 +52,11 @@ class InvalidURLError(InvalidInputError):
     """A store or RefStore URL is malformed or names an unknown scheme."""
 
 
+class InvalidActionError(InvalidInputError):
+    """An action file (``_lakefs_actions/*.yaml``) is not a valid action; the message
+    names the file (docs/actions.md)."""
+
+
 # --- not found -------------------------------------------------------------------
 
 
@@ -132,6 +137,17 @@ class RecordExistsError(AlreadyExistsError, ValueError):
 
 class PreconditionFailedError(LsmError):
     """An if-match put or delete found a different version of the object."""
+
+
+class HookFailedError(PreconditionFailedError):
+    """A pre-event hook (docs/actions.md) failed, or the action files could not be
+    loaded: the operation was aborted and nothing was written (412, as lakeFS).
+    ``run_id`` names the recorded run ("" when no run was recorded, and from a remote
+    client, where the message names it as lakeFS's does)."""
+
+    def __init__(self, message: str, run_id: str = "") -> None:
+        super().__init__(message)
+        self.run_id = run_id
 
 
 class ConflictError(LsmError):

@@ -317,3 +317,42 @@ class BranchProtection:
     def protects(self, branch: str) -> bool:
         """Whether ``branch`` matches one of the patterns (``fnmatch``, case-sensitive)."""
         return any(fnmatch.fnmatchcase(branch, p) for p in self.patterns)
+
+
+@dataclass(frozen=True, slots=True)
+class ActionRun:
+    """One run of the actions of an event (lakeFS's ``ActionRun``; docs/actions.md):
+    ``passed`` is False when any of its hooks failed.  Times are seconds since the
+    epoch (``end_time`` 0 when no hook ran)."""
+
+    run_id: str
+    event_type: str
+    branch: str
+    source_ref: str
+    commit_id: str
+    start_time: float
+    end_time: float
+    passed: bool
+
+    @property
+    def status(self) -> str:
+        """lakeFS's ``status``: ``completed`` or ``failed``."""
+        return "completed" if self.passed else "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class HookRun:
+    """One hook of a run (lakeFS's ``HookRun``): ``hook_run_id`` is
+    ``<action index>_<hook index>`` (4 digits each); a hook skipped after an earlier
+    failure of its action did not pass and has no times."""
+
+    hook_run_id: str
+    action: str
+    hook_id: str
+    start_time: float
+    end_time: float
+    passed: bool
+
+    @property
+    def status(self) -> str:
+        return "completed" if self.passed else "failed"

@@ -5,9 +5,12 @@ loop free between them."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import struct
+from typing import Any
 
 import msgpack
+import orjson
 import pytest
 
 from lsmstore.server.batch_body import MSGPACK, SLICE, decode_batch
@@ -16,19 +19,53 @@ from lsmstore.server.errors import ApiError
 BIG = 10**9
 
 
-async def test_other_tasks_run_between_the_slices_of_a_large_body() -> None:
+def _body(media: str, entries: list[Any]) -> bytes:
+    return msgpack.packb(entries) if media == MSGPACK else orjson.dumps(entries)
+
+
+@pytest.mark.parametrize("media", [MSGPACK, "application/json"])
+async def test_other_tasks_run_between_the_slices_of_a_large_body(media: str) -> None:
     events: list[str] = []
+    turns = 0
 
     async def probe() -> None:
         events.append("probe")
 
-    body = msgpack.packb([["kvdelete", b"k%d" % i] for i in range(3 * SLICE)])
+    async def count_turns() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            await asyncio.sleep(0)
+
+    body = _body(media, [["kvdelete", f"k{i}"] for i in range(3 * SLICE)])
     task = asyncio.create_task(probe())  # runs at the decoder's first yield, if any
-    entries = await decode_batch(body, MSGPACK, max_entries=BIG, max_values=BIG)
+    counter = asyncio.create_task(count_turns())
+    await asyncio.sleep(0)  # the counter's first turn
+    started = turns
+    try:
+        entries = await decode_batch(body, media, max_entries=BIG, max_values=BIG)
+    finally:
+        counter.cancel()
     events.append("decoded")
     await task
     assert events == ["probe", "decoded"]
-    assert len(entries) == 3 * SLICE and entries[-1] == ["kvdelete", b"k%d" % (3 * SLICE - 1)]
+    assert turns - started == 2  # once between each two of the three slices
+    assert len(entries) == 3 * SLICE and entries[-1] == ("kvdelete", f"k{3 * SLICE - 1}")
+
+
+@pytest.mark.parametrize("media", [MSGPACK, "application/json"])
+async def test_entries_are_left_to_reference_counting(media: str) -> None:
+    """A decoded entry of strings and bytes is a tuple, which the cyclic collector
+    stops tracking at its first collection: a maximal batch's entries are not walked
+    by every later collection while the batch is written."""
+    entries = [["kv", f"k{i}", "dmFsdWU="] for i in range(100)]
+    entries.append(["link", "p", "data/x", 1, "c", None, {"a": "1"}])
+    decoded = await decode_batch(_body(media, entries), media, max_entries=BIG,
+                                 max_values=BIG)  # fmt: skip
+    assert decoded == [tuple(e) for e in entries]
+    gc.collect()
+    assert not any(gc.is_tracked(e) for e in decoded[:-1])
+    assert gc.is_tracked(decoded[-1])  # it holds a dict: the collector keeps it
 
 
 async def test_an_entry_count_over_the_bound_is_refused_from_the_header() -> None:
@@ -46,14 +83,10 @@ async def test_an_entry_count_over_the_bound_is_refused_from_the_header() -> Non
 @pytest.mark.parametrize("media", [MSGPACK, "application/json"])
 async def test_values_are_counted_across_entries_and_metadata(media: str) -> None:
     entries = [["link", f"p{i}", "data/x", 1, "c", None, {"a": "1", "b": "2"}] for i in range(10)]
-    if media == MSGPACK:
-        body = msgpack.packb(entries)
-    else:
-        import orjson
-
-        body = orjson.dumps(entries)
+    body = _body(media, entries)
     # 10 entries of 7 fields and 2 metadata pairs: 10 * (1 + 7 + 4) = 120 values
-    assert await decode_batch(body, media, max_entries=10, max_values=130) == entries
+    decoded = await decode_batch(body, media, max_entries=10, max_values=130)
+    assert decoded == [tuple(e) for e in entries]
     with pytest.raises(ApiError) as e:
         await decode_batch(body, media, max_entries=10, max_values=100)
     assert e.value.status == 413
@@ -77,6 +110,44 @@ async def test_other_media_types_are_400() -> None:
     with pytest.raises(ApiError) as e:
         await decode_batch(b"[]", "text/plain", max_entries=1, max_values=1)
     assert e.value.status == 400
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"", b"{}", b'"x"', b"[", b'[["kv", "a", "b"]', b'[["kv", "a"],]', b'[["kv" "a"]]',
+     b'[["kv", "a"]] x', b'[["kv", "a"]][]', b"[NaN]", b'[["a", Infinity]]', b"[-Infinity]",
+     b"[1e400]", b'["\\ud800"]', b'["\\udc00x"]', b'["\\ude00\\ud83d"]', b'["\xed\xa0\x80"]',
+     b'["\xff"]', b"[" * 5000 + b"]" * 5000, b"[1" + b"0" * 5000 + b"]"],
+    ids=["empty", "object", "string", "open", "unclosed", "trailing-comma", "no-comma",
+         "extra-data", "two-arrays", "nan", "infinity", "minus-infinity", "overflow",
+         "lone-high-surrogate", "lone-low-surrogate", "reversed-pair", "utf8-surrogate",
+         "bad-utf8", "deep", "long-integer"],
+)  # fmt: skip
+async def test_malformed_json_is_400(body: bytes) -> None:
+    """What orjson refused in one step is refused entry by entry too."""
+    with pytest.raises(ApiError) as e:
+        await decode_batch(body, "application/json", max_entries=BIG, max_values=BIG)
+    assert e.value.status == 400
+
+
+@pytest.mark.parametrize(
+    ("body", "entries"),
+    [(b" [ ] ", []),
+     (b'\n[ ["kv","a", "b"] ,\t["x", 1.5, 2, -0, true, null, {"m": [1]}] ]\r\n',
+      [("kv", "a", "b"), ("x", 1.5, 2, 0, True, None, {"m": [1]})]),
+     (b'[["\\ud83d\\ude00", "\\\\ud800", "\\u00e9"]]', [("\U0001f600", "\\ud800", "\u00e9")])],
+    ids=["empty-array", "spacing-and-types", "escapes"],
+)  # fmt: skip
+async def test_json_bodies_decode_as_orjson_did(body: bytes, entries: list[Any]) -> None:
+    assert await decode_batch(body, "application/json", max_entries=BIG, max_values=BIG) == entries
+    assert [tuple(e) for e in orjson.loads(body)] == entries
+
+
+async def test_a_json_entry_past_the_bound_is_refused_before_it_is_decoded() -> None:
+    body = b'[["kvdelete", "a"], ["kvdelete", "b"], this is never parsed'
+    with pytest.raises(ApiError) as e:
+        await decode_batch(body, "application/json", max_entries=2, max_values=BIG)
+    assert e.value.status == 413
 
 
 def _counted(data: bytes) -> int:
@@ -106,7 +177,7 @@ async def test_json_values_are_counted_to_the_bound_across_slices(n: int) -> Non
             assert e.value.status == 413
         else:
             got = await decode_batch(body, "application/json", max_entries=BIG, max_values=bound)
-            assert got == entries
+            assert got == [tuple(e) for e in entries]
     # every byte one of them: as many values as bytes
     dense = b"[" * 10 + b"]" * 10
     assert batch_body._json_values_over(dense, 10) and not batch_body._json_values_over(dense, 11)

@@ -181,8 +181,6 @@ def test_missing_repository_names_the_store(
 @pytest.mark.parametrize(
     "args",
     [
-        ("actions", "runs", "list", "lakefs://r", "--branch", "main"),
-        ("actions", "runs", "describe", "lakefs://r", "run-1"),
         ("import", "--from", "s3://bucket/path/", "--to", "lakefs://r/main/path/"),
         ("branch", "reset", "lakefs://r/main", "--prefix", "tables/", "--yes"),
     ],

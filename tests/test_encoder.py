@@ -92,6 +92,25 @@ async def test_a_large_batch_goes_to_the_worker_in_slices_and_writes_the_same_fi
     assert _contents(*in_worker)[0] == sorted(records)
 
 
+async def test_a_large_batch_waits_for_a_worker_that_is_starting() -> None:
+    records = _records(THREAD_COLUMNS + 500, seed=5)
+    assert len(records) >= THREAD_COLUMNS  # keys drawn at random, duplicates dropped
+    enc = Encoder(use_process=True, min_records=10)
+    try:
+        enc.start()  # not waited for: its task has not even run yet
+        assert enc._starting is not None
+        await enc.encode(records[:100], 0.01)  # small: a thread meanwhile
+        assert (enc.batches_in_process, enc.batches_in_thread) == (0, 1)
+        sst, meta = await enc.encode(records, 0.01)
+        assert (enc.batches_in_process, enc.batches_in_thread) == (1, 1)
+        assert enc.restarts == 1
+        enc.start()  # running: nothing more
+        assert enc._starting is None and enc.restarts == 1
+        assert _contents(sst, meta)[0] == sorted(records)
+    finally:
+        await enc.aclose()
+
+
 async def test_small_batches_stay_in_threads_and_tiny_ones_on_the_loop() -> None:
     enc = Encoder(use_process=True, min_records=100)
     try:

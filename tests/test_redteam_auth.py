@@ -93,7 +93,8 @@ def world(server: ServerProcess) -> dict[str, Any]:
 def _fill(template: str, repo: str) -> str:
     values = {"repository": repo, "branch": "main", "destinationBranch": "main", "tag": "t",
               "commitId": "main", "ref": "main", "leftRef": "main", "rightRef": "main",
-              "sourceRef": "main", "workspace": "w"}  # fmt: skip
+              "sourceRef": "main", "workspace": "w", "run_id": "0" * 22,
+              "hook_run_id": "0000_0000"}  # fmt: skip
     out = template
     for name, value in values.items():
         out = out.replace("{" + name + "}", value)

@@ -280,6 +280,30 @@ def test_a_batch_that_decodes_to_too_many_values_is_413(admin: httpx.Client) -> 
     assert r.status_code == 413, r.text
 
 
+async def test_a_put_many_is_one_group_the_entry_limit_refuses_whole(tmp_path: Path) -> None:
+    """The remote client never splits a ``put_many`` (one atomic write, as embedded):
+    past the server's ``server_batch_max_entries`` the whole call is refused, nothing
+    staged; within it, it lands as one write (docs/server.md, "Health probes during
+    maximal batches")."""
+    import lsmstore
+    from lsmstore.errors import EntryTooLargeError
+
+    srv = start_server(tmp_path / "home", env={"LSMSTORE_SERVER_BATCH_MAX_ENTRIES": "50"})
+    try:
+        key_id, secret = srv.admin
+        async with lsmstore.connect(srv.url, access_key_id=key_id, secret_access_key=secret,
+                                    home=str(tmp_path / "client")) as store:  # fmt: skip
+            repo = await store.create_repository("g", storage_namespace="local://g")
+            main = repo.branch("main")
+            with pytest.raises(EntryTooLargeError):
+                await main.put_many([(f"big/{i:03d}", b"v") for i in range(51)])
+            assert [e async for e in main.list("big/")] == []
+            await main.put_many([(f"ok/{i:03d}", b"v") for i in range(50)])
+            assert len([e async for e in main.list("ok/")]) == 50
+    finally:
+        srv.stop()
+
+
 def test_health_is_answered_while_a_maximal_batch_is_staged(
     server: ServerProcess, admin: httpx.Client
 ) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 import click
 
 from lsmstore.cli import (
+    actions,
     branch,
     commits,
     completion,
@@ -26,7 +27,6 @@ from lsmstore.cli import (
     repo,
     service,
     tag,
-    unavailable,
     workspace,
 )
 from lsmstore.cli.exitcodes import ExitCode, exit_code_for
@@ -130,7 +130,7 @@ def cli(
 
 
 for module in (repo, branch, commits, tag, fs, importer, workspace, service, completion,
-               protect, unavailable):  # fmt: skip
+               protect, actions):  # fmt: skip
     module.register(cli)
 
 

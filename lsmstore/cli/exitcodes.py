@@ -34,7 +34,7 @@ class ExitCode(enum.IntEnum):
     #: Stored data is damaged or in a format this version cannot read.
     CORRUPT = 10
     #: The capability is not available in this version (lakectl commands such as
-    #: ``actions runs``, ``import --from``); nothing was changed.
+    #: ``import --from``); nothing was changed.
     NOT_AVAILABLE = 11
     #: Interrupted (SIGINT / Ctrl-C).
     INTERRUPTED = 130

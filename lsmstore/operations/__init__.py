@@ -20,12 +20,14 @@ module                 what it owns
 ``protection``         branch protection rules (ETag'd) and the one check that
                        commits, resets, deletion, stash / pop and every staging
                        append (the branch writer's ``before_append``) call
+``tags``               tag create / delete
 ``exclusion``          the per-branch reader/writer lock these operations take
 =====================  =================================================================
 
-Rules that every front end must obey and that are not built yet -- pre-commit /
-pre-merge hooks -- belong in these modules, at the entry of the operation they guard
-(``branches``, ``versioning``), never in a route or a client.
+Actions (:mod:`lsmstore.actions`): ``branches``, ``tags`` and ``versioning`` run the
+pre-event of each operation at its entry -- a failing hook aborts it before anything
+is written -- and the post-event after it (docs/actions.md).  Rules every front end
+must obey belong in these modules, never in a route or a client.
 A front end only translates: it parses its request, calls one operation and renders the
 answer or the typed error (:mod:`lsmstore.error_types`).
 """

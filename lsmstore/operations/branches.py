@@ -17,13 +17,21 @@ swap and the garbage record leaves orphans that the staging sweep finds.
 Branch protection (:mod:`lsmstore.operations.protection`) is checked at the entry of
 deletion and of both resets, once for every front end: a protected branch refuses them
 with ProtectedBranchError and nothing changes.
+
+Actions (:mod:`lsmstore.actions.runner`): creation runs ``pre-create-branch`` (action
+files read from the source commit) and ``post-create-branch``; deletion runs
+``pre-delete-branch`` (files read from the branch's commit) after the protection
+check and ``post-delete-branch``.  A failing pre-hook raises HookFailedError and
+nothing changes.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lsmstore.errors import ConflictError, InvalidInputError
+from lsmstore import refexpr
+from lsmstore.actions import runner as _actions
+from lsmstore.errors import ConflictError, InvalidInputError, RefExistsError, RefNotFoundError
 from lsmstore.operations import protection as _protection
 from lsmstore.refstore.base import Ref
 from lsmstore.refstore.names import check_ref_name
@@ -62,10 +70,30 @@ async def record_dropped(repo: Repository, branch: str, ref: Ref, reason: str) -
         pass
 
 
+async def require_absent(repo: Repository, name: str) -> None:
+    """RefExistsError when a branch or tag is named ``name`` (checked before a
+    creation's pre-hooks run, as lakeFS; the creation checks again)."""
+    try:
+        await repo.refstore.get_ref(repo.name, name)
+    except RefNotFoundError:
+        return
+    raise RefExistsError(f"{repo.name}: a branch or tag named {name!r} exists")
+
+
 async def create(repo: Repository, name: str, source: str) -> str:
     """Create branch ``name`` at the commit ``source`` names; the commit ID.
     RefExistsError if a branch or tag has the name."""
-    return (await _refs.create_branch(repo.context(), name, source)).commit_id
+    if not _actions.enabled(repo):
+        return (await _refs.create_branch(repo.context(), name, source)).commit_id
+    check_ref_name(name)
+    commit_id = (await refexpr.resolve(repo.context(), source)).commit_id
+    await require_absent(repo, name)
+    event = _actions.Event("pre-create-branch", source, branch_id=name, commit_id=commit_id)
+    await _actions.pre(repo, event)
+    # created at the commit the hooks saw
+    created = (await _refs.create_branch(repo.context(), name, commit_id or source)).commit_id
+    await _actions.post(repo, event.post(commit_id=created))
+    return created
 
 
 async def delete(repo: Repository, name: str) -> Ref:
@@ -73,11 +101,21 @@ async def delete(repo: Repository, name: str) -> Ref:
     RefNotFoundError; InvalidInputError for the default branch or a tag."""
     check_ref_name(name)
     await _protection.guard(repo, name, "delete")
+    event = None
+    if _actions.enabled(repo):
+        found = await repo.refstore.get_ref(repo.name, name)
+        if found.is_branch and name != repo.default_branch:
+            event = _actions.Event(
+                "pre-delete-branch", found.base, branch_id=name, commit_id=found.base
+            )
+            await _actions.pre(repo, event)
     store = repo.store
     async with store.exclusion.exclusive(repo.name, name):
         await repo.branch(name).flush()
         ref = await _refs.delete_branch(repo.context(), name)
     await record_dropped(repo, name, ref, DELETE_REASON)
+    if event is not None:
+        await _actions.post(repo, event.post())
     return ref
 
 

@@ -11,9 +11,15 @@ end reports (the server sends its fields; the remote client rebuilds it from the
 
 Branch protection (:mod:`lsmstore.operations.protection`) is checked at the entry
 of commit, revert and cherry-pick, which write a commit onto the branch; a merge into
-a protected branch is accepted, as lakeFS does.  Pre-commit and pre-merge hooks
-belong here: each operation below is the one entry every front end calls, and would run them at its
-start.
+a protected branch is accepted, as lakeFS does.
+
+Actions (:mod:`lsmstore.actions.runner`): each operation runs its pre-event
+(``pre-commit``, ``pre-merge``, ``pre-revert``, ``pre-cherry-pick``) after the
+protection check and before anything is written -- a failing hook raises
+HookFailedError and nothing changes -- and its post-event after the commit is written.
+A commit runs ``pre-commit`` under the branch's shared lock after the flush, with the
+action files read from the branch (staged writes included); writes acknowledged while
+the hooks run are committed too.
 """
 
 from __future__ import annotations
@@ -21,7 +27,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
 
-from lsmstore import validate
+from lsmstore import refexpr, validate
+from lsmstore.actions import runner as _actions
 from lsmstore.operations import protection as _protection
 from lsmstore.types import Commit, MergeResult, Strategy
 from lsmstore.versioning import merging as _merging
@@ -51,8 +58,14 @@ async def commit(
     committer = validate.check_committer(committer) or cfg.user
     metadata = validate.check_metadata(metadata, "commit metadata")
     validate.check_bool(allow_empty, "allow_empty")
+    event = _actions.Event(
+        "pre-commit", branch.name, branch_id=branch.name, commit_message=message,
+        committer=committer, commit_metadata=metadata,
+    )  # fmt: skip
+    commit_id = ""
     async with store.exclusion.shared(repo.name, branch.name):
         await branch.flush()
+        pending = await _actions.pre(repo, event, defer=True)
         try:
             result = await commit_branch(
                 repo.context(),
@@ -67,8 +80,11 @@ async def commit(
                 backoff_max_s=cfg.commit_backoff_max_ms / 1000,
                 grace_s=cfg.compaction_grace_s,
             )
+            commit_id = result.commit_id
         finally:
             store.notify_l1_changed(repo.name, branch.name)
+            await _actions.finish(pending, commit_id)
+    await _actions.post(repo, event.post(source_ref=result.commit_id, commit_id=result.commit_id))
     return result.commit
 
 
@@ -86,19 +102,41 @@ async def merge(
     """Three-way merge of the commit ``source`` names into branch ``into``
     (``Repository.merge``)."""
     cfg = repo.store.config
-    return await _merging.merge(
-        repo.context(),
-        source,
-        repo.branch(into).name,
-        strategy=strategy,
-        message=validate.check_message(message),
-        committer=validate.check_committer(committer) or cfg.user,
-        metadata=validate.check_metadata(metadata),
-        squash=validate.check_bool(squash, "merge squash"),
-        max_attempts=cfg.commit_max_attempts,
-        backoff_s=cfg.commit_backoff_ms / 1000,
-        backoff_max_s=cfg.commit_backoff_max_ms / 1000,
-    )
+    into = repo.branch(into).name
+    message = validate.check_message(message)
+    committer = validate.check_committer(committer) or cfg.user
+    metadata = validate.check_metadata(metadata)
+    event = pending = None
+    if _actions.enabled(repo):
+        source_commit = (await refexpr.resolve(repo.context(), source)).commit_id
+        event = _actions.Event(
+            "pre-merge", source_commit, branch_id=into, merge_source=source,
+            commit_message=message or f"Merge '{source}' into '{into}'",
+            committer=committer, commit_metadata=metadata,
+        )  # fmt: skip
+        pending = await _actions.pre(repo, event, defer=True)
+    result = None
+    try:
+        result = await _merging.merge(
+            repo.context(),
+            source,
+            into,
+            strategy=strategy,
+            message=message,
+            committer=committer,
+            metadata=metadata,
+            squash=validate.check_bool(squash, "merge squash"),
+            max_attempts=cfg.commit_max_attempts,
+            backoff_s=cfg.commit_backoff_ms / 1000,
+            backoff_max_s=cfg.commit_backoff_max_ms / 1000,
+        )
+    finally:
+        await _actions.finish(pending, result.commit_id if result and result.merged else "")
+    if event is not None and result.merged:
+        await _actions.post(
+            repo, event.post(source_ref=result.commit_id, commit_id=result.commit_id)
+        )
+    return result
 
 
 async def revert(
@@ -160,16 +198,33 @@ async def _reapply(
     name = repo.branch(branch).name
     await _protection.guard(repo, name, guarded)
     cfg = repo.store.config
-    return await apply(
-        repo.context(),
-        name,
-        commit_ref,
-        parent=validate.check_int(parent, f"{what} parent", min_value=1, max_value=2),
-        strategy=strategy,
-        message=validate.check_message(message),
-        committer=validate.check_committer(committer) or cfg.user,
-        metadata=metadata,
-        max_attempts=cfg.commit_max_attempts,
-        backoff_s=cfg.commit_backoff_ms / 1000,
-        backoff_max_s=cfg.commit_backoff_max_ms / 1000,
-    )
+    parent = validate.check_int(parent, f"{what} parent", min_value=1, max_value=2)
+    message = validate.check_message(message)
+    committer = validate.check_committer(committer) or cfg.user
+    event = _actions.Event(
+        f"pre-{what}", name, branch_id=name, commit_message=message or "",
+        committer=committer, commit_metadata=metadata or {},
+    )  # fmt: skip
+    pending = await _actions.pre(repo, event, defer=True)
+    result = None
+    try:
+        result = await apply(
+            repo.context(),
+            name,
+            commit_ref,
+            parent=parent,
+            strategy=strategy,
+            message=message,
+            committer=committer,
+            metadata=metadata,
+            max_attempts=cfg.commit_max_attempts,
+            backoff_s=cfg.commit_backoff_ms / 1000,
+            backoff_max_s=cfg.commit_backoff_max_ms / 1000,
+        )
+    finally:
+        await _actions.finish(pending, result.commit_id if result and result.merged else "")
+    if result.merged:
+        await _actions.post(
+            repo, event.post(source_ref=result.commit_id, commit_id=result.commit_id)
+        )
+    return result

@@ -21,6 +21,7 @@ import asyncio
 import base64
 import os
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, cast
@@ -60,10 +61,12 @@ from lsmstore.remote.http import HttpTransport, seg
 from lsmstore.staging.keys import check_key, encode_opt, make_record
 from lsmstore.types import (
     STRATEGIES,
+    ActionRun,
     BranchProtection,
     Change,
     Commit,
     Entry,
+    HookRun,
     LogEntry,
     MergeResult,
     ObjectStats,
@@ -125,6 +128,47 @@ def _etag(headers: Mapping[str, str]) -> str:
     if not etag:
         raise UnavailableError("the server answered branch protection rules without an ETag")
     return etag.strip('"')
+
+
+def _time(text: Any) -> float:
+    return datetime.fromisoformat(str(text)).timestamp() if text else 0.0
+
+
+def _json(r: Any) -> Any:
+    try:
+        return r.json()
+    except ValueError as e:
+        raise UnavailableError(f"the server answered garbage: {r.body!r:.200}") from e
+
+
+def _results(r: Any) -> list[Any]:
+    body = _json(r)
+    results = body.get("results") if isinstance(body, dict) else None
+    if not isinstance(results, list):
+        raise UnavailableError(f"the server answered garbage: no results: {r.body!r:.200}")
+    return results
+
+
+def _action_run(d: Any) -> ActionRun:
+    """A run as lakeFS's ``ActionRun`` shows it."""
+    try:
+        return ActionRun(
+            str(d["run_id"]), str(d["event_type"]), str(d["branch"]), "",
+            str(d.get("commit_id") or ""), _time(d["start_time"]), _time(d.get("end_time")),
+            d["status"] == "completed",
+        )  # fmt: skip
+    except (KeyError, TypeError, ValueError) as e:
+        raise UnavailableError(f"the server answered garbage: not a run: {d!r:.200}") from e
+
+
+def _hook_run(d: Any) -> HookRun:
+    try:
+        return HookRun(
+            str(d["hook_run_id"]), str(d["action"]), str(d["hook_id"]),
+            _time(d["start_time"]), _time(d.get("end_time")), d["status"] == "completed",
+        )  # fmt: skip
+    except (KeyError, TypeError, ValueError) as e:
+        raise UnavailableError(f"the server answered garbage: not a hook run: {d!r:.200}") from e
 
 
 def _protection(r: Any) -> BranchProtection:
@@ -574,6 +618,49 @@ class RemoteRepository:
             kind="repository",
         )  # fmt: skip
         return BranchProtection(checked, _etag(r.headers))
+
+    async def action_runs(
+        self,
+        *,
+        branch: str | None = None,
+        commit: str | None = None,
+        after: str | None = None,
+        amount: int = 100,
+    ) -> list[ActionRun]:
+        """As the embedded ``action_runs``: lakeFS's ``listRepositoryRuns``."""
+        validate.check_int(amount, "amount", min_value=1, max_value=1000)
+        params = {"branch": branch, "commit": commit, "after": after, "amount": amount}
+        r = await self.http.request(
+            "GET", f"{self._base}/actions/runs",
+            params={k: v for k, v in params.items() if v}, kind="repository",
+        )  # fmt: skip
+        return [_action_run(d) for d in _results(r)]
+
+    async def action_run(self, run_id: str) -> ActionRun:
+        """As the embedded ``action_run``: lakeFS's ``getRun``."""
+        r = await self.http.request("GET", f"{self._base}/actions/runs/{seg(run_id)}", kind="run")
+        return _action_run(_json(r))
+
+    async def run_hooks(
+        self, run_id: str, *, after: str | None = None, amount: int = 100
+    ) -> list[HookRun]:
+        """As the embedded ``run_hooks``: lakeFS's ``listRunHooks``."""
+        validate.check_int(amount, "amount", min_value=1, max_value=1000)
+        params: dict[str, Any] = {"amount": amount}
+        if after:
+            params["after"] = after
+        r = await self.http.request(
+            "GET", f"{self._base}/actions/runs/{seg(run_id)}/hooks", params=params, kind="run"
+        )
+        return [_hook_run(d) for d in _results(r)]
+
+    async def hook_output(self, run_id: str, hook_run_id: str) -> bytes:
+        """As the embedded ``hook_output``: lakeFS's ``getRunHookOutput``."""
+        r = await self.http.request(
+            "GET", f"{self._base}/actions/runs/{seg(run_id)}/hooks/{seg(hook_run_id)}/output",
+            kind="run",
+        )  # fmt: skip
+        return r.body
 
     async def merge(
         self,

@@ -24,6 +24,7 @@ from lsmstore.server.errors import ApiError, message_of, status_of, type_of
 from lsmstore.server.gateway import Gateway, carries_s3_auth
 from lsmstore.server.http import JSON, Receive, Request, Response, Scope, Send, error_response
 from lsmstore.server.routes import (
+    actions,
     branches,
     commits,
     config,
@@ -53,7 +54,7 @@ _JSON_TYPE = (b"content-type", JSON.encode())
 def build_router(ctx: Context, version: str) -> Router:
     router = Router()
     for module in (config, repositories, branches, commits, refs, tags, objects, lsm, workspaces,
-                   protection, ui_routes):  # fmt: skip
+                   protection, actions, ui_routes):  # fmt: skip
         for route in module.routes(ctx):
             router.add(route)
     # The document describes every route, itself and the health routes included.

@@ -70,7 +70,7 @@ async def build(branch: Branch, entries: list[Any], json_body: bool, if_absent: 
         if n and not n % SLICE:
             await asyncio.sleep(0)
         try:
-            if type(entry) is not list or len(entry) < 2 or type(entry[0]) is not str:
+            if type(entry) is not tuple or len(entry) < 2 or type(entry[0]) is not str:
                 raise bad_request("an entry is an array [op, path, ...]")
             op = entry[0]
             if op == "kv":  # the hot path

@@ -12,16 +12,31 @@ that a small body cannot become a large heap:
   the text counted before it is parsed, an upper bound of its values; a text shorter
   than ``max_values`` bytes has fewer).  Past it: 413.
 
-A msgpack body is decoded in slices of :data:`SLICE` entries with the event loop free
+Either body is decoded in slices of :data:`SLICE` entries with the event loop free
 between them, so other requests (a health probe) are served while a large batch is
-decoded.  A JSON body is parsed in one step (orjson): its cost is bounded by the same
-counts.
+decoded: msgpack from one streaming unpacker, JSON an entry at a time from the
+standard library's C scanner (one ``orjson.loads`` of a maximal body held the loop
+for 0.1-0.3 s).  The JSON path refuses what orjson refused: ``NaN``, ``Infinity``, a
+number out of a float's range, a lone UTF-16 surrogate escape (a body with a
+surrogate escape -- rare: JSON encoders write UTF-8 unless told to write ASCII -- is
+checked by orjson as a whole first, in one step).
+
+Entries are tuples: a tuple of strings and bytes is untracked by CPython's cyclic
+collector at its first young collection, so a maximal batch's 100,000 entries are not
+walked again by every older collection while the batch is built and written (lists
+were, the full collections taking 20-50 ms each; BENCHMARKS.md, "Connection limits and
+probes during maximal batches").
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import json
+import json.scanner
+import math
+import re
+from collections.abc import Callable
 from typing import Any
 
 import msgpack
@@ -31,8 +46,9 @@ from lsmstore.objects.rules import MAX_METADATA_ENTRIES
 from lsmstore.server.errors import ApiError, bad_request
 
 MSGPACK = "application/msgpack"
-#: Entries decoded between two turns of the event loop.
-SLICE = 4096
+#: Entries decoded (and checked) between two turns of the event loop: at most a few
+#: milliseconds of the loop's time on a loaded machine (4,096 held it 20-40 ms there).
+SLICE = 1024
 #: The longest array inside an entry (an entry has at most 8 fields).
 _MAX_FIELDS = 64
 #: The JSON characters counted as values (see :func:`_json_values_over`).
@@ -56,13 +72,13 @@ def _too_many_values(max_values: int) -> ApiError:
 async def decode_batch(
     data: bytes, content_type: str, *, max_entries: int, max_values: int
 ) -> list[Any]:
-    """The entries of a batch body (still unchecked: the batch endpoint checks each);
+    """The entries of a batch body, tuples (still unchecked: the batch endpoint checks each);
     400 for a malformed body or another media type, 413 past the bounds."""
     media = content_type.split(";")[0].strip().lower()
     if media in (MSGPACK, "application/x-msgpack"):
         return await _msgpack_entries(data, max_entries, max_values)
     if media in ("application/json", ""):
-        return _json_entries(data, max_entries, max_values)
+        return await _json_entries(data, max_entries, max_values)
     raise bad_request(f"batch body must be {MSGPACK} or application/json")
 
 
@@ -83,24 +99,83 @@ def _json_values_over(data: bytes, max_values: int) -> bool:
     return False
 
 
-def _json_entries(data: bytes, max_entries: int, max_values: int) -> list[Any]:
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"number {text[:40]} out of range")
+    return value
+
+
+#: One JSON value from an index of a text: ``(value, end)``, StopIteration if none.
+_SCAN: Callable[[str, int], tuple[Any, int]] = json.scanner.make_scanner(
+    json.JSONDecoder(parse_constant=_not_json, parse_float=_finite)  # type: ignore[arg-type]  # typeshed: a decoder is its context
+)
+_SPACE = re.compile(r"[ \t\n\r]*")
+_SPACES = frozenset(" \t\n\r")
+#: A UTF-16 surrogate escape (or an escaped backslash before text that looks like one).
+_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _skip_space(text: str, pos: int) -> int:
+    m = _SPACE.match(text, pos)
+    return pos if m is None else m.end()
+
+
+async def _json_entries(data: bytes, max_entries: int, max_values: int) -> list[Any]:
     if _json_values_over(data, max_values):
         raise _too_many_values(max_values)
     try:
-        doc = orjson.loads(data)
-    except orjson.JSONDecodeError as e:
+        if _SURROGATE.search(data):  # rare: orjson decides whether they pair, in one step
+            orjson.loads(data)
+        text = data.decode()
+    except (orjson.JSONDecodeError, UnicodeDecodeError) as e:
         raise bad_request(f"malformed batch body: {e}") from None
-    if not isinstance(doc, list):
+    space, scan = _skip_space, _SCAN
+    pos = space(text, 0)
+    if text[pos : pos + 1] != "[":
         raise bad_request("batch body must be an array of entries")
-    if len(doc) > max_entries:
-        raise _too_many_entries(len(doc), max_entries)
-    return doc
+    pos = space(text, pos + 1)
+    entries: list[Any] = []
+    try:
+        if text[pos : pos + 1] == "]":
+            pos += 1
+        else:
+            while True:
+                if len(entries) >= max_entries:
+                    raise ApiError(413, f"batch of more than {max_entries} entries")
+                if entries and not len(entries) % SLICE:
+                    await asyncio.sleep(0)  # let other requests in between slices
+                entry, pos = scan(text, pos)
+                entries.append(tuple(entry) if type(entry) is list else entry)
+                c = text[pos : pos + 1]
+                if c in _SPACES:
+                    pos = space(text, pos)
+                    c = text[pos : pos + 1]
+                if c == "]":
+                    pos += 1
+                    break
+                if c != ",":
+                    raise bad_request(f"malformed batch body: ',' or ']' expected at {pos}")
+                pos += 1
+                if text[pos : pos + 1] in _SPACES:
+                    pos = space(text, pos)
+    except StopIteration as e:  # the scanner's "no value at this index"
+        raise bad_request(f"malformed batch body: a value expected at {e.value}") from None
+    except (ValueError, RecursionError) as e:
+        raise bad_request(f"malformed batch body: {e}") from None
+    if space(text, pos) != len(text):
+        raise bad_request("malformed batch body: extra data after the array")
+    return entries
 
 
 async def _msgpack_entries(data: bytes, max_entries: int, max_values: int) -> list[Any]:
     left = max_values
 
-    def counted_list(value: list[Any]) -> list[Any]:
+    def counted_list(value: tuple[Any, ...]) -> tuple[Any, ...]:
         nonlocal left
         left -= len(value) + 1
         if left < 0:
@@ -116,6 +191,7 @@ async def _msgpack_entries(data: bytes, max_entries: int, max_values: int) -> li
 
     unpacker = msgpack.Unpacker(
         raw=False,
+        use_list=False,  # tuples: untracked by the cyclic collector (module docstring)
         strict_map_key=True,
         list_hook=counted_list,
         object_hook=counted_map,

@@ -3,6 +3,7 @@ with its JSON type: the SDK's pydantic models reject null or missing fields."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from lsmstore.client import Repository
@@ -10,7 +11,7 @@ from lsmstore.config import Config
 from lsmstore.errors import LsmError
 from lsmstore.objects.entry import decode_entry
 from lsmstore.refstore.base import Ref
-from lsmstore.types import Change, Commit, MergeResult
+from lsmstore.types import ActionRun, Change, Commit, HookRun, MergeResult
 
 #: What ``version_config.version`` says: numeric (lakefs-spec parses it), >= 1.3.1.
 LAKEFS_VERSION = "1.70.0"
@@ -133,3 +134,29 @@ def storage_config(settings: Config) -> dict[str, Any]:
         "blockstore_id": "",
         "blockstore_description": "",
     }
+
+
+def _time(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def run(r: ActionRun) -> dict[str, Any]:
+    """lakeFS's ``ActionRun``."""
+    out = {
+        "run_id": r.run_id, "branch": r.branch, "start_time": _time(r.start_time),
+        "event_type": r.event_type, "status": r.status, "commit_id": r.commit_id,
+    }  # fmt: skip
+    if r.end_time:
+        out["end_time"] = _time(r.end_time)
+    return out
+
+
+def hook_run(h: HookRun) -> dict[str, Any]:
+    """lakeFS's ``HookRun``."""
+    out = {
+        "hook_run_id": h.hook_run_id, "action": h.action, "hook_id": h.hook_id,
+        "start_time": _time(h.start_time), "status": h.status,
+    }  # fmt: skip
+    if h.end_time:
+        out["end_time"] = _time(h.end_time)
+    return out

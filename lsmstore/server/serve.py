@@ -20,12 +20,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
+import os
 import resource
 import secrets
 import signal
+import sys
+import threading
 import time
 from collections.abc import Generator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
 import uvicorn
@@ -34,6 +39,7 @@ from lsmstore.affinity import Membership
 from lsmstore.client import Store
 from lsmstore.config import Config
 from lsmstore.errors import LsmError
+from lsmstore.gcfreeze import freeze_startup_state
 from lsmstore.refstore.base import RefStore
 from lsmstore.refstore.url import open_refstore
 from lsmstore.server import secret
@@ -120,6 +126,31 @@ def uvicorn_config(app: Any, config: Config, metrics: Metrics) -> uvicorn.Config
     )
 
 
+#: Threads of the server's executor (``asyncio.to_thread``): asyncio's default size.
+EXECUTOR_THREADS = min(32, (os.cpu_count() or 1) + 4)
+#: Seconds the executor's threads may take to start (a warning past it, not an error).
+THREADS_START_S = 60.0
+
+
+async def start_threads(loop: asyncio.AbstractEventLoop) -> None:
+    """Give ``loop`` a default executor of :data:`EXECUTOR_THREADS` threads, all started
+    now.  An executor starts a thread when a call finds none idle, and ``Thread.start``
+    waits on the event loop's thread until the new thread runs: on a loaded machine
+    that held the loop for up to hundreds of milliseconds in the middle of a batch
+    (docs/server.md, "Health probes during maximal batches")."""
+    executor = ThreadPoolExecutor(EXECUTOR_THREADS, thread_name_prefix="lsmstore-server")
+    loop.set_default_executor(executor)
+    # each call waits for all the others: every one of them needs a thread of its own
+    barrier = threading.Barrier(EXECUTOR_THREADS)
+    try:
+        await asyncio.gather(
+            *(loop.run_in_executor(None, barrier.wait, THREADS_START_S)
+              for _ in range(EXECUTOR_THREADS))
+        )  # fmt: skip
+    except threading.BrokenBarrierError:  # advisory: threads start on demand then
+        log.warning("the executor's threads did not start within %.0f s", THREADS_START_S)
+
+
 #: Open files the server needs besides its connections (object store, RefStore,
 #: staging files, the worker's pipes), for the start-up check of the open-file limit.
 FILES_BESIDE_CONNECTIONS = 256
@@ -150,6 +181,7 @@ async def serve(
 ) -> int:
     """Serve until SIGTERM/SIGINT; the exit code (0: drained in time).  ``health_port``
     and ``status_file``: the common service flags (:mod:`lsmstore.server.probes`)."""
+    await start_threads(asyncio.get_running_loop())  # before anything uses a thread
     ctx = make_context(config, signing_key=secret.signing_key(config))
     probes = ServerProbes(
         ctx, health_host=health_host, health_port=health_port, status_file=status_file
@@ -210,6 +242,14 @@ async def _serve(ctx: Context, config: Config, init: bool, probes: ServerProbes)
         await ctx.store.aclose()
         task.result()
         return 1
+    # what a first write would do, done before the first request (docs/server.md,
+    # "Health probes during maximal batches"): the startup state out of the cyclic
+    # collector's full collections, the encoder's worker process started (the
+    # executor's threads are, in serve()); and the GIL handed to the event loop sooner
+    if config.gc_freeze != "off":
+        freeze_startup_state()
+    ctx.store.encoder.start()
+    sys.setswitchinterval(config.server_switch_interval_ms / 1000)
     sock = server.servers[0].sockets[0].getsockname()
     scheme = "https" if config.server_tls_cert else "http"
     listening = {
@@ -218,6 +258,8 @@ async def _serve(ctx: Context, config: Config, init: bool, probes: ServerProbes)
         "host": sock[0],
         "port": sock[1],
         "refstore": ctx.store.config.refstore_url,
+        "gc_frozen": gc.get_freeze_count(),
+        "switch_interval_ms": round(sys.getswitchinterval() * 1000, 3),
     }
     if probes.health is not None:
         listening["health_port"] = probes.health.port

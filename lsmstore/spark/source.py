@@ -50,7 +50,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from lsmstore.config import load_config
-from lsmstore.errors import InvalidInputError, UnavailableError
+from lsmstore.errors import InvalidInputError
 from lsmstore.gcfreeze import paused
 from lsmstore.graveler.record import Record
 from lsmstore.namespace import location_of
@@ -305,10 +305,12 @@ class LsmWriter(DataSourceArrowWriter):
 
     async def _commit(self, files: list[stage.WrittenFile]) -> None:
         loc = self.opts.location
-        async with open_refstore(self.opts.refstore) as refstore:
-            try:
-                await stage.commit_files(
+        objects = open_object_store(self.namespace)
+        try:
+            async with open_refstore(self.opts.refstore) as refstore:
+                await stage.commit_or_discard(
                     refstore,
+                    objects,
                     loc.repo,
                     loc.ref,
                     self.group_id,
@@ -316,14 +318,8 @@ class LsmWriter(DataSourceArrowWriter):
                     grace_s=self.opts.grace_s,
                     repository_id=self.repository_id,
                 )
-            except UnavailableError as e:
-                if e.outcome_unknown:  # may have landed: the sweep decides
-                    raise
-                await self._discard(files)
-                raise
-            except Exception:
-                await self._discard(files)
-                raise
+        finally:
+            await objects.aclose()
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         files = [f for m in messages if isinstance(m, FilesMessage) for f in m.files]

@@ -6,7 +6,9 @@ format, at most ``file_bytes`` of keys and values each) and reports them
 (:class:`WrittenFile`).  The driver then calls :func:`commit_files`: the files, ordered
 by key and checked not to overlap, are appended to the branch's L1 with one
 ``append_l1_group`` -- a reader sees the whole job or none of it, and a re-sent commit
-stages nothing twice.  :func:`discard_files` deletes the files of an aborted job.
+stages nothing twice.  :func:`discard_files` deletes the files of an aborted job;
+:func:`commit_or_discard` is the commit that deletes them when it fails with nothing
+staged.
 
 Crash table (docs/spark.md):
 
@@ -33,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -191,6 +193,43 @@ async def commit_files(
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
     raise AssertionError("unreachable")
+
+
+async def commit_or_discard(
+    refstore: RefStore,
+    objects: ObjectStore,
+    repo: str,
+    branch: str,
+    group_id: str,
+    files: Sequence[WrittenFile],
+    *,
+    grace_s: float,
+    repository_id: str | None = None,
+    discard_also: Callable[[], Awaitable[None]] | None = None,
+) -> Ref:
+    """:func:`commit_files`; when it fails with nothing staged, the files are deleted
+    (:func:`discard_files`, then ``discard_also``: the job's other outputs) before the
+    error is raised again.  When the outcome is unknown (``UnavailableError`` with
+    ``outcome_unknown``: the group may have landed) nothing is deleted: the sweeps
+    decide from what the branch holds."""
+
+    async def discard() -> None:
+        await discard_files(objects, branch, files)
+        if discard_also is not None:
+            await discard_also()
+
+    try:
+        return await commit_files(
+            refstore, repo, branch, group_id, files,
+            grace_s=grace_s, repository_id=repository_id,
+        )  # fmt: skip
+    except UnavailableError as e:
+        if not e.outcome_unknown:  # otherwise the group may have landed
+            await discard()
+        raise
+    except Exception:
+        await discard()
+        raise
 
 
 async def discard_files(objects: ObjectStore, branch: str, files: Iterable[WrittenFile]) -> None:

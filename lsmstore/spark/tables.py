@@ -80,7 +80,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from lsmstore import layout
-from lsmstore.errors import CorruptFileError, InvalidInputError, UnavailableError
+from lsmstore.errors import CorruptFileError, InvalidInputError
 from lsmstore.graveler.record import Record
 from lsmstore.namespace import location_of
 from lsmstore.objects.addresses import Namespace
@@ -391,24 +391,17 @@ class TableWriter(DataSourceArrowWriter):
                 except BaseException:
                     await _delete_data(objects, ns, files)
                     raise
-                try:
-                    await stage.commit_files(
-                        refstore,
-                        loc.repo,
-                        loc.ref,
-                        self.group_id,
-                        written,
-                        grace_s=self.opts.grace_s,
-                        repository_id=self.repository_id,
-                    )
-                except UnavailableError as e:
-                    if e.outcome_unknown:  # may have landed: the sweeps decide
-                        raise
-                    await self._discard(objects, ns, written, files)
-                    raise
-                except Exception:
-                    await self._discard(objects, ns, written, files)
-                    raise
+                await stage.commit_or_discard(
+                    refstore,
+                    objects,
+                    loc.repo,
+                    loc.ref,
+                    self.group_id,
+                    written,
+                    grace_s=self.opts.grace_s,
+                    repository_id=self.repository_id,
+                    discard_also=lambda: _delete_data(objects, ns, files),
+                )
         finally:
             await objects.aclose()
 
@@ -427,16 +420,6 @@ class TableWriter(DataSourceArrowWriter):
                 if key not in new:
                     records.append(Record(key, b"", None))
         return stage.sorted_unique(records)
-
-    async def _discard(
-        self,
-        objects: ObjectStore,
-        ns: Namespace,
-        written: list[stage.WrittenFile],
-        files: list[TableFile],
-    ) -> None:
-        await stage.discard_files(objects, self.opts.location.ref, written)
-        await _delete_data(objects, ns, files)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         from lsmstore.spark.source import run

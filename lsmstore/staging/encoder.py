@@ -230,6 +230,10 @@ class Encoder:
         batch encoded there), else in the thread that encodes them."""
         if self.use_process and not self._closed and n >= self.min_records:
             if n >= THREAD_COLUMNS:  # columns and message made off the loop
+                if self._starting is not None:
+                    # the worker is on its way (a server starts it with itself): wait
+                    # for it rather than encode here, holding the GIL beside the loop
+                    await asyncio.wait([self._starting])
                 cols = await asyncio.to_thread(columns_of)
                 data = await asyncio.to_thread(sliced_request, cols, error_rate)
             else:
@@ -324,6 +328,15 @@ class Encoder:
             fut = self._pending.popleft()
             if not fut.done():
                 fut.set_exception(_Unavailable(str(error)))
+
+    def start(self) -> None:
+        """Start the worker now rather than on the first batch (without waiting for
+        it): a server does at startup, so that its first maximal batch is not encoded
+        in a thread of its own process (holding the GIL beside the event loop for
+        tens of milliseconds).  A batch of :data:`THREAD_COLUMNS` records or more
+        waits for a worker that is starting; smaller ones use a thread meanwhile."""
+        if self.use_process and self._proc is None:
+            self._ensure_started()
 
     async def aclose(self) -> None:
         """Stop the worker (batches already sent finish first; later ones use threads)."""

@@ -7,9 +7,17 @@ import sys
 from typing import Any
 
 
-def local_session(cores: int = 2, *, max_failures: int = 4, app: str = "lsmstore") -> Any:
+def local_session(
+    cores: int = 2,
+    *,
+    max_failures: int = 4,
+    app: str = "lsmstore",
+    conf: dict[str, str] | None = None,
+) -> Any:
     """``local[cores, max_failures]`` (so a failed task is retried), no UI, small
-    shuffles, executors and driver on 127.0.0.1 running this interpreter."""
+    shuffles, executors and driver on 127.0.0.1 running this interpreter; ``conf``:
+    more settings (e.g. :func:`lsmstore.spark.s3a.conf`), applied before the session
+    starts."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
@@ -17,7 +25,7 @@ def local_session(cores: int = 2, *, max_failures: int = 4, app: str = "lsmstore
 
     from lsmstore.spark import register
 
-    spark = (
+    builder = (
         SparkSession.builder.master(f"local[{cores},{max_failures}]")
         .appName(app)
         .config("spark.ui.enabled", "false")
@@ -25,8 +33,10 @@ def local_session(cores: int = 2, *, max_failures: int = 4, app: str = "lsmstore
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.sql.shuffle.partitions", str(cores * 2))
         .config("spark.python.worker.reuse", "true")
-        .getOrCreate()
     )
+    for k, v in (conf or {}).items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark
@@ -109,9 +119,18 @@ class StandaloneCluster:
             )
         )
 
-    def submit(self, app: str, args: list[str], timeout: float = 600.0) -> Any:
-        """``spark-submit --master <this cluster> app args``; the CompletedProcess."""
+    def submit(
+        self,
+        app: str,
+        args: list[str],
+        timeout: float = 600.0,
+        conf: dict[str, str] | None = None,
+    ) -> Any:
+        """``spark-submit --master <this cluster> [--conf k=v...] app args``; the
+        CompletedProcess."""
         import subprocess
+
+        extra = [a for k, v in (conf or {}).items() for a in ("--conf", f"{k}={v}")]
 
         cmd = [
             os.path.join(self.home, "bin", "spark-submit"),
@@ -125,6 +144,7 @@ class StandaloneCluster:
             "spark.ui.enabled=false",
             "--conf",
             f"spark.executor.memory={self.memory}",
+            *extra,
             app,
             *args,
         ]

@@ -8,6 +8,7 @@ from typing import Any
 STR: dict[str, Any] = {"type": "string"}
 INT: dict[str, Any] = {"type": "integer", "format": "int64"}
 BOOL: dict[str, Any] = {"type": "boolean"}
+TIME: dict[str, Any] = {"type": "string", "format": "date-time"}
 STR_MAP: dict[str, Any] = {"type": "object", "additionalProperties": {"type": "string"}}
 
 
@@ -75,6 +76,29 @@ COMPONENTS: dict[str, dict[str, Any]] = {
         {"path": STR, "force": BOOL},
     ),
     "BranchProtectionRule": obj({"pattern": STR}, {}),
+    "ActionRun": obj(
+        {
+            "run_id": STR,
+            "branch": STR,
+            "start_time": TIME,
+            "commit_id": STR,
+            "event_type": STR,
+            "status": {"type": "string", "enum": ["failed", "completed"]},
+        },
+        {"end_time": TIME},
+    ),
+    "ActionRunList": listing("ActionRun"),
+    "HookRun": obj(
+        {
+            "hook_run_id": STR,
+            "action": STR,
+            "hook_id": STR,
+            "start_time": TIME,
+            "status": {"type": "string", "enum": ["failed", "completed"]},
+        },
+        {"end_time": TIME},
+    ),
+    "HookRunList": listing("HookRun"),
     "RevertCreation": obj(
         {"ref": STR, "parent_number": {"type": "integer"}},
         {

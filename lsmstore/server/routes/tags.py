@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 
 from lsmstore.errors import RefNotFoundError
+from lsmstore.operations import tags as _tags
 from lsmstore.refstore.names import check_ref_name
 from lsmstore.server import models, pagination, validate
 from lsmstore.server.context import Context
@@ -29,11 +30,11 @@ def routes(ctx: Context) -> list[Route]:
         target = validate.string(doc, "ref")
         if validate.boolean(doc, "force"):
             try:
-                await _refs.delete_tag(repo.context(), name)
+                await _tags.delete(repo, name)
             except RefNotFoundError:
                 pass
-        info = await _refs.create_tag(repo.context(), name, target)
-        return json_response(models.ref(info.name, info.commit_id), 201)
+        commit_id = await _tags.create(repo, name, target)
+        return json_response(models.ref(name, commit_id), 201)
 
     async def get_tag(request: Request) -> Response:
         repo = await ctx.repository(request.params["repository"])
@@ -45,7 +46,7 @@ def routes(ctx: Context) -> list[Route]:
 
     async def delete_tag(request: Request) -> Response:
         repo = await ctx.repository(request.params["repository"])
-        await _refs.delete_tag(repo.context(), request.params["tag"])
+        await _tags.delete(repo, request.params["tag"])
         return empty(204)
 
     item = BASE + "/{tag}"
