@@ -181,3 +181,18 @@ async def test_json_values_are_counted_to_the_bound_across_slices(n: int) -> Non
     # every byte one of them: as many values as bytes
     dense = b"[" * 10 + b"]" * 10
     assert batch_body._json_values_over(dense, 10) and not batch_body._json_values_over(dense, 11)
+
+
+@pytest.mark.parametrize("n", [10, 5000])
+async def test_small_and_large_json_bodies_decode_alike(n: int) -> None:
+    """A body of at most ``_ONE_STEP_BYTES`` is parsed in one step, a larger one by the
+    scanner an entry at a time: the same entries (tuples) either way."""
+    from lsmstore.server import batch_body
+
+    entries = [["link", f"p/{i:06d}", "local://r/data/" + "x" * 40, i, "e" * 32, None,
+                {"k": [i, 1.5, True]}] for i in range(n)]  # fmt: skip
+    body = orjson.dumps(entries)
+    assert (len(body) > batch_body._ONE_STEP_BYTES) == (n == 5000)
+    got = await decode_batch(body, "application/json", max_entries=BIG, max_values=BIG)
+    assert got == [tuple(e) for e in entries]
+    assert all(type(e) is tuple for e in got)
