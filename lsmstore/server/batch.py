@@ -153,5 +153,5 @@ def routes(ctx: Context, path: str) -> list[Route]:
     return [
         Route("POST", path, batch, "lsmBatch", "write", "lsm",
               body=((MSGPACK, SCHEMA), ("application/json", SCHEMA)),
-              responses={200: ref("BatchResult")}, errors=(404, 412, 413)),
+              responses={200: ref("BatchResult")}, errors=(404, 412, 413), forward=True),
     ]  # fmt: skip
