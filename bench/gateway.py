@@ -1,9 +1,18 @@
 """``python -m bench gateway [--seconds S] [--connections N] [--large-mib M]``: the S3
-gateway of ``lsmstore serve`` (embedded default, on loopback) beside SeaweedFS's own S3
-endpoint (``weed mini``) in the same run, through the same client (aiobotocore):
+gateway of ``lsmstore serve`` (on loopback) beside SeaweedFS's own S3 endpoint (``weed
+mini``) in the same run, through the same client (aiobotocore), three targets:
+
+* ``gateway (embedded)``: a repository on the embedded default (a local namespace);
+* ``gateway (over seaweedfs)``: a repository whose namespace is a bucket of the same
+  SeaweedFS (``s3://<bucket>/bench?endpoint_url=...&path_style=true``);
+* ``seaweedfs s3``: SeaweedFS's own endpoint.
+
+Each gets:
 
 * small PUT/s and GET/s (1 KiB objects) from N concurrent requests for S seconds each,
   with p50/p99 latency;
+* ``half-load put p99 ms``: small PUTs offered at half the PUT/s just measured, at
+  even intervals for S seconds, each timed from when it was due (queueing included);
 * LIST pages/s (ListObjectsV2, 1000 keys a page) for S seconds;
 * one M MiB object PUT then GET, MB/s.
 
@@ -56,6 +65,28 @@ async def _loop(seconds: float, connections: int, op: Any) -> tuple[int, list[fl
     return len(latencies), latencies
 
 
+async def _paced(seconds: float, rate: float, op: Any) -> list[float]:
+    """Start ``op(i)`` every ``1/rate`` seconds for ``seconds``: the latencies, each from
+    the moment its request was due (a late start counts against it)."""
+    latencies: list[float] = []
+    start = time.perf_counter()
+    count = max(1, int(seconds * rate))
+    tasks: list[asyncio.Task[None]] = []
+
+    async def one(i: int, due: float) -> None:
+        await op(i)
+        latencies.append(time.perf_counter() - due)
+
+    for i in range(count):
+        due = start + i / rate
+        delay = due - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.ensure_future(one(i, due)))
+    await asyncio.gather(*tasks)
+    return latencies
+
+
 async def measure(name: str, endpoint: str, key: tuple[str, str], bucket: str, prefix: str,
                   args: argparse.Namespace) -> dict[str, float]:  # fmt: skip
     out: dict[str, float] = {}
@@ -73,6 +104,12 @@ async def measure(name: str, endpoint: str, key: tuple[str, str], bucket: str, p
         out["put p50 ms"] = statistics.median(lat) * 1000
         out["put p99 ms"] = statistics.quantiles(lat, n=100)[98] * 1000
         written = n
+
+        async def put_more(i: int) -> None:
+            await s3.put_object(Bucket=bucket, Key=f"{prefix}h/{i:09d}", Body=SMALL)
+
+        lat = await _paced(args.seconds, out["put/s"] / 2, put_more)
+        out["half-load put p99 ms"] = statistics.quantiles(lat, n=100)[98] * 1000
 
         async def get(i: int) -> None:
             r = await s3.get_object(Bucket=bucket, Key=f"{prefix}s/{i % written:09d}")
@@ -112,21 +149,30 @@ def main(argv: list[str]) -> int:
     print(f"load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} CPUs", flush=True)
     os.environ.update(MOTO_ENV)  # SeaweedFS accepts any credentials on loopback
     with tempfile.TemporaryDirectory() as tmp:
-        server = start_server(Path(tmp) / "home")
         weed = WeedServer()
         weed.start()
+        server = None
         try:
+            # The server may open namespaces on the SeaweedFS endpoint (and reaches it
+            # with the credentials above).
+            env = {"LSMSTORE_SERVER_NAMESPACE_ENDPOINTS": weed.endpoint}
+            server = start_server(Path(tmp) / "home", env=env)
+            ns_bucket = asyncio.run(new_bucket(weed.endpoint, "lsm"))
+            weed_ns = f"s3://{ns_bucket}/bench?endpoint_url={weed.endpoint}&path_style=true"
             with httpx.Client(base_url=server.api, auth=server.admin, timeout=60) as c:
-                repo = {"name": "bench", "storage_namespace": "local://bench"}
-                r = c.post("/repositories", json=repo)
-                r.raise_for_status()
+                for name, ns in (("bench", "local://bench"), ("benchweed", weed_ns)):
+                    r = c.post("/repositories", json={"name": name, "storage_namespace": ns})
+                    r.raise_for_status()
             asyncio.run(measure("gateway (embedded)", server.url, server.admin, "bench",
                                 "main/", args))  # fmt: skip
+            asyncio.run(measure("gateway (over seaweedfs)", server.url, server.admin,
+                                "benchweed", "main/", args))  # fmt: skip
             bucket = asyncio.run(new_bucket(weed.endpoint, "bench"))
             keys = (MOTO_ENV["AWS_ACCESS_KEY_ID"], MOTO_ENV["AWS_SECRET_ACCESS_KEY"])
             asyncio.run(measure("seaweedfs s3", weed.endpoint, keys, bucket, "", args))
         finally:
+            if server is not None:
+                server.stop()
             weed.stop()
-            server.stop()
     print(f"load average {os.getloadavg()[0]:.1f}", flush=True)
     return 0

@@ -329,6 +329,56 @@ def test_sigv2_header_signed_requests(server: ServerProcess, admin: httpx.Client
     assert code_of(e) == "SignatureDoesNotMatch"
 
 
+def test_copy_object_between_repositories_copies_the_data(
+    server: ServerProcess, s3: Any, admin: httpx.Client
+) -> None:
+    src_repo, dst_repo = make_repo(admin), make_repo(admin)
+    s3.put_object(Bucket=src_repo, Key="main/src", Body=b"across", ContentType="text/plain",
+                  Metadata={"a": "1"})  # fmt: skip
+    out = s3.copy_object(Bucket=dst_repo, Key="main/copy", CopySource=f"{src_repo}/main/src")
+    assert out["CopyObjectResult"]["ETag"] == f'"{hashlib.md5(b"across").hexdigest()}"'
+    got = s3.get_object(Bucket=dst_repo, Key="main/copy")
+    assert got["Body"].read() == b"across"
+    assert (got["ContentType"], got["Metadata"]) == ("text/plain", {"a": "1"})
+    stat = admin.get(f"/repositories/{dst_repo}/refs/main/objects/stat", params={"path": "copy"})
+    ns = admin.get(f"/repositories/{dst_repo}").json()["storage_namespace"]
+    # the data was copied into the destination's namespace, not linked into the source's
+    assert stat.json()["physical_address"].startswith(ns.rstrip("/") + "/data/")
+    s3.copy_object(Bucket=dst_repo, Key="main/re", CopySource=f"{src_repo}/main/src",
+                   MetadataDirective="REPLACE", ContentType="x/new")  # fmt: skip
+    head = s3.head_object(Bucket=dst_repo, Key="main/re")
+    assert (head["ContentType"], head["Metadata"]) == ("x/new", {})
+    # the source repository is gone: the copies keep their data
+    assert admin.delete(f"/repositories/{src_repo}").status_code == 204
+    assert s3.get_object(Bucket=dst_repo, Key="main/copy")["Body"].read() == b"across"
+    # read on the source and write on the destination are both needed
+    other = make_repo(admin)
+    s3.put_object(Bucket=other, Key="main/o", Body=b"o")
+    writer = s3_client(server, server.create_key("writer", (dst_repo,)))
+    with pytest.raises(ClientError) as e:
+        writer.copy_object(Bucket=dst_repo, Key="main/x", CopySource=f"{other}/main/o")
+    assert code_of(e) == "AccessDenied"
+    reader = s3_client(server, server.create_key("reader", (other, dst_repo)))
+    with pytest.raises(ClientError) as e:
+        reader.copy_object(Bucket=dst_repo, Key="main/x", CopySource=f"{other}/main/o")
+    assert code_of(e) == "AccessDenied"
+    both = s3_client(server, server.create_key("writer", (other, dst_repo)))
+    both.copy_object(Bucket=dst_repo, Key="main/x", CopySource=f"{other}/main/o")
+    # UploadPartCopy from another repository
+    up = both.create_multipart_upload(Bucket=dst_repo, Key="main/mp")["UploadId"]
+    part = both.upload_part_copy(Bucket=dst_repo, Key="main/mp", UploadId=up, PartNumber=1,
+                                 CopySource=f"{other}/main/o")  # fmt: skip
+    both.complete_multipart_upload(Bucket=dst_repo, Key="main/mp", UploadId=up,
+                                   MultipartUpload={"Parts": [
+                                       {"PartNumber": 1,
+                                        "ETag": part["CopyPartResult"]["ETag"]}]})  # fmt: skip
+    assert both.get_object(Bucket=dst_repo, Key="main/mp")["Body"].read() == b"o"
+    for key in ("main/x", "main/mp"):
+        with pytest.raises(ClientError) as e:
+            s3.get_object(Bucket=other, Key=key)  # nothing written to the source
+        assert code_of(e) == "NoSuchKey"
+
+
 def test_multipart_upload_copy_list_complete_abort(s3: Any, admin: httpx.Client) -> None:
     repo = make_repo(admin)
     part1 = os.urandom(5 * 1024 * 1024)
@@ -407,3 +457,16 @@ def test_multipart_upload_copy_list_complete_abort(s3: Any, admin: httpx.Client)
     with pytest.raises(ClientError) as e:
         s3.create_multipart_upload(Bucket=repo, Key="missing-branch/x")
     assert code_of(e) == "NoSuchKey"
+
+
+def test_put_conditions_other_than_if_none_match_star_are_refused(
+    s3: Any, admin: httpx.Client
+) -> None:
+    repo = make_repo(admin)
+    s3.put_object(Bucket=repo, Key="main/k", Body=b"one")
+    etag = s3.head_object(Bucket=repo, Key="main/k")["ETag"]
+    for kwargs in ({"IfMatch": etag}, {"IfNoneMatch": etag}):
+        with pytest.raises(ClientError) as e:
+            s3.put_object(Bucket=repo, Key="main/k", Body=b"two", **kwargs)
+        assert code_of(e) == "NotImplemented"
+    assert s3.get_object(Bucket=repo, Key="main/k")["Body"].read() == b"one"

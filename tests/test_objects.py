@@ -92,8 +92,8 @@ class Env:
 
     def second_client(self) -> Any:
         """Another client of the same service (``async with``): for the server a
-        second remote client; for the library this store itself (``if_absent`` is
-        atomic within one process: docs/decisions.md)."""
+        second remote client; for the library this store itself (two stores racing
+        ``if_absent``: test_if_absent_is_decided_by_the_refstore_across_stores)."""
         if self._second is None:
             return contextlib.nullcontext(self.store)
         return self._second()
@@ -1084,3 +1084,40 @@ async def test_write_batch_if_absent_refuses_the_whole_batch(env: Env) -> None:
         await batch.apply()
     assert await main.head() == head
     assert await data_keys(env, repo) == data_before  # no data written for a refusal
+
+
+async def test_if_absent_is_decided_by_the_refstore_across_stores(
+    redis_server_url: str, tmp_path: Path
+) -> None:
+    """Two stores on one RefStore (as two processes: no lock or cache in common) race
+    ``if_absent`` uploads, links and batch puts of one path: exactly one wins each time
+    and the losing uploads' data is deleted."""
+    url = f"{redis_server_url}?prefix=abs{uuid.uuid4().hex[:8]}:"
+    ns = (tmp_path / "ns").as_uri()
+    async with (
+        lsmstore.connect(url, home=str(tmp_path / "a"), batch_interval_ms=1) as a,
+        lsmstore.connect(url, home=str(tmp_path / "b"), batch_interval_ms=1) as b,
+    ):
+        await a.create_repository("race", storage_namespace=ns)
+        mains = [(await s.get_repository("race")).branch() for s in (a, b)]
+        for i in range(6):
+            results = await asyncio.gather(
+                *(m.upload(f"up{i}", b"from %d" % n, if_absent=True) for n, m in enumerate(mains)),
+                return_exceptions=True,
+            )
+            assert sorted(type(r).__name__ for r in results) == ["ObjectExistsError", "ObjectStats"]
+            address = mains[0].new_physical_address()
+            links = await asyncio.gather(
+                *(m.link(f"ln{i}", address, size=1, checksum="e", if_absent=True) for m in mains),
+                return_exceptions=True,
+            )
+            assert sorted(type(r).__name__ for r in links) == ["ObjectExistsError", "ObjectStats"]
+            batches = [m.batch() for m in mains]
+            for n, batch in enumerate(batches):
+                batch.put(f"bt{i}", b"batch %d" % n, if_absent=True)
+            applied = await asyncio.gather(*(x.apply() for x in batches), return_exceptions=True)
+            assert sorted(type(r).__name__ for r in applied) == ["ObjectExistsError", "int"]
+        listed = [s.path async for s in mains[1].list_objects()]
+        assert len(listed) == 18
+        data = tmp_path / "ns" / "data"
+        assert len(list(data.iterdir())) == 12  # one data object per upload or batch path

@@ -5,6 +5,7 @@ counted in /metrics)."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -214,3 +215,40 @@ async def test_the_remote_client_reports_a_throttled_key(strict_server: ServerPr
         with pytest.raises(UnavailableError) as e:
             await store.create_repository("never", storage_namespace="local://never")
     assert not e.value.outcome_unknown and "too many failed authentications" in str(e.value)
+
+
+class _CountedRecords:
+    """The embedded RefStore's records, counting ``get_record`` calls."""
+
+    def __init__(self, inner: EmbeddedRefStore) -> None:
+        self.inner = inner
+        self.gets = 0
+
+    async def get_record(self, kind: str, name: str) -> bytes:
+        self.gets += 1
+        return await self.inner.get_record(kind, name)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+
+async def test_requests_missing_a_signing_secret_together_share_one_read(
+    records: EmbeddedRefStore,
+) -> None:
+    """S3 signature checks of one key that miss the secret cache at once (its entry
+    expired under load) read the RefStore once, not once per request; a key deleted
+    while a read is in flight is not kept."""
+    counted = _CountedRecords(records)
+    auth = Authenticator(cast(RecordStore, counted), clock=CLOCK, wall_clock=CLOCK,
+                         signing_key=b"k" * 32)  # fmt: skip
+    p, secret = await auth.create_key("writer")
+    counted.gets = 0
+    found = await asyncio.gather(*(auth.signing_secret(p.access_key_id) for _ in range(50)))
+    assert {f[1] for f in found if f is not None} == {secret} and None not in found
+    assert counted.gets == 2  # the credential and its sealed secret, once
+    CLOCK.now += auth.revalidate_s + 1
+    pending = asyncio.ensure_future(auth.signing_secret(p.access_key_id))
+    await asyncio.sleep(0)
+    await auth.delete_key(p.access_key_id)
+    await pending
+    assert await auth.signing_secret(p.access_key_id) is None

@@ -23,7 +23,8 @@ raw or linked overwrite of a staged object leaves its data to the GC job's orpha
 candidates, as the single-object writes do (:mod:`lsmstore.operations.objects`).
 
 :meth:`WriteBatch.apply`, under the branch's shared lock: the ``if_absent`` paths are
-locked and checked (ObjectExistsError names the first that holds an object; nothing is
+claimed across processes (:func:`~lsmstore.operations.objects.claim_absent`, held until
+the batch is staged) and checked (ObjectExistsError names the first that holds an object; nothing is
 written), copies read their sources, the data of the ``put`` entries is written to fresh
 ``data/<id>`` objects (concurrently), then every record goes to the branch's writer as
 one write: they land in one L1 file and become visible together.  A failure after data
@@ -48,12 +49,12 @@ from lsmstore.objects.api import find_object
 from lsmstore.objects.entry import AddressType, ObjectEntry
 from lsmstore.objects.rules import check_content_type, check_metadata, check_path
 from lsmstore.operations.objects import (
+    claim_absent,
     copied_entry,
     entry_record,
     link_stager,
     new_data_key,
     now_of,
-    path_lock,
     previous,
     previous_many,
     record_replaced,
@@ -201,8 +202,7 @@ class WriteBatch:
         async with contextlib.AsyncExitStack() as held:
             await held.enter_async_context(repo.store.exclusion.shared(repo.name, branch.name))
             if self._absent:
-                for key in sorted({k for _, k in self._absent}):  # one order: no deadlock
-                    await held.enter_async_context(path_lock(branch, key))
+                await held.enter_async_context(claim_absent(branch, [k for _, k in self._absent]))
                 for path, key in self._absent:
                     if (await previous(branch, key))[0]:
                         raise ObjectExistsError(path)

@@ -18,11 +18,22 @@ committed) records the old ``data/`` object as a garbage candidate
 ``link``/``link_many`` and raw writes look nothing up and leave such data to the GC
 job's orphan scan.
 
-``if_absent`` (lakeFS's ``If-None-Match: *``) is checked against the branch as of the
-write, and check and write are serialised per path within one process
-(:func:`path_lock`); the server is one process, so through it two clients racing on a
-path get exactly one success.  Writers in different embedded processes that race on one
-path may both succeed.
+``if_absent`` (lakeFS's ``If-None-Match: *``) is decided by the RefStore, so it holds
+across every process sharing it (several servers, embedded writers): check and stage run
+under a *claim* of the path (:func:`claim_absent`) -- an in-process lock, then the
+RefStore lease ``absent/<repository id>/<branch>/<digest of the path>``, taken by a
+compare-and-set in the RefStore, polled while another process holds it.  Under the
+claim the path is looked up on a ref fetched from the RefStore after the claim was
+taken (never a cached one), and the entry is staged (appended to the branch's L1,
+acknowledged) before the claim is released; of two writers racing on one path the
+second therefore sees the first's entry and fails with ObjectExistsError.  An upload
+writes its data *before* taking the claim (after a cheap first check that fails
+fast), so the claim is held only for one lookup and one append; the data of a writer
+that loses is deleted at once (nothing ever referenced it).  The lease lives
+:data:`CLAIM_TTL_S`: a process that dies holding it blocks the path that long.  A
+holder that stalls between lookup and append for longer than that could let a second
+writer through; the bound is stated in docs/decisions.md.  A writer that cannot take a
+claim within :data:`CLAIM_WAIT_S` raises ConflictError (nothing written).
 
 Exclusion: every write here holds the branch's shared lock
 (:mod:`lsmstore.operations.exclusion`) while it stages.
@@ -32,12 +43,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from lsmstore import layout, validate
 from lsmstore.errors import (
+    ConflictError,
     InvalidInputError,
     LsmError,
     ObjectExistsError,
@@ -71,6 +84,11 @@ _stagers: weakref.WeakKeyDictionary[Repository, LinkStager] = weakref.WeakKeyDic
 _path_locks: weakref.WeakValueDictionary[tuple[int, str, str, bytes], asyncio.Lock] = (
     weakref.WeakValueDictionary()
 )
+#: How long an ``if_absent`` claim's RefStore lease lives (its holder releases it after
+#: one lookup and one append; a holder that died blocks the path this long).
+CLAIM_TTL_S = 30.0
+#: How long a writer waits for another writer's claim of the same path.
+CLAIM_WAIT_S = 2 * CLAIM_TTL_S
 
 
 # --- the rules shared by every object write ---------------------------------------------
@@ -98,13 +116,57 @@ def link_stager(branch: Branch, now: tuple[int, int]) -> LinkStager:
 
 
 def path_lock(branch: Branch, key: bytes) -> asyncio.Lock:
-    """The lock that serialises ``if_absent`` check-and-stage on one path."""
+    """The lock that serialises ``if_absent`` check-and-stage on one path in this
+    process (the first half of :func:`claim_absent`)."""
     repo = branch.repository
     ident = (id(repo.store), repo.name, branch.name, key)
     lock = _path_locks.get(ident)
     if lock is None:
         lock = _path_locks[ident] = asyncio.Lock()
     return lock
+
+
+def claim_key(branch: Branch, key: bytes) -> str:
+    """The RefStore lease that claims ``key`` of the branch for an ``if_absent`` write:
+    keyed by the repository's id (never reused) where it has one."""
+    repo = branch.repository
+    digest = hashlib.sha256(key).hexdigest()[:40]
+    return f"absent/{repo.info.uid or repo.name}/{branch.name}/{digest}"
+
+
+@contextlib.asynccontextmanager
+async def claim_absent(branch: Branch, keys: Iterable[bytes]) -> AsyncIterator[None]:
+    """Claim ``keys`` of the branch for ``if_absent`` check-and-stage across processes
+    (module docstring): in key order (one order: no deadlock), each key's in-process
+    lock, then its RefStore lease.  ConflictError when a lease stays held by another
+    writer for :data:`CLAIM_WAIT_S`; every lease taken is released on exit."""
+    repo = branch.repository
+    refstore = repo.store.refstore
+    clock = repo.store.clock
+    owner = f"absent-{new_file_id(clock)}"
+    async with contextlib.AsyncExitStack() as held:
+        for key in sorted(set(keys)):
+            await held.enter_async_context(path_lock(branch, key))
+            lease = claim_key(branch, key)
+            deadline = clock() + CLAIM_WAIT_S
+            pause = 0.002
+            while not await refstore.acquire_lease(lease, owner, CLAIM_TTL_S):
+                if clock() >= deadline:
+                    path = key.decode("utf-8", "surrogateescape")
+                    raise ConflictError(
+                        f"{repo.name}/{branch.name}: another if-absent write of {path!r} "
+                        f"held it for {CLAIM_WAIT_S:g} s; nothing was written"
+                    )
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 0.05)
+            held.push_async_callback(_release, refstore, lease, owner)
+        yield
+
+
+async def _release(refstore: Any, lease: str, owner: str) -> None:
+    """Release a claim's lease; one that fails expires after :data:`CLAIM_TTL_S`."""
+    with contextlib.suppress(Exception):
+        await asyncio.shield(refstore.release_lease(lease, owner))
 
 
 def staged_data_address(value: bytes | None, staged: bool) -> str | None:
@@ -227,11 +289,9 @@ class ObjectWrites(ObjectReads):
         md = check_metadata(metadata)
         source = Source(data)
         ns = namespace(repo)
-        lock = path_lock(branch, key) if if_absent else contextlib.nullcontext()
-        async with repo.store.exclusion.shared(repo.name, self.name), lock:
-            exists, old = await previous(branch, key)
-            if if_absent and exists:
-                raise ObjectExistsError(path)
+        async with repo.store.exclusion.shared(repo.name, self.name):
+            if if_absent and (await previous(branch, key))[0]:
+                raise ObjectExistsError(path)  # the cheap first check: nothing uploaded
             data_key = new_data_key(branch)
             payload = source.small()
             durable = None
@@ -245,9 +305,17 @@ class ObjectWrites(ObjectReads):
             entry = ObjectEntry(
                 data_key, AddressType.RELATIVE, source.size, source.md5hex, secs, nanos, ct, md
             )
+            claim = claim_absent(branch, [key]) if if_absent else contextlib.nullcontext()
             try:
-                await branch.writer().write(entry_record(branch, key, entry), durable)
+                async with claim:
+                    exists, old = await previous(branch, key)
+                    if if_absent and exists:
+                        raise ObjectExistsError(path)  # the deciding check (docstring)
+                    await branch.writer().write(entry_record(branch, key, entry), durable)
             except BaseException as e:
+                if durable is not None and not durable.done():
+                    with contextlib.suppress(BaseException):
+                        await asyncio.shield(durable)  # delete only a finished write
                 await settle_failed_data(branch, [(path, data_key)], e)
                 raise
         await record_replaced(branch, [(key, old, data_key)], "overwritten")
@@ -287,7 +355,7 @@ class ObjectWrites(ObjectReads):
         record = entry_record(branch, key, entry)
         async with repo.store.exclusion.shared(repo.name, self.name):
             if if_absent:
-                async with path_lock(branch, key):
+                async with claim_absent(branch, [key]):
                     if (await previous(branch, key))[0]:
                         raise ObjectExistsError(path)
                     await branch.writer().write(record)
@@ -380,6 +448,37 @@ class ObjectWrites(ObjectReads):
         new = entry.address if entry.is_relative() else None
         await record_replaced(branch, [(key, old, new)], "overwritten")
         return object_stats(dst_path, entry, namespace(repo))
+
+
+async def copy_data(
+    source: ObjectReads,
+    src_path: str,
+    branch: Branch,
+    dst_path: str,
+    *,
+    content_type: str | None = None,
+    metadata: Mapping[str, str] | None = None,
+) -> ObjectStats:
+    """Copy the object ``src_path`` of ``source`` (a ref of *any* repository) to
+    ``dst_path`` of ``branch`` as new data: streamed into a fresh ``data/<id>`` of the
+    branch's namespace and staged as :meth:`ObjectWrites.upload` does (its life cycle and
+    acknowledgement).  The copy between repositories: an entry never links into another
+    repository's namespace, whose owner may delete the data (docs/objects.md).
+    ``content_type`` / ``metadata`` None: the source's.  ObjectNotFoundError when the
+    source is absent."""
+    reader = await source.open(src_path)
+    try:
+        s = reader.stats
+        ct = content_type if content_type is not None else s.content_type
+        md = metadata if metadata is not None else s.metadata
+
+        async def chunks() -> AsyncIterator[bytes]:
+            async for chunk in reader.iter_chunks(0, s.size):
+                yield chunk
+
+        return await branch.upload(dst_path, chunks(), content_type=ct, metadata=md)
+    finally:
+        await reader.aclose()
 
 
 def copied_entry(src: ObjectEntry, now: tuple[int, int]) -> ObjectEntry:

@@ -62,6 +62,7 @@ from lsmstore.refstore.names import check_repository_name
 from lsmstore.server import sealing
 from lsmstore.server.errors import ApiError
 from lsmstore.server.throttle import AuthThrottle
+from lsmstore.tasks import retrieve_exception
 
 Role = Literal["admin", "writer", "reader"]
 ROLES: tuple[Role, ...] = ("admin", "writer", "reader")
@@ -252,6 +253,11 @@ class Authenticator:
     #: cost no RefStore read (a deletion in another process shows within it, as for
     #: Basic credentials).  Only in memory, never logged.
     _secrets: OrderedDict[str, tuple[Principal, str, float]] = field(default_factory=OrderedDict)
+    #: key id -> the one read of its secret in flight: the requests that miss together
+    #: (every request of a busy key when its entry expires) share it.
+    _secret_loads: dict[str, asyncio.Task[tuple[Principal, str] | None]] = field(
+        default_factory=dict
+    )
 
     # --- keys ------------------------------------------------------------------------
 
@@ -317,6 +323,7 @@ class Authenticator:
         await self.records.delete_record(KIND, access_key_id)
         self._cache.pop(access_key_id, None)
         self._secrets.pop(access_key_id, None)
+        self._secret_loads.pop(access_key_id, None)  # a read begun before: not kept
         with contextlib.suppress(NotFoundError):
             await self.records.delete_record(sealing.KIND, access_key_id)
 
@@ -330,6 +337,19 @@ class Authenticator:
         hit = self._secrets.get(key_id)
         if hit is not None and hit[2] > now:
             return hit[0], hit[1]
+        loading = self._secret_loads.get(key_id)
+        if loading is None:
+            loading = asyncio.ensure_future(self._load_secret(key_id, now))
+            self._secret_loads[key_id] = loading
+            loading.add_done_callback(retrieve_exception)
+            loading.add_done_callback(lambda task: self._end_load(key_id, task))
+        return await asyncio.shield(loading)
+
+    def _end_load(self, key_id: str, task: asyncio.Task[Any]) -> None:
+        if self._secret_loads.get(key_id) is task:
+            del self._secret_loads[key_id]
+
+    async def _load_secret(self, key_id: str, now: float) -> tuple[Principal, str] | None:
         cred = await self._load(key_id)
         if cred is None:
             return None
@@ -342,10 +362,11 @@ class Authenticator:
         secret = sealing.unseal(self.signing_key, key_id, sealed)
         if secret is None:
             return None
-        self._secrets[key_id] = (cred.principal, secret, now + self.revalidate_s)
-        self._secrets.move_to_end(key_id)
-        while len(self._secrets) > self.cache_entries:
-            self._secrets.popitem(last=False)
+        if self._secret_loads.get(key_id) is asyncio.current_task():  # not deleted since
+            self._secrets[key_id] = (cred.principal, secret, now + self.revalidate_s)
+            self._secrets.move_to_end(key_id)
+            while len(self._secrets) > self.cache_entries:
+                self._secrets.popitem(last=False)
         return cred.principal, secret
 
     # --- requests --------------------------------------------------------------------
@@ -375,6 +396,25 @@ class Authenticator:
     async def check_secret(self, key_id: str, secret: str) -> Principal:
         """The principal of a key id and secret, or ApiError(401) (not throttled)."""
         return self._known(_Basic(key_id, secret)) or await self._check(_Basic(key_id, secret))
+
+    async def key_generation(self, principal: Principal) -> str:
+        """The current generation of the key ``principal`` authenticated with (its cache
+        entry, fresh after :meth:`authenticate`), for naming the caller in a forwarded
+        request (:mod:`.forwarding`); ApiError(401) when the key is gone."""
+        hit = self._cache.get(principal.access_key_id)
+        if hit is not None and hit.read_at + self.revalidate_s > self.clock():
+            return hit.generation
+        cred = await self._load(principal.access_key_id)
+        if cred is None:
+            raise _unauthorized()
+        return cred.generation
+
+    async def check_generation(self, key_id: str, generation: str) -> Principal:
+        """The principal of a key still at ``generation`` (as a token names it), or
+        ApiError(401): the owner's check of a forwarded request's caller -- a key
+        deleted or re-created since is refused, its current role applies."""
+        parsed = _Token(key_id, generation)
+        return self._known(parsed) or await self._check(parsed)
 
     async def _guarded(
         self, key_id: str | None, client: str | None, attempt: Callable[[], Awaitable[Principal]]

@@ -43,7 +43,7 @@ import abc
 import asyncio
 import enum
 import re
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -134,6 +134,28 @@ class ObjectStore(AsyncCloseable, abc.ABC):
         del parts
         await self.put(key, data, mode)
         return ObjectMeta(key, len(data))
+
+    async def compose(self, key: str, sources: Sequence[str]) -> ObjectMeta:
+        """Create ``key`` (as a CREATE :meth:`put_stream`: ObjectExistsError if present,
+        atomic) as the concatenation of the objects ``sources``, in order; they are left
+        as they are.  ObjectNotFoundError when a source is missing (nothing created).
+        Returns the new object's size (and etag where the backend has one).
+
+        This default streams the sources through :meth:`put_stream`: every byte read and
+        written once by this process.  A backend that can join objects without passing
+        their bytes through the caller does so (local: a kernel-side copy; S3: a
+        server-side multipart copy).
+        """
+        check_key(key)
+        for source in sources:
+            check_key(source)
+
+        async def joined() -> AsyncIterator[bytes]:
+            for source in sources:
+                async for chunk in self.get_stream(source):
+                    yield chunk
+
+        return await self.put_stream(key, joined(), PutMode.CREATE)
 
     async def put_fresh(self, key: str, data: bytes) -> asyncio.Future[None]:
         """Create ``data`` under ``key``, a key nothing names yet and nothing reads before

@@ -30,7 +30,7 @@ import asyncio
 import contextlib
 import hashlib
 import re
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Sequence
 from typing import Any, Literal, Self
 
 import aiohttp
@@ -57,6 +57,9 @@ _FAILURES = (ClientError, *_TRANSPORT)
 MIN_PART_SIZE = 5 << 20
 #: At most this many parts per multipart upload (S3's limit).
 MAX_PARTS = 10_000
+#: The largest part S3 copies with UploadPartCopy (5 GiB).
+MAX_COPY_PART = 5 << 30
+_MD5 = re.compile("[0-9a-f]{32}")
 
 #: Times a CREATE is re-sent after 409 ConditionalRequestConflict (a concurrent
 #: conditional write on the same key was in flight; S3 asks the client to retry).
@@ -297,6 +300,28 @@ class S3Store(ObjectStore):
             if upload is not None:
                 await asyncio.shield(upload.abort())
 
+    async def compose(self, key: str, sources: Sequence[str]) -> ObjectMeta:
+        """A server-side multipart copy (one UploadPartCopy per source: no bytes through
+        this process) when S3's part rules allow it -- every source but the last at least
+        :data:`MIN_PART_SIZE`, none over :data:`MAX_COPY_PART` bytes, at most
+        :data:`MAX_PARTS` of them; otherwise the streamed default."""
+        check_key(key)
+        metas = [await self.head(check_key(source)) for source in sources]
+        fits = 0 < len(metas) <= MAX_PARTS and all(m.size <= MAX_COPY_PART for m in metas)
+        if not fits or any(m.size < MIN_PART_SIZE for m in metas[:-1]):
+            return await super().compose(key, sources)
+        upload = await self._start_multipart(key)
+        done = False
+        try:
+            for meta in metas:
+                await upload.copy(meta.key, meta.etag)
+            etag = await upload.complete(PutMode.CREATE)
+            done = True
+        finally:
+            if not done:
+                await asyncio.shield(upload.abort())
+        return ObjectMeta(key, sum(m.size for m in metas), etag or None)
+
     async def _start_multipart(self, key: str) -> _Multipart:
         client = await self._connect()
         try:
@@ -421,8 +446,32 @@ class _Multipart:
         self.parts.append({"PartNumber": number, "ETag": response["ETag"]})
         self._md5s.append(hashlib.md5(data, usedforsecurity=False).digest())
 
+    async def copy(self, source: str, source_etag: str | None) -> None:
+        """The next part: the whole object ``source`` of the same store, copied by S3.
+        The part's MD5 (for :meth:`etag`) is the ETag S3 answers, or else the source's
+        own when that is an MD5 (a single-part object)."""
+        store = self.store
+        number = len(self.parts) + 1
+        try:
+            response = await self.client.upload_part_copy(
+                Bucket=store.bucket,
+                Key=store._root + self.key,
+                UploadId=self.upload_id,
+                PartNumber=number,
+                CopySource={"Bucket": store.bucket, "Key": store._root + source},
+            )
+        except _FAILURES as e:
+            raise store._error(e, "get", source) from e
+        etag = str(response["CopyPartResult"]["ETag"])
+        self.parts.append({"PartNumber": number, "ETag": etag})
+        md5 = next((e for e in (etag.strip('"'), source_etag or "") if _MD5.fullmatch(e)), "")
+        self._md5s.append(bytes.fromhex(md5))
+
     def etag(self) -> str:
-        """S3's ETag of the completed object: MD5 of the parts' MD5s, dash, part count."""
+        """S3's ETag of the completed object: MD5 of the parts' MD5s, dash, part count
+        ("" when a copied part's MD5 is unknown)."""
+        if b"" in self._md5s:
+            return ""
         digest = hashlib.md5(b"".join(self._md5s), usedforsecurity=False).hexdigest()
         return f"{digest}-{len(self._md5s)}"
 

@@ -276,6 +276,26 @@ class StoreContract:
         assert await store.get("k") == big
         assert await collect(store) == ["k"]
 
+    @pytest.mark.parametrize("sizes", [[3, 0, 1000], [(5 << 20) + 1, 7 << 20, 11]])
+    async def test_compose(self, store: ObjectStore, sizes: list[int]) -> None:
+        """Small sources, and sources fit for S3's server-side copy (all but the last at
+        least 5 MiB); the sources stay, an existing key or a missing source is refused
+        and creates nothing."""
+        datas = [os.urandom(n) for n in sizes]
+        names = [f"parts/{i}" for i in range(len(datas))]
+        for name, data in zip(names, datas, strict=True):
+            await store.put(name, data)
+        meta = await store.compose("whole", names)
+        assert (meta.key, meta.size) == ("whole", sum(sizes))
+        assert await store.get("whole") == b"".join(datas)
+        assert [await store.get(n) for n in names] == datas
+        with pytest.raises(ObjectExistsError):
+            await store.compose("whole", names[:1])
+        assert await store.get("whole") == b"".join(datas)
+        with pytest.raises(ObjectNotFoundError):
+            await store.compose("other", [names[0], "parts/absent"])
+        assert await collect(store) == sorted([*names, "whole"])
+
     @pytest.mark.parametrize("fail_after", [0, 1, 2])
     async def test_put_stream_failing_source_publishes_nothing(
         self, store: ObjectStore, fail_after: int

@@ -52,7 +52,7 @@ async def authenticate(
     sigv4.check_time(signed, clock())
     principal, secret = await _secret(auth, signed.key_id)
     sigv4.check(signed, secret, request.method, raw_path, raw_query, headers)
-    if signed.payload_hash != chunked.SIGNED:
+    if signed.payload_hash not in (chunked.SIGNED, chunked.SIGNED_TRAILER):
         return principal, None
     key = sigv4.signing_key(secret, signed.date, signed.region, signed.service)
     where = f"{signed.date}/{signed.region}/{signed.service}/aws4_request"

@@ -7,23 +7,36 @@ Each chunk is ``<hex size>[;chunk-signature=<64 hex>]\\r\\n<bytes>\\r\\n``; a ch
 * ``STREAMING-AWS4-HMAC-SHA256-PAYLOAD``: every chunk is signed; its signature chains
   from the previous one (the first from the request's own signature) and is checked
   before the chunk's bytes are passed on (SignatureDoesNotMatch otherwise);
+* ``STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER``: signed chunks as above, then the
+  trailer, signed by ``x-amz-trailer-signature``: HMAC of ``AWS4-HMAC-SHA256-TRAILER``,
+  the request's date and scope, the final (empty) chunk's signature and the SHA-256 of
+  the trailer lines as ``name:value\\n`` (names lower-case, sorted); a missing or wrong
+  one is SignatureDoesNotMatch;
 * ``STREAMING-UNSIGNED-PAYLOAD-TRAILER`` (what newer SDKs send, e.g. the C++ SDK under
-  pyarrow): unsigned chunks and a trailing checksum.  The trailer is read and not
-  checked (the upload's own MD5 is the object's ETag).
+  pyarrow): unsigned chunks and a trailing checksum.
 
-``STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER`` (signed chunks and a signed trailer) is
-not served (NotImplemented).  A chunk header longer than :data:`MAX_LINE` bytes or a
-malformed frame is IncompleteBody; nothing is staged then (the upload fails).
+Trailing checksums: the checksum the request's ``x-amz-trailer`` header announces
+(``x-amz-checksum-crc32``, ``-crc32c``, ``-sha1``, ``-sha256``) is computed as the data
+streams and compared with the trailer's value (BadDigest); ``-crc64nvme`` is read and
+not checked (no implementation here).  A checksum trailer the header did not announce,
+or an announced one that does not arrive, is InvalidRequest.  Every error is raised
+before the generator ends, so the upload reading it fails and nothing is staged.  A
+chunk header or trailer line longer than :data:`MAX_LINE` bytes or a malformed frame is
+IncompleteBody.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
-from collections.abc import AsyncIterator
+import zlib
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
-from lsmstore.server.gateway.errors import S3Error, not_implemented
+import google_crc32c
+
+from lsmstore.server.gateway.errors import S3Error
 
 SIGNED = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"
 UNSIGNED_TRAILER = "STREAMING-UNSIGNED-PAYLOAD-TRAILER"
@@ -45,6 +58,42 @@ class ChunkSigner:
         text = "\n".join(("AWS4-HMAC-SHA256-PAYLOAD", self.amz_date, self.scope, previous,
                           _EMPTY_SHA256, hashlib.sha256(chunk).hexdigest()))  # fmt: skip
         return hmac.new(self.key, text.encode(), hashlib.sha256).hexdigest()
+
+    def sign_trailer(self, previous: str, trailers: dict[str, str]) -> str:
+        """The signature of the trailer lines ``trailers`` after the final chunk's."""
+        canonical = "".join(f"{k}:{v}\n" for k, v in sorted(trailers.items()))
+        text = "\n".join(("AWS4-HMAC-SHA256-TRAILER", self.amz_date, self.scope, previous,
+                          hashlib.sha256(canonical.encode()).hexdigest()))  # fmt: skip
+        return hmac.new(self.key, text.encode(), hashlib.sha256).hexdigest()
+
+
+class _Crc:
+    """A CRC as a digest: ``update`` / ``digest`` (4 bytes, big-endian)."""
+
+    def __init__(self, extend: Callable[[int, bytes], int]) -> None:
+        self.extend = extend
+        self.value = 0
+
+    def update(self, data: bytes) -> None:
+        self.value = self.extend(self.value, data)
+
+    def digest(self) -> bytes:
+        return (self.value & 0xFFFFFFFF).to_bytes(4, "big")
+
+
+def _digest(name: str) -> _Crc | hashlib._Hash | None:
+    """The running checksum of trailer ``x-amz-checksum-<name>``; None: not checked."""
+    if name == "crc32":
+        return _Crc(lambda crc, data: zlib.crc32(data, crc))
+    if name == "crc32c":
+        return _Crc(google_crc32c.extend)
+    if name in ("sha1", "sha256"):
+        return hashlib.new(name)
+    return None
+
+
+CHECKSUM = "x-amz-checksum-"
+TRAILER_SIGNATURE = "x-amz-trailer-signature"
 
 
 def is_streaming(payload_hash: str) -> bool:
@@ -86,16 +135,19 @@ class _Buffer:
 
 
 async def decode(
-    source: AsyncIterator[bytes], payload_hash: str, signer: ChunkSigner | None
-) -> AsyncIterator[bytes]:
-    """The data of an ``aws-chunked`` body (module docstring)."""
-    if payload_hash == SIGNED_TRAILER:
-        raise not_implemented("signed aws-chunked trailers")
-    if payload_hash not in (SIGNED, UNSIGNED_TRAILER):
+    source: AsyncIterator[bytes], payload_hash: str, signer: ChunkSigner | None,
+    announced: str = "",
+) -> AsyncIterator[bytes]:  # fmt: skip
+    """The data of an ``aws-chunked`` body (module docstring); ``announced``: the
+    request's ``x-amz-trailer`` header."""
+    if payload_hash not in (SIGNED, SIGNED_TRAILER, UNSIGNED_TRAILER):
         raise S3Error("InvalidArgument", f"unknown x-amz-content-sha256 {payload_hash!r}")
-    signed = payload_hash == SIGNED
+    signed = payload_hash != UNSIGNED_TRAILER
     if signed and signer is None:
         raise S3Error("InvalidRequest", "signed chunks need a SigV4 Authorization header")
+    expected = {n.strip().lower() for n in announced.split(",") if n.strip()}
+    digests = {n: d for n in expected if n.startswith(CHECKSUM)
+               and (d := _digest(n[len(CHECKSUM) :])) is not None}  # fmt: skip
     buf = _Buffer(source)
     previous = signer.seed if signer is not None else ""
     while True:
@@ -119,7 +171,34 @@ async def decode(
             break
         if await buf.take(2) != b"\r\n":
             raise S3Error("IncompleteBody", "an aws-chunked chunk lacks its CRLF")
+        for d in digests.values():
+            d.update(data)
         yield data
-    # The trailer (checksums) up to an empty line; a signed body ends with CRLF.
-    while await buf.line():
-        pass
+    # The trailer (checksums, its signature) up to an empty line; a signed body without
+    # a trailer ends with that empty line alone.
+    trailers: dict[str, str] = {}
+    while line := (await buf.line()).decode("latin-1"):
+        name, colon, value = line.partition(":")
+        if not colon:
+            raise S3Error("IncompleteBody", "malformed aws-chunked trailer line")
+        trailers[name.strip().lower()] = value.strip()
+    trailer_sig = trailers.pop(TRAILER_SIGNATURE, None)
+    if payload_hash == SIGNED_TRAILER:
+        assert signer is not None
+        want = signer.sign_trailer(previous, trailers)
+        if trailer_sig is None or not hmac.compare_digest(want, trailer_sig):
+            raise S3Error("SignatureDoesNotMatch", "the trailer's signature does not match")
+    for name in trailers:
+        if name.startswith(CHECKSUM) and name not in expected:
+            raise S3Error("InvalidRequest", f"trailer {name} not announced by x-amz-trailer")
+    for name in expected:
+        if name not in trailers:
+            raise S3Error("InvalidRequest", f"the announced trailer {name} did not arrive")
+    for name, d in digests.items():
+        try:
+            claimed = base64.b64decode(trailers[name], validate=True)
+        except ValueError:
+            claimed = b""
+        if not hmac.compare_digest(claimed, d.digest()):
+            raise S3Error("BadDigest", f"the {name} you specified did not match the "
+                          "calculated checksum")  # fmt: skip

@@ -5,6 +5,7 @@ mapping of every other exception onto one (the typed errors of
 from __future__ import annotations
 
 from lsmstore.errors import (
+    ConflictError,
     EntryTooLargeError,
     InvalidInputError,
     ObjectExistsError,
@@ -23,6 +24,7 @@ STATUS: dict[str, int] = {
     "AuthorizationHeaderMalformed": 400,
     "AuthorizationQueryParametersError": 400,
     "BadDigest": 400,
+    "ConditionalRequestConflict": 409,
     "EntityTooLarge": 400,
     "EntityTooSmall": 400,
     "IncompleteBody": 400,
@@ -75,6 +77,8 @@ def s3_error_of(e: BaseException) -> S3Error:
         return S3Error("PreconditionFailed", msg)
     if isinstance(e, EntryTooLargeError):
         return S3Error("EntityTooLarge", msg)
+    if isinstance(e, ConflictError):
+        return S3Error("ConditionalRequestConflict", msg)
     if isinstance(e, PermissionDeniedError):
         return S3Error("AccessDenied", msg)
     if isinstance(e, InvalidInputError):

@@ -5,9 +5,10 @@ State: one RefStore record per upload (kind ``s3-uploads``, name = upload id: th
 repository, branch, path, content type, metadata and initiator) and one per part (kind
 ``s3-parts``, name ``<upload id>/<part number:05d>``: its ``data/`` key, size, ETag).
 A part's bytes are written to a fresh ``data/`` object of the repository's namespace
-before its record; Complete streams the parts, in order, into a fresh ``data/`` object,
-links it at the path (``Branch.link``: the entry is staged and acknowledged) and then
-deletes the parts' objects and records.
+before its record; Complete joins the parts, in order, into a fresh ``data/`` object
+(``ObjectStore.compose``: on S3 a server-side copy, locally a kernel-side copy; no
+byte passes through the server), links it at the path (``Branch.link``: the entry is
+staged and acknowledged) and then deletes the parts' objects and records.
 
 ETags (S3's rules, which clients verify): a part's is the MD5 of its bytes; the
 completed object's is ``<md5 of the concatenated binary part MD5s>-<number of parts>``,
@@ -151,15 +152,10 @@ class Multipart:
                 raise S3Error("EntityTooSmall", f"part {number} is smaller than 5 MiB")
             chosen.append(part)
 
-        async def joined() -> AsyncIterator[bytes]:
-            for part in chosen:
-                async for chunk in repo.objects.get_stream(part["key"]):
-                    yield chunk
-
         etag = multipart_etag([part["etag"] for part in chosen])
         key = new_data_key(branch)
         try:
-            await repo.objects.put_stream(key, joined())
+            await repo.objects.compose(key, [part["key"] for part in chosen])
             await branch.link(
                 doc["path"], namespace(repo).base + key, size=sum(p["size"] for p in chosen),
                 checksum=etag, content_type=doc["content_type"], metadata=doc["metadata"],

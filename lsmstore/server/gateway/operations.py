@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import hashlib
 from collections.abc import AsyncIterator
 from email.utils import parsedate_to_datetime
@@ -20,8 +21,9 @@ from typing import Any
 from urllib.parse import unquote
 
 from lsmstore.client import Repository
-from lsmstore.errors import ObjectNotFoundError, RefNotFoundError
+from lsmstore.errors import LsmError, ObjectNotFoundError, RefNotFoundError
 from lsmstore.objects import DEFAULT_CONTENT_TYPE
+from lsmstore.operations.objects import copy_data
 from lsmstore.server.auth import Action, Principal
 from lsmstore.server.context import Context
 from lsmstore.server.gateway import chunked, multipart, payload, xml
@@ -128,7 +130,7 @@ class Operations:
             return await self.get_object(request, repo, key)
         if method == "PUT":
             if "x-amz-copy-source" in request.headers:
-                return await self.copy_object(request, repo, key)
+                return await self.copy_object(request, who, repo, key)
             return await self.put_object(request, repo, key, signer)
         if method == "DELETE":
             return await self.delete_object(repo, key)
@@ -316,7 +318,13 @@ class Operations:
             raise NotModified(headers)
 
     async def _branch_of(self, repo: Repository, ref: str) -> Any:
-        """The branch ``ref`` names; MethodNotAllowed for a tag or commit."""
+        """The branch ``ref`` names; MethodNotAllowed for a tag or commit.  A branch is
+        recognised from a ref value fetched through the store's ref cache (fetched after
+        the call, and shared by the concurrent requests of the branch: the writes'
+        common case costs no RefStore read of its own); anything else is resolved."""
+        with contextlib.suppress(LsmError):  # (no view is made for a name that is none)
+            if (await repo.store.refs.get(repo.name, ref)).is_branch:
+                return repo.branch(ref)
         try:
             resolved = await repo.resolve_ref(ref)
         except RefNotFoundError:
@@ -337,8 +345,10 @@ class Operations:
             await self._branch_of(repo, ref)
             return Response(200, b"", None, {"ETag": f'"{hashlib.md5(b"").hexdigest()}"'})
         ref, path = _split_key(key)
+        if "if-match" in h or h.get("if-none-match", "*").strip() != "*":
+            raise not_implemented("If-Match and If-None-Match other than '*' on PutObject")
         if_absent = h.get("if-none-match", "").strip() == "*"
-        metadata = {k[len(META) :]: v for k, v in h.items() if k.startswith(META) and k != META}
+        metadata = _user_metadata(h)
         md5 = payload.expected_md5(h.get("content-md5"))
         sha = h.get("x-amz-content-sha256", "")
         branch = await self._branch_of(repo, ref)
@@ -360,35 +370,58 @@ class Operations:
         )  # fmt: skip
         return Response(200, b"", None, {"ETag": f'"{s.checksum}"'})
 
-    async def copy_object(self, request: Request, repo: Repository, key: str) -> Response:
-        """CopyObject within a repository, from any ref to a branch: the destination links
-        the source's data (no data is copied).  ``x-amz-metadata-directive: REPLACE``
-        takes the content type and user metadata of the request instead of the source's."""
+    async def copy_object(
+        self, request: Request, who: Principal, repo: Repository, key: str
+    ) -> Response:
+        """CopyObject from any ref to a branch.  Within a repository the destination
+        links the source's data (no data is copied); from another repository (the caller
+        needs read there) the data is copied into this repository's namespace, since an
+        entry never links into a namespace another repository owns.
+        ``x-amz-metadata-directive: REPLACE`` takes the content type and user metadata
+        of the request instead of the source's."""
         ref, path = _split_key(key)
         h = request.headers
-        source = unquote(h["x-amz-copy-source"].partition("?")[0]).lstrip("/")
-        src_bucket, _, src_key = source.partition("/")
-        if src_bucket != repo.name:
-            raise not_implemented("CopyObject between repositories")
-        src_ref, src_path = _split_key(src_key)
+        source_repo, src_ref, src_path = await self._source(who, repo, h)
         branch = await self._branch_of(repo, ref)
+        directive = h.get("x-amz-metadata-directive", "COPY").upper()
+        if directive not in ("COPY", "REPLACE"):
+            raise S3Error("InvalidArgument", f"unknown x-amz-metadata-directive {directive!r}")
+        if source_repo is not repo:
+            replace = directive == "REPLACE"
+            s = await copy_data(
+                source_repo.ref(src_ref), src_path, branch, path,
+                content_type=(h.get("content-type") or DEFAULT_CONTENT_TYPE) if replace else None,
+                metadata=_user_metadata(h) if replace else None,
+            )  # fmt: skip
+            return _copy_result(s)
         directive = h.get("x-amz-metadata-directive", "COPY").upper()
         if directive == "COPY":
             s = await branch.copy_object(src_path, path, src_ref=src_ref)
-        elif directive == "REPLACE":
+        else:
             src = await repo.ref(src_ref).stat_object(src_path)
             if not src.physical_address:
                 raise not_implemented("REPLACE of the metadata of an inline value")
-            metadata = {k[len(META) :]: v for k, v in h.items() if k.startswith(META)}
             s = await branch.link(
                 path, src.physical_address, size=src.size, checksum=src.checksum,
                 content_type=h.get("content-type") or src.content_type or None,
-                metadata=metadata,
+                metadata=_user_metadata(h),
             )  # fmt: skip
-        else:
-            raise S3Error("InvalidArgument", f"unknown x-amz-metadata-directive {directive!r}")
-        result = [xml.el("LastModified", xml.iso(s.mtime)), xml.el("ETag", f'"{s.checksum}"')]
-        return _xml(xml.doc("CopyObjectResult", result))
+        return _copy_result(s)
+
+    async def _source(
+        self, who: Principal, repo: Repository, h: dict[str, str]
+    ) -> tuple[Repository, str, str]:
+        """The repository, ref and path ``x-amz-copy-source`` names: ``repo`` itself or
+        another repository the caller may read (AccessDenied otherwise)."""
+        source = unquote(h["x-amz-copy-source"].partition("?")[0]).lstrip("/")
+        src_bucket, _, src_key = source.partition("/")
+        src_ref, src_path = _split_key(src_key)
+        if src_bucket == repo.name:
+            return repo, src_ref, src_path
+        if not who.allows("read", src_bucket):
+            raise S3Error("AccessDenied", f"access key {who.access_key_id} ({who.role}) may "
+                          f"not read in {src_bucket!r}")  # fmt: skip
+        return await self.ctx.repository(src_bucket), src_ref, src_path
 
     async def multipart_operation(
         self,
@@ -404,7 +437,7 @@ class Operations:
         method, h, mp = request.method, request.headers, self.multipart
         if method == "POST" and "uploads" in request.query:
             branch = await self._branch_of(repo, ref)
-            metadata = {k[len(META) :]: v for k, v in h.items() if k.startswith(META)}
+            metadata = _user_metadata(h)
             ctype = h.get("content-type") or DEFAULT_CONTENT_TYPE
             uid = await mp.create(who, branch, path, ctype, metadata, self.ctx.store.clock())
             return _xml(multipart.initiate_result(repo.name, key, uid))
@@ -415,7 +448,7 @@ class Operations:
             branch = await self._branch_of(repo, ref)
             limit = self.ctx.config.server_max_object_bytes
             if "x-amz-copy-source" in h:
-                chunks = await self._copy_source(repo, h)
+                chunks = await self._copy_source(who, repo, h)
                 etag = await mp.put_part(repo, branch, upload_id, number, chunks)
                 result = [xml.el("LastModified", xml.iso(self.ctx.store.clock())),
                           xml.el("ETag", f'"{etag}"')]  # fmt: skip
@@ -437,14 +470,13 @@ class Operations:
             return _xml(multipart.parts_result(repo.name, key, upload_id, parts))
         raise not_implemented(f"{method} on a multipart upload")
 
-    async def _copy_source(self, repo: Repository, h: dict[str, str]) -> AsyncIterator[bytes]:
-        """The bytes ``x-amz-copy-source`` (and ``x-amz-copy-source-range``) name."""
-        source = unquote(h["x-amz-copy-source"].partition("?")[0]).lstrip("/")
-        src_bucket, _, src_key = source.partition("/")
-        if src_bucket != repo.name:
-            raise not_implemented("UploadPartCopy between repositories")
-        src_ref, src_path = _split_key(src_key)
-        reader = await repo.ref(src_ref).open(src_path)
+    async def _copy_source(
+        self, who: Principal, repo: Repository, h: dict[str, str]
+    ) -> AsyncIterator[bytes]:
+        """The bytes ``x-amz-copy-source`` (and ``x-amz-copy-source-range``) name, in
+        this repository or another one the caller may read."""
+        source_repo, src_ref, src_path = await self._source(who, repo, h)
+        reader = await source_repo.ref(src_ref).open(src_path)
         start, end = 0, reader.stats.size
         spec = h.get("x-amz-copy-source-range")
         if spec:
@@ -509,11 +541,20 @@ def body_stream(request: Request, limit: int, signer: ChunkSigner | None) -> Asy
     sha = h.get("x-amz-content-sha256", "")
     stream = request.stream(limit)
     if chunked.is_streaming(sha):
-        stream = chunked.decode(stream, sha, signer)
+        stream = chunked.decode(stream, sha, signer, h.get("x-amz-trailer", ""))
         sha = ""
     if payload.needs_check(md5, sha):
         stream = payload.checked(stream, md5, sha)
     return stream
+
+
+def _user_metadata(h: dict[str, str]) -> dict[str, str]:
+    return {k[len(META) :]: v for k, v in h.items() if k.startswith(META) and k != META}
+
+
+def _copy_result(s: ObjectStats) -> Response:
+    result = [xml.el("LastModified", xml.iso(s.mtime)), xml.el("ETag", f'"{s.checksum}"')]
+    return _xml(xml.doc("CopyObjectResult", result))
 
 
 def _delete_error(key: str, code: str, message: str) -> str:
