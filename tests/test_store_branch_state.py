@@ -144,3 +144,23 @@ async def test_views_are_a_bounded_cache(tmp_path: Path) -> None:
         assert await repo.branch("b0").get("k0") == b"v0"
         assert await main.get("k") == b"v"
         assert _held(store)[1] == 4
+
+
+async def test_a_call_under_way_when_its_writer_closes_completes(tmp_path: Path) -> None:
+    """A large ``write_staged`` whose rows are prepared off the loop when the writer's
+    close begins is staged in that writer and flushed by the close (not refused)."""
+    from lsmstore.staging.writer import THREAD_ROWS
+
+    async with _store(tmp_path) as store:
+        repo = await store.create_repository("r", storage_namespace=(tmp_path / "ns").as_uri())
+        main = repo.branch()
+        w = main.writer()
+        rows = [(f"k{i:06d}".encode(), b"", f"v{i}".encode()) for i in range(THREAD_ROWS)]
+        call = asyncio.ensure_future(w.write_staged(rows))
+        while not w._entering:  # the call is preparing its rows off the loop
+            await asyncio.sleep(0)
+        assert not w.idle()
+        await w.aclose()
+        assert call.done()
+        await call
+        assert await main.get(f"k{THREAD_ROWS - 1:06d}") == f"v{THREAD_ROWS - 1}".encode()

@@ -42,7 +42,9 @@ docs/write-path.md walks through it; the contract in short:
   for ``stall_timeout_s`` fails with WriteStalledError.
 * Cancelling a waiting write does not unstage it: it may still be written.
 * ``aclose()`` flushes and acknowledges everything staged, then refuses new writes
-  with ClosedError (from its start: :meth:`BranchWriter.retire`).  An append refused
+  with ClosedError (from its start: :meth:`BranchWriter.retire`); a call already
+  under way when it starts (a large ``write_staged`` preparing its rows, a
+  ``stage_sst``) completes first.  An append refused
   because the branch or repository does not exist is reported to ``on_gone``, so the
   owner can drop the writer; :meth:`BranchWriter.idle` tells when closing settles no
   write.
@@ -343,8 +345,9 @@ class BranchWriter:
             try:
                 rows = await asyncio.to_thread(prepare_rows, records)
             finally:
-                self._entering -= 1
-            await self._write_many(rows, staged_bytes, pending=True)
+                self._left()
+            # begun before any close: it lands in this writer, which waits for it
+            await self._write_many(rows, staged_bytes, pending=True, entered=True)
             return
         await self._write_many(records, staged_bytes, pending=True)
 
@@ -354,8 +357,10 @@ class BranchWriter:
         charge: Callable[[Any], int],
         *,
         pending: bool,
+        entered: bool = False,
     ) -> None:
-        self._check_open()
+        if not entered:
+            self._check_open()
         if not records:
             return
         size = (
@@ -536,7 +541,7 @@ class BranchWriter:
             else:
                 batch = self._batch
                 if not len(batch.mem):
-                    if self.closing and not self._room and not self._granted:
+                    if self.closing and not (self._room or self._granted or self._entering):
                         break
                     self._wake.clear()
                     await self._wake.wait()
@@ -828,7 +833,7 @@ class BranchWriter:
         try:
             return await self._stage_sst(data)
         finally:
-            self._entering -= 1
+            self._left()
             self.last_active = self._clock()
 
     async def _stage_sst(self, data: bytes) -> str:
@@ -842,7 +847,6 @@ class BranchWriter:
             cfg.bloom_error_rate,
             cfg.max_prepared_sst_bytes,
         )
-        self._check_open()
         await self._admit()  # the same backpressure as batches
         file_id = await self._upload(data, encode_sidecar(sidecar))
         try:
@@ -855,6 +859,12 @@ class BranchWriter:
         return file_id
 
     # --- life cycle --------------------------------------------------------------------------
+
+    def _left(self) -> None:
+        """A call counted in ``_entering`` is done entering."""
+        self._entering -= 1
+        if not self._entering:
+            self._wake.set()  # a closing flusher waits for it (see _run)
 
     def _gone(self) -> None:
         if self._on_gone is not None and not self.closing:
