@@ -157,8 +157,8 @@ async def test_a_call_under_way_when_its_writer_closes_completes(tmp_path: Path)
         w = main.writer()
         rows = [(f"k{i:06d}".encode(), b"", f"v{i}".encode()) for i in range(THREAD_ROWS)]
         call = asyncio.ensure_future(w.write_staged(rows))
-        while not w._entering:  # the call is preparing its rows off the loop
-            await asyncio.sleep(0)
+        await asyncio.sleep(0)  # the call's first step: its rows go to a thread
+        assert w._entering == 1
         assert not w.idle()
         await w.aclose()
         assert call.done()
