@@ -23,8 +23,9 @@ processes on the same machine:
   request's scheduled time (p50/p99/p99.9), with the failed requests, how late the
   client itself sent (p99: a client too slow for the rate shows here) and the server's
   and the client's CPU per upload;
-* **our app's own cost** (``app``, ``applink``): CPU µs per stat (per one-link
-  request) through the ASGI app driven
+* **our app's own cost** (``app``, ``applink``, ``appbatch``): CPU µs per stat (per
+  one-link request; per JSON batch request of ``--batch`` links, 8 at a time, into a
+  ``local://`` namespace as the ``batch`` phase's) through the ASGI app driven
   in-process, without sockets or uvicorn;
 * **library ceiling** (same run): the same operations through ``lsmstore.connect``
   in one process -- 256 tasks uploading, ``link_many`` of ``--batch`` links, 256 tasks
@@ -41,6 +42,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import itertools
 import json
 import multiprocessing
 import os
@@ -57,7 +59,7 @@ from typing import Any
 from lsmstore.testing.server_process import ServerProcess, start_server
 
 REPO = "bench"
-PHASES = ("stat", "ls", "upload", "link", "batch", "halfload", "app", "applink")
+PHASES = ("stat", "ls", "upload", "link", "batch", "halfload", "app", "applink", "appbatch")
 
 UPLOAD_LUA = """
 local counter = 0
@@ -257,12 +259,13 @@ def open_loop(
             "server_cpu_us": server_cpu / sent * 1e6}  # fmt: skip
 
 
-async def app_cpu(home: Path, n: int = 5000, op: str = "stat") -> float:
+async def app_cpu(home: Path, n: int = 5000, op: str = "stat", batch: int = 1000) -> float:
     """CPU µs per request through the ASGI app driven in-process (no sockets, no
     uvicorn): our own per-request cost, apart from the stack's.  ``op`` ``stat``:
     ``statObject``, 50 requests at a time; ``link``: one link per batch request, 256 at
-    a time (this process's CPU, its write threads included; not the encoder's and
-    compactor's worker processes)."""
+    a time; ``batch``: ``batch`` links per JSON batch request (addresses as an upload
+    to a ``local://`` repository shows them), 8 at a time (this process's CPU, its
+    write threads included; not the encoder's and compactor's worker processes)."""
     import lsmstore
     from lsmstore.server.app import App
     from lsmstore.server.serve import make_context
@@ -273,7 +276,8 @@ async def app_cpu(home: Path, n: int = 5000, op: str = "stat") -> float:
         ctx = make_context(store.config, store)
         app = App(ctx)
         key, secret = await ctx.auth.create_key("admin")
-        repo = await store.create_repository(REPO, storage_namespace=(home / "ns").as_uri())
+        where = "local://bench" if op == "batch" else (home / "ns").as_uri()
+        repo = await store.create_repository(REPO, storage_namespace=where)
         await repo.branch("main").upload("s/one", b"0123456789abcdef")
         cred = b"Basic " + base64.b64encode(f"{key.access_key_id}:{secret}".encode())
         scope = {"type": "http", "method": "GET", "query_string": b"path=s/one",
@@ -282,6 +286,18 @@ async def app_cpu(home: Path, n: int = 5000, op: str = "stat") -> float:
         statuses: list[int] = []
         at = 50
         bodies = iter(())
+        if op == "batch":
+            up = await repo.branch("main").stat_object("s/one")
+            at = 8
+            scope.update(
+                method="POST",
+                query_string=b"",
+                path=f"/api/v1/lsm/repositories/{REPO}/branches/main/batch",
+            )
+            scope["headers"] = [*scope["headers"], (b"content-type", b"application/json")]
+            body = json.dumps([["link", f"b/{i:08d}", up.physical_address, 16, up.checksum]
+                               for i in range(batch)]).encode()  # fmt: skip
+            bodies = itertools.repeat(body)
         if op == "link":
             up = await repo.branch("main").stat_object("s/one")
             at = 256
@@ -492,6 +508,12 @@ def main(argv: list[str]) -> int:
         us = uvloop.run(app_cpu(tmp / "applink", 25_600, "link"))
         rows.append(("ASGI app in process: CPU per one-link request", f"{us:,.1f} µs",
                      "no sockets; 256 at a time"))  # fmt: skip
+    if "appbatch" in phases:
+        import uvloop
+
+        us = uvloop.run(app_cpu(tmp / "appbatch", 800, "batch", args.batch))
+        rows.append((f"ASGI app in process: CPU per JSON batch request of {args.batch} links",
+                     f"{us:,.0f} µs", "no sockets; 8 at a time; local:// namespace"))  # fmt: skip
     if not args.skip_library:
         lib = asyncio.run(library(tmp / "lib", args.seconds, args.batch))
         rows.append(("library: uploads/s (256 tasks)", f"{lib['writes']:,.0f}", "same machine"))

@@ -63,6 +63,8 @@ from lsmstore.types import (
     Commit,
     Entry,
     HookRun,
+    ImportPath,
+    ImportStatus,
     LogEntry,
     MergeResult,
     ObjectStats,
@@ -277,6 +279,37 @@ class BranchAPI(ReadsAPI, Protocol):
         ``removed``, ``changed``), in key order.  A staged value equal to the base's, or
         a delete of a key the base lacks, is no change.  A snapshot: writes landing
         meanwhile may or may not be in it."""
+        ...
+
+    async def import_start(
+        self,
+        paths: Sequence[ImportPath],
+        message: str,
+        *,
+        metadata: Mapping[str, str] | None = None,
+        committer: str | None = None,
+    ) -> str:
+        """Start importing the object-store ``paths`` onto this branch as one commit
+        (lakeFS's ``importStart``); the import's id.  It runs in the background of the
+        process that serves the call (the server, or this process when embedded).
+        A ``common_prefix`` path's objects land under its ``destination`` and replace
+        what the branch had there; an ``object`` path's object at its ``destination``.
+        Entries reference the listed objects (no copy).  InvalidInputError for a source
+        outside the storage namespace and its allowed external prefixes;
+        ProtectedBranchError for a protected branch (docs/client.md, "Imports")."""
+        ...
+
+    async def import_status(self, import_id: str) -> ImportStatus:
+        """Where the import stands (lakeFS's ``importStatus``): ``completed`` with its
+        commit, ``error`` once failed or canceled (an import whose process stopped
+        reads as failed), else running with ``ingested_objects`` so far.
+        ImportNotFoundError for an id unknown on this branch."""
+        ...
+
+    async def import_cancel(self, import_id: str) -> None:
+        """Cancel a running import (lakeFS's ``importCancel``): it commits nothing.
+        ConflictError when it already completed, failed, or passed the point where its
+        commit is being made; ImportNotFoundError."""
         ...
 
     async def flush(self) -> None:

@@ -70,6 +70,7 @@ from lsmstore.objects.addresses import ALLOWED_EXTERNAL_PREFIXES_KEY, parse_allo
 from lsmstore.objects.api import ObjectReads
 from lsmstore.operations import batch as _batch
 from lsmstore.operations import branches as _branches
+from lsmstore.operations import imports as _imports
 from lsmstore.operations import protection as _protection
 from lsmstore.operations import repositories as _repositories
 from lsmstore.operations import tags as _tags
@@ -97,6 +98,8 @@ from lsmstore.types import (
     Commit,
     Entry,
     HookRun,
+    ImportPath,
+    ImportStatus,
     LogEntry,
     MergeResult,
     Stat,
@@ -208,7 +211,7 @@ class Store:
         self.clock = clock
         #: The per-branch locks the operations layer takes (lsmstore.operations.exclusion).
         self.exclusion = BranchLocks()
-        #: Randomness of repository and action run ids.
+        #: Randomness of repository, action run and import ids.
         self.token = token
         self._open_objects = open_objects
         self._objects: dict[str, ObjectStore] = {}
@@ -964,6 +967,29 @@ class Branch(_Reads, ObjectWrites):
         )  # fmt: skip
         assert r.commit is not None
         return r.commit
+
+    async def import_start(
+        self,
+        paths: Sequence[ImportPath],
+        message: str,
+        *,
+        metadata: Mapping[str, str] | None = None,
+        committer: str | None = None,
+    ) -> str:
+        """Start importing object-store ``paths`` onto this branch as one commit, in the
+        background of this process (docs/client.md, "Imports"); the import's id."""
+        return await _imports.start(
+            self, paths, message,
+            metadata=dict(metadata) if metadata is not None else None, committer=committer,
+        )  # fmt: skip
+
+    async def import_status(self, import_id: str) -> ImportStatus:
+        """Where the import stands; ImportNotFoundError."""
+        return await _imports.status(self, import_id)
+
+    async def import_cancel(self, import_id: str) -> None:
+        """Cancel a running import; ConflictError when it is no longer running."""
+        await _imports.cancel(self, import_id)
 
     async def diff_uncommitted(self) -> list[Change]:
         """The staged writes as changes against the branch's base (added, removed,

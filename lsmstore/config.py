@@ -213,6 +213,10 @@ class Config:
     commit_poll_interval_s: float = 5.0
     commit_concurrency: int = 2
     commit_lease_s: float = 300.0
+    #: An import (docs/client.md, "Imports") is run by one process holding a lease of
+    #: ``import_lease_s`` in the RefStore, renewed (with its progress) every fifth of
+    #: it; once the lease lapses, its status reads as failed (the process stopped).
+    import_lease_s: float = 30.0
     #: A commit whose branch moved under it starts over, up to this many attempts in
     #: all, backing off from ``commit_backoff_ms`` (doubling, jittered) to at most
     #: ``commit_backoff_max_ms``.
@@ -298,6 +302,18 @@ class Config:
     server_advertise_url: str = ""
     server_member_heartbeat_s: float = 2.0
     server_member_ttl_s: float = 10.0
+    #: Forwarding a write to its branch's owner (docs/server.md, "Forwarding"): bodies of
+    #: at most ``server_forward_max_bytes`` (declared by Content-Length) are forwarded,
+    #: larger ones applied where they arrive; an owner that does not answer within
+    #: ``server_forward_timeout_s`` (connecting: ``server_forward_connect_timeout_s``)
+    #: is passed over and the write applied locally.  ``0`` bytes: never forward.
+    #: ``proxy``: the daemon sends the write to the owner and passes its answer back;
+    #: ``redirect``: it answers 307 to the owner's URL (for clients that follow it with
+    #: their credentials: lsmstore's remote client does).
+    server_forward_mode: str = "proxy"
+    server_forward_max_bytes: int = 8 * MiB
+    server_forward_timeout_s: float = 30.0
+    server_forward_connect_timeout_s: float = 1.0
 
     @property
     def refstore_url(self) -> str:
@@ -445,6 +461,7 @@ _BOUNDS: dict[str, tuple[float, float, bool]] = {
     "commit_poll_interval_s": (0, _YEAR_S, True),
     "commit_concurrency": (1, 1024, False),
     "commit_lease_s": (0, _YEAR_S, True),
+    "import_lease_s": (0, 86_400, True),
     "commit_max_attempts": (1, 1000, False),
     "commit_backoff_ms": (0, _YEAR_S * 1000, False),
     "commit_backoff_max_ms": (0, _YEAR_S * 1000, False),
@@ -471,6 +488,9 @@ _BOUNDS: dict[str, tuple[float, float, bool]] = {
     "server_switch_interval_ms": (0, 1000, True),
     "server_member_heartbeat_s": (0, 3600, True),
     "server_member_ttl_s": (0, 3600, True),
+    "server_forward_max_bytes": (0, _BYTES, False),
+    "server_forward_timeout_s": (0, _YEAR_S, True),
+    "server_forward_connect_timeout_s": (0, _YEAR_S, True),
     "remote_batch_window_ms": (0, 3_600_000, False),
     "remote_batch_max_entries": (1, _COUNT, False),
     "remote_batch_max_bytes": (1, _BYTES, False),
@@ -522,6 +542,8 @@ def _validated(cfg: Config) -> Config:
         raise bad(str(e)) from None
     if cfg.server_affinity not in ("on", "off"):
         raise bad("server_affinity must be on or off")
+    if cfg.server_forward_mode not in ("proxy", "redirect"):
+        raise bad("server_forward_mode must be proxy or redirect")
     if not cfg.commit_backoff_ms <= cfg.commit_backoff_max_ms:
         raise bad("commit_backoff_ms must be <= commit_backoff_max_ms")
     if not cfg.commit_range_min_bytes <= cfg.commit_range_max_bytes:

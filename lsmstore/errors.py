@@ -79,6 +79,10 @@ class WorkspaceNotFoundError(NotFoundError):
     """A workspace (saved staging changes of a branch) does not exist."""
 
 
+class ImportNotFoundError(NotFoundError):
+    """No import of that id on that branch (``Branch.import_status``)."""
+
+
 class RecordNotFoundError(NotFoundError):
     """A small record (credentials, settings) does not exist."""
 

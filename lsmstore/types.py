@@ -34,6 +34,8 @@ __all__ = [
     "ChangeKind",
     "Commit",
     "Entry",
+    "ImportPath",
+    "ImportStatus",
     "LogEntry",
     "MergeResult",
     "ObjectLink",
@@ -303,6 +305,41 @@ class ObjectLink:
     content_type: str | None = None
     metadata: Mapping[str, str] | None = None
     mtime: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ImportPath:
+    """One source of an import (lakeFS's ``ImportLocation``): ``path`` an object-store
+    URI, ``destination`` where it lands on the branch.  ``type`` ``"common_prefix"``:
+    every object whose URI starts with ``path`` lands at ``destination`` + the rest of
+    its URI, and the branch's objects under ``destination`` are replaced; ``"object"``:
+    the one object ``path`` lands at the path ``destination``."""
+
+    path: str
+    destination: str
+    type: str = "common_prefix"
+
+
+@dataclass(frozen=True, slots=True)
+class ImportStatus:
+    """Where an import stands (lakeFS's ``ImportStatus``).  ``completed`` once its
+    commit is on the branch (``commit_id``, ``commit``, ``metarange_id`` set); ``error``
+    once it failed or was canceled (then it never commits); neither while it runs.
+    ``ingested_objects``: objects listed so far; ``update_time``: seconds since the
+    epoch of the last change of this status."""
+
+    id: str
+    completed: bool
+    update_time: float
+    ingested_objects: int
+    metarange_id: str | None = None
+    commit_id: str | None = None
+    commit: Commit | None = None
+    error: str | None = None
+
+    @property
+    def running(self) -> bool:
+        return not self.completed and self.error is None
 
 
 @dataclass(frozen=True, slots=True)

@@ -148,3 +148,51 @@ async def test_a_json_entry_past_the_bound_is_refused_before_it_is_decoded() -> 
     with pytest.raises(ApiError) as e:
         await decode_batch(body, "application/json", max_entries=2, max_values=BIG)
     assert e.value.status == 413
+
+
+def _counted(data: bytes) -> int:
+    return sum(map(data.count, (b"[", b"{", b",", b":")))
+
+
+@pytest.mark.parametrize("n", [1, 3, 5000, 40_000])
+async def test_json_values_are_counted_to_the_bound_across_slices(n: int) -> None:
+    """A JSON body is refused exactly when it holds ``max_values`` or more of the
+    characters that open or separate values, whether it is shorter than the bound or
+    counted over several slices (the 40,000-entry body is over 1 MB)."""
+    import orjson
+
+    from lsmstore.server import batch_body
+
+    entries = [["link", f"p{i}", "data/x", 1, "c", None, {"a": "1"}] for i in range(n)]
+    body = orjson.dumps(entries)
+    count = _counted(body)
+    if n == 40_000:
+        assert len(body) > 4 * batch_body._COUNT_SLICE
+    for bound in (count, count + 1, len(body), len(body) + 1, count // 2 + 1):
+        over = count >= bound
+        assert batch_body._json_values_over(body, bound) is over, bound
+        if over:
+            with pytest.raises(ApiError) as e:
+                await decode_batch(body, "application/json", max_entries=BIG, max_values=bound)
+            assert e.value.status == 413
+        else:
+            got = await decode_batch(body, "application/json", max_entries=BIG, max_values=bound)
+            assert got == [tuple(e) for e in entries]
+    # every byte one of them: as many values as bytes
+    dense = b"[" * 10 + b"]" * 10
+    assert batch_body._json_values_over(dense, 10) and not batch_body._json_values_over(dense, 11)
+
+
+@pytest.mark.parametrize("n", [10, 5000])
+async def test_small_and_large_json_bodies_decode_alike(n: int) -> None:
+    """A body of at most ``_ONE_STEP_BYTES`` is parsed in one step, a larger one by the
+    scanner an entry at a time: the same entries (tuples) either way."""
+    from lsmstore.server import batch_body
+
+    entries = [["link", f"p/{i:06d}", "local://r/data/" + "x" * 40, i, "e" * 32, None,
+                {"k": [i, 1.5, True]}] for i in range(n)]  # fmt: skip
+    body = orjson.dumps(entries)
+    assert (len(body) > batch_body._ONE_STEP_BYTES) == (n == 5000)
+    got = await decode_batch(body, "application/json", max_entries=BIG, max_values=BIG)
+    assert got == [tuple(e) for e in entries]
+    assert all(type(e) is tuple for e in got)

@@ -181,7 +181,6 @@ def test_missing_repository_names_the_store(
 @pytest.mark.parametrize(
     "args",
     [
-        ("import", "--from", "s3://bucket/path/", "--to", "lakefs://r/main/path/"),
         ("branch", "reset", "lakefs://r/main", "--prefix", "tables/", "--yes"),
     ],
 )
@@ -193,6 +192,47 @@ def test_capabilities_not_available(tmp_path: Path, args: tuple[str, ...]) -> No
     assert "not available" in p.stderr
     js = _lsm(env, "-o", "json", *args)
     assert json.loads(js.stdout)["error"]["type"] == "NotAvailableError"
+
+
+def test_import_from_to_runs_the_import_api(
+    tmp_path: Path,
+    lsm_server: ServerProcess,  # noqa: F811 - the fixture
+) -> None:
+    """lakectl's ``import --from --to``, embedded and against a server: the prefix
+    replaces the destination in one commit."""
+    local = tmp_path / "f.txt"
+    local.write_text("x")
+    key_id, secret = lsm_server.admin
+    remote = {"LSMSTORE_SERVER_URL": lsm_server.url, "LSMSTORE_ACCESS_KEY_ID": key_id,
+              "LSMSTORE_SECRET_ACCESS_KEY": secret}  # fmt: skip
+    for name, extra in (("imp-embedded", {}), ("imp-remote", remote)):
+        env = _env(tmp_path / "home", extra)
+
+        def ok(*args: str, env: dict[str, str] = env) -> str:
+            p = _lsm(env, *args)
+            assert p.returncode == 0, p.stderr
+            return p.stdout
+
+        ok("repo", "create", f"lsm://{name}")
+        for i in range(3):
+            ok("fs", "upload", str(local), f"lsm://{name}/main/in/{i}")
+        ok("fs", "upload", str(local), f"lsm://{name}/main/to/stale")
+        ok("commit", f"lsm://{name}/main", "-m", "before")
+        address = json.loads(ok("-o", "json", "fs", "stat", f"lsm://{name}/main/in/0"))[
+            "physical_address"
+        ]
+        data = address.rsplit("/", 1)[0] + "/"
+        out = json.loads(
+            ok("-o", "json", "import", "--from", data, "--to", f"lakefs://{name}/main/to/")
+        )
+        assert out["objects"] == 4 and out["commit"]["message"] == f"Import from {data}"
+        listed = ok("-o", "json", "fs", "ls", f"lsm://{name}/main/to/")
+        paths = [o["path"] for o in json.loads(listed)]
+        assert len(paths) == 4 and "to/stale" not in paths, listed
+        log = json.loads(ok("-o", "json", "log", f"lsm://{name}/main", "--amount", "1"))
+        assert json.dumps(log).count(out["commit"]["id"]) >= 1
+        bad = _lsm(env, "import", "--from", "file:///etc/", "--to", f"lakefs://{name}/main/x/")
+        assert bad.returncode != 0 and "outside" in bad.stderr
 
 
 def test_diff_is_three_dot_with_lakefs_scheme(tmp_path: Path) -> None:

@@ -11,16 +11,20 @@ from __future__ import annotations
 
 import re
 import string
+from pathlib import Path
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import lsmstore
 from lsmstore.config import Config
 from lsmstore.errors import LsmError
 from lsmstore.objects.addresses import MAX_ADDRESS_BYTES, PLAIN_KEY, PLAIN_KEY_BYTES, Namespace
-from lsmstore.objects.linking import _ETAG_BYTES, LinkStager, _lengths, _plain_etag
+from lsmstore.objects.entry import encode_value
+from lsmstore.objects.linking import _ETAG_BYTES, LinkStager, _lengths, _plain_etag, link_entry
 from lsmstore.objects.rules import MAX_FIELD_BYTES, MAX_PATH_BYTES, MAX_SIZE
+from lsmstore.operations.objects import link_stager, now_of
 from lsmstore.staging.memstore import staged_bytes
 from lsmstore.staging.pending import PendingCall, maker_of
 from lsmstore.types import ObjectLink
@@ -298,3 +302,104 @@ def test_column_check_equals_link_by_link(good: list[int], links: list[Any], obj
     if objects:
         seq = [ObjectLink(*t) for t in seq]
     _check(seq)
+
+
+# A local namespace: users see (and give back) ``local://<name>/data/...``, the store
+# names the same data ``file:///<dir>/data/...``; ``Namespace.for_link`` takes both.
+LOCAL_DIR = "file:///srv/home/data/bench"
+SHOWN = "local://bench/data/"
+STORED = f"{LOCAL_DIR}/data/"
+LOCAL = LinkStager(Namespace(LOCAL_DIR, "local://bench", ()), Config(), (1_700_000_000, 5))
+
+
+def _full(link: ObjectLink) -> Any:
+    """The record the full checks make of a link without metadata (``link_entry``)."""
+    entry = link_entry(LOCAL._ns, link, LOCAL._now)
+    return (encode_value(entry), entry.address)
+
+
+def _local_rows(records: list[Any]) -> list[Any]:
+    return [(r[0], maker_of(r[1]).encode(r[2], r[3], r[4]), r[2]) for r in records]
+
+
+def test_local_namespace_links_take_the_fast_paths_in_either_form() -> None:
+    """A call of common links under a local namespace, in the form users see or in the
+    store's, is checked a column at a time and each link by the per-link fast path, and
+    what they make is what the full checks make."""
+    for data in (SHOWN, STORED):
+        seq = [(f"p{i}", f"{data}a{i}/b.c_{i}", i, f"e{i}") for i in range(5)]
+        for i, item in enumerate(seq):
+            assert LOCAL._plain(ObjectLink(*item)) == f"data/a{i}/b.c_{i}"
+        columns = LOCAL._columns(list(seq))
+        assert columns is not None, data
+        expected = [(t[0].encode(), *_full(ObjectLink(*t))) for t in seq]
+        assert _local_rows(columns.records()) == expected
+        assert _local_rows(LOCAL._one_by_one(list(seq))) == expected
+        assert columns.charge == sum(map(staged_bytes, columns.records()))
+    # both forms in one call: the column check leaves it to the per-link checks
+    mixed = [("p0", f"{SHOWN}a", 1, "e"), ("p1", f"{STORED}b", 1, "e")]
+    assert LOCAL._columns(list(mixed)) is None
+    assert isinstance(LOCAL.stage_all(list(mixed)), list)
+    assert _local_rows(LOCAL._one_by_one(list(mixed))) == [
+        (t[0].encode(), *_full(ObjectLink(*t))) for t in mixed
+    ]
+
+
+_LOCAL_ADDRESSES = st.builds(
+    str.__add__,
+    st.sampled_from([
+        SHOWN, STORED, "local://bench/", "local://bench/data", "local://benchx/data/",
+        f"{LOCAL_DIR}/", f"{LOCAL_DIR}x/data/", "file:///srv/home/data/", "local://", "",
+        f"{SHOWN}x/_lsm/", f"{SHOWN}_lsm/", "local://bench/_lsm/data/",
+    ]),
+    st.text(alphabet="ab._-/\n %\u00e9", max_size=6),
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["p", "q/r"]), _LOCAL_ADDRESSES,
+                          st.sampled_from([0, 1, -1, True]), st.sampled_from(["e", '"e"'])),
+                min_size=1, max_size=4))  # fmt: skip
+def test_local_namespace_column_check_equals_the_full_checks(links: list[Any]) -> None:
+    """Random calls under a local namespace, in either form: the column check takes a
+    call exactly when every link is common and in the first one's form, and whatever
+    stages it (columns, per-link fast path, full checks) makes the same records or
+    raises the same error."""
+    columns = LOCAL._columns(list(links))
+    forms = {next((p for p in ("local://bench/", f"{LOCAL_DIR}/") if t[1].startswith(p)), None)
+             for t in links}  # fmt: skip
+    common = all(LOCAL._plain(ObjectLink(*t)) is not None for t in links)
+    assert (columns is not None) == (common and len(forms) == 1), links
+    try:
+        expected: Any = [(t[0].encode(), *_full(ObjectLink(*t))) for t in links]
+    except LsmError as e:
+        expected = type(e)
+    try:
+        got: Any = _local_rows(LOCAL._one_by_one(list(links)))
+    except LsmError as e:
+        got = type(e)
+    assert got == expected
+    if columns is not None:
+        assert _local_rows(columns.records()) == expected
+
+
+async def test_a_local_repositorys_shown_addresses_take_the_fast_paths(tmp_path: Path) -> None:
+    """The physical address an upload to a ``local://`` repository shows is what a
+    client links back (the server's batch endpoint, ``link_many``): such links are
+    common, checked a column at a time, and land as the full checks would stage them."""
+    async with lsmstore.connect(home=str(tmp_path)) as store:
+        repo = await store.create_repository("shown", storage_namespace="local://shown")
+        main = repo.branch()
+        st0 = await main.upload("src", b"0123456789abcdef")
+        assert st0.physical_address.startswith("local://shown/data/")
+        stager = link_stager(main, now_of(main))
+        links = [(f"l/{i}", st0.physical_address, st0.size, st0.checksum) for i in range(3)]
+        assert stager._plain(ObjectLink(*links[0])) == st0.physical_address[len("local://shown/") :]
+        assert isinstance(stager.stage_all(links), PendingCall)
+        await main.link_many(links)
+        await main.link("one", st0.physical_address, size=st0.size, checksum=st0.checksum)
+        for path in ("l/0", "l/2", "one"):
+            got = await main.stat_object(path)
+            assert (got.physical_address, got.size, got.checksum) == (
+                st0.physical_address, st0.size, st0.checksum)  # fmt: skip
+            assert await (await main.open(path)).read() == b"0123456789abcdef"

@@ -202,6 +202,22 @@ async def test_uploads_in_flight_are_bounded() -> None:
     assert store.calls["put"] == len(ranges)
 
 
+async def test_a_writer_holds_the_records_of_ranges_in_flight_only() -> None:
+    """Memory stays bounded however many ranges are written (an import streams millions
+    of records through one writer): a stored range is remembered by its RangeInfo."""
+    records = records_of({b"k%05d" % i for i in range(5000)})
+    per_range = TINY.max_bytes // min(record_size(r) for r in records) + 1
+    held = []
+    async with RangeWriter(MemoryStore(), TINY, max_in_flight=2) as writer:
+        for r in records:
+            await writer.add(r)
+            held.append(writer.held_records)
+        ranges = await writer.finish()
+    assert len(ranges) > 100 and writer.held_records == 0
+    assert max(held) <= 3 * per_range  # two ranges in flight and the one being filled
+    assert [r.count for r in ranges] and sum(r.count for r in ranges) == len(records)
+
+
 async def test_bad_input_is_rejected() -> None:
     writer = RangeWriter(MemoryStore(), TINY)
     with pytest.raises(InvalidInputError, match="tombstone"):

@@ -1,4 +1,6 @@
-"""``lsmstore import SOURCE lsm://REPO/BRANCH[/PREFIX]``: bring data in as one commit.
+"""``lsmstore import SOURCE lsm://REPO/BRANCH[/PREFIX]``: bring data in as one commit;
+``lsmstore import --from URI --to lsm://REPO/BRANCH[/PREFIX]``: the same through the
+import API (lakectl's form, below).
 
 SOURCE is a local directory (its files are uploaded, ``--parallelism`` at once) or an
 object-store prefix (``s3://bucket/prefix/``, ``file:///dir/``: the objects are
@@ -10,12 +12,17 @@ The branch must have no uncommitted changes when the import starts (else the com
 would carry them too; ``--allow-dirty`` accepts that).  A crash part-way leaves the
 objects imported so far staged on the branch: run the import again (same paths are
 overwritten with the same data) or ``lsmstore branch reset``.
+
+``--from``/``--to`` is lakectl's ``import``: the object-store prefix ``--from`` is
+imported by the import API (``Branch.import_start``, lsmstore.operations.imports) --
+the destination prefix replaced, one commit, nothing staged on the way, staged writes
+left alone -- and the command follows its status until it ends, showing the objects
+listed so far; Ctrl-C cancels it.  With a server it runs on the server.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -28,10 +35,10 @@ from lsmstore.api import StoreAPI
 from lsmstore.cli.output import Tracker, human_size
 from lsmstore.cli.runtime import URI, out, parse_metadata, run
 from lsmstore.cli.transfer import DEFAULT_PARALLELISM, pool, upload_file, walk
+from lsmstore.operations.imports import md5_of
 from lsmstore.server import models
-from lsmstore.storage.base import ObjectStore
 from lsmstore.storage.url import open_object_store
-from lsmstore.types import ObjectLink
+from lsmstore.types import ImportPath, ObjectLink
 from lsmstore.uri import LsmURI
 
 LINK_BATCH = 1000
@@ -65,7 +72,7 @@ async def _import_store(branch: Any, url: str, prefix: str, tracker: Tracker) ->
     batch: list[ObjectLink] = []
     try:
         async for meta in store.list(""):
-            checksum = (meta.etag or "").strip('"') or await _md5(store, meta.key)
+            checksum = (meta.etag or "").strip('"') or await md5_of(store, meta.key)
             batch.append(
                 ObjectLink(
                     path=prefix + meta.key,
@@ -89,19 +96,11 @@ async def _import_store(branch: Any, url: str, prefix: str, tracker: Tracker) ->
     return n, total
 
 
-async def _md5(store: ObjectStore, key: str) -> str:
-    """The MD5 hex of an object whose store lists no ETag (a local directory)."""
-    h = hashlib.md5()
-    async for chunk in store.get_stream(key):
-        await asyncio.to_thread(h.update, chunk)
-    return h.hexdigest()
-
-
 @click.command("import")
 @click.argument("source", required=False)
 @click.argument("uri", type=URI, required=False)
-@click.option("--from", "from_", metavar="URL", help="lakectl's form (not available)")
-@click.option("--to", metavar="URI", type=URI, help="lakectl's form (not available)")
+@click.option("--from", "from_", metavar="URL", help="lakectl's form: the prefix to import")
+@click.option("--to", metavar="URI", type=URI, help="lakectl's form: where it lands")
 @click.option("--merge", is_flag=True, hidden=True)
 @click.option("--no-progress", is_flag=True, hidden=True)
 @click.option("-m", "--message", help="commit message (default: Import SOURCE)")
@@ -130,13 +129,10 @@ def import_(
     """Import SOURCE (a local directory or an object-store prefix) under branch URI,
     as one commit."""
     if from_ is not None or to is not None:
-        # lakectl's import (the server's import API: a branch of its own whose prefix
-        # is replaced, optionally merged) is not this command's link-and-commit.
-        raise lsmstore.NotAvailableError(
-            "lakectl's import (--from/--to: the server's import API) is not available in "
-            "this version of lsmstore; 'lsmstore import SOURCE URI' links an object-store "
-            "prefix into a branch and commits it"
-        )
+        if from_ is None or to is None or source is not None or uri is not None:
+            raise click.UsageError("lakectl's form is --from URI --to lsm://REPO/BRANCH/PATH")
+        _import_api(from_, to, message, meta)
+        return
     if source is None or uri is None:
         raise click.UsageError("expected SOURCE URI")
     uri.require(ref=True)
@@ -172,6 +168,51 @@ def import_(
     o.done(
         f"Imported {d['objects']} object(s), {human_size(d['bytes'])}, into "
         f"{escape(str(uri))}: commit [yellow]{d['commit']['id']}[/yellow]",
+        data=d,
+    )
+
+
+#: How often ``--from/--to`` reads the import's status.
+POLL_S = 0.5
+
+
+def _import_api(source: str, to: LsmURI, message: str | None, meta: tuple[str, ...]) -> None:
+    to.require(ref=True)
+    metadata = parse_metadata(meta)
+    o = out()
+
+    async def body(store: StoreAPI) -> dict[str, Any]:
+        repo = await store.get_repository(to.repository)
+        branch = repo.branch(to.ref_or_error)
+        import_id = await branch.import_start(
+            [ImportPath(source, _dir_prefix(to.path))],
+            message or f"Import from {source}",
+            metadata=metadata,
+        )
+        seen = 0
+        try:
+            with o.counting(f"import {source}") as t:
+                while (status := await branch.import_status(import_id)).running:
+                    t.advance(files=status.ingested_objects - seen)
+                    seen = status.ingested_objects
+                    await asyncio.sleep(POLL_S)
+                t.advance(files=status.ingested_objects - seen)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            await branch.import_cancel(import_id)
+            raise
+        if status.error is not None:
+            raise lsmstore.ConflictError(f"import {import_id} failed: {status.error}")
+        assert status.commit is not None and status.commit_id is not None
+        return {
+            "id": import_id,
+            "objects": status.ingested_objects,
+            "commit": models.commit(status.commit_id, status.commit),
+        }
+
+    d = run(body)
+    o.done(
+        f"Imported {d['objects']} object(s) into {escape(str(to))}: commit "
+        f"[yellow]{d['commit']['id']}[/yellow]",
         data=d,
     )
 

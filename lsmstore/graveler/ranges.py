@@ -101,11 +101,14 @@ class RangeInfo:
 
 @dataclass(slots=True)
 class _Cut:
-    """A range cut but not yet named (its ID is computed with its SST)."""
+    """A range cut but not yet named (its ID is computed with its SST).  Once stored,
+    ``info`` describes it and ``records`` is emptied: a writer holds the records of the
+    ranges being encoded and uploaded, not of every range it wrote."""
 
     records: list[RecordTuple]  # Records, or plain tuples (lighter on the collector)
     size: int
     id: str = ""
+    info: RangeInfo | None = None
 
 
 class RangeWriter:
@@ -167,6 +170,14 @@ class RangeWriter:
     @property
     def last_key(self) -> bytes | None:
         return self._last_key
+
+    @property
+    def held_records(self) -> int:
+        """Records this writer holds: those waiting for a cut and those of the ranges
+        cut but not yet stored -- at most ``max_in_flight`` + 1 ranges' worth once
+        :meth:`flush` returns, however many ranges it wrote."""
+        cuts = sum(len(r.records) for r in self._ranges if isinstance(r, _Cut))
+        return len(self._records) + cuts
 
     @property
     def ranges_cut(self) -> int:
@@ -276,8 +287,8 @@ class RangeWriter:
         out: list[RangeInfo] = []
         for r in self._ranges:
             if isinstance(r, _Cut):
-                recs = r.records
-                r = RangeInfo(r.id, recs[0][0], recs[-1][0], len(recs), r.size)
+                assert r.info is not None  # every upload ended (or raised above)
+                r = r.info
             out.append(r)
         self._ranges = list(out)
         return out
@@ -303,18 +314,21 @@ class RangeWriter:
             self._pending.add(asyncio.create_task(self._upload(cut, in_pool)))
 
     async def _upload(self, cut: _Cut, in_pool: bool) -> None:
+        recs = cut.records
         cut.id, data = await self._encoder.encode(
-            cut.records, self._existing, in_pool=in_pool, size=cut.size
+            recs, self._existing, in_pool=in_pool, size=cut.size
         )
         if data is None:
             self.ranges_reused += 1
-            return
-        self.ranges_written += 1
-        self.records_written += len(cut.records)
-        try:
-            await self._store.put(layout.range_key(cut.id), data, PutMode.CREATE)
-        except ObjectExistsError:
-            pass  # content-addressed: the same records are already stored
+        else:
+            self.ranges_written += 1
+            self.records_written += len(recs)
+            try:
+                await self._store.put(layout.range_key(cut.id), data, PutMode.CREATE)
+            except ObjectExistsError:
+                pass  # content-addressed: the same records are already stored
+        cut.info = RangeInfo(cut.id, recs[0][0], recs[-1][0], len(recs), cut.size)
+        cut.records = []
 
     async def _wait(self, when: str) -> None:
         done, self._pending = await asyncio.wait(self._pending, return_when=when)

@@ -157,6 +157,48 @@ class Namespace:
             root += "?" + self._query  # the namespace's endpoint, region, ...
         return Location(check_key(parts.path.lstrip("/")), root)
 
+    def import_source(self, uri: object) -> tuple[Location, str]:
+        """Where to list the import source ``uri`` (a prefix, or one object's URI): the
+        key prefix and its store (:class:`Location`; ``store_url`` None: the
+        namespace's own store), and the full address that prefix stands for (an
+        object's address is it + the rest of its key).  The rule is a link's
+        (:meth:`for_link`): inside the namespace or under an allowed external prefix,
+        never in an ``_lsm`` segment; InvalidInputError naming the rule it breaks."""
+        address = check_address(uri)
+        if self.public != self.base and address.startswith(self.public):
+            address = self.base + address[len(self.public) :]
+        parts = urlsplit(address)
+        if parts.query or parts.fragment:
+            raise InvalidInputError(f"import source {address!r}: no query or fragment")
+        if address.startswith(self.base) or address + "/" == self.base:
+            rest = address[len(self.base) :]
+            key = unquote(rest) if self.scheme == "file" else rest
+            loc = Location(key)
+        elif any(address.startswith(p) for p in self.allowed):
+            scheme = parts.scheme.lower()
+            remote_file = scheme == "file" and parts.netloc not in ("", "localhost")
+            if scheme != self.scheme or remote_file:
+                raise InvalidInputError(f"import source {address!r} is not a {self.scheme}:// URI")
+            if scheme == "file":
+                key, root = unquote(parts.path).lstrip("/"), "file:///"
+            else:
+                key, root = parts.path.lstrip("/"), f"{scheme}://{parts.netloc}"
+                if scheme == "s3" and self._query:
+                    root += "?" + self._query
+            loc = Location(key, root)
+        else:
+            raise InvalidInputError(
+                f"import source {address!r} is outside the repository's storage namespace "
+                f"{self.public!r} and its allowed external prefixes (allow other places with "
+                f"the repository metadata {ALLOWED_EXTERNAL_PREFIXES_KEY!r})"
+            )
+        segments = loc.key.split("/")
+        if any(s in (".", "..") for s in segments) or layout.PREFIX in segments[:-1]:
+            raise InvalidInputError(
+                f"import source {address!r}: a dot segment, or inside a repository's own files"
+            )
+        return loc, address
+
     def for_link(self, address: object) -> tuple[str, AddressType]:
         """The ``(address, type)`` to store for a linked physical address, or
         InvalidInputError naming the rule it breaks."""

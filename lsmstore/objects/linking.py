@@ -16,8 +16,10 @@ Links with metadata are encoded here (they are rare, and their metadata would ha
 travel too).
 
 The common link -- an ASCII path, an address under ``<namespace>/data/`` of plain
-characters, a plain checksum, no content type, mtime or metadata -- takes a fast path
-whose outcome equals the full checks', which every other link goes through.
+characters (a local namespace's in either form: ``local://<name>/data/...`` as users
+see it, or the store's ``file://`` URI), a plain checksum, no content type, mtime or
+metadata -- takes a fast path whose outcome equals the full checks', which every other
+link goes through.
 """
 
 from __future__ import annotations
@@ -125,14 +127,23 @@ class LinkStager:
         #: Pending records only where every entry without metadata fits the bound.
         self._defer = config.max_value_bytes >= MAX_ENTRY_WITHOUT_METADATA
         self._timed(now)
-        data_base = ns.base + layout.DATA
-        # ASCII namespaces only: then an address of plain characters has as many bytes
-        # as characters, and its length is its UTF-8 size
-        self._data_base = data_base if data_base.isascii() else None
-        self._cut = len(ns.base)
-        self._plain_at = len(data_base)
+        # The namespace's prefixes a link may give, as ``Namespace.for_link`` tries them:
+        # the one users see first (``local://name/`` of a local namespace), then the
+        # store's.  ASCII ones only: then an address of plain characters has as many
+        # bytes as characters, and its length is its UTF-8 size.  A prefix that starts
+        # the other is left to the full checks (neither is then read for the other).
+        prefixes = [ns.public]
+        if ns.base != ns.public:
+            if ns.base.startswith(ns.public) or ns.public.startswith(ns.base):
+                prefixes = []
+            else:
+                prefixes.append(ns.base)
+        #: ``(prefix, prefix + "data/")`` of each prefix the fast paths take.
+        self._prefixes = tuple(
+            (p, p + layout.DATA) for p in prefixes if (p + layout.DATA).isascii()
+        )
         self._max_path = min(self._max_key, MAX_PATH_BYTES)
-        self._by_columns = self._defer and self._data_base is not None and _LSM not in data_base
+        self._by_columns = self._defer and any(_LSM not in d for _, d in self._prefixes)
 
     def _timed(self, now: tuple[int, int]) -> None:
         self._now = now
@@ -169,25 +180,29 @@ class LinkStager:
         """The relative address of a common link (see the module docstring), else
         None: its outcome is the full checks' for such a link."""
         addr = link.physical_address
+        if type(addr) is not str:
+            return None
+        for found in self._prefixes:  # no prefix starts another: at most one matches
+            if addr.startswith(found[1]):
+                break
+        else:
+            return None
+        prefix, data_base = found
         size = link.size
         etag = link.checksum
-        data_base = self._data_base
         if (
-            data_base is not None
-            and link.metadata is None
+            link.metadata is None
             and link.content_type is None
             and link.mtime is None
-            and type(addr) is str
-            and addr.startswith(data_base)
             and len(addr) <= MAX_ADDRESS_BYTES
-            and _plain_key(addr, self._plain_at)
+            and _plain_key(addr, len(data_base))
             and _LSM not in addr
             and type(size) is int
             and 0 <= size <= MAX_SIZE
             and type(etag) is str
             and _plain_etag(etag)
         ):
-            return addr[self._cut :]
+            return addr[len(prefix) :]
         return None
 
     def stage(self, key: bytes, link: ObjectLink) -> tuple[Staged, str | None]:
@@ -266,7 +281,12 @@ class LinkStager:
         lo, hi = _lengths(b"\xff".join(keys), b"\xff", keys)  # no ASCII key holds it
         if not 0 < lo <= hi <= self._max_path:
             return None
-        base = self._ns.base
+        # the prefix the first address starts with (as ``_plain`` picks it): every other
+        # must start with it too (checked below), or the call goes link by link
+        first = addrs[0]
+        base = next((p for p, d in self._prefixes if first.startswith(p) and _LSM not in d), None)
+        if base is None:
+            return None
         relative = list(map(str.removeprefix, addrs, repeat(base)))
         # ASCII addresses of plain characters joined by "\n" (a character of none): the
         # joints are the only "\n"s, so every address is "data/<key>" when every joint

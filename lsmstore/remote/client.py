@@ -51,6 +51,7 @@ from lsmstore.objects.rules import (
     check_size,
 )
 from lsmstore.objects.source import Source
+from lsmstore.operations.imports import check_paths as check_import_paths
 from lsmstore.operations.protection import check_patterns
 from lsmstore.refstore.base import Ref as RefValue
 from lsmstore.refstore.base import Repository as RepositoryInfo
@@ -67,6 +68,8 @@ from lsmstore.types import (
     Commit,
     Entry,
     HookRun,
+    ImportPath,
+    ImportStatus,
     LogEntry,
     MergeResult,
     ObjectStats,
@@ -95,6 +98,27 @@ def _commit(d: Mapping[str, Any]) -> Commit:
         )
     except (KeyError, TypeError, ValueError) as e:
         raise UnavailableError(f"the server answered garbage: not a commit: {d!r:.200}") from e
+
+
+def _import_status(import_id: str, d: Any) -> ImportStatus:
+    try:
+        commit = d.get("commit")
+        error = d.get("error")
+        when = datetime.fromisoformat(str(d["update_time"]).replace("Z", "+00:00"))
+        return ImportStatus(
+            import_id,
+            bool(d["completed"]),
+            when.timestamp(),
+            int(d.get("ingested_objects") or 0),
+            d.get("metarange_id"),
+            commit["id"] if commit else None,
+            _commit(commit) if commit else None,
+            str(error["message"]) if error else None,
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise UnavailableError(
+            f"the server answered garbage: not an import status: {d!r:.200}"
+        ) from e
 
 
 def _commit_fields(
@@ -1160,6 +1184,52 @@ class RemoteBranch(_RemoteReads):
             "POST", self._b + "/cherry-pick", json_body=body, ok=(201,), kind="merge"
         )  # fmt: skip
         return _commit(r.json())
+
+    async def import_start(
+        self,
+        paths: Sequence[ImportPath],
+        message: str,
+        *,
+        metadata: Mapping[str, str] | None = None,
+        committer: str | None = None,
+    ) -> str:
+        """As the embedded ``import_start``: one request (lakeFS ``importStart``); the
+        import runs in the server's background."""
+        checked = check_import_paths(paths)
+        validate.check_str(message, "commit message", empty_ok=True)
+        commit: dict[str, Any] = {"message": message}
+        if metadata is not None:
+            commit["metadata"] = validate.check_metadata(metadata, "commit metadata")
+        if validate.check_committer(committer) is not None:
+            commit["committer"] = committer
+        body = {
+            "paths": [
+                {"path": p.path, "destination": p.destination, "type": p.type} for p in checked
+            ],
+            "commit": commit,
+        }
+        r = await self.repository.http.request(
+            "POST", self._b + "/import", json_body=body, ok=(202,), kind="ref"
+        )
+        d = r.json()
+        if not isinstance(d, dict) or not isinstance(d.get("id"), str):
+            raise UnavailableError(f"the server answered garbage: not an import: {d!r:.200}")
+        return str(d["id"])
+
+    async def import_status(self, import_id: str) -> ImportStatus:
+        """As the embedded ``import_status``: one request (lakeFS ``importStatus``)."""
+        validate.check_str(import_id, "import id")
+        r = await self.repository.http.request(
+            "GET", self._b + "/import", params={"id": import_id}, kind="import"
+        )
+        return _import_status(import_id, r.json())
+
+    async def import_cancel(self, import_id: str) -> None:
+        """As the embedded ``import_cancel``: one request (lakeFS ``importCancel``)."""
+        validate.check_str(import_id, "import id")
+        await self.repository.http.request(
+            "DELETE", self._b + "/import", params={"id": import_id}, ok=(204,), kind="import"
+        )
 
     async def diff_uncommitted(self) -> list[Change]:
         """The branch's staged changes (paged requests; a Change carries no records)."""

@@ -28,6 +28,11 @@ A server that cannot be reached, resets the connection or times out raises
 ``UnavailableError`` (``outcome_unknown=True`` when a write may have been applied); a
 success whose body is not the JSON expected raises ``UnavailableError`` too ("answered
 garbage").  Reads (GET/HEAD) are retried a few times on connection errors and 502-504.
+
+A ``307`` (a daemon with ``server_forward_mode = redirect`` naming the owner of the
+branch written: docs/server.md, "Forwarding writes") is followed once, with the
+credentials, to an absolute URL of the server's own scheme, marked
+``X-Lsm-Redirected`` so that it is applied where it lands.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ from lsmstore.error_types import error_from
 from lsmstore.errors import (
     ConflictError,
     EntryTooLargeError,
+    ImportNotFoundError,
     InvalidInputError,
     InvalidURLError,
     LsmError,
@@ -172,10 +178,13 @@ class HttpTransport:
             hdrs.setdefault("Content-Type", "application/json")
         idempotent = method in ("GET", "HEAD")
         attempts = READ_ATTEMPTS if idempotent else 1
-        for attempt in range(1, attempts + 1):
+        redirected = False
+        attempt = 0
+        while attempt < attempts:
+            attempt += 1
             try:
                 async with self._client().request(
-                    method, url, params=q, data=body, headers=hdrs
+                    method, url, params=q, data=body, headers=hdrs, allow_redirects=False
                 ) as resp:
                     raw = await resp.read()
                     answer = Response(resp.status, resp.headers, raw)
@@ -199,11 +208,27 @@ class HttpTransport:
                 raise UnavailableError(f"server {self.base_url}: {method} {path}: {e}") from e
             if answer.status in ok:
                 return answer
+            if answer.status == 307 and not redirected and isinstance(body, bytes | None):
+                target = self._owner_url(answer.headers.get("Location", ""))
+                if target is not None:  # a write sent to its branch's owner: once
+                    url, q, redirected = target, None, True
+                    hdrs["X-Lsm-Redirected"] = "1"
+                    attempt -= 1
+                    continue
             if answer.status in (502, 503, 504) and attempt < attempts:
                 await asyncio.sleep(0.05 * 2**attempt)
                 continue
             raise error_for(answer, method, what or path, kind)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _owner_url(self, location: str) -> str | None:
+        """Where a 307 from the server sends a write (docs/server.md, "Forwarding
+        writes"): followed once, with the credentials, only to an absolute URL of the
+        server's own scheme."""
+        parts = urlsplit(location)
+        if parts.scheme != urlsplit(self.base_url).scheme or not parts.hostname:
+            return None
+        return location
 
 
 def _param(value: Any) -> str:
@@ -231,6 +256,7 @@ _NOT_FOUND: dict[str, type[NotFoundError]] = {
     "ref": RefNotFoundError,
     "merge": RefNotFoundError,
     "workspace": WorkspaceNotFoundError,
+    "import": ImportNotFoundError,
 }
 _EXISTS: dict[str, type[LsmError]] = {
     "create": RefExistsError,

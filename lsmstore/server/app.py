@@ -21,6 +21,7 @@ from lsmstore.server import openapi
 from lsmstore.server.auth import forbidden
 from lsmstore.server.context import Context
 from lsmstore.server.errors import ApiError, message_of, status_of, type_of
+from lsmstore.server.forwarding import HEADER as FORWARDED
 from lsmstore.server.gateway import Gateway, carries_s3_auth
 from lsmstore.server.http import JSON, Receive, Request, Response, Scope, Send, error_response
 from lsmstore.server.routes import (
@@ -28,6 +29,7 @@ from lsmstore.server.routes import (
     branches,
     commits,
     config,
+    imports,
     lsm,
     objects,
     protection,
@@ -54,7 +56,7 @@ _JSON_TYPE = (b"content-type", JSON.encode())
 def build_router(ctx: Context, version: str) -> Router:
     router = Router()
     for module in (config, repositories, branches, commits, refs, tags, objects, lsm, workspaces,
-                   protection, actions, ui_routes):  # fmt: skip
+                   protection, actions, imports, ui_routes):  # fmt: skip
         for route in module.routes(ctx):
             router.add(route)
     # The document describes every route, itself and the health routes included.
@@ -126,8 +128,9 @@ class App:
             rid = request.request_id = self._request_id(request.headers)
             request.params = params
             try:
-                if not path.startswith(_API_ROOT) and carries_s3_auth(
-                    request.headers, scope.get("query_string", b"")
+                if not path.startswith(_API_ROOT) and (
+                    carries_s3_auth(request.headers, scope.get("query_string", b""))
+                    or (FORWARDED in request.headers and ctx.forwarder is not None)
                 ):
                     operation = "s3"
                     with request_context(rid):
@@ -142,16 +145,28 @@ class App:
                         raise ApiError(501, f"{method} {path} is not implemented")
                     raise ApiError(404, f"no route {method} {path}")
                 else:
+                    forwarder = ctx.forwarder
+                    answer = None
                     if route.permission is not None:
-                        who = await ctx.auth.authenticate(
-                            request.headers.get("authorization"), client_address(scope)
-                        )
+                        signed = request.headers.get(FORWARDED)
+                        if signed is not None and forwarder is not None:
+                            who = await forwarder.received(request, signed)
+                        else:
+                            who = await ctx.auth.authenticate(
+                                request.headers.get("authorization"), client_address(scope)
+                            )
                         repo = params.get("repository")
                         if not who.allows(route.permission, repo):
                             raise forbidden(who, route.permission, repo)
                         request.auth = who
+                        if route.forward and forwarder is not None:
+                            owner = forwarder.owner_elsewhere(request)
+                            if owner is not None and forwarder.redirect:
+                                answer = forwarder.redirect_to(request, owner)
+                            elif owner is not None:
+                                answer = await forwarder.forward(request, owner, who)
                     with request_context(rid):
-                        response = await route.handler(request)
+                        response = answer or await route.handler(request)
             except Exception as e:
                 status = status_of(e)
                 if status >= 500 and status != 501 and status != 503:

@@ -382,6 +382,25 @@ class Authenticator:
         """The principal of a key id and secret, or ApiError(401) (not throttled)."""
         return self._known(_Basic(key_id, secret)) or await self._check(_Basic(key_id, secret))
 
+    async def key_generation(self, principal: Principal) -> str:
+        """The current generation of the key ``principal`` authenticated with (its cache
+        entry, fresh after :meth:`authenticate`), for naming the caller in a forwarded
+        request (:mod:`.forwarding`); ApiError(401) when the key is gone."""
+        hit = self._cache.get(principal.access_key_id)
+        if hit is not None and hit.read_at + self.revalidate_s > self.clock():
+            return hit.generation
+        cred = await self._load(principal.access_key_id)
+        if cred is None:
+            raise _unauthorized()
+        return cred.generation
+
+    async def check_generation(self, key_id: str, generation: str) -> Principal:
+        """The principal of a key still at ``generation`` (as a token names it), or
+        ApiError(401): the owner's check of a forwarded request's caller -- a key
+        deleted or re-created since is refused, its current role applies."""
+        parsed = _Token(key_id, generation)
+        return self._known(parsed) or await self._check(parsed)
+
     async def _guarded(
         self, key_id: str | None, client: str | None, attempt: Callable[[], Awaitable[Principal]]
     ) -> Principal:

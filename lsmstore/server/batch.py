@@ -90,6 +90,9 @@ async def build(branch: Branch, entries: list[Any], json_body: bool, if_absent: 
                     raise bad_request("kvdelete is [kvdelete, key]")
                 batch.kv_delete(entry[1])
             elif op == "link":
+                if len(entry) == 5:  # the common link: no optional field
+                    link(entry[1], entry[2], entry[3], entry[4], if_absent=if_absent)
+                    continue
                 if not 5 <= len(entry) <= 8:
                     raise bad_request("link is [link, path, address, size, checksum, "
                                       "content_type?, metadata?, mtime?]")  # fmt: skip
@@ -150,5 +153,5 @@ def routes(ctx: Context, path: str) -> list[Route]:
     return [
         Route("POST", path, batch, "lsmBatch", "write", "lsm",
               body=((MSGPACK, SCHEMA), ("application/json", SCHEMA)),
-              responses={200: ref("BatchResult")}, errors=(404, 412, 413)),
+              responses={200: ref("BatchResult")}, errors=(404, 412, 413), forward=True),
     ]  # fmt: skip

@@ -14,6 +14,7 @@ from lsmstore.client import Branch, Repository, Store
 from lsmstore.config import Config
 from lsmstore.refstore.names import check_repository_name
 from lsmstore.server.auth import Authenticator
+from lsmstore.server.forwarding import Forwarder
 from lsmstore.server.metrics import Metrics
 from lsmstore.tasks import retrieve_exception
 
@@ -33,6 +34,8 @@ class Context:
     draining: bool = False
     #: This daemon as a member of its RefStore's group (``server_affinity = on``).
     membership: Membership | None = None
+    #: Forwards writes to their branch's owner (with the membership).
+    forwarder: Forwarder | None = None
     _repos: dict[str, tuple[float, Repository]] = field(default_factory=dict)
     _loading: dict[str, asyncio.Future[Repository]] = field(default_factory=dict)
     _branches: dict[tuple[str, str], float] = field(default_factory=dict)

@@ -188,6 +188,21 @@ class Request:
                 parts.append(chunk)
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
+    def replay(self, body: bytes) -> None:
+        """Make the body, already read in whole, readable once more (a forwarded
+        request checked before its handler, a write that could not be forwarded)."""
+        sent = False
+
+        async def receive() -> dict[str, Any]:
+            nonlocal sent
+            if sent:
+                return {"type": "http.disconnect"}
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        self.receive = receive
+        self._body_read = False
+
     def _bound(self, limit: int | None) -> int:
         """Start reading the body (once only): its bound in bytes, 413 when the
         declared length is over it."""

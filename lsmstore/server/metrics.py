@@ -104,6 +104,14 @@ class Metrics:
             ["reason"], registry=r,
         )  # fmt: skip
 
+        self.forwarded = Counter(
+            "lsmstore_forwarded_writes",
+            "Writes for a branch another daemon owns (docs/server.md, Forwarding writes): "
+            "forwarded (answered by the owner), fallback (owner unreachable: applied here), "
+            "received (applied here for another daemon), redirected (answered 307)",
+            ["outcome"], registry=r,
+        )  # fmt: skip
+
     def render(self) -> bytes:
         return generate_latest(self.registry)
 

@@ -51,6 +51,9 @@ class Route:
     produces: str = "application/json"
     #: Response headers to document for the success status.
     response_headers: tuple[str, ...] = ()
+    #: A write to the branch named by the ``repository`` and ``branch`` parameters that
+    #: the branch's owner should batch (:mod:`lsmstore.server.forwarding`).
+    forward: bool = False
     segments: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:

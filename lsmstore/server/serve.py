@@ -46,6 +46,7 @@ from lsmstore.server import secret
 from lsmstore.server.app import App
 from lsmstore.server.auth import Authenticator, RecordStore
 from lsmstore.server.context import Context
+from lsmstore.server.forwarding import Forwarder
 from lsmstore.server.instrument import Timed
 from lsmstore.server.metrics import Metrics
 from lsmstore.server.probes import ServerProbes
@@ -276,6 +277,18 @@ async def _serve(ctx: Context, config: Config, init: bool, probes: ServerProbes)
         except LsmError as e:  # advisory: the daemon serves alone until a heartbeat works
             log.warning("announcing this daemon failed: %s", e)
         listening["member"] = ctx.membership.name
+        if ctx.auth.signing_key is not None:
+            forwarded = ctx.metrics.forwarded
+            ctx.forwarder = Forwarder(
+                ctx.membership,
+                ctx.auth,
+                ctx.auth.signing_key,
+                max_body_bytes=config.server_forward_max_bytes,
+                timeout_s=config.server_forward_timeout_s,
+                connect_timeout_s=config.server_forward_connect_timeout_s,
+                redirect=config.server_forward_mode == "redirect",
+                outcomes=lambda outcome: forwarded.labels(outcome).inc(),
+            )
     await probes.listening()
     log.info("listening", extra={"fields": listening})
     if init:
@@ -286,6 +299,8 @@ async def _serve(ctx: Context, config: Config, init: bool, probes: ServerProbes)
     await task
     if ctx.membership is not None:
         await ctx.membership.aclose()  # withdraw: its branches move to the others now
+    if ctx.forwarder is not None:
+        await ctx.forwarder.aclose()
     code = 0
     remaining = (deadline[0] - time.monotonic()) if deadline else config.server_drain_timeout_s
     try:

@@ -6,18 +6,9 @@ disjoint key intervals), cuts them into committed ranges with the repository's r
 policy (:class:`~lsmstore.graveler.ranges.RangeWriter`: content-defined boundaries,
 each range named by the fileID of its records) and uploads them, and reports the
 ranges (:class:`RangesMessage`).  The driver only orders the ranges, refuses overlapping
-ones, and builds the commit's metarange (:func:`job_tree`):
-
-* when no job range overlaps a base range (a fresh branch, or keys between the base's
-  ranges -- the import case), the metarange lists the base's ranges and the job's
-  side by side: nothing is read or encoded again;
-* otherwise the job's ranges are read as one sorted change stream and merged onto the
-  base with :func:`~lsmstore.graveler.apply.apply_changes` (base ranges the job does not
-  touch are reused by ID; job ranges that come out unchanged are not written again).
-
-It then writes the commit (parent: the base) and moves the branch's base to it with
-``set_base`` (a compare-and-swap; staged changes stay staged on top, as after a merge);
-if a commit moved the base meanwhile, the tree is built again on the new base.
+ones, and commits them with :func:`lsmstore.versioning.graft.commit_ranges` (the
+metarange built side by side with the base's ranges where they do not overlap, else
+merged onto the base; the branch's base moved with a compare-and-swap).
 
 The tree is deterministic: range IDs depend on the records alone, cuts on the records
 and the partitioning (a task's first range starts at its first key, so the tree equals
@@ -33,34 +24,25 @@ commit within half the grace period of its first range, as a staged job
 
 from __future__ import annotations
 
-import itertools
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pyspark.sql.datasource import WriterCommitMessage
 
-from lsmstore import layout
 from lsmstore.config import load_config
-from lsmstore.errors import ConflictError, UnavailableError
-from lsmstore.graveler.apply import apply_changes
-from lsmstore.graveler.commit import next_generation, write_commit
-from lsmstore.graveler.metarange import EMPTY_METARANGE_ID, store_metarange
 from lsmstore.graveler.ranges import FNV_OFFSET, FNV_PRIME, RangeInfo, RangePolicy, RangeWriter
 from lsmstore.graveler.record import Record
-from lsmstore.graveler.source import DirectSource
-from lsmstore.graveler.sst_reader import SSTReader
-from lsmstore.refstore.base import Ref, RefStore
+from lsmstore.refstore.base import RefStore
 from lsmstore.refstore.url import open_refstore
 from lsmstore.spark import stage
 from lsmstore.spark.source import LsmWriter, Options, run
 from lsmstore.storage.base import ObjectStore
 from lsmstore.storage.url import open_object_store
-from lsmstore.types import Commit
-from lsmstore.versioning.context import RepoContext, range_policy
+from lsmstore.versioning.context import range_policy
+from lsmstore.versioning.graft import commit_ranges, job_tree
 
 COMMITTER = "lsmstore-spark"
-ATTEMPTS = 10
 
 
 @dataclass
@@ -118,46 +100,6 @@ def order_ranges(ranges: Sequence[RangeInfo]) -> list[RangeInfo]:
     return stage.order_disjoint(ranges, lambda r: (r.min_key, r.max_key), "ranges")
 
 
-def side_by_side(base: Sequence[RangeInfo], job: Sequence[RangeInfo]) -> list[RangeInfo] | None:
-    """The base's and the job's ranges in one key order, or None when a job range
-    overlaps a base range (both lists sorted and disjoint within themselves)."""
-    merged = sorted([*base, *job], key=lambda r: r.min_key)
-    for a, b in itertools.pairwise(merged):
-        if b.min_key <= a.max_key:
-            return None
-    return merged
-
-
-async def _records(objects: ObjectStore, ranges: Sequence[RangeInfo]) -> AsyncIterator[Record]:
-    for r in ranges:
-        key = layout.range_key(r.id)
-        for rec in SSTReader(await objects.get(key), key):
-            yield rec
-
-
-async def job_tree(
-    objects: ObjectStore, base_tree: str, ranges: Sequence[RangeInfo], policy: RangePolicy
-) -> str:
-    """The metarange ID of ``base_tree`` with the job's ranges (sorted, disjoint) applied
-    (module docstring)."""
-    if not ranges:
-        return base_tree
-    source = DirectSource(objects)
-    base = await source.metarange(base_tree)
-    merged = side_by_side(base.ranges, ranges)
-    if merged is not None:
-        return await store_metarange(objects, merged)
-    result = await apply_changes(
-        source,
-        objects,
-        base_tree,
-        _records(objects, ranges),
-        policy,
-        known_ranges=[r.id for r in ranges],
-    )
-    return result.metarange_id
-
-
 async def commit_direct(
     refstore: RefStore,
     objects: ObjectStore,
@@ -170,41 +112,21 @@ async def commit_direct(
     metadata: dict[str, str] | None = None,
     clock: Callable[[], float] = time.time,
 ) -> str:
-    """Commit the job's ranges onto the branch's base (module docstring); the commit id."""
-    ordered = order_ranges(ranges)
-    ctx = RepoContext(repo, refstore, objects, policy=policy)
-    for _ in range(ATTEMPTS):
-        ref: Ref = await refstore.get_ref(repo, branch)
-        if not ref.is_branch:
-            raise ConflictError(f"{repo}/{branch} is not a branch", found=ref)
-        parents: tuple[str, ...] = ()
-        base_tree = EMPTY_METARANGE_ID
-        generation = 1
-        if ref.base:
-            base = await ctx.commit(ref.base)
-            parents, base_tree, generation = (ref.base,), base.metarange_id, next_generation([base])
-        commit = Commit(
-            await job_tree(objects, base_tree, ordered, policy),
-            parents,
-            COMMITTER,
-            message,
-            int(clock()),
-            metadata or {},
-            generation,
-        )
-        commit_id = await write_commit(objects, commit)
-        try:
-            await refstore.set_base(repo, branch, expected_base=ref.base, new_base=commit_id)
-            return commit_id
-        except ConflictError as e:
-            if isinstance(e.found, Ref) and not e.found.is_branch:
-                raise
-        except UnavailableError as e:
-            if not e.outcome_unknown:
-                raise
-            if (await refstore.get_ref(repo, branch)).base == commit_id:
-                return commit_id
-    raise UnavailableError(f"{repo}/{branch}: the base kept moving; direct commit not made")
+    """Commit the job's ranges onto the branch's base
+    (:func:`lsmstore.versioning.graft.commit_ranges`); the commit id."""
+    commit_id, _ = await commit_ranges(
+        refstore,
+        objects,
+        repo,
+        branch,
+        order_ranges(ranges),
+        message=message,
+        policy=policy,
+        committer=COMMITTER,
+        metadata=metadata,
+        clock=clock,
+    )
+    return commit_id
 
 
 class DirectWriter(LsmWriter):

@@ -10,10 +10,17 @@ the injectable ``rng`` with the rates of the current :class:`FaultPlan`:
   connection instead of answering (the request *did* happen; the client cannot know);
 * ``delay``: hold the request up to ``max_delay_s`` before forwarding.
 
+And one deterministic fault: :meth:`FaultProxy.hold` holds every request whose request
+line contains a given text (e.g. ``continuation-token``: an S3 listing's second page)
+until :meth:`FaultProxy.release` -- a store that stops answering part way, at a known
+point.  Held requests are counted in ``counts["held"]``.
+
 Each request goes to the upstream server on its own connection (``Connection:
 close``); the answer goes back on the client's keep-alive connection with its framing
 made explicit.  ``Expect: 100-continue`` is answered by the proxy.  Counters of what
-was done are in :attr:`FaultProxy.counts`.
+was done are in :attr:`FaultProxy.counts`; with ``classify`` (method and target of a
+request -> a name), the requests are also counted by that name in
+:attr:`FaultProxy.requests` (a counting proxy: S3 requests per write, in bench/).
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import random
 import socket
 import struct
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 MAX_HEAD = 64 * 1024
@@ -96,8 +104,11 @@ class FaultProxy:
         rng: random.Random | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
+        classify: Callable[[str, str], str] | None = None,
     ) -> None:
         self.upstream = (upstream_host, upstream_port)
+        self.classify = classify
+        self.requests: Counter[str] = Counter()
         self.rng = rng or random.Random(0)
         self.host = host
         self.port = port
@@ -105,6 +116,8 @@ class FaultProxy:
         self.counts: Counter[str] = Counter()
         self._server: asyncio.Server | None = None
         self._conns: set[asyncio.Task[None]] = set()
+        self._hold: bytes | None = None
+        self._released = asyncio.Event()
 
     @property
     def endpoint(self) -> str:
@@ -122,6 +135,16 @@ class FaultProxy:
             await asyncio.gather(*self._conns, return_exceptions=True)
             await self._server.wait_closed()
             self._server = None
+
+    def hold(self, text: str) -> None:
+        """Hold requests whose request line contains ``text`` until :meth:`release`."""
+        self._hold = text.encode()
+        self._released.clear()
+
+    def release(self) -> None:
+        """Forward the held requests, and hold no more."""
+        self._hold = None
+        self._released.set()
 
     def _draw(self) -> str:
         plan, r = self.plan, self.rng.random()
@@ -166,6 +189,9 @@ class FaultProxy:
         head = await reader.readuntil(b"\r\n\r\n")
         first, headers = _headers(head)
         method = first.split(b" ", 1)[0]
+        if self.classify is not None:
+            target = first.split(b" ", 2)[1] if first.count(b" ") >= 1 else b""
+            self.requests[self.classify(method.decode("latin-1"), target.decode("latin-1"))] += 1
         if (_get(headers, b"expect") or b"").lower() == b"100-continue":
             writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
             await writer.drain()
@@ -174,6 +200,9 @@ class FaultProxy:
         else:
             body = await reader.readexactly(int(_get(headers, b"content-length") or b"0"))
         close_after = (_get(headers, b"connection") or b"").lower() == b"close"
+        if self._hold is not None and self._hold in first:
+            self.counts["held"] += 1
+            await self._released.wait()
         fault = self._draw()
         self.counts[fault] += 1
         if fault == "delay":

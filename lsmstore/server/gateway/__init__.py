@@ -24,9 +24,12 @@ module                    what it owns
 from __future__ import annotations
 
 import logging
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
+from lsmstore.server.auth import Principal
 from lsmstore.server.context import Context
+from lsmstore.server.forwarding import HEADER as FORWARDED
+from lsmstore.server.forwarding import Forwarder, wire_target
 from lsmstore.server.gateway import xml
 from lsmstore.server.gateway.auth import authenticate, carries_s3_auth
 from lsmstore.server.gateway.errors import S3Error, s3_error_of
@@ -48,12 +51,43 @@ def virtual_host_bucket(host: str, domain: str) -> str:
     return name[: -len(suffix)] if name.endswith(suffix) and len(name) > len(suffix) else ""
 
 
+def _forwardable(request: Request, key: str) -> bool:
+    """A PutObject of a ``<branch>/<path>`` key (not a copy, not a multipart part):
+    the owner of the branch batches it (docs/server.md, "Forwarding writes")."""
+    query = request.query
+    return (
+        request.method == "PUT"
+        and "/" in key
+        and "x-amz-copy-source" not in request.headers
+        and "uploadId" not in query
+        and "uploads" not in query
+    )
+
+
 class Gateway:
     """Answers one S3 request (module docstring); never raises."""
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.operations = Operations(ctx)
+
+    async def _forward(
+        self, forwarder: Forwarder, request: Request, who: Principal, bucket: str, key: str,
+        vhost: str,
+    ) -> Response | None:  # fmt: skip
+        """The owner's answer to a PutObject of a branch another daemon owns (None:
+        apply it here).  Sent path-style, checked by the owner with the member
+        signature in place of the S3 one; a body of signed chunks is never forwarded
+        (its chunk signatures are checked where it arrives)."""
+        if not who.allows("write", bucket) or forwarder.redirect:
+            return None
+        owner = forwarder.owner_elsewhere(request, bucket, key.partition("/")[0])
+        if owner is None:
+            return None
+        target = wire_target(request)
+        if vhost:
+            target = "/" + quote(bucket, safe="") + target
+        return await forwarder.forward(request, owner, who, target)
 
     async def handle(self, request: Request) -> Response:
         path = unquote(request.path)
@@ -65,11 +99,20 @@ class Gateway:
         else:
             bucket, _, key = path.lstrip("/").partition("/")
         resource = request.path
+        forwarder = self.ctx.forwarder
         try:
-            who, signer = await authenticate(
-                self.ctx.auth, request, vhost, clock=self.ctx.store.clock
-            )
+            signed = request.headers.get(FORWARDED)
+            if signed is not None and forwarder is not None:
+                who, signer = await forwarder.received(request, signed), None
+            else:
+                who, signer = await authenticate(
+                    self.ctx.auth, request, vhost, clock=self.ctx.store.clock
+                )
             request.auth = who
+            if forwarder is not None and signer is None and _forwardable(request, key):
+                answer = await self._forward(forwarder, request, who, bucket, key, vhost)
+                if answer is not None:
+                    return answer
             return await self.operations.dispatch(request, who, bucket, key, signer)
         except NotModified as e:
             return Response(304, b"", None, e.headers)

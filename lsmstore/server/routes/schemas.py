@@ -76,6 +76,30 @@ COMPONENTS: dict[str, dict[str, Any]] = {
         {"path": STR, "force": BOOL},
     ),
     "BranchProtectionRule": obj({"pattern": STR}, {}),
+    "ImportLocation": obj(
+        {
+            "type": {"type": "string", "enum": ["common_prefix", "object"]},
+            "path": STR,
+            "destination": STR,
+        }
+    ),
+    "ImportCreation": obj(
+        {
+            "paths": {"type": "array", "items": ref("ImportLocation")},
+            "commit": ref("CommitCreation"),
+        },
+        {"force": BOOL},
+    ),
+    "ImportCreationResponse": obj({"id": STR}),
+    "ImportStatus": obj(
+        {"completed": BOOL, "update_time": {"type": "string", "format": "date-time"}},
+        {
+            "ingested_objects": INT,
+            "metarange_id": STR,
+            "commit": ref("Commit"),
+            "error": ref("Error"),
+        },
+    ),
     "ActionRun": obj(
         {
             "run_id": STR,
