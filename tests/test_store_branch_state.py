@@ -164,3 +164,18 @@ async def test_a_call_under_way_when_its_writer_closes_completes(tmp_path: Path)
         assert call.done()
         await call
         assert await main.get(f"k{THREAD_ROWS - 1:06d}") == f"v{THREAD_ROWS - 1}".encode()
+
+
+async def test_a_repository_deleted_by_another_store_leaves_no_writer(tmp_path: Path) -> None:
+    from lsmstore.errors import NotFoundError
+
+    ns = (tmp_path / "ns").as_uri()
+    async with _store(tmp_path) as a, _store(tmp_path) as b:
+        repo_a = await a.create_repository("r", storage_namespace=ns)
+        main = repo_a.branch()
+        await main.put("k1", b"v1")
+        await b.delete_repository("r")
+        with pytest.raises(NotFoundError):  # the repository or its branch: both gone
+            await main.put("k2", b"v2")
+        await _closes_done(a)
+        assert _held(a)[0] == 0
