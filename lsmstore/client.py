@@ -81,7 +81,11 @@ from lsmstore.operations.objects import ObjectWrites
 from lsmstore.refstore.base import Ref as RefValue
 from lsmstore.refstore.base import RefStore, Workspace
 from lsmstore.refstore.base import Repository as RepositoryInfo
-from lsmstore.refstore.names import check_ref_name, check_repository_name
+from lsmstore.refstore.names import (
+    check_new_branch_name,
+    check_new_repository_name,
+    check_ref_name,
+)
 from lsmstore.refstore.url import open_refstore
 from lsmstore.staging.encoder import Encoder
 from lsmstore.staging.keys import check_key, encode_opt, make_put_records, make_record
@@ -258,8 +262,8 @@ class Store:
         anything is written).
         """
         self._check_open()
-        check_repository_name(name)
-        check_ref_name(default_branch)
+        check_new_repository_name(name)
+        check_new_branch_name(default_branch)
         validate.check_url_text(storage_namespace, "storage namespace", InvalidURLError)
         md = validate.check_metadata(metadata, "repository metadata")
         parse_allowed_prefixes(

@@ -294,6 +294,12 @@ class Config:
     server_namespace_endpoints: str = ""
     #: ``on`` lets API callers create ``mem://`` repositories (lost on restart: tests).
     server_mem_namespaces: str = "off"
+    #: ``on`` lets ``/api/v1/setup_lakefs`` answer without credentials while the
+    #: RefStore holds no access key (lakeFS's first-run setup; docs/security.md).
+    server_setup_lakefs: str = "off"
+    #: How long a pre-signed URL of an object's data lives (``presign=true`` on an S3
+    #: namespace; docs/server.md, "Pre-signed URLs"): at most 7 days, SigV4's bound.
+    server_presign_expiry_s: int = 900
     #: Branch affinity (docs/server.md, "Several daemons"): ``on`` makes the daemon a
     #: member of its RefStore's group, renewed every ``server_member_heartbeat_s`` with a
     #: lifetime of ``server_member_ttl_s``, reachable at ``server_advertise_url`` (empty:
@@ -362,7 +368,13 @@ _SIZES = {
     "server_max_header_bytes",
 }
 #: On/off/auto switches: TOML booleans and ``true``/``false``/``on``/``off``/``1``/``0``.
-_SWITCHES = {"compaction_in_process", "gc_freeze", "server_mem_namespaces", "server_affinity"}
+_SWITCHES = {
+    "compaction_in_process",
+    "gc_freeze",
+    "server_mem_namespaces",
+    "server_affinity",
+    "server_setup_lakefs",
+}
 _SWITCH_VALUES = {
     "auto": "auto",
     "on": "on",
@@ -470,6 +482,7 @@ _BOUNDS: dict[str, tuple[float, float, bool]] = {
     "commit_range_raggedness": (1, _COUNT, False),
     "actions_runs_retention_s": (0, 100 * _YEAR_S, True),
     "server_port": (0, 65535, False),
+    "server_presign_expiry_s": (1, 7 * 86_400, False),
     "server_drain_timeout_s": (0, _YEAR_S, True),
     "server_max_body_bytes": (1, _BYTES, False),
     "server_max_object_bytes": (1, _BYTES, False),

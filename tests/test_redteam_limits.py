@@ -293,7 +293,7 @@ async def test_a_put_many_is_one_group_the_entry_limit_refuses_whole(tmp_path: P
         key_id, secret = srv.admin
         async with lsmstore.connect(srv.url, access_key_id=key_id, secret_access_key=secret,
                                     home=str(tmp_path / "client")) as store:  # fmt: skip
-            repo = await store.create_repository("g", storage_namespace="local://g")
+            repo = await store.create_repository("big", storage_namespace="local://g")
             main = repo.branch("main")
             with pytest.raises(EntryTooLargeError):
                 await main.put_many([(f"big/{i:03d}", b"v") for i in range(51)])
