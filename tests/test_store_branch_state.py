@@ -46,7 +46,7 @@ async def _closes_done(store: lsmstore.Store) -> None:
 
 async def test_missing_branches_leave_no_writers_views_or_tasks(tmp_path: Path) -> None:
     async with _store(tmp_path, branch_views_cached=8) as store:
-        repo = await store.create_repository("r", storage_namespace=(tmp_path / "ns").as_uri())
+        repo = await store.create_repository("rep", storage_namespace=(tmp_path / "ns").as_uri())
         await repo.branch().put("k", b"v")
         tasks_before = len(asyncio.all_tasks())
         for i in range(200):
@@ -69,27 +69,27 @@ async def test_missing_branches_leave_no_writers_views_or_tasks(tmp_path: Path) 
 async def test_a_branch_deleted_by_another_store_leaves_no_writer(tmp_path: Path) -> None:
     ns = (tmp_path / "ns").as_uri()
     async with _store(tmp_path) as a, _store(tmp_path) as b:
-        repo_a = await a.create_repository("r", storage_namespace=ns)
+        repo_a = await a.create_repository("rep", storage_namespace=ns)
         await repo_a.create_branch("feature")
         feature = repo_a.branch("feature")
         await feature.put("k1", b"v1")
-        assert ("r", "feature") in a.writer_stats()
-        await (await b.get_repository("r")).delete_branch("feature")
+        assert ("rep", "feature") in a.writer_stats()
+        await (await b.get_repository("rep")).delete_branch("feature")
         with pytest.raises(RefNotFoundError):
             await feature.put("k2", b"v2")
         await _closes_done(a)
-        assert ("r", "feature") not in a.writer_stats()
+        assert ("rep", "feature") not in a.writer_stats()
         assert _held(a)[0] == 0
         # made again (by the other store), the same handle writes through a new writer
-        await (await b.get_repository("r")).create_branch("feature")
+        await (await b.get_repository("rep")).create_branch("feature")
         await feature.put("k3", b"v3")
-        assert await (await b.get_repository("r")).branch("feature").get("k3") == b"v3"
+        assert await (await b.get_repository("rep")).branch("feature").get("k3") == b"v3"
 
 
 async def test_an_idle_writer_is_closed_and_a_new_one_writes(tmp_path: Path) -> None:
     clock = Clock()
     async with _store(tmp_path, clock, writer_idle_s=60) as store:
-        repo = await store.create_repository("r", storage_namespace=(tmp_path / "ns").as_uri())
+        repo = await store.create_repository("rep", storage_namespace=(tmp_path / "ns").as_uri())
         await repo.create_branch("other")
         main = repo.branch()
         await main.put("a", b"1")
@@ -107,7 +107,7 @@ async def test_an_idle_writer_is_closed_and_a_new_one_writes(tmp_path: Path) -> 
         assert first.closing
         await _closes_done(store)
         assert first.closed
-        assert ("r", "main") not in store.writer_stats()
+        assert ("rep", "main") not in store.writer_stats()
         # the handle opens a new writer; nothing acknowledged was lost
         await main.put("c", b"3")
         assert main.writer() is not first
@@ -117,7 +117,7 @@ async def test_an_idle_writer_is_closed_and_a_new_one_writes(tmp_path: Path) -> 
 async def test_a_writer_in_use_is_not_closed_as_idle(tmp_path: Path) -> None:
     clock = Clock()
     async with _store(tmp_path, clock, writer_idle_s=60) as store:
-        repo = await store.create_repository("r", storage_namespace=(tmp_path / "ns").as_uri())
+        repo = await store.create_repository("rep", storage_namespace=(tmp_path / "ns").as_uri())
         main = repo.branch()
         await main.put("a", b"1")
         w = main.writer()
@@ -131,7 +131,7 @@ async def test_a_writer_in_use_is_not_closed_as_idle(tmp_path: Path) -> None:
 
 async def test_views_are_a_bounded_cache(tmp_path: Path) -> None:
     async with _store(tmp_path, branch_views_cached=4) as store:
-        repo = await store.create_repository("r", storage_namespace=(tmp_path / "ns").as_uri())
+        repo = await store.create_repository("rep", storage_namespace=(tmp_path / "ns").as_uri())
         main = repo.branch()
         await main.put("k", b"v")
         for i in range(10):
@@ -152,7 +152,7 @@ async def test_a_call_under_way_when_its_writer_closes_completes(tmp_path: Path)
     from lsmstore.staging.writer import THREAD_ROWS
 
     async with _store(tmp_path) as store:
-        repo = await store.create_repository("r", storage_namespace=(tmp_path / "ns").as_uri())
+        repo = await store.create_repository("rep", storage_namespace=(tmp_path / "ns").as_uri())
         main = repo.branch()
         w = main.writer()
         rows = [(f"k{i:06d}".encode(), b"", f"v{i}".encode()) for i in range(THREAD_ROWS)]
@@ -171,10 +171,10 @@ async def test_a_repository_deleted_by_another_store_leaves_no_writer(tmp_path: 
 
     ns = (tmp_path / "ns").as_uri()
     async with _store(tmp_path) as a, _store(tmp_path) as b:
-        repo_a = await a.create_repository("r", storage_namespace=ns)
+        repo_a = await a.create_repository("rep", storage_namespace=ns)
         main = repo_a.branch()
         await main.put("k1", b"v1")
-        await b.delete_repository("r")
+        await b.delete_repository("rep")
         with pytest.raises(NotFoundError):  # the repository or its branch: both gone
             await main.put("k2", b"v2")
         await _closes_done(a)
