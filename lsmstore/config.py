@@ -26,6 +26,7 @@ from typing import Any
 from lsmstore import validate
 from lsmstore.actions.allow import AllowList
 from lsmstore.errors import InvalidInputError
+from lsmstore.objects.addresses import import_source_list
 from lsmstore.refstore.base import MAX_FILE_IDS
 
 KiB = 1 << 10
@@ -292,6 +293,16 @@ class Config:
     #: by spaces or commas; none by default: the server then uses its own AWS
     #: configuration (docs/security.md, "Namespaces, ownership and deletion").
     server_namespace_endpoints: str = ""
+    #: Where an import may read besides a repository's namespace and its allowed
+    #: external prefixes (docs/server.md, "Settings"; docs/security.md, "Imports"):
+    #: URI prefixes ending with ``/`` (``s3://bucket/prefix/``, read with the
+    #: repository namespace's endpoint options; ``local://dir/``), separated by spaces or
+    #: commas.  None by default.  A prefix that overlaps any repository's namespace is
+    #: refused for imports; the API refuses to create a repository inside one.
+    server_import_sources: str = ""
+    #: Status records of imports that finished more than this long ago are deleted
+    #: when a new import of their repository starts (a week by default).
+    import_records_retention_s: float = 7 * 86_400.0
     #: ``on`` lets API callers create ``mem://`` repositories (lost on restart: tests).
     server_mem_namespaces: str = "off"
     #: ``on`` lets ``/api/v1/setup_lakefs`` answer without credentials while the
@@ -474,6 +485,7 @@ _BOUNDS: dict[str, tuple[float, float, bool]] = {
     "commit_concurrency": (1, 1024, False),
     "commit_lease_s": (0, _YEAR_S, True),
     "import_lease_s": (0, 86_400, True),
+    "import_records_retention_s": (0, 100 * _YEAR_S, False),
     "commit_max_attempts": (1, 1000, False),
     "commit_backoff_ms": (0, _YEAR_S * 1000, False),
     "commit_backoff_max_ms": (0, _YEAR_S * 1000, False),
@@ -557,6 +569,10 @@ def _validated(cfg: Config) -> Config:
         raise bad("server_affinity must be on or off")
     if cfg.server_forward_mode not in ("proxy", "redirect"):
         raise bad("server_forward_mode must be proxy or redirect")
+    try:
+        import_source_list(cfg.server_import_sources)
+    except InvalidInputError as e:
+        raise bad(f"server_import_sources: {e}") from None
     if not cfg.commit_backoff_ms <= cfg.commit_backoff_max_ms:
         raise bad("commit_backoff_ms must be <= commit_backoff_max_ms")
     if not cfg.commit_range_min_bytes <= cfg.commit_range_max_bytes:
