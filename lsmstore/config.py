@@ -166,6 +166,12 @@ class Config:
     bloom_error_rate: float = 0.01
     #: Sidecars (key range + bloom filter) kept decoded in RAM, per store.
     sidecar_cache_entries: int = 100_000
+    #: Branch views (a branch's read state) kept per store, least recently used
+    #: dropped first (docs/security.md, "Per-branch state").
+    branch_views_cached: int = 1024
+    #: A branch writer with nothing pending and no batch sealed for this long is
+    #: closed; the next write opens a new one (docs/security.md, "Per-branch state").
+    writer_idle_s: float = 60.0
     #: Compaction (docs/compaction.md).  A branch is compacted when its L1 list holds
     #: more than ``compaction_l1_files`` files or ``compaction_l1_bytes`` bytes, or its
     #: oldest L1 file is older than ``compaction_l1_age_s`` seconds.
@@ -459,6 +465,8 @@ _BOUNDS: dict[str, tuple[float, float, bool]] = {
     "append_attempts": (1, 1000, False),
     "bloom_error_rate": (1e-9, 0.5, False),
     "sidecar_cache_entries": (0, _COUNT, False),
+    "branch_views_cached": (0, _COUNT, False),
+    "writer_idle_s": (0, _YEAR_S, True),
     "compaction_l1_files": (1, _COUNT, False),
     "compaction_l1_bytes": (1, _BYTES, False),
     "compaction_l1_age_s": (0, _YEAR_S, True),
