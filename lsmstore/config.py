@@ -311,6 +311,11 @@ class Config:
     #: How long a pre-signed URL of an object's data lives (``presign=true`` on an S3
     #: namespace; docs/server.md, "Pre-signed URLs"): at most 7 days, SigV4's bound.
     server_presign_expiry_s: int = 900
+    #: ``on`` advertises ``pre_sign_support: true`` in ``/config``, so lakeFS's SDKs
+    #: pre-sign every read and write by default, as against lakeFS on S3.  For servers
+    #: whose repositories are all on S3 namespaces: lakeFS's Python SDK applies the one
+    #: ``storage_config`` to every repository, and a local one refuses pre-signing.
+    server_presign_advertise: str = "off"
     #: Branch affinity (docs/server.md, "Several daemons"): ``on`` makes the daemon a
     #: member of its RefStore's group, renewed every ``server_member_heartbeat_s`` with a
     #: lifetime of ``server_member_ttl_s``, reachable at ``server_advertise_url`` (empty:
@@ -385,6 +390,7 @@ _SWITCHES = {
     "server_mem_namespaces",
     "server_affinity",
     "server_setup_lakefs",
+    "server_presign_advertise",
 }
 _SWITCH_VALUES = {
     "auto": "auto",
