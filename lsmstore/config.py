@@ -166,6 +166,12 @@ class Config:
     bloom_error_rate: float = 0.01
     #: Sidecars (key range + bloom filter) kept decoded in RAM, per store.
     sidecar_cache_entries: int = 100_000
+    #: Branch views (a branch's read state) kept per store, least recently used
+    #: dropped first (docs/security.md, "Per-branch state").
+    branch_views_cached: int = 1024
+    #: A branch writer with nothing pending and no batch sealed for this long is
+    #: closed; the next write opens a new one (docs/security.md, "Per-branch state").
+    writer_idle_s: float = 60.0
     #: Compaction (docs/compaction.md).  A branch is compacted when its L1 list holds
     #: more than ``compaction_l1_files`` files or ``compaction_l1_bytes`` bytes, or its
     #: oldest L1 file is older than ``compaction_l1_age_s`` seconds.
@@ -305,6 +311,11 @@ class Config:
     #: How long a pre-signed URL of an object's data lives (``presign=true`` on an S3
     #: namespace; docs/server.md, "Pre-signed URLs"): at most 7 days, SigV4's bound.
     server_presign_expiry_s: int = 900
+    #: ``on`` advertises ``pre_sign_support: true`` in ``/config``, so lakeFS's SDKs
+    #: pre-sign every read and write by default, as against lakeFS on S3.  For servers
+    #: whose repositories are all on S3 namespaces: lakeFS's Python SDK applies the one
+    #: ``storage_config`` to every repository, and a local one refuses pre-signing.
+    server_presign_advertise: str = "off"
     #: Branch affinity (docs/server.md, "Several daemons"): ``on`` makes the daemon a
     #: member of its RefStore's group, renewed every ``server_member_heartbeat_s`` with a
     #: lifetime of ``server_member_ttl_s``, reachable at ``server_advertise_url`` (empty:
@@ -379,6 +390,7 @@ _SWITCHES = {
     "server_mem_namespaces",
     "server_affinity",
     "server_setup_lakefs",
+    "server_presign_advertise",
 }
 _SWITCH_VALUES = {
     "auto": "auto",
@@ -459,6 +471,8 @@ _BOUNDS: dict[str, tuple[float, float, bool]] = {
     "append_attempts": (1, 1000, False),
     "bloom_error_rate": (1e-9, 0.5, False),
     "sidecar_cache_entries": (0, _COUNT, False),
+    "branch_views_cached": (0, _COUNT, False),
+    "writer_idle_s": (0, _YEAR_S, True),
     "compaction_l1_files": (1, _COUNT, False),
     "compaction_l1_bytes": (1, _BYTES, False),
     "compaction_l1_age_s": (0, _YEAR_S, True),

@@ -149,3 +149,50 @@ def test_local_namespaces_refuse_presign_clearly(client: Client) -> None:
         assert "pre-signed URLs are not supported" in str(refused.value), refused.value
         assert "S3" in str(refused.value)
     assert obj.reader().read() == b"local"
+
+
+def _answered(proc: ServerProcess, operation: str, status: str = "") -> float:
+    """How many requests of ``operation`` the server has answered (with ``status``, if
+    given), from its /metrics."""
+    text = httpx.get(f"{proc.url}/metrics", auth=proc.admin, timeout=30).text
+    prefix = f'lsmstore_http_requests_total{{operation="{operation}",status="{status}'
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(prefix))  # fmt: skip
+
+
+def test_advertised_presign_is_the_sdks_default(
+    tmp_path: Path, seaweed: WeedServer, bucket: str
+) -> None:
+    """With ``server_presign_advertise = on`` /config says ``pre_sign_support: true``
+    and lakeFS's SDK moves data to and from S3 directly without being asked; off (the
+    default, the module's server) it goes through the server."""
+    env = {
+        **MOTO_ENV,
+        "LSMSTORE_SERVER_NAMESPACE_ENDPOINTS": seaweed.endpoint,
+        "LSMSTORE_SERVER_PRESIGN_ADVERTISE": "on",
+    }
+    proc = start_server(tmp_path / "home", env=env)
+    try:
+        client = Client(host=proc.url, username=proc.admin[0], password=proc.admin[1])
+        storage = client.sdk_client.config_api.get_config().storage_config
+        assert storage is not None and storage.pre_sign_support is True
+        obj = _s3_repo(client, seaweed, bucket).branch("main").object("d.bin")
+        data = b"direct" * 1000
+        with obj.writer(mode="wb") as w:
+            w.write(data)
+        with obj.reader() as r:
+            assert r.read() == data
+        # The data went to S3 and came back from it: the server staged a link, and
+        # answered the read with a redirect to the data's URL.
+        assert _answered(proc, "uploadObject") == 0
+        assert _answered(proc, "getObject", "302") == 1
+        assert _answered(proc, "getObject", "200") == 0
+        assert _answered(proc, "getPhysicalAddress") == 1
+        assert _answered(proc, "linkPhysicalAddress") == 1
+    finally:
+        proc.stop()
+
+
+def test_presign_is_not_advertised_by_default(client: Client) -> None:
+    storage = client.sdk_client.config_api.get_config().storage_config
+    assert storage is not None and storage.pre_sign_support is False

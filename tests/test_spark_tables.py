@@ -360,15 +360,24 @@ async def test_transaction_merges_validated_jobs_or_leaves_the_target(spark: Any
     assert await repo.list_branches() == ["main"]
 
 
-def test_files_are_grouped_into_partitions_as_spark_groups_them() -> None:
+def test_files_are_grouped_into_balanced_partitions_of_sparks_split_size() -> None:
     mib = 1024 * 1024
     files = [tables.TableFileRef(f"f{i}", f"a{i}", size, ()) for i, size in
              enumerate([100 * mib, 30 * mib, 30 * mib, 1, 1, 1])]  # fmt: skip
     groups = tables.group_files(files, 128 * mib, 2)
     assert sorted(f.path for g in groups for f in g) == sorted(f.path for f in files)
     assert all(sum(f.size + tables.OPEN_COST for f in g) <= 128 * mib for g in groups if len(g) > 1)
-    assert sorted(len(g) for g in tables.group_files(files, 128 * mib, 1)) == [2, 4]
+    assert [len(g) for g in tables.group_files(files, 128 * mib, 1)] == [1, 5]  # 104 / 80 MiB
     assert len(tables.group_files(files[3:], 128 * mib, 1)) == 1  # small files: one task
+    assert tables.group_files([], 128 * mib, 2) == []
+    # 32 small files on 2 cores: 16 + 16 (first fit: 14 + 14 + 4, a third task alone)
+    small = [tables.TableFileRef(f"s{i}", f"b{i}", 800_000 + i, ()) for i in range(32)]
+    assert [len(g) for g in tables.group_files(small, 128 * mib, 2)] == [16, 16]
+    # more than one wave: a multiple of the cores, no partition past the bound
+    big = [tables.TableFileRef(f"b{i}", f"c{i}", 60 * mib, ()) for i in range(5)]
+    groups = tables.group_files(big, 128 * mib, 2)
+    assert len(groups) == 4 and sorted(len(g) for g in groups) == [1, 1, 1, 2]
+    assert all(sum(f.size + tables.OPEN_COST for f in g) <= 128 * mib for g in groups)
 
 
 def test_rows_split_by_partition_values_nulls_included() -> None:

@@ -51,7 +51,7 @@ with its staged writes, a tag, a commit; :mod:`lsmstore.spark.scan`), keeps the 
 whose Hive-style partition values match ``partitionFilter`` (files of other partitions
 are never opened), and infers the schema from the first file's footer plus the
 partition columns (integers when every value is one, else strings).  Files are packed
-into input partitions as Spark packs a Parquet directory (:func:`group_files`);
+into input partitions of Spark's split size, balanced over the cores (:func:`group_files`);
 executors read the data objects from the namespace themselves.
 Names starting with ``_`` or ``.`` (``_SUCCESS``, ``_committed_...``) and objects not
 ending in ``.parquet`` are not table files.
@@ -60,6 +60,7 @@ ending in ``.parquet`` are not table files.
 from __future__ import annotations
 
 import hashlib
+import heapq
 import io
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -488,25 +489,34 @@ class TablePlan:
 def group_files(
     files: Sequence[TableFileRef], max_bytes: int, parallelism: int
 ) -> list[tuple[TableFileRef, ...]]:
-    """Files packed into input partitions as Spark packs a Parquet directory's: the
-    split size is ``min(max_bytes, max(OPEN_COST, total / parallelism))``, each file
-    counting its bytes plus ``OPEN_COST``; largest files first, each into the first
-    partition with room."""
+    """Files packed into input partitions: the split size is Spark's for a Parquet
+    directory, ``min(max_bytes, max(OPEN_COST, total / parallelism))``, each file
+    counting its bytes plus ``OPEN_COST``; the number of partitions is what that split
+    size makes, rounded up to a multiple of ``parallelism`` (every wave of tasks keeps
+    every core busy: Spark's first fit makes e.g. 14 + 14 + 4 files of 32 small ones,
+    the last task running alone); largest files first, each into the least loaded
+    partition (a new one where that would pass ``max_bytes``)."""
+    if not files:
+        return []
+    cores = max(1, parallelism)
     total = sum(f.size + OPEN_COST for f in files)
-    split = min(max_bytes, max(OPEN_COST, total // max(1, parallelism)))
-    groups: list[list[TableFileRef]] = []
-    sizes: list[int] = []
+    split = min(max_bytes, max(OPEN_COST, total // cores))
+    count = -(-total // max(1, split))
+    if count > cores:
+        count = -(-count // cores) * cores
+    count = max(1, min(count, len(files)))
+    groups: list[list[TableFileRef]] = [[] for _ in range(count)]
+    loads = [(0, i) for i in range(count)]  # a heap of (bytes, group)
     for f in sorted(files, key=lambda f: -f.size):
         cost = f.size + OPEN_COST
-        for i, size in enumerate(sizes):
-            if size + cost <= split:
-                groups[i].append(f)
-                sizes[i] += cost
-                break
-        else:
+        load, i = loads[0]
+        if groups[i] and load + cost > max_bytes:
             groups.append([f])
-            sizes.append(cost)
-    return [tuple(g) for g in groups]
+            heapq.heappush(loads, (cost, len(groups) - 1))
+            continue
+        groups[i].append(f)
+        heapq.heapreplace(loads, (load + cost, i))
+    return [tuple(g) for g in groups if g]
 
 
 async def plan_table(opts: Any) -> TablePlan:
@@ -640,7 +650,8 @@ class TableReader(DataSourceReader):
                 columns.append(table.column(field.name).cast(field.type))
             elif field.name in values:
                 v = values[field.name]
-                columns.append(pa.array([v] * table.num_rows, pa.string()).cast(field.type))
+                value = pa.repeat(pa.scalar(v, pa.string()), table.num_rows)
+                columns.append(value.cast(field.type))
             else:  # a column later files added: null here
                 columns.append(pa.nulls(table.num_rows, field.type))
         out = pa.Table.from_arrays(columns, schema=self.schema)
