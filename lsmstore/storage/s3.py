@@ -107,9 +107,7 @@ class S3Store(ObjectStore):
                 f"S3 part_size must be in {MIN_PART_SIZE}..5GiB, not {part_size}"
             )
         if not 1 <= part_concurrency <= 64:
-            raise InvalidInputError(
-                f"S3 part_concurrency must be in 1..64, not {part_concurrency}"
-            )
+            raise InvalidInputError(f"S3 part_concurrency must be in 1..64, not {part_concurrency}")
         self.part_size = part_size
         self.part_concurrency = part_concurrency
         self.bucket = bucket
