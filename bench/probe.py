@@ -224,7 +224,9 @@ def main(argv: list[str]) -> int:
     srv = start_server(tmp / "home", env=env)
     try:
         with httpx.Client(base_url=srv.api, auth=srv.admin, timeout=600) as c:
-            r = c.post("/repositories", json={"name": "p", "storage_namespace": "local://p"})
+            r = c.post(
+                "/repositories", json={"name": "probe", "storage_namespace": "local://probe"}
+            )
             r.raise_for_status()
             done = threading.Event()
             latencies: list[float] = []
@@ -244,7 +246,7 @@ def main(argv: list[str]) -> int:
             thread.start()
             started = time.perf_counter()
             for body in bodies:
-                r = c.post("/lsm/repositories/p/branches/main/batch", content=body,
+                r = c.post("/lsm/repositories/probe/branches/main/batch", content=body,
                            headers={"Content-Type": f"application/{args.format}"})  # fmt: skip
                 r.raise_for_status()
             elapsed = time.perf_counter() - started

@@ -21,7 +21,7 @@ storage namespace under ``--dir`` (a temporary directory by default):
 partitioned by ``p`` and read back in full (an aggregate over every column), through
 (1) the data source's atomic write (``format("lsmstore")``, ``format`` ``parquet``),
 (2) Spark's own Parquet writer and reader through the S3 gateway of a server process
-(``s3a://r/main/tables/...``, hadoop-aws from ``.venv/spark-ivy``; its default file
+(``s3a://rep/main/tables/...``, hadoop-aws from ``.venv/spark-ivy``; its default file
 output committer's renames are CopyObject + DeleteObject requests, counted and timed
 by S3A's statistics; then the median time of renaming one file of 1 KiB and of 32 MiB)
 and (3) Spark's own Parquet writer to a local directory (the
@@ -84,7 +84,7 @@ async def peers(root: Path, n: int) -> dict[str, float]:
         f"local://{root / 'peer-refs'}", compaction_in_process="off"
     ) as store:
         ns = (root / "peer-ns").as_uri()
-        repo = await store.create_repository("p", storage_namespace=ns)
+        repo = await store.create_repository("prepared", storage_namespace=ns)
         main = repo.branch("main")
         batch = 10_000
         t = time.perf_counter()
@@ -110,7 +110,7 @@ async def gc_repository(root: Path, commits: int) -> dict[str, float]:
     refs = f"local://{root / 'gc-refs'}"
     async with lsmstore.connect(refs, compaction_in_process="off") as store:
         ns = (root / "gc-ns").as_uri()
-        repo = await store.create_repository("g", storage_namespace=ns)
+        repo = await store.create_repository("gcrepo", storage_namespace=ns)
         main = repo.branch("main")
         for c in range(commits):
             await main.link_many(
@@ -127,7 +127,7 @@ async def gc_repository(root: Path, commits: int) -> dict[str, float]:
             t = time.perf_counter()
             report = await collect_repository(
                 store.refstore,
-                "g",
+                "gcrepo",
                 objects,
                 Retention(default_days=21),
                 grace_s=600,
@@ -298,7 +298,7 @@ def main(argv: list[str]) -> int:
 
         async def setup() -> None:
             async with lsmstore.connect(refs, compaction_in_process="off") as store:
-                await store.create_repository("r", storage_namespace=ns)
+                await store.create_repository("rep", storage_namespace=ns)
 
         asyncio.run(setup())
         spark = local_session(args.cores, app="bench-spark")
@@ -307,7 +307,7 @@ def main(argv: list[str]) -> int:
         t = time.perf_counter()
         n = jobs.import_inventory(
             spark,
-            "lsm://r/main",
+            "lsm://rep/main",
             [str(inv)],
             address_prefix=f"{ns}/data/",
             commit_message="import",
@@ -320,13 +320,15 @@ def main(argv: list[str]) -> int:
         cpu0, own0 = tree_cpu(), time.process_time()
         t = time.perf_counter()
         out = root / "export"
-        m = jobs.export(spark, "lsm://r/main", str(out), options=opts)
+        m = jobs.export(spark, "lsm://rep/main", str(out), options=opts)
         dt = time.perf_counter() - t
         results["export_per_s"] = round(m / dt)
         results["export_s"] = round(dt, 1)
         results["export_cpu_s"] = cpu_since(cpu0, own0)
         t = time.perf_counter()
-        rows = spark.read.format("lsmstore").options(**opts).load("lsm://r/main/logs/0001").count()
+        rows = (
+            spark.read.format("lsmstore").options(**opts).load("lsm://rep/main/logs/0001").count()
+        )
         results["prefix_read_rows"] = rows
         results["prefix_read_s"] = round(time.perf_counter() - t, 2)
         spark.stop()
@@ -415,13 +417,13 @@ def tables_bench(n: int, cores: int, rounds: int, directory: str | None) -> dict
 
         async def setup() -> None:
             async with lsmstore.connect(refs, compaction_in_process="off") as store:
-                await store.create_repository("r", storage_namespace=ns)
+                await store.create_repository("rep", storage_namespace=ns)
 
         asyncio.run(setup())
         server = start_server(root / "server")
         with httpx.Client(base_url=server.api, auth=server.admin, timeout=60) as api:
             api.post(
-                "/repositories", json={"name": "r", "storage_namespace": "local://r"}
+                "/repositories", json={"name": "rep", "storage_namespace": "local://r"}
             ).raise_for_status()
         jars = s3a.jars(os.path.join(sys.prefix, "spark-ivy"))
         conf = s3a.conf(server.url, *server.admin, jars)
@@ -429,7 +431,7 @@ def tables_bench(n: int, cores: int, rounds: int, directory: str | None) -> dict
         register(spark)
         jvm = spark._jvm
         fs = jvm.org.apache.hadoop.fs.FileSystem.get(
-            jvm.java.net.URI("s3a://r/main/"), spark._jsc.hadoopConfiguration()
+            jvm.java.net.URI("s3a://rep/main/"), spark._jsc.hadoopConfiguration()
         )
         df = spark.range(n, numPartitions=cores * 2).selectExpr(
             "id",
@@ -451,9 +453,9 @@ def tables_bench(n: int, cores: int, rounds: int, directory: str | None) -> dict
             return n / (time.perf_counter() - t)
 
         for i in range(rounds):
-            url = f"lsm://r/main/tables/t{i}/"
+            url = f"lsm://rep/main/tables/t{i}/"
             local = str(root / f"local-{i}")
-            gateway = f"s3a://r/main/tables/t{i}"
+            gateway = f"s3a://rep/main/tables/t{i}"
             runs["lsm_write"].append(
                 timed(
                     lambda url=url: (
@@ -486,9 +488,7 @@ def tables_bench(n: int, cores: int, rounds: int, directory: str | None) -> dict
             )
             runs["s3a_read"].append(
                 timed(
-                    lambda gateway=gateway: (
-                        spark.read.parquet(gateway).selectExpr(*agg).collect()
-                    )
+                    lambda gateway=gateway: spark.read.parquet(gateway).selectExpr(*agg).collect()
                 )
             )
             runs["local_read"].append(
@@ -496,7 +496,7 @@ def tables_bench(n: int, cores: int, rounds: int, directory: str | None) -> dict
             )
         # one file renamed back and forth: a link through the gateway, whatever its size
         out["s3a_rename"] = {
-            str(size): _rename_cost(jvm, fs, "s3a://r/main/renames", size, 9)
+            str(size): _rename_cost(jvm, fs, "s3a://rep/main/renames", size, 9)
             for size in (1024, 32 << 20)
         }
         spark.stop()

@@ -34,6 +34,7 @@ import hashlib
 import os
 import secrets
 import time
+from collections import OrderedDict
 from collections.abc import (
     AsyncIterator,
     Awaitable,
@@ -80,7 +81,11 @@ from lsmstore.operations.objects import ObjectWrites
 from lsmstore.refstore.base import Ref as RefValue
 from lsmstore.refstore.base import RefStore, Workspace
 from lsmstore.refstore.base import Repository as RepositoryInfo
-from lsmstore.refstore.names import check_ref_name, check_repository_name
+from lsmstore.refstore.names import (
+    check_new_branch_name,
+    check_new_repository_name,
+    check_ref_name,
+)
 from lsmstore.refstore.url import open_refstore
 from lsmstore.staging.encoder import Encoder
 from lsmstore.staging.keys import check_key, encode_opt, make_put_records, make_record
@@ -214,9 +219,16 @@ class Store:
         self.token = token
         self._open_objects = open_objects
         self._objects: dict[str, ObjectStore] = {}
-        #: Keyed by (repository name, repository id, branch).
+        #: Keyed by (repository name, repository id, branch).  Both are bounded
+        #: (docs/security.md, "Per-branch state"): views are an LRU of
+        #: ``branch_views_cached``; a writer leaves when its branch is found gone or it
+        #: has been idle ``writer_idle_s`` (:meth:`_sweep_idle_writers`).
         self._writers: dict[tuple[str, str, str], BranchWriter] = {}
-        self._views: dict[tuple[str, str, str], BranchView] = {}
+        self._views: OrderedDict[tuple[str, str, str], BranchView] = OrderedDict()
+        #: Writers dropped from ``_writers``, until their close (which flushes what they
+        #: hold) is over.
+        self._retiring: dict[BranchWriter, asyncio.Task[None]] = {}
+        self._last_sweep = clock()
         self._repos: dict[str, Repository] = {}
         self._jobs: dict[tuple[str, str, str], asyncio.Task[None]] = {}
         self._append_listeners: list[AppendListener] = []
@@ -250,8 +262,8 @@ class Store:
         anything is written).
         """
         self._check_open()
-        check_repository_name(name)
-        check_ref_name(default_branch)
+        check_new_repository_name(name)
+        check_new_branch_name(default_branch)
         validate.check_url_text(storage_namespace, "storage namespace", InvalidURLError)
         md = validate.check_metadata(metadata, "repository metadata")
         parse_allowed_prefixes(
@@ -292,6 +304,7 @@ class Store:
             await self.stop_job(*job)
         for key in [k for k in self._writers if k[0] == name]:
             await self._writers.pop(key).aclose()
+        await self._retired(lambda w: w.repo == name)
         await _repositories.delete(self, await self.refstore.get_repository(name))
         self._repos.pop(name, None)
         for key in [k for k in self._views if k[0] == name]:
@@ -336,9 +349,8 @@ class Store:
             self._check_open()
             check_ref_name(branch)
             for stale in [k for k in self._writers if k[0] == repo.name and k[2] == branch]:
-                old = self._writers.pop(stale)
-                task = asyncio.ensure_future(old.aclose())
-                task.add_done_callback(retrieve_exception)
+                self._retire(stale, self._writers[stale])
+            self._sweep_idle_writers()
             if self.config.gc_freeze != "off":
                 freeze_startup_state()
             w = self._writers[key] = BranchWriter(
@@ -354,17 +366,64 @@ class Store:
                 before_append=functools.partial(
                     _protection.check, self.refstore, repo.info, branch, "write to"
                 ),
+                on_gone=functools.partial(self._retire, key),
             )
         return w
 
+    def _retire(self, key: tuple[str, str, str], w: BranchWriter) -> None:
+        """Drop ``w`` (the writer of ``key``: its branch is gone, it is idle, or its
+        repository was re-created) and close it in the background.  Writes it holds are
+        still flushed, with the outcome they would have had (:meth:`aclose` and
+        ``Branch.flush`` wait for them); the next write opens a new writer."""
+        if self._writers.get(key) is w:
+            del self._writers[key]
+        if w.closing:
+            return
+        w.retire()
+        task = asyncio.ensure_future(w.aclose())
+        self._retiring[w] = task
+
+        def done(t: asyncio.Future[None]) -> None:
+            self._retiring.pop(w, None)
+            retrieve_exception(t)
+
+        task.add_done_callback(done)
+
+    def _sweep_idle_writers(self) -> None:
+        """Retire the writers idle for ``writer_idle_s`` (nothing pending, no batch
+        sealed since).  Run when a writer is made, at most every quarter of that time,
+        so a writer outlives its last write by at most about 1.25 ``writer_idle_s``
+        (measured in writer creations: no new writer, no growth)."""
+        now = self.clock()
+        idle_s = self.config.writer_idle_s
+        if now - self._last_sweep < idle_s / 4:
+            return
+        self._last_sweep = now
+        for key, w in list(self._writers.items()):
+            if now - w.last_active >= idle_s and w.idle():
+                self._retire(key, w)
+
+    async def _retired(self, which: Callable[[BranchWriter], bool]) -> None:
+        """Wait for the closes of the retired writers ``which`` selects."""
+        tasks = [t for w, t in self._retiring.items() if which(w)]
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
     def view(self, repo: Repository, branch: str) -> BranchView:
         key = (repo.name, namespace.owner_id(repo.info), branch)
-        v = self._views.get(key)
+        views = self._views
+        v = views.get(key)
         if v is None:
             check_ref_name(branch)
-            for stale in [k for k in self._views if k[0] == repo.name and k[2] == branch]:
-                del self._views[stale]
-            v = self._views[key] = BranchView(repo.name, branch, repo.files, self.refs)
+            for stale in [k for k in views if k[0] == repo.name and k[2] == branch]:
+                del views[stale]
+            v = views[key] = BranchView(repo.name, branch, repo.files, self.refs)
+            # A view is a cache (a Branch handle keeps its own): dropping one only
+            # costs the next handle a snapshot load.
+            while len(views) > self.config.branch_views_cached:
+                views.popitem(last=False)
+        else:
+            views.move_to_end(key)
         return v
 
     # --- background seams ----------------------------------------------------------------
@@ -425,6 +484,7 @@ class Store:
         writers = list(self._writers.values())
         self._writers.clear()
         await asyncio.gather(*(w.aclose() for w in writers), return_exceptions=True)
+        await self._retired(lambda w: True)
         for key in list(self._jobs):
             await self.stop_job(*key)
         # Every part is closed even when one fails; the first failure is raised last.
@@ -812,7 +872,7 @@ class Branch(_Reads, ObjectWrites):
     def writer(self) -> BranchWriter:
         """The branch's writer in this process (the operations layer stages through it)."""
         w = self._writer
-        if w is None or w.closed:
+        if w is None or w.closing:
             w = self._writer = self._store.writer(self.repository, self.name)
         return w
 
@@ -833,7 +893,7 @@ class Branch(_Reads, ObjectWrites):
         """
         rec = make_record(key, value, identity, self._max_key, self._max_value, defer_identity=True)
         w = self._writer
-        if w is None or w.closed:
+        if w is None or w.closing:
             w = self.writer()
         # the common case awaits the write's own future: no coroutine per put
         fut = w.try_stage(rec)
@@ -946,6 +1006,7 @@ class Branch(_Reads, ObjectWrites):
         w = self._store._writers.get((repo.name, namespace.owner_id(repo.info), self.name))
         if w is not None:
             await w.flush()
+        await self._store._retired(lambda w: w.repo == repo.name and w.branch == self.name)
 
     async def stash(self, name: str) -> Workspace:
         """Move the branch's uncommitted changes into a new workspace ``name``; the branch

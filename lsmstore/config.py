@@ -26,6 +26,7 @@ from typing import Any
 from lsmstore import validate
 from lsmstore.actions.allow import AllowList
 from lsmstore.errors import InvalidInputError
+from lsmstore.objects.addresses import import_source_list
 from lsmstore.refstore.base import MAX_FILE_IDS
 
 KiB = 1 << 10
@@ -165,6 +166,12 @@ class Config:
     bloom_error_rate: float = 0.01
     #: Sidecars (key range + bloom filter) kept decoded in RAM, per store.
     sidecar_cache_entries: int = 100_000
+    #: Branch views (a branch's read state) kept per store, least recently used
+    #: dropped first (docs/security.md, "Per-branch state").
+    branch_views_cached: int = 1024
+    #: A branch writer with nothing pending and no batch sealed for this long is
+    #: closed; the next write opens a new one (docs/security.md, "Per-branch state").
+    writer_idle_s: float = 60.0
     #: Compaction (docs/compaction.md).  A branch is compacted when its L1 list holds
     #: more than ``compaction_l1_files`` files or ``compaction_l1_bytes`` bytes, or its
     #: oldest L1 file is older than ``compaction_l1_age_s`` seconds.
@@ -286,8 +293,29 @@ class Config:
     #: by spaces or commas; none by default: the server then uses its own AWS
     #: configuration (docs/security.md, "Namespaces, ownership and deletion").
     server_namespace_endpoints: str = ""
+    #: Where an import may read besides a repository's namespace and its allowed
+    #: external prefixes (docs/server.md, "Settings"; docs/security.md, "Imports"):
+    #: URI prefixes ending with ``/`` (``s3://bucket/prefix/``, read with the
+    #: repository namespace's endpoint options; ``local://dir/``), separated by spaces or
+    #: commas.  None by default.  A prefix that overlaps any repository's namespace is
+    #: refused for imports; the API refuses to create a repository inside one.
+    server_import_sources: str = ""
+    #: Status records of imports that finished more than this long ago are deleted
+    #: when a new import of their repository starts (a week by default).
+    import_records_retention_s: float = 7 * 86_400.0
     #: ``on`` lets API callers create ``mem://`` repositories (lost on restart: tests).
     server_mem_namespaces: str = "off"
+    #: ``on`` lets ``/api/v1/setup_lakefs`` answer without credentials while the
+    #: RefStore holds no access key (lakeFS's first-run setup; docs/security.md).
+    server_setup_lakefs: str = "off"
+    #: How long a pre-signed URL of an object's data lives (``presign=true`` on an S3
+    #: namespace; docs/server.md, "Pre-signed URLs"): at most 7 days, SigV4's bound.
+    server_presign_expiry_s: int = 900
+    #: ``on`` advertises ``pre_sign_support: true`` in ``/config``, so lakeFS's SDKs
+    #: pre-sign every read and write by default, as against lakeFS on S3.  For servers
+    #: whose repositories are all on S3 namespaces: lakeFS's Python SDK applies the one
+    #: ``storage_config`` to every repository, and a local one refuses pre-signing.
+    server_presign_advertise: str = "off"
     #: Branch affinity (docs/server.md, "Several daemons"): ``on`` makes the daemon a
     #: member of its RefStore's group, renewed every ``server_member_heartbeat_s`` with a
     #: lifetime of ``server_member_ttl_s``, reachable at ``server_advertise_url`` (empty:
@@ -356,7 +384,14 @@ _SIZES = {
     "server_max_header_bytes",
 }
 #: On/off/auto switches: TOML booleans and ``true``/``false``/``on``/``off``/``1``/``0``.
-_SWITCHES = {"compaction_in_process", "gc_freeze", "server_mem_namespaces", "server_affinity"}
+_SWITCHES = {
+    "compaction_in_process",
+    "gc_freeze",
+    "server_mem_namespaces",
+    "server_affinity",
+    "server_setup_lakefs",
+    "server_presign_advertise",
+}
 _SWITCH_VALUES = {
     "auto": "auto",
     "on": "on",
@@ -436,6 +471,8 @@ _BOUNDS: dict[str, tuple[float, float, bool]] = {
     "append_attempts": (1, 1000, False),
     "bloom_error_rate": (1e-9, 0.5, False),
     "sidecar_cache_entries": (0, _COUNT, False),
+    "branch_views_cached": (0, _COUNT, False),
+    "writer_idle_s": (0, _YEAR_S, True),
     "compaction_l1_files": (1, _COUNT, False),
     "compaction_l1_bytes": (1, _BYTES, False),
     "compaction_l1_age_s": (0, _YEAR_S, True),
@@ -454,6 +491,7 @@ _BOUNDS: dict[str, tuple[float, float, bool]] = {
     "commit_concurrency": (1, 1024, False),
     "commit_lease_s": (0, _YEAR_S, True),
     "import_lease_s": (0, 86_400, True),
+    "import_records_retention_s": (0, 100 * _YEAR_S, False),
     "commit_max_attempts": (1, 1000, False),
     "commit_backoff_ms": (0, _YEAR_S * 1000, False),
     "commit_backoff_max_ms": (0, _YEAR_S * 1000, False),
@@ -462,6 +500,7 @@ _BOUNDS: dict[str, tuple[float, float, bool]] = {
     "commit_range_raggedness": (1, _COUNT, False),
     "actions_runs_retention_s": (0, 100 * _YEAR_S, True),
     "server_port": (0, 65535, False),
+    "server_presign_expiry_s": (1, 7 * 86_400, False),
     "server_drain_timeout_s": (0, _YEAR_S, True),
     "server_max_body_bytes": (1, _BYTES, False),
     "server_max_object_bytes": (1, _BYTES, False),
@@ -536,6 +575,10 @@ def _validated(cfg: Config) -> Config:
         raise bad("server_affinity must be on or off")
     if cfg.server_forward_mode not in ("proxy", "redirect"):
         raise bad("server_forward_mode must be proxy or redirect")
+    try:
+        import_source_list(cfg.server_import_sources)
+    except InvalidInputError as e:
+        raise bad(f"server_import_sources: {e}") from None
     if not cfg.commit_backoff_ms <= cfg.commit_backoff_max_ms:
         raise bad("commit_backoff_ms must be <= commit_backoff_max_ms")
     if not cfg.commit_range_min_bytes <= cfg.commit_range_max_bytes:

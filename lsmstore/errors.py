@@ -26,6 +26,12 @@ class InvalidNameError(InvalidInputError):
     """A repository, branch, tag or object name breaks the naming rules."""
 
 
+class ImportSourceNotAllowedError(InvalidInputError):
+    """An import source outside the repository's namespace, its allowed external
+    prefixes and the server's ``server_import_sources``, or one that reaches into a
+    repository's namespace (400)."""
+
+
 class EntryTooLargeError(InvalidInputError):
     """A value or a record is too large for its bound or for a backend."""
 

@@ -38,7 +38,7 @@ import hashlib
 import json
 import posixpath
 import secrets
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -165,15 +165,29 @@ def collides(a: Repository, b: Repository) -> bool:
     return any(k.overlaps(kb) for k in reach_of(a)) or any(k.overlaps(ka) for k in reach_of(b))
 
 
+async def _repositories(refstore: RefStore) -> AsyncIterator[Repository]:
+    after: str | None = None
+    while page := await refstore.list_repositories(after=after, limit=1000):
+        for r in page:
+            yield r
+        after = page[-1].name
+
+
 async def overlapping(refstore: RefStore, repo: Repository) -> list[Repository]:
     """Every other repository that :func:`collides` with ``repo`` (one listing of all
     repositories)."""
-    found: list[Repository] = []
-    after: str | None = None
-    while page := await refstore.list_repositories(after=after, limit=1000):
-        found += [r for r in page if r.name != repo.name and collides(repo, r)]
-        after = page[-1].name
-    return found
+    return [r async for r in _repositories(refstore) if r.name != repo.name and collides(repo, r)]
+
+
+async def owner_within(refstore: RefStore, url: str, home: Path) -> Repository | None:
+    """A repository whose namespace overlaps the location ``url`` (a ``local://`` one
+    resolved under ``home/data``, as :func:`resolve`), or None (one listing of all
+    repositories)."""
+    key = namespace_key(resolve(url.rstrip("/"), home) or url)
+    async for r in _repositories(refstore):
+        if key_of(r).overlaps(key):
+            return r
+    return None
 
 
 def in_use_error(repo: Repository, other: Repository) -> NamespaceInUseError:

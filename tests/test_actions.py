@@ -59,7 +59,7 @@ async def new_repo(store: lsmstore.Store, tmp_path: Path, name: str) -> lsmstore
 async def test_pre_commit_rejection_aborts_and_commits_nothing(
     store: lsmstore.Store, tmp_path: Path, hooks: WebhookServer
 ) -> None:
-    repo = await new_repo(store, tmp_path, "pc")
+    repo = await new_repo(store, tmp_path, "pcx")
     await install(repo, "require.yaml", action(
         "require owner", "  pre-commit:\n    branches: [main]\n", hooks.url("/require"),
         extra="      query_params:\n        key: owner\n",
@@ -77,7 +77,7 @@ async def test_pre_commit_rejection_aborts_and_commits_nothing(
     assert call.headers["Content-Type"] == "application/json"
     body = call.body
     assert body["event_type"] == "pre-commit" and body["action_name"] == "require owner"
-    assert body["hook_id"] == "require_owner_hook" and body["repository_id"] == "pc"
+    assert body["hook_id"] == "require_owner_hook" and body["repository_id"] == "pcx"
     assert body["branch_id"] == "main" and body["source_ref"] == "main"
     assert body["commit_message"] == "no owner" and body["commit_metadata"] == {"team": "x"}
     assert body["event_time"].endswith("Z") and "commit_id" not in body
@@ -116,7 +116,7 @@ async def test_post_commit_failure_is_recorded_not_raised(
 async def test_slow_and_down_webhooks_fail_the_hook(
     store: lsmstore.Store, tmp_path: Path, hooks: WebhookServer
 ) -> None:
-    repo = await new_repo(store, tmp_path, "sd")
+    repo = await new_repo(store, tmp_path, "sdx")
     await install(repo, "slow.yaml", action(
         "slow", "  pre-create-branch:\n", hooks.url("/slow"), timeout="300ms"
     ))  # fmt: skip
@@ -133,7 +133,7 @@ async def test_slow_and_down_webhooks_fail_the_hook(
 async def test_branch_merge_delete_and_tag_events_carry_lakefs_fields(
     store: lsmstore.Store, tmp_path: Path, hooks: WebhookServer
 ) -> None:
-    repo = await new_repo(store, tmp_path, "ev")
+    repo = await new_repo(store, tmp_path, "evx")
     events = [
         "pre-create-branch", "post-create-branch", "pre-merge", "post-merge",
         "pre-delete-branch", "post-delete-branch", "pre-create-tag", "post-create-tag",
@@ -216,7 +216,7 @@ async def test_failing_pre_hooks_leave_each_operation_undone(
 async def test_cherry_pick_hooks(
     store: lsmstore.Store, tmp_path: Path, hooks: WebhookServer
 ) -> None:
-    repo = await new_repo(store, tmp_path, "cp")
+    repo = await new_repo(store, tmp_path, "cpx")
     await install(repo, "cp.yaml", action(
         "pick", "  pre-cherry-pick:\n    branches: [guarded]\n  post-cherry-pick:\n",
         hooks.url("/fail"),

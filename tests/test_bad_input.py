@@ -170,8 +170,8 @@ async def test_wrong_types_raise_typed_errors(
         lambda: repo.merge("dev", metadata="k=v"),
         lambda: repo.revert("main", parent="1"),
         lambda: repo.revert("main", parent=True),
-        lambda: store.create_repository("x", storage_namespace=5),
-        lambda: store.create_repository("x", storage_namespace=b"file:///tmp/x"),
+        lambda: store.create_repository("xyz", storage_namespace=5),
+        lambda: store.create_repository("xyz", storage_namespace=b"file:///tmp/x"),
         lambda: store.list_repositories(after=b"a"),
         lambda: repo.list_branches(after=5),
         lambda: repo.list_tags(prefix=None),
@@ -227,9 +227,9 @@ def test_bad_refstore_urls(url: str) -> None:
 
 async def test_namespace_with_nul_is_refused(store: lsmstore.Store, tmp_path: Path) -> None:
     with pytest.raises(lsmstore.InvalidURLError):
-        await store.create_repository("r", storage_namespace=f"file://{tmp_path}/a\0b")
+        await store.create_repository("rep", storage_namespace=f"file://{tmp_path}/a\0b")
     with pytest.raises(lsmstore.RepositoryNotFoundError):
-        await store.get_repository("r")
+        await store.get_repository("rep")
 
 
 async def test_unusable_local_paths_are_typed(tmp_path: Path) -> None:
@@ -240,7 +240,7 @@ async def test_unusable_local_paths_are_typed(tmp_path: Path) -> None:
             await s.list_repositories()
     async with lsmstore.connect(home=str(tmp_path / "home")) as s:
         with pytest.raises(lsmstore.UnavailableError, match=r"(?i)not a directory"):
-            await s.create_repository("r", storage_namespace=f"file://{blocker}/ns")
+            await s.create_repository("rep", storage_namespace=f"file://{blocker}/ns")
 
 
 @pytest.mark.parametrize("content", [b"\xff\xfe = 1", b"x = [", b"batch_interval_ms = nan"])
@@ -264,7 +264,7 @@ async def test_an_unusable_cache_directory_costs_only_the_disk_tier(tmp_path: Pa
     blocker = tmp_path / "file"
     blocker.write_bytes(b"not a directory")
     async with lsmstore.connect(home=str(tmp_path), cache_dir=str(blocker / "cache")) as s:
-        repo = await s.create_repository("r", storage_namespace=(tmp_path / "ns").as_uri())
+        repo = await s.create_repository("rep", storage_namespace=(tmp_path / "ns").as_uri())
         await repo.branch().put("k", b"v")
         c = await repo.branch().commit("c")
         assert await repo.ref(c.id).get("k") == b"v"

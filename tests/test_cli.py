@@ -75,181 +75,181 @@ def test_bad_uris_are_one_line_usage_errors(cli: Cli, uri: str, fragment: str) -
 
 
 async def test_commit_diff_merge_log_tag(cli: Cli, store: lsmstore.Store) -> None:
-    cli("repo", "create", "lsm://vc", check=True)
-    repo = await store.get_repository("vc")
+    cli("repo", "create", "lsm://vccx", check=True)
+    repo = await store.get_repository("vccx")
     main = repo.branch("main")
     await main.put("tables/a", b"1")
     await main.put("tables/b", b"2")
     await main.flush()
 
-    staged = cli.json("diff", "lsm://vc/main")
+    staged = cli.json("diff", "lsm://vccx/main")
     assert staged == [
         {"type": "added", "path": "tables/a"},
         {"type": "added", "path": "tables/b"},
     ]
-    c1 = cli.json("commit", "lsm://vc/main", "-m", "first", "--meta", "job=etl")
+    c1 = cli.json("commit", "lsm://vccx/main", "-m", "first", "--meta", "job=etl")
     assert c1["message"] == "first" and c1["metadata"] == {"job": "etl"}
     assert (await main.head()).base == c1["id"]
-    nothing = cli("commit", "lsm://vc/main", "-m", "again")
+    nothing = cli("commit", "lsm://vccx/main", "-m", "again")
     assert nothing.returncode == ExitCode.NOTHING_TO_COMMIT
 
-    cli("branch", "create", "lsm://vc/dev", "--source", "lsm://vc/main", check=True)
+    cli("branch", "create", "lsm://vccx/dev", "--source", "lsm://vccx/main", check=True)
     dev = repo.branch("dev")
     await dev.put("tables/c", b"3")
     await dev.delete("tables/a")
     await dev.flush()
-    c2 = cli.json("commit", "lakefs://vc/dev", "-m", "on dev")
+    c2 = cli.json("commit", "lakefs://vccx/dev", "-m", "on dev")
     await main.put("tables/b", b"22")
     await main.flush()
-    cli("commit", "lsm://vc/main", "-m", "on main", check=True)
+    cli("commit", "lsm://vccx/main", "-m", "on main", check=True)
 
-    assert cli.json("diff", "lsm://vc/main", "lsm://vc/dev") == [
+    assert cli.json("diff", "lsm://vccx/main", "lsm://vccx/dev") == [
         {"type": "removed", "path": "tables/a"},
         {"type": "changed", "path": "tables/b"},
         {"type": "added", "path": "tables/c"},
     ]
-    human = cli("diff", "lsm://vc/main~1", "lsm://vc/dev", check=True).stdout
+    human = cli("diff", "lsm://vccx/main~1", "lsm://vccx/dev", check=True).stdout
     assert "- removed  tables/a" in human and "+ added    tables/c" in human
 
-    merged = cli.json("merge", "lsm://vc/dev", "lsm://vc/main", "-m", "bring dev")
+    merged = cli.json("merge", "lsm://vccx/dev", "lsm://vccx/main", "-m", "bring dev")
     assert merged["merged"] is True
     assert await main.get("tables/c") == b"3" and not await main.exists("tables/a")
     assert await main.get("tables/b") == b"22"
-    again = cli.json("merge", "lsm://vc/dev", "lsm://vc/main")
+    again = cli.json("merge", "lsm://vccx/dev", "lsm://vccx/main")
     assert again["merged"] is False
 
-    log = cli.json("log", "lsm://vc/main")
+    log = cli.json("log", "lsm://vccx/main")
     assert [e["message"] for e in log] == ["bring dev", "on main", "first", "Repository created"]
     assert log[0]["parents"][1] == c2["id"]
-    graph = cli("log", "lsm://vc/main", "--graph", check=True).stdout.splitlines()
+    graph = cli("log", "lsm://vccx/main", "--graph", check=True).stdout.splitlines()
     assert graph[0].startswith("* ") and "bring dev" in graph[0]
     assert graph[1] == "|\\"  # the merge opens a lane for dev's commit
     assert any(line.startswith("| * ") and "on dev" in line for line in graph)
     assert any(line == "|/" for line in graph)  # ...that closes at the fork point
     assert graph[-1].startswith("* ") and "Repository created" in graph[-1]
-    assert len(cli.json("log", "lsm://vc/main", "--amount", "2")) == 2
+    assert len(cli.json("log", "lsm://vccx/main", "--amount", "2")) == 2
 
-    shown = cli.json("show", "lsm://vc/main~1")
+    shown = cli.json("show", "lsm://vccx/main~1")
     assert shown["message"] == "on main"
 
-    tag = cli.json("tag", "create", "lsm://vc/v1", "lsm://vc/main~1")
+    tag = cli.json("tag", "create", "lsm://vccx/v1", "lsm://vccx/main~1")
     assert tag["commit_id"] == shown["id"]
-    assert cli.json("tag", "list", "lsm://vc") == [{"id": "v1", "commit_id": shown["id"]}]
-    assert cli.json("tag", "show", "lsm://vc/v1")["commit"]["message"] == "on main"
-    taken = cli("tag", "create", "lsm://vc/v1", "lsm://vc/main")
+    assert cli.json("tag", "list", "lsm://vccx") == [{"id": "v1", "commit_id": shown["id"]}]
+    assert cli.json("tag", "show", "lsm://vccx/v1")["commit"]["message"] == "on main"
+    taken = cli("tag", "create", "lsm://vccx/v1", "lsm://vccx/main")
     assert taken.returncode == ExitCode.EXISTS
-    moved = cli.json("tag", "create", "lsm://vc/v1", "lsm://vc/main", "--force")
+    moved = cli.json("tag", "create", "lsm://vccx/v1", "lsm://vccx/main", "--force")
     assert moved["commit_id"] == log[0]["id"]
-    cli("tag", "delete", "lsm://vc/v1", "-y", check=True)
-    assert cli.json("tag", "list", "lsm://vc") == []
-    assert cli("tag", "show", "lsm://vc/v1").returncode == ExitCode.NOT_FOUND
+    cli("tag", "delete", "lsm://vccx/v1", "-y", check=True)
+    assert cli.json("tag", "list", "lsm://vccx") == []
+    assert cli("tag", "show", "lsm://vccx/v1").returncode == ExitCode.NOT_FOUND
 
 
 async def test_merge_conflict_strategy_reset_and_revert(cli: Cli, store: lsmstore.Store) -> None:
-    cli("repo", "create", "lsm://mc", check=True)
-    repo = await store.get_repository("mc")
+    cli("repo", "create", "lsm://mccx", check=True)
+    repo = await store.get_repository("mccx")
     main = repo.branch("main")
     await main.put("k", b"base")
     await main.flush()
-    cli("commit", "lsm://mc/main", "-m", "base", check=True)
-    cli("branch", "create", "lsm://mc/dev", "-s", "lsm://mc/main", check=True)
+    cli("commit", "lsm://mccx/main", "-m", "base", check=True)
+    cli("branch", "create", "lsm://mccx/dev", "-s", "lsm://mccx/main", check=True)
     for branch, value in (("main", b"m"), ("dev", b"d")):
         await repo.branch(branch).put("k", value)
         await repo.branch(branch).flush()
-        cli("commit", f"lsm://mc/{branch}", "-m", f"k on {branch}", check=True)
+        cli("commit", f"lsm://mccx/{branch}", "-m", f"k on {branch}", check=True)
 
-    conflict = cli("merge", "lsm://mc/dev", "lsm://mc/main")
+    conflict = cli("merge", "lsm://mccx/dev", "lsm://mccx/main")
     assert conflict.returncode == ExitCode.MERGE_CONFLICT
     assert "conflict" in conflict.stderr.lower()
-    cli("merge", "lsm://mc/dev", "lsm://mc/main", "--strategy", "source-wins", check=True)
+    cli("merge", "lsm://mccx/dev", "lsm://mccx/main", "--strategy", "source-wins", check=True)
     assert await main.get("k") == b"d"
 
     # branch reset drops every uncommitted write
     await main.put("staged", b"x")
     await main.flush()
-    info = cli.json("branch", "show", "lsm://mc/main")
+    info = cli.json("branch", "show", "lsm://mccx/main")
     assert len(info["staged_l1_files"]) + len(info["staged_l2_files"]) >= 1
-    assert cli("branch", "reset", "lsm://mc/main").returncode == ExitCode.USAGE  # no --yes
-    reset = cli.json("branch", "reset", "lsm://mc/main", "--yes")
+    assert cli("branch", "reset", "lsm://mccx/main").returncode == ExitCode.USAGE  # no --yes
+    reset = cli.json("branch", "reset", "lsm://mccx/main", "--yes")
     assert reset["dropped_files"] >= 1
     assert not await main.exists("staged")
-    assert cli.json("diff", "lsm://mc/main") == []
+    assert cli.json("diff", "lsm://mccx/main") == []
 
     # revert the merge (to its first parent): k is main's value again
-    reverted = cli.json("branch", "revert", "lsm://mc/main", "main")
+    reverted = cli.json("branch", "revert", "lsm://mccx/main", "main")
     assert reverted[0]["changed"] is True
     assert await repo.ref("main").get("k") == b"m"
 
-    listed = cli.json("branch", "list", "lsm://mc")
+    listed = cli.json("branch", "list", "lsm://mccx")
     assert [(b["id"], b["default"]) for b in listed] == [("dev", False), ("main", True)]
-    assert cli("branch", "delete", "lsm://mc/main", "-y").returncode == ExitCode.USAGE
-    cli("branch", "delete", "lsm://mc/dev", "-y", check=True)
-    assert [b["id"] for b in cli.json("branch", "list", "lsm://mc")] == ["main"]
+    assert cli("branch", "delete", "lsm://mccx/main", "-y").returncode == ExitCode.USAGE
+    cli("branch", "delete", "lsm://mccx/dev", "-y", check=True)
+    assert [b["id"] for b in cli.json("branch", "list", "lsm://mccx")] == ["main"]
 
 
 async def test_cherry_pick(cli: Cli, store: lsmstore.Store) -> None:
     """lakectl's ``cherry-pick COMMIT BRANCH``: the commit's changes as a new commit on
     the branch; a conflict exits MERGE_CONFLICT and writes nothing; --strategy settles."""
-    cli("repo", "create", "lsm://cp", check=True)
-    repo = await store.get_repository("cp")
+    cli("repo", "create", "lsm://cppx", check=True)
+    repo = await store.get_repository("cppx")
     main = repo.branch("main")
     await main.put("k", b"base")
     await main.flush()
-    cli("commit", "lsm://cp/main", "-m", "base", check=True)
-    cli("branch", "create", "lsm://cp/dev", "-s", "lsm://cp/main", check=True)
+    cli("commit", "lsm://cppx/main", "-m", "base", check=True)
+    cli("branch", "create", "lsm://cppx/dev", "-s", "lsm://cppx/main", check=True)
     dev = repo.branch("dev")
     await dev.put("k", b"dev")
     await dev.put("new", b"n")
     await dev.flush()
-    cli("commit", "lsm://cp/dev", "-m", "dev work", "--meta", "t=1", check=True)
-    picked = cli.json("cherry-pick", "lsm://cp/dev", "lsm://cp/main")
+    cli("commit", "lsm://cppx/dev", "-m", "dev work", "--meta", "t=1", check=True)
+    picked = cli.json("cherry-pick", "lsm://cppx/dev", "lsm://cppx/main")
     assert (picked["message"], picked["metadata"]) == ("dev work", {"t": "1"})
-    assert cli.json("show", "lsm://cp/main")["id"] == picked["id"]
+    assert cli.json("show", "lsm://cppx/main")["id"] == picked["id"]
     assert await main.get("new") == b"n" and await main.get("k") == b"dev"
-    again = cli("cherry-pick", "lsm://cp/dev", "lsm://cp/main")
+    again = cli("cherry-pick", "lsm://cppx/dev", "lsm://cppx/main")
     assert again.returncode == ExitCode.NOTHING_TO_COMMIT
 
     await main.put("k", b"main")
     await main.flush()
-    cli("commit", "lsm://cp/main", "-m", "k on main", check=True)
+    cli("commit", "lsm://cppx/main", "-m", "k on main", check=True)
     await dev.put("k", b"dev2")
     await dev.flush()
-    cli("commit", "lsm://cp/dev", "-m", "k again", check=True)
-    head = cli.json("show", "lsm://cp/main")["id"]
-    conflict = cli("cherry-pick", "lsm://cp/dev", "lsm://cp/main")
+    cli("commit", "lsm://cppx/dev", "-m", "k again", check=True)
+    head = cli.json("show", "lsm://cppx/main")["id"]
+    conflict = cli("cherry-pick", "lsm://cppx/dev", "lsm://cppx/main")
     assert conflict.returncode == ExitCode.MERGE_CONFLICT and "conflict" in conflict.stderr
-    assert cli.json("show", "lsm://cp/main")["id"] == head
-    cli("cherry-pick", "lsm://cp/dev", "lsm://cp/main", "--strategy", "source-wins", check=True)
+    assert cli.json("show", "lsm://cppx/main")["id"] == head
+    cli("cherry-pick", "lsm://cppx/dev", "lsm://cppx/main", "--strategy", "source-wins", check=True)
     assert await main.get("k") == b"dev2"
-    other = cli("cherry-pick", "lsm://cp/dev", "lsm://elsewhere/main")
+    other = cli("cherry-pick", "lsm://cppx/dev", "lsm://elsewhere/main")
     assert other.returncode == ExitCode.USAGE
 
 
 async def test_branch_protect(cli: Cli, store: lsmstore.Store) -> None:
     """lakectl's ``branch-protect add|list|delete``: a protected branch refuses commits
     and deletion (exit 9, nothing changed) and accepts merges."""
-    cli("repo", "create", "lsm://bp", check=True)
-    cli("branch", "create", "lsm://bp/dev", "-s", "lsm://bp/main", check=True)
-    assert cli.json("branch-protect", "list", "lsm://bp") == []
-    assert cli.json("branch-protect", "add", "lsm://bp", "ma*") == ["ma*"]
-    assert cli.json("branch-protect", "add", "lsm://bp", "dev") == ["ma*", "dev"]
-    assert cli.json("branch-protect", "list", "lsm://bp") == [
+    cli("repo", "create", "lsm://bppx", check=True)
+    cli("branch", "create", "lsm://bppx/dev", "-s", "lsm://bppx/main", check=True)
+    assert cli.json("branch-protect", "list", "lsm://bppx") == []
+    assert cli.json("branch-protect", "add", "lsm://bppx", "ma*") == ["ma*"]
+    assert cli.json("branch-protect", "add", "lsm://bppx", "dev") == ["ma*", "dev"]
+    assert cli.json("branch-protect", "list", "lsm://bppx") == [
         {"pattern": "ma*"},
         {"pattern": "dev"},
     ]
-    refused = cli("commit", "lsm://bp/main", "-m", "direct", "--allow-empty")
+    refused = cli("commit", "lsm://bppx/main", "-m", "direct", "--allow-empty")
     assert refused.returncode == ExitCode.PERMISSION and "protected branch" in refused.stderr
-    assert cli("branch", "delete", "lsm://bp/dev", "-y").returncode == ExitCode.PERMISSION
-    assert cli.json("branch-protect", "delete", "lsm://bp", "dev") == ["ma*"]
-    repo = await store.get_repository("bp")
+    assert cli("branch", "delete", "lsm://bppx/dev", "-y").returncode == ExitCode.PERMISSION
+    assert cli.json("branch-protect", "delete", "lsm://bppx", "dev") == ["ma*"]
+    repo = await store.get_repository("bppx")
     await repo.branch("dev").put("k", b"v")
     await repo.branch("dev").flush()
-    cli("commit", "lsm://bp/dev", "-m", "dev work", check=True)
-    assert cli.json("merge", "lsm://bp/dev", "lsm://bp/main")["merged"]
+    cli("commit", "lsm://bppx/dev", "-m", "dev work", check=True)
+    assert cli.json("merge", "lsm://bppx/dev", "lsm://bppx/main")["merged"]
     assert await repo.ref("main").get("k") == b"v"
-    missing = cli("branch-protect", "delete", "lsm://bp", "nope")
+    missing = cli("branch-protect", "delete", "lsm://bppx", "nope")
     assert missing.returncode == ExitCode.USAGE and "no branch protection rule" in missing.stderr
-    cli("branch", "delete", "lsm://bp/dev", "-y", check=True)
+    cli("branch", "delete", "lsm://bppx/dev", "-y", check=True)
 
 
 def test_errors_debug_and_json(cli: Cli) -> None:

@@ -75,14 +75,14 @@ def test_import_killed_midway_then_rerun(tmp_path: Path) -> None:
 
 def test_download_killed_midway_leaves_no_partial_file(tmp_path: Path) -> None:
     cli = Cli(tmp_path / "home")
-    cli("repo", "create", "lsm://dl", check=True)
+    cli("repo", "create", "lsm://dllx", check=True)
     big = tmp_path / "big.bin"
     with big.open("wb") as f:
         for _ in range(24):
             f.write(os.urandom(8 << 20))
-    cli("fs", "upload", str(big), "lsm://dl/main/big.bin", check=True)
+    cli("fs", "upload", str(big), "lsm://dllx/main/big.bin", check=True)
     target = tmp_path / "out" / "big.bin"
-    proc = _spawn(cli, "fs", "download", "lsm://dl/main/big.bin", str(target))
+    proc = _spawn(cli, "fs", "download", "lsm://dllx/main/big.bin", str(target))
     part = target.with_name(".big.bin.lsmstore-part")
     _wait_for(lambda: (part.exists() and part.stat().st_size > 0) or proc.poll() is not None)
     if proc.poll() is None:
@@ -91,5 +91,5 @@ def test_download_killed_midway_leaves_no_partial_file(tmp_path: Path) -> None:
         assert not target.exists()  # only the temporary name, never a truncated file
     else:  # finished before we could kill it: the file is whole
         assert target.read_bytes() == big.read_bytes()
-    cli("fs", "download", "lsm://dl/main/big.bin", str(target), check=True)
+    cli("fs", "download", "lsm://dllx/main/big.bin", str(target), check=True)
     assert target.read_bytes() == big.read_bytes()

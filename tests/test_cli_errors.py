@@ -114,12 +114,12 @@ def test_messages_carry_no_python_reprs(tmp_path: Path) -> None:
 
 def test_download_into_a_new_directory(tmp_path: Path) -> None:
     cli = Cli(tmp_path / "home")
-    cli("repo", "create", "lsm://dl", check=True)
+    cli("repo", "create", "lsm://dllx", check=True)
     local = tmp_path / "obj.txt"
     local.write_text("payload")
-    cli("fs", "upload", str(local), "lsm://dl/main/obj.txt", check=True)
+    cli("fs", "upload", str(local), "lsm://dllx/main/obj.txt", check=True)
     target = tmp_path / "newdir" / "sub"
-    cli("fs", "download", "lsm://dl/main/obj.txt", f"{target}/", check=True)
+    cli("fs", "download", "lsm://dllx/main/obj.txt", f"{target}/", check=True)
     assert (target / "obj.txt").read_text() == "payload"
 
 

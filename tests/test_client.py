@@ -140,9 +140,9 @@ async def test_repositories(store: lsmstore.Store, tmp_path: Path) -> None:
     with pytest.raises(lsmstore.InvalidNameError):
         await store.create_repository("Bad Name", storage_namespace="mem://x")
     with pytest.raises(lsmstore.InvalidNameError):
-        await store.create_repository("ok", storage_namespace="mem://x", default_branch="a/b")
+        await store.create_repository("okay", storage_namespace="mem://x", default_branch="a/b")
     with pytest.raises(lsmstore.InvalidURLError):
-        await store.create_repository("ok", storage_namespace="ftp://nowhere")
+        await store.create_repository("okay", storage_namespace="ftp://nowhere")
     # the default branch starts on an initial empty commit
     head = await repo.branch().head()
     assert head.base and head.l1 == () and head.l2 == ()

@@ -22,12 +22,12 @@ async def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterato
 async def test_retry_finishes_a_create_that_stopped_before_the_branch(
     store: lsmstore.Store, tmp_path: Path
 ) -> None:
-    ns = (tmp_path / "r").as_uri()
+    ns = (tmp_path / "rep").as_uri()
     # what a process killed between the two steps leaves behind
-    await store.refstore.create_repository(RepositoryInfo("r", ns, "main"))
-    assert await store.refstore.get_refs("r", ["main"]) == {}
+    await store.refstore.create_repository(RepositoryInfo("rep", ns, "main"))
+    assert await store.refstore.get_refs("rep", ["main"]) == {}
 
-    repo = await store.create_repository("r", storage_namespace=ns)
+    repo = await store.create_repository("rep", storage_namespace=ns)
     head = await repo.branch().head()
     assert head.base and head.l1 == ()
     await repo.branch().put("k", b"v")
@@ -35,19 +35,21 @@ async def test_retry_finishes_a_create_that_stopped_before_the_branch(
 
 
 async def test_a_complete_repository_is_still_taken(store: lsmstore.Store, tmp_path: Path) -> None:
-    ns = (tmp_path / "r").as_uri()
-    await store.create_repository("r", storage_namespace=ns)
+    ns = (tmp_path / "rep").as_uri()
+    await store.create_repository("rep", storage_namespace=ns)
     with pytest.raises(lsmstore.RefExistsError):
-        await store.create_repository("r", storage_namespace=ns)
+        await store.create_repository("rep", storage_namespace=ns)
 
 
 async def test_a_half_created_repository_is_not_taken_over_with_other_settings(
     store: lsmstore.Store, tmp_path: Path
 ) -> None:
-    await store.refstore.create_repository(RepositoryInfo("r", (tmp_path / "r").as_uri(), "main"))
+    await store.refstore.create_repository(
+        RepositoryInfo("rep", (tmp_path / "rep").as_uri(), "main")
+    )
     with pytest.raises(lsmstore.RefExistsError):
-        await store.create_repository("r", storage_namespace=(tmp_path / "other").as_uri())
-    assert await store.refstore.get_refs("r", ["main"]) == {}
+        await store.create_repository("rep", storage_namespace=(tmp_path / "other").as_uri())
+    assert await store.refstore.get_refs("rep", ["main"]) == {}
 
 
 async def test_an_unwritable_namespace_records_nothing(
@@ -58,8 +60,8 @@ async def test_an_unwritable_namespace_records_nothing(
     blocker = tmp_path / "a-file"
     blocker.write_bytes(b"not a directory")
     with pytest.raises(lsmstore.LsmError):
-        await store.create_repository("r", storage_namespace=(blocker / "ns").as_uri())
+        await store.create_repository("rep", storage_namespace=(blocker / "ns").as_uri())
     with pytest.raises(lsmstore.RepositoryNotFoundError):
-        await store.get_repository("r")
-    repo = await store.create_repository("r", storage_namespace=(tmp_path / "ok").as_uri())
+        await store.get_repository("rep")
+    repo = await store.create_repository("rep", storage_namespace=(tmp_path / "ok").as_uri())
     assert (await repo.branch().head()).base

@@ -24,7 +24,7 @@ async def test_failed_upload_fails_every_write_of_the_batch(tmp_path: Path) -> N
 
     cfg = load_config(home=str(tmp_path / "home"), batch_interval_ms=20)
     async with lsmstore.Store(cfg, open_objects=faulty) as store:
-        repo = await store.create_repository("r", storage_namespace="mem://failing-upload")
+        repo = await store.create_repository("rep", storage_namespace="mem://failing-upload")
         main = repo.branch()
         await main.put("before", b"ok")
         head = await main.head()
@@ -50,7 +50,7 @@ async def test_unreachable_refstore_fails_writes_and_reads(tmp_path: Path) -> No
         async with lsmstore.connect(
             url, home=str(tmp_path / "home"), append_attempts=2, batch_interval_ms=2
         ) as store:
-            repo = await store.create_repository("r", storage_namespace="mem://unreachable")
+            repo = await store.create_repository("rep", storage_namespace="mem://unreachable")
             main = repo.branch()
             await main.put("k", b"v")
             assert await main.get("k") == b"v"

@@ -74,8 +74,8 @@ async def test_commits_during_writes_compaction_and_another_committer(
     stores: tuple[lsmstore.Store, lsmstore.Store], tmp_path: Path
 ) -> None:
     one, two = stores
-    repo1 = await one.create_repository("r", storage_namespace=(tmp_path / "ns").as_uri())
-    repo2 = await two.get_repository("r")
+    repo1 = await one.create_repository("rep", storage_namespace=(tmp_path / "ns").as_uri())
+    repo2 = await two.get_repository("rep")
     main1, main2 = repo1.branch("main"), repo2.branch("main")
     acked: dict[str, bytes] = {}
     done = asyncio.Event()

@@ -39,11 +39,11 @@ def fs(options: dict[str, Any], tmp_path: Path) -> Iterator[LsmFileSystem]:
 
     async def create() -> None:
         store = await f._get_store()
-        await store.create_repository("r", storage_namespace=ns)
+        await store.create_repository("rep", storage_namespace=ns)
 
     async def delete() -> None:
         store = await f._get_store()
-        await store.delete_repository("r")
+        await store.delete_repository("rep")
 
     sync(f.loop, create)
     yield f
@@ -57,110 +57,110 @@ def run(fs: LsmFileSystem, fn: Any, *args: Any) -> Any:
 
 def test_entry_point_and_paths() -> None:
     assert fsspec.get_filesystem_class("lsm") is LsmFileSystem
-    assert LsmFileSystem._strip_protocol("lsm://r/main/a/b/") == "r/main/a/b"
-    assert LsmFileSystem._strip_protocol("lakefs://r/main/x") == "r/main/x"
+    assert LsmFileSystem._strip_protocol("lsm://rep/main/a/b/") == "rep/main/a/b"
+    assert LsmFileSystem._strip_protocol("lakefs://rep/main/x") == "rep/main/x"
 
 
 def test_ls_info_cat_open_put_get_rm_cp(fs: LsmFileSystem, tmp_path: Path) -> None:
     data = bytes(range(256)) * 4096  # 1 MiB
-    fs.pipe("lsm://r/main/dir/big.bin", data)
-    fs.pipe("r/main/dir/sub/small.txt", b"small")
-    fs.pipe("r/main/top.txt", b"top")
+    fs.pipe("lsm://rep/main/dir/big.bin", data)
+    fs.pipe("rep/main/dir/sub/small.txt", b"small")
+    fs.pipe("rep/main/top.txt", b"top")
 
-    assert fs.ls("r/main", detail=False) == ["r/main/dir", "r/main/top.txt"]
-    listing = {e["name"]: e for e in fs.ls("lsm://r/main/dir")}
-    assert listing["r/main/dir/big.bin"]["size"] == len(data)
-    assert listing["r/main/dir/big.bin"]["type"] == "file"
-    assert listing["r/main/dir/sub"]["type"] == "directory"
-    assert fs.ls("r", detail=False) == ["r/main"]
-    assert fs.info("r/main/dir")["type"] == "directory"
-    assert fs.info("r/main/top.txt")["size"] == 3
-    assert fs.isfile("r/main/top.txt") and fs.isdir("r/main/dir/sub")
-    assert not fs.exists("r/main/nope")
-    assert sorted(fs.find("r/main/dir")) == ["r/main/dir/big.bin", "r/main/dir/sub/small.txt"]
+    assert fs.ls("rep/main", detail=False) == ["rep/main/dir", "rep/main/top.txt"]
+    listing = {e["name"]: e for e in fs.ls("lsm://rep/main/dir")}
+    assert listing["rep/main/dir/big.bin"]["size"] == len(data)
+    assert listing["rep/main/dir/big.bin"]["type"] == "file"
+    assert listing["rep/main/dir/sub"]["type"] == "directory"
+    assert fs.ls("rep", detail=False) == ["rep/main"]
+    assert fs.info("rep/main/dir")["type"] == "directory"
+    assert fs.info("rep/main/top.txt")["size"] == 3
+    assert fs.isfile("rep/main/top.txt") and fs.isdir("rep/main/dir/sub")
+    assert not fs.exists("rep/main/nope")
+    assert sorted(fs.find("rep/main/dir")) == ["rep/main/dir/big.bin", "rep/main/dir/sub/small.txt"]
     with pytest.raises(FileNotFoundError):
-        fs.info("r/main/nope")
+        fs.info("rep/main/nope")
     with pytest.raises(lsmstore.RepositoryNotFoundError, match="looked in"):
         fs.ls("nosuchrepo/main")  # a wrong name or store, not a missing file
     assert not fs.exists("nosuchrepo/main/x")
 
-    assert fs.cat_file("r/main/dir/big.bin", start=1000, end=1010) == data[1000:1010]
-    assert fs.cat_file("r/main/dir/big.bin", start=-5) == data[-5:]
-    with fs.open("r/main/dir/big.bin", "rb", block_size=64 << 10) as f:
+    assert fs.cat_file("rep/main/dir/big.bin", start=1000, end=1010) == data[1000:1010]
+    assert fs.cat_file("rep/main/dir/big.bin", start=-5) == data[-5:]
+    with fs.open("rep/main/dir/big.bin", "rb", block_size=64 << 10) as f:
         f.seek(500_000)
         assert f.read(100) == data[500_000:500_100]
         assert f.tell() == 500_100
         f.seek(-10, 2)
         assert f.read() == data[-10:]
 
-    with fs.open("r/main/written.bin", "wb", block_size=5 << 20) as f:
+    with fs.open("rep/main/written.bin", "wb", block_size=5 << 20) as f:
         for _ in range(3):
             f.write(data)
-    assert fs.cat("r/main/written.bin") == data * 3
+    assert fs.cat("rep/main/written.bin") == data * 3
     with pytest.raises(FileExistsError):
-        with fs.open("r/main/top.txt", "xb") as f:
+        with fs.open("rep/main/top.txt", "xb") as f:
             f.write(b"again")
 
     local = tmp_path / "local.txt"
     local.write_bytes(b"from disk")
-    fs.put(str(local), "r/main/up/local.txt")
-    fs.get("r/main/up/local.txt", str(tmp_path / "back.txt"))
+    fs.put(str(local), "rep/main/up/local.txt")
+    fs.get("rep/main/up/local.txt", str(tmp_path / "back.txt"))
     assert (tmp_path / "back.txt").read_bytes() == b"from disk"
 
-    fs.cp("r/main/top.txt", "r/main/copy.txt")
-    assert fs.cat("r/main/copy.txt") == b"top"
-    fs.rm("r/main/copy.txt")
-    assert not fs.exists("r/main/copy.txt")
-    fs.rm("r/main/dir", recursive=True)
-    assert not fs.exists("r/main/dir/big.bin") and not fs.exists("r/main/dir/sub/small.txt")
+    fs.cp("rep/main/top.txt", "rep/main/copy.txt")
+    assert fs.cat("rep/main/copy.txt") == b"top"
+    fs.rm("rep/main/copy.txt")
+    assert not fs.exists("rep/main/copy.txt")
+    fs.rm("rep/main/dir", recursive=True)
+    assert not fs.exists("rep/main/dir/big.bin") and not fs.exists("rep/main/dir/sub/small.txt")
 
 
 def test_pandas_parquet_round_trip(fs: LsmFileSystem, options: dict[str, Any]) -> None:
     df = pd.DataFrame({"id": range(1000), "name": [f"n{i}" for i in range(1000)]})
     opts = options
-    df.to_parquet("lsm://r/main/t.parquet", storage_options=opts)
-    back = pd.read_parquet("lsm://r/main/t.parquet", storage_options=opts)
+    df.to_parquet("lsm://rep/main/t.parquet", storage_options=opts)
+    back = pd.read_parquet("lsm://rep/main/t.parquet", storage_options=opts)
     pd.testing.assert_frame_equal(back, df)
 
     async def commit() -> None:
         store = await fs._get_store()
-        repo = await store.get_repository("r")
+        repo = await store.get_repository("rep")
         await repo.branch("main").commit("table t")
         await repo.create_branch("dev", source="main")
 
     run(fs, commit)
     df2 = df.assign(name=df["name"] + "!")
-    df2.to_parquet("lsm://r/dev/t.parquet", storage_options=opts)
+    df2.to_parquet("lsm://rep/dev/t.parquet", storage_options=opts)
     pd.testing.assert_frame_equal(
-        pd.read_parquet("lsm://r/dev/t.parquet", storage_options=opts), df2
+        pd.read_parquet("lsm://rep/dev/t.parquet", storage_options=opts), df2
     )
     pd.testing.assert_frame_equal(
-        pd.read_parquet("lsm://r/main/t.parquet", storage_options=opts), df
+        pd.read_parquet("lsm://rep/main/t.parquet", storage_options=opts), df
     )
 
 
 def test_transaction_commits_and_merges_or_discards(fs: LsmFileSystem) -> None:
-    with fs.transaction("r", "main", message="load") as tx:
+    with fs.transaction("rep", "main", message="load") as tx:
         assert tx.branch.startswith("tx-")
-        fs.pipe(f"r/{tx.branch}/a.csv", b"a")
+        fs.pipe(f"rep/{tx.branch}/a.csv", b"a")
         fs.pipe(tx.uri("b.csv"), b"b")
-        assert not fs.exists("r/main/a.csv")  # not on main until the block succeeds
-    assert fs.cat("r/main/a.csv") == b"a" and fs.cat("r/main/b.csv") == b"b"
-    assert fs.ls("r", detail=False) == ["r/main"]  # the temporary branch is gone
+        assert not fs.exists("rep/main/a.csv")  # not on main until the block succeeds
+    assert fs.cat("rep/main/a.csv") == b"a" and fs.cat("rep/main/b.csv") == b"b"
+    assert fs.ls("rep", detail=False) == ["rep/main"]  # the temporary branch is gone
 
     async def log() -> list[str]:
         store = await fs._get_store()
-        repo = await store.get_repository("r")
+        repo = await store.get_repository("rep")
         return [e.message async for e in repo.log("main", first_parent=False)]
 
     assert "load" in run(fs, log)
 
     with pytest.raises(RuntimeError, match="boom"):
-        with fs.transaction("r", "main") as tx:
+        with fs.transaction("rep", "main") as tx:
             fs.pipe(tx.uri("c.csv"), b"c")
             raise RuntimeError("boom")
-    assert not fs.exists("r/main/c.csv")
-    assert fs.ls("r", detail=False) == ["r/main"]
+    assert not fs.exists("rep/main/c.csv")
+    assert fs.ls("rep", detail=False) == ["rep/main"]
 
     with pytest.raises(lsmstore.InvalidInputError):
         with fs.transaction:
@@ -168,19 +168,19 @@ def test_transaction_commits_and_merges_or_discards(fs: LsmFileSystem) -> None:
 
 
 def test_what_engines_ask_about_files(fs: LsmFileSystem) -> None:
-    fs.pipe("r/main/m/a.txt", b"first")
-    info = fs.info("r/main/m/a.txt")
-    assert fs.modified("lsm://r/main/m/a.txt") == info["LastModified"]
-    assert fs.created("r/main/m/a.txt") == fs.modified("r/main/m/a.txt")
+    fs.pipe("rep/main/m/a.txt", b"first")
+    info = fs.info("rep/main/m/a.txt")
+    assert fs.modified("lsm://rep/main/m/a.txt") == info["LastModified"]
+    assert fs.created("rep/main/m/a.txt") == fs.modified("rep/main/m/a.txt")
     assert info["ETag"] == info["checksum"] and info["created"] == info["mtime"]
-    key, number = fs.ukey("r/main/m/a.txt"), fs.checksum("r/main/m/a.txt")
-    fs.pipe("r/main/m/a.txt", b"second")
+    key, number = fs.ukey("rep/main/m/a.txt"), fs.checksum("rep/main/m/a.txt")
+    fs.pipe("rep/main/m/a.txt", b"second")
     fs.invalidate_cache()
-    assert fs.ukey("r/main/m/a.txt") != key and fs.checksum("r/main/m/a.txt") != number
+    assert fs.ukey("rep/main/m/a.txt") != key and fs.checksum("rep/main/m/a.txt") != number
     with pytest.raises(IsADirectoryError):
-        fs.modified("r/main/m")
+        fs.modified("rep/main/m")
     with pytest.raises(FileNotFoundError):
-        fs.modified("r/main/m/missing.txt")
+        fs.modified("rep/main/m/missing.txt")
 
 
 def test_duckdb_reads_and_writes(fs: LsmFileSystem) -> None:
@@ -189,12 +189,12 @@ def test_duckdb_reads_and_writes(fs: LsmFileSystem) -> None:
     con = duckdb.connect()
     con.register_filesystem(fs)
     con.sql("COPY (SELECT range AS n, 'row ' || range AS s FROM range(1000)) "
-            "TO 'lsm://r/main/duck/t.parquet' (FORMAT parquet)")  # fmt: skip
-    con.sql("COPY (SELECT 7 AS n) TO 'lsm://r/main/duck/u.csv' (FORMAT csv)")
-    got = con.sql("SELECT count(*), sum(n) FROM read_parquet('lsm://r/main/duck/t.parquet')")
+            "TO 'lsm://rep/main/duck/t.parquet' (FORMAT parquet)")  # fmt: skip
+    con.sql("COPY (SELECT 7 AS n) TO 'lsm://rep/main/duck/u.csv' (FORMAT csv)")
+    got = con.sql("SELECT count(*), sum(n) FROM read_parquet('lsm://rep/main/duck/t.parquet')")
     assert got.fetchall() == [(1000, sum(range(1000)))]
-    assert con.sql("SELECT n FROM read_csv('lsm://r/main/duck/u.csv')").fetchall() == [(7,)]
-    globbed = con.sql("SELECT count(*) FROM read_parquet('lsm://r/main/duck/*.parquet')")
+    assert con.sql("SELECT n FROM read_csv('lsm://rep/main/duck/u.csv')").fetchall() == [(7,)]
+    globbed = con.sql("SELECT count(*) FROM read_parquet('lsm://rep/main/duck/*.parquet')")
     assert globbed.fetchall() == [(1000,)]
     con.unregister_filesystem("lsm")
     con.close()
@@ -204,13 +204,13 @@ def test_polars_reads_and_writes(fs: LsmFileSystem) -> None:
     import polars as pl
 
     df = pl.DataFrame({"n": list(range(500)), "s": [f"row {i}" for i in range(500)]})
-    with fs.open("lsm://r/main/pl/t.parquet", "wb") as f:
+    with fs.open("lsm://rep/main/pl/t.parquet", "wb") as f:
         df.write_parquet(f)
-    with fs.open("r/main/pl/t.csv", "wb") as f:
+    with fs.open("rep/main/pl/t.csv", "wb") as f:
         df.write_csv(f)
-    with fs.open("lsm://r/main/pl/t.parquet", "rb") as f:
+    with fs.open("lsm://rep/main/pl/t.parquet", "rb") as f:
         assert pl.read_parquet(f).equals(df)
-    with fs.open("r/main/pl/t.csv", "rb") as f:
+    with fs.open("rep/main/pl/t.csv", "rb") as f:
         assert pl.read_csv(f).equals(df)
 
 
@@ -222,15 +222,15 @@ def test_pyarrow_reads_and_writes(fs: LsmFileSystem) -> None:
 
     handler = pafs.PyFileSystem(pafs.FSSpecHandler(fs))
     table = pa.table({"n": list(range(300)), "part": [i % 3 for i in range(300)]})
-    pq.write_table(table, "r/main/pa/t.parquet", filesystem=handler)
-    assert pq.read_table("r/main/pa/t.parquet", filesystem=handler).equals(table)
-    ds.write_dataset(table, "r/main/pa/ds", format="parquet", filesystem=handler,
+    pq.write_table(table, "rep/main/pa/t.parquet", filesystem=handler)
+    assert pq.read_table("rep/main/pa/t.parquet", filesystem=handler).equals(table)
+    ds.write_dataset(table, "rep/main/pa/ds", format="parquet", filesystem=handler,
                      partitioning=["part"], partitioning_flavor="hive")  # fmt: skip
-    back = ds.dataset("r/main/pa/ds", filesystem=handler, format="parquet",
+    back = ds.dataset("rep/main/pa/ds", filesystem=handler, format="parquet",
                       partitioning="hive").to_table()  # fmt: skip
     assert back.num_rows == 300 and sorted(back.column("n").to_pylist()) == list(range(300))
-    info = handler.get_file_info("r/main/pa/t.parquet")
-    assert info.size == fs.info("r/main/pa/t.parquet")["size"] and info.mtime is not None
+    info = handler.get_file_info("rep/main/pa/t.parquet")
+    assert info.size == fs.info("rep/main/pa/t.parquet")["size"] and info.mtime is not None
 
 
 def test_missing_repository_names_the_store(fs: LsmFileSystem, options: dict[str, Any]) -> None:

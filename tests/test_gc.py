@@ -148,7 +148,7 @@ async def all_readable(repo: lsmstore.Repository, ref: str) -> dict[str, bytes]:
 async def test_retention_keeps_heads_and_recent_history(
     store: lsmstore.Store, tmp_path: Path
 ) -> None:
-    repo = await store.create_repository("r", storage_namespace=(tmp_path / "ns").as_uri())
+    repo = await store.create_repository("rep", storage_namespace=(tmp_path / "ns").as_uri())
     main = repo.branch("main")
     await main.upload("a", b"a-1")
     await main.upload("b", b"b-1")
@@ -165,7 +165,7 @@ async def test_retention_keeps_heads_and_recent_history(
     data_before = await list_keys(objects, (layout.DATA,))
     clock = Clock()
     clock.now += 30 * DAY  # everything is older than the retention: heads and tags stay
-    reports = await two_runs(store, "r", clock, Retention(default_days=21))
+    reports = await two_runs(store, "rep", clock, Retention(default_days=21))
     assert reports[0].deleted_keys == []  # the first mark has no partner yet
     deleted = set(reports[1].deleted_keys)
     # dev's commit and its data are gone; main's head, the tag and their data stay.
@@ -180,52 +180,52 @@ async def test_retention_keeps_heads_and_recent_history(
     await main.delete_object("x")
     await main.commit("x went")
     clock.now += GRACE
-    dry = await two_runs(store, "r", clock, Retention(default_days=0), dry_run=True)
+    dry = await two_runs(store, "rep", clock, Retention(default_days=0), dry_run=True)
     assert dry[1].dry_run and dry[1].deleted_keys
     for key in dry[1].deleted_keys:
         assert key in await list_keys(objects)
 
 
 async def test_history_within_retention_is_kept(store: lsmstore.Store, tmp_path: Path) -> None:
-    repo = await store.create_repository("r", storage_namespace=(tmp_path / "ns").as_uri())
+    repo = await store.create_repository("rep", storage_namespace=(tmp_path / "ns").as_uri())
     main = repo.branch("main")
     ids = []
     for i in range(4):
         await main.upload("k", f"v{i}".encode())
         ids.append((await main.commit(f"c{i}")).id)
     clock = Clock()
-    await two_runs(store, "r", clock, Retention(default_days=1))
+    await two_runs(store, "rep", clock, Retention(default_days=1))
     for i, cid in enumerate(ids):
         assert await all_readable(repo, cid) == {"k": f"v{i}".encode()}
 
 
 async def test_crashed_import_files_are_collected(store: lsmstore.Store, tmp_path: Path) -> None:
     ns = (tmp_path / "ns").as_uri()
-    await store.create_repository("r", storage_namespace=ns)
+    await store.create_repository("rep", storage_namespace=ns)
     objects = open_object_store(ns)
     records = [Record(f"k{i}".encode(), b"i", f"v{i}".encode()) for i in range(10)]
     crashed = await stage.write_files(objects, "main", records)  # never staged
     kept = await stage.write_files(objects, "main", [Record(b"z", b"i", b"v")])
-    await stage.commit_files(store.refstore, "r", "main", "job", kept, grace_s=GRACE)
+    await stage.commit_files(store.refstore, "rep", "main", "job", kept, grace_s=GRACE)
     clock = Clock()
-    await two_runs(store, "r", clock, Retention())
+    await two_runs(store, "rep", clock, Retention())
     left = await list_keys(objects, (layout.STAGING,))
     assert not any(f.file_id in k for f in crashed for k in left)
     assert any(kept[0].file_id in k for k in left)
-    repo = await store.get_repository("r")
+    repo = await store.get_repository("rep")
     assert await repo.branch("main").get("z") == b"v"
 
 
 async def test_staging_of_a_deleted_repository(store: lsmstore.Store, tmp_path: Path) -> None:
     ns = (tmp_path / "ns").as_uri()
-    repo = await store.create_repository("r", storage_namespace=ns)
+    repo = await store.create_repository("rep", storage_namespace=ns)
     await repo.branch("main").put("k", b"v")
     await repo.branch("main").flush()
     objects = open_object_store(ns)
     clock = Clock()
     first = await gc.collect_all(store.refstore, lambda _: Retention(), grace_s=GRACE, clock=clock)
     assert not first.errors
-    await store.delete_repository("r")
+    await store.delete_repository("rep")
     assert await list_keys(objects, (layout.STAGING,))
     for _ in range(2):
         clock.now += GRACE
@@ -260,7 +260,7 @@ async def test_writers_committers_and_copies_racing_the_marks(
     written commit gets its branch, an old commit gets a new branch, a deleted object's
     address gets copied.  Nothing any of them made live is deleted."""
     ns = (tmp_path / "ns").as_uri()
-    repo = await store.create_repository("r", storage_namespace=ns)
+    repo = await store.create_repository("rep", storage_namespace=ns)
     objects = open_object_store(ns)
     main = repo.branch("main")
     await main.upload("old", b"old data")
@@ -277,13 +277,13 @@ async def test_writers_committers_and_copies_racing_the_marks(
     clock = Clock()
     clock.now += 30 * DAY
     retention = Retention(default_days=21)
-    info = await store.refstore.get_repository("r")
+    info = await store.refstore.get_repository("rep")
     mark1 = await gc.mark_repository(store.refstore, info, objects, retention, clock=clock)
     await gc.collect(objects, mark1, grace_s=GRACE, clock=clock)
     assert data_key in mark1.candidates
     assert layout.commit_key(old_commit) in mark1.candidates
     # Between the marks: the racers finish what they started before the first mark.
-    await stage.commit_files(store.refstore, "r", "main", "up", pending, grace_s=1e9)
+    await stage.commit_files(store.refstore, "rep", "main", "up", pending, grace_s=1e9)
     await repo.create_branch("rescue", source=old_commit)
     await main.link(
         "copy-of-gone", src_stats.physical_address, size=src_stats.size, checksum=src_stats.checksum
@@ -312,7 +312,7 @@ async def test_concurrent_writers_compactor_and_committer_lose_nothing(tmp_path:
         f"local://{tmp_path / 'refs'}", batch_interval_ms=2, compaction_in_process="off"
     ) as store:
         ns = (tmp_path / "ns").as_uri()
-        repo = await store.create_repository("r", storage_namespace=ns)
+        repo = await store.create_repository("rep", storage_namespace=ns)
         main = repo.branch("main")
         objects = open_object_store(ns)
         clock = Clock()
@@ -359,7 +359,7 @@ async def test_concurrent_writers_compactor_and_committer_lose_nothing(tmp_path:
             cfg = make_config(compaction_grace_s=GRACE)
             while not stop.is_set():
                 async with op():
-                    await CompactionJob(store.refstore, objects, "r", "main", cfg).run()
+                    await CompactionJob(store.refstore, objects, "rep", "main", cfg).run()
                 await asyncio.sleep(0.01)
 
         deleted = 0
@@ -372,7 +372,7 @@ async def test_concurrent_writers_compactor_and_committer_lose_nothing(tmp_path:
                     await changed.wait()
                 report = await gc.collect_repository(
                     store.refstore,
-                    "r",
+                    "rep",
                     objects,
                     Retention(default_days=0),
                     grace_s=GRACE,
@@ -421,7 +421,7 @@ async def _run_model(ops: list[tuple[str, str, int]], days: float, root: Path) -
     )
     async with store:
         ns = (root / "ns").as_uri()
-        repo = await store.create_repository("r", storage_namespace=ns)
+        repo = await store.create_repository("rep", storage_namespace=ns)
         main = repo.branch("main")
         commits: dict[str, dict[str, bytes]] = {}
         staged: dict[str, bytes] = {}
@@ -456,7 +456,7 @@ async def _run_model(ops: list[tuple[str, str, int]], days: float, root: Path) -
         await main.flush()
         clock.now += 1.0
         # The model: heads of branches (their retention) and tags (the default).
-        heads = [(r.base, days) for _, r in await store.refstore.list_refs("r")]
+        heads = [(r.base, days) for _, r in await store.refstore.list_refs("rep")]
         graph: dict[str, Commit] = {}
         todo = [*commits, *(h for h, _ in heads)]
         while todo:
@@ -469,7 +469,7 @@ async def _run_model(ops: list[tuple[str, str, int]], days: float, root: Path) -
         for _ in range(2):
             await gc.collect_repository(
                 store.refstore,
-                "r",
+                "rep",
                 objects,
                 Retention(default_days=days),
                 grace_s=GRACE,
@@ -488,7 +488,7 @@ async def _run_model(ops: list[tuple[str, str, int]], days: float, root: Path) -
         # Entries a staging file still holds, shadowed by a newer one or not, stay
         # until a compaction drops them (a reader of an older ref value may need them).
         shadowed = set()
-        for name, ref in await store.refstore.list_refs("r"):
+        for name, ref in await store.refstore.list_refs("rep"):
             for level, ids in (("L1", ref.l1), ("L2", ref.l2)):
                 for fid in ids:
                     key = layout.staging_key(name, level, fid, ".sst")  # type: ignore[arg-type]
@@ -513,7 +513,7 @@ async def test_data_candidate_records_are_collected_after_their_data(
     """The objects layer records replaced staged data (``_lsm/gc-data/``); a collection
     deletes that data when unreachable, and the records with it, keeping live data."""
     ns = (tmp_path / "ns").as_uri()
-    repo = await store.create_repository("r", storage_namespace=ns)
+    repo = await store.create_repository("rep", storage_namespace=ns)
     main = repo.branch("main")
     await main.upload("p", b"v1")
     await main.upload("p", b"v2")  # replaces a staged entry: v1's data is recorded
@@ -523,7 +523,7 @@ async def test_data_candidate_records_are_collected_after_their_data(
     objects = open_object_store(ns)
     assert len(await list_keys(objects, (layout.DATA_GC,))) == 2
     assert len(await list_keys(objects, (layout.DATA,))) == 3
-    reports = await two_runs(store, "r", Clock(), Retention())
+    reports = await two_runs(store, "rep", Clock(), Retention())
     assert reports[1].deleted["data"] == 2 and reports[1].deleted["data-records"] == 2
     assert await list_keys(objects, (layout.DATA_GC,)) == set()
     assert await all_readable(repo, "main") == {"p": b"v2"}

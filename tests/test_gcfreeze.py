@@ -23,7 +23,7 @@ async def main():
     if len(sys.argv) > 4:  # the application's own young threshold
         gc.set_threshold(int(sys.argv[4]), *gc.get_threshold()[1:])
     async with lsmstore.connect(home=sys.argv[1], gc_freeze=sys.argv[2]) as store:
-        repo = await store.create_repository("r", storage_namespace=sys.argv[3])
+        repo = await store.create_repository("rep", storage_namespace=sys.argv[3])
         out["before_write"] = gc.get_freeze_count()
         out["young_before"] = gc.get_threshold()[0]
         await repo.branch("main").put("k", b"v")

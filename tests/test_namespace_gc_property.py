@@ -28,7 +28,7 @@ from lsmstore.gc.retention import Retention
 from lsmstore.gc.staging import Sweeper
 
 GRACE = 60.0
-NAMES = ["ra", "rb", "rc"]
+NAMES = ["rea", "reb", "rec"]
 #: Equal, nested (inside another's data/ and _lsm/ areas) and unrelated namespaces.
 NAMESPACES = ["n1", "n1/data", "n1/_lsm/staging", "n2"]
 

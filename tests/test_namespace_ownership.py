@@ -52,15 +52,15 @@ async def test_the_marker_names_the_repository_and_is_released_on_delete(tmp_pat
     clock = Clock()
     ns = (tmp_path / "ns").as_uri()
     async with connect(tmp_path / "refs", clock) as store:
-        repo = await store.create_repository("r", storage_namespace=ns)
+        repo = await store.create_repository("rep", storage_namespace=ns)
         uid = repo.info.uid
         assert len(uid) == 32
         marker = json.loads((tmp_path / "ns" / "_lsm" / "owner.json").read_bytes())
-        assert (marker["owner"], marker["repository"], marker["released"]) == (uid, "r", False)
-        await store.delete_repository("r")
+        assert (marker["owner"], marker["repository"], marker["released"]) == (uid, "rep", False)
+        await store.delete_repository("rep")
         marker = json.loads((tmp_path / "ns" / "_lsm" / "owner.json").read_bytes())
         assert (marker["owner"], marker["released"]) == (uid, True)
-        again = await store.create_repository("r", storage_namespace=ns)
+        again = await store.create_repository("rep", storage_namespace=ns)
         assert again.info.uid != uid
         marker = json.loads((tmp_path / "ns" / "_lsm" / "owner.json").read_bytes())
         assert (marker["owner"], marker["released"]) == (again.info.uid, False)
@@ -106,21 +106,21 @@ async def test_a_repository_recorded_without_an_id_adopts_its_namespace(tmp_path
     clock = Clock()
     ns = (tmp_path / "ns").as_uri()
     async with connect(tmp_path / "refs", clock) as store:
-        repo = await store.create_repository("r", storage_namespace=ns)
+        repo = await store.create_repository("rep", storage_namespace=ns)
         await repo.branch().put("k", b"v")
         await repo.branch().flush()
         # As a repository recorded before ids existed: no uid in its record, no marker.
-        ref = await store.refstore.get_ref("r", "main")
-        await store.refstore.delete_repository("r")
+        ref = await store.refstore.get_ref("rep", "main")
+        await store.refstore.delete_repository("rep")
         (tmp_path / "ns" / "_lsm" / "owner.json").unlink()
-        legacy = RepositoryInfo("r", ns, "main", repo.info.created_at)
+        legacy = RepositoryInfo("rep", ns, "main", repo.info.created_at)
         await store.refstore.create_repository(legacy)
-        await store.refstore.create_ref("r", "main", ref)
+        await store.refstore.create_ref("rep", "main", ref)
         result = await collect(store, clock)
         assert not result.errors
         marker = json.loads((tmp_path / "ns" / "_lsm" / "owner.json").read_bytes())
         assert marker["owner"] == namespace.owner_id(legacy) != ""
-        old = await store.get_repository("r")
+        old = await store.get_repository("rep")
         assert await old.branch().get("k") == b"v"
         await old.branch().put("k2", b"v2")  # appends name the legacy repository by ""
         assert await old.branch().get("k2") == b"v2"
@@ -130,25 +130,25 @@ async def test_local_namespaces_resolve_where_they_were_created(tmp_path: Path) 
     clock = Clock()
     refs = tmp_path / "refs"
     async with connect(refs, clock, home=tmp_path / "home-a") as a:
-        repo = await a.create_repository("r", storage_namespace="local://team/r")
+        repo = await a.create_repository("rep", storage_namespace="local://team/r")
         assert repo.info.location == (tmp_path / "home-a" / "data" / "team" / "r").as_uri()
         await repo.branch().put("k", b"from a")
         await repo.branch().commit("c")
     async with connect(refs, clock, home=tmp_path / "home-b") as b:
-        repo = await b.get_repository("r")
+        repo = await b.get_repository("rep")
         assert await repo.branch().get("k") == b"from a"
         assert not (tmp_path / "home-b" / "data").exists()
     shutil.move(tmp_path / "home-a", tmp_path / "moved")
     async with connect(refs, clock, home=tmp_path / "home-b") as b:
         with pytest.raises(lsmstore.UnavailableError, match="cannot reach"):
-            await b.get_repository("r")
+            await b.get_repository("rep")
 
 
 async def test_nul_in_a_local_namespace_is_invalid(tmp_path: Path) -> None:
     async with connect(tmp_path / "refs", Clock(), home=tmp_path / "home") as store:
         for ns in ("local://a%00b", "local://a/%01"):
             with pytest.raises(lsmstore.InvalidURLError):
-                await store.create_repository("r", storage_namespace=ns)
+                await store.create_repository("rep", storage_namespace=ns)
     with pytest.raises(lsmstore.InvalidURLError):
         open_object_store("local://a%00b")
 
@@ -167,8 +167,8 @@ async def test_concurrent_creates_on_overlapping_namespaces(
             base = tmp_path / f"ns{i}"
             inner = base if i % 2 else base / "data"
             results = await asyncio.gather(
-                a.create_repository(f"a{i}", storage_namespace=base.as_uri()),
-                b.create_repository(f"b{i}", storage_namespace=inner.as_uri()),
+                a.create_repository(f"aa-{i}", storage_namespace=base.as_uri()),
+                b.create_repository(f"bb-{i}", storage_namespace=inner.as_uri()),
                 return_exceptions=True,
             )
             won = [r for r in results if isinstance(r, lsmstore.Repository)]
@@ -176,7 +176,7 @@ async def test_concurrent_creates_on_overlapping_namespaces(
                 assert isinstance(r, lsmstore.Repository | lsmstore.NamespaceInUseError), r
             assert len(won) <= 1
             names = {r.name for r in await a.list_repositories()}
-            assert {f"a{i}", f"b{i}"} & names == {r.name for r in won}
+            assert {f"aa-{i}", f"bb-{i}"} & names == {r.name for r in won}
     finally:
         await a.aclose()
         await b.aclose()

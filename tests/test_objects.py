@@ -860,7 +860,7 @@ async def test_large_upload_memory_is_bounded_by_chunks(tmp_path: Path) -> None:
     src = tmp_path / "big.bin"
     src.write_bytes(os.urandom(24 << 20))  # set-up, before any await
     async with lsmstore.connect(home=str(tmp_path / "home"), batch_interval_ms=1) as store:
-        repo = await store.create_repository("m", storage_namespace=(tmp_path / "ns").as_uri())
+        repo = await store.create_repository("mem", storage_namespace=(tmp_path / "ns").as_uri())
         main = repo.branch()
         await main.upload("warm-up", b"x")
         tracemalloc.start()

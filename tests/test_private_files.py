@@ -63,7 +63,7 @@ async def test_the_embedded_refstore_narrows_what_an_older_version_made_wide(
     con.close()
     os.chmod(refs / FILENAME, 0o644)
     async with EmbeddedRefStore(refs) as store:  # an empty database is initialised
-        await store.create_repository(Repository("r", "file:///d", "main"))
+        await store.create_repository(Repository("rep", "file:///d", "main"))
     assert mode(refs) == 0o700
     for f in refs.iterdir():
         assert mode(f) & 0o077 == 0, (f, oct(mode(f)))
@@ -71,7 +71,7 @@ async def test_the_embedded_refstore_narrows_what_an_older_version_made_wide(
 
 async def test_a_new_embedded_refstore_is_private(tmp_path: Path, open_umask: None) -> None:
     async with EmbeddedRefStore(tmp_path / "home" / "refs") as store:
-        await store.create_repository(Repository("r", "file:///d", "main"))
+        await store.create_repository(Repository("rep", "file:///d", "main"))
         files = sorted(p.name for p in (tmp_path / "home" / "refs").iterdir())
         assert {FILENAME, FILENAME + "-wal"} <= set(files)
         for name in files:

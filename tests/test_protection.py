@@ -29,16 +29,16 @@ async def store(tmp_path: Path) -> AsyncIterator[lsmstore.Store]:
 
 async def test_spark_job_append_is_refused(store: lsmstore.Store, tmp_path: Path) -> None:
     ns = (tmp_path / "ns").as_uri()
-    repo = await store.create_repository("sp", storage_namespace=ns)
+    repo = await store.create_repository("spk", storage_namespace=ns)
     objects = open_object_store(ns)
     files = await stage.write_files(objects, "main", [Record(b"k", b"i", b"v")])
     await repo.set_branch_protection(["main"])
     before = await repo.branch("main").head()
     with pytest.raises(ProtectedBranchError):
-        await stage.commit_files(store.refstore, "sp", "main", "job", files, grace_s=600)
+        await stage.commit_files(store.refstore, "spk", "main", "job", files, grace_s=600)
     assert await repo.branch("main").head() == before
     await repo.set_branch_protection([])
-    await stage.commit_files(store.refstore, "sp", "main", "job", files, grace_s=600)
+    await stage.commit_files(store.refstore, "spk", "main", "job", files, grace_s=600)
     assert await repo.branch("main").get("k") == b"v"
 
 
@@ -59,12 +59,12 @@ async def test_concurrent_replacements_one_wins(store: lsmstore.Store, tmp_path:
 
 
 async def test_rules_set_by_another_process_apply(store: lsmstore.Store, tmp_path: Path) -> None:
-    repo = await store.create_repository("mp", storage_namespace=(tmp_path / "m").as_uri())
+    repo = await store.create_repository("mpr", storage_namespace=(tmp_path / "m").as_uri())
     main = repo.branch("main")
     await main.put("a", b"1")
     await main.flush()
     async with lsmstore.connect(home=str(tmp_path / "home")) as other:
-        await (await other.get_repository("mp")).set_branch_protection(["main"])
+        await (await other.get_repository("mpr")).set_branch_protection(["main"])
     with pytest.raises(ProtectedBranchError):
         await main.put("b", b"2")
     with pytest.raises(ProtectedBranchError):
@@ -75,10 +75,10 @@ async def test_rules_set_by_another_process_apply(store: lsmstore.Store, tmp_pat
 async def test_recreated_repository_starts_without_rules(
     store: lsmstore.Store, tmp_path: Path
 ) -> None:
-    repo = await store.create_repository("re", storage_namespace=(tmp_path / "r1").as_uri())
+    repo = await store.create_repository("rec", storage_namespace=(tmp_path / "r1").as_uri())
     await repo.set_branch_protection(["main"])
-    await store.delete_repository("re")
-    again = await store.create_repository("re", storage_namespace=(tmp_path / "r2").as_uri())
+    await store.delete_repository("rec")
+    again = await store.create_repository("rec", storage_namespace=(tmp_path / "r2").as_uri())
     assert (await again.branch_protection()).patterns == ()
     await again.branch("main").put("k", b"v")
     await again.branch("main").commit("allowed")

@@ -94,7 +94,8 @@ def _fill(template: str, repo: str) -> str:
     values = {"repository": repo, "branch": "main", "destinationBranch": "main", "tag": "t",
               "commitId": "main", "ref": "main", "leftRef": "main", "rightRef": "main",
               "sourceRef": "main", "workspace": "w", "run_id": "0" * 22,
-              "hook_run_id": "0000_0000"}  # fmt: skip
+              "hook_run_id": "0000_0000", "userId": "u",
+              "accessKeyId": "AKIALNOSUCHKEY"}  # fmt: skip
     out = template
     for name, value in values.items():
         out = out.replace("{" + name + "}", value)
@@ -203,8 +204,8 @@ def test_every_route_refuses_every_bad_credential(
                 if status != 401:
                     failures.append((route.operation_id, what, status))
         for what, headers in bad.items():  # a lakeFS route this server lacks: 401 first
-            assert c.get("/api/v1/auth/users", headers=headers).status_code == 401, what
-        assert c.get("/api/v1/auth/users", auth=server.admin).status_code == 501
+            assert c.get("/api/v1/auth/groups", headers=headers).status_code == 401, what
+        assert c.get("/api/v1/auth/groups", auth=server.admin).status_code == 501
     assert not failures, failures
 
 

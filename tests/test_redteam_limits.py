@@ -293,7 +293,7 @@ async def test_a_put_many_is_one_group_the_entry_limit_refuses_whole(tmp_path: P
         key_id, secret = srv.admin
         async with lsmstore.connect(srv.url, access_key_id=key_id, secret_access_key=secret,
                                     home=str(tmp_path / "client")) as store:  # fmt: skip
-            repo = await store.create_repository("g", storage_namespace="local://g")
+            repo = await store.create_repository("big", storage_namespace="local://g")
             main = repo.branch("main")
             with pytest.raises(EntryTooLargeError):
                 await main.put_many([(f"big/{i:03d}", b"v") for i in range(51)])
@@ -451,3 +451,36 @@ def test_multipart_takes_only_an_exact_delimiter_as_the_end(admin: httpx.Client)
     assert r.status_code == 201, r.text
     got = admin.get(f"/repositories/{repo}/refs/main/objects", params={"path": "n"}).content
     assert got == exact
+
+
+def _gauge(metrics: str, name: str) -> float:
+    lines = [line for line in metrics.splitlines() if line.startswith(name + " ")]
+    assert lines, name
+    return float(lines[0].split()[-1])
+
+
+def test_naming_many_missing_branches_leaves_no_state_behind(tmp_path: Path) -> None:
+    """Uploads and reads naming branches that do not exist are refused (404) and leave
+    no branch writer or view behind past the bounds (docs/security.md, "Per-branch
+    state"); the existing branch still takes writes."""
+    srv = start_server(tmp_path / "home", env={"LSMSTORE_BRANCH_VIEWS_CACHED": "16"})
+    try:
+        with httpx.Client(base_url=srv.api, auth=srv.admin, timeout=WAIT_S) as admin:
+            repo = make_repo(admin)
+            for i in range(150):
+                r = admin.post(f"/repositories/{repo}/branches/nope-{i}/objects",
+                               params={"path": "k"}, content=b"v")  # fmt: skip
+                assert r.status_code == 404, r.text
+                r = admin.get(f"/repositories/{repo}/refs/nope-{i}/objects", params={"path": "k"})
+                assert r.status_code == 404, r.text
+            r = admin.post(f"/repositories/{repo}/branches/main/objects", params={"path": "k"},
+                           content=b"v")  # fmt: skip
+            assert r.status_code == 201, r.text
+            metrics = admin.get(srv.url + "/metrics").text
+            # main's writer, and at most the last refused one still closing
+            assert _gauge(metrics, "lsmstore_branch_writers") <= 2
+            assert _gauge(metrics, "lsmstore_branch_views") <= 16
+            got = admin.get(f"/repositories/{repo}/refs/main/objects", params={"path": "k"})
+            assert got.content == b"v"
+    finally:
+        srv.stop()

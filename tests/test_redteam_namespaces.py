@@ -216,18 +216,18 @@ def test_every_daemon_uses_where_the_namespace_was_created(
 def test_a_repository_recreated_elsewhere_is_not_written_through_a_stale_daemon(
     a: httpx.Client, b: httpx.Client, moto: MotoServer
 ) -> None:
-    """B keeps a writer of the first ``r7``; after A deletes it and creates ``r7`` on
+    """B keeps a writer of the first ``rr7``; after A deletes it and creates ``rr7`` on
     another namespace, nothing B acknowledges may land in the old namespace."""
-    bucket = asyncio.run(new_bucket(moto.endpoint, "r7"))
+    bucket = asyncio.run(new_bucket(moto.endpoint, "rr7"))
     options = f"?endpoint_url={moto.endpoint}&path_style=true"
-    assert create(a, "r7", f"s3://{bucket}/r7-one{options}").status_code == 201
-    assert batch(b, "r7", [["put", "old", b"first life"]]).status_code == 200
-    assert read(b, "r7", "old").content == b"first life"
-    assert a.delete("/repositories/r7").status_code == 204
-    assert create(a, "r7", f"s3://{bucket}/r7-two{options}").status_code == 201
+    assert create(a, "rr7", f"s3://{bucket}/r7-one{options}").status_code == 201
+    assert batch(b, "rr7", [["put", "old", b"first life"]]).status_code == 200
+    assert read(b, "rr7", "old").content == b"first life"
+    assert a.delete("/repositories/rr7").status_code == 204
+    assert create(a, "rr7", f"s3://{bucket}/r7-two{options}").status_code == 201
     acknowledged: list[str] = []
     for i in range(600):  # until B has read the new repository (its cache is short)
-        r = batch(b, "r7", [["put", f"new/{i}", f"second life {i}".encode()]])
+        r = batch(b, "rr7", [["put", f"new/{i}", f"second life {i}".encode()]])
         assert r.status_code in (200, 404), r.text
         if r.status_code == 200:
             acknowledged.append(f"new/{i}")
@@ -237,12 +237,12 @@ def test_a_repository_recreated_elsewhere_is_not_written_through_a_stale_daemon(
             time.sleep(0.05)
     assert len(acknowledged) >= 3
     for daemon in (a, b):
-        assert read(daemon, "r7", "old").status_code == 404
+        assert read(daemon, "rr7", "old").status_code == 404
         for path in acknowledged:
-            r = read(daemon, "r7", path)
+            r = read(daemon, "rr7", path)
             assert r.status_code == 200, r.text
             assert r.content.startswith(b"second life")
-    assert a.post("/repositories/r7/branches/main/commits",
+    assert a.post("/repositories/rr7/branches/main/commits",
                   json={"message": "second"}).status_code == 201  # fmt: skip
     for path in acknowledged:
-        assert read(b, "r7", path).status_code == 200
+        assert read(b, "rr7", path).status_code == 200

@@ -317,10 +317,10 @@ async def test_a_second_store_of_one_directory_never_opens_the_database_file(
 
     monkeypatch.setattr(private, "create_file", create_file)
     async with EmbeddedRefStore(tmp_path / "refs") as first:
-        await first.create_repository(Repository("r", "file:///d", "main"))
+        await first.create_repository(Repository("rep", "file:///d", "main"))
         assert opened == [str(tmp_path / "refs" / FILENAME)]  # created on first use
         async with EmbeddedRefStore(tmp_path / "refs") as second:
-            await second.create_ref("r", "b", Ref("branch", "c" * 64))
-            await first.create_ref("r", "c", Ref("branch", "c" * 64))
+            await second.create_ref("rep", "b", Ref("branch", "c" * 64))
+            await first.create_ref("rep", "c", Ref("branch", "c" * 64))
         assert opened == [str(tmp_path / "refs" / FILENAME)]  # not opened again
-        assert set(await first.get_refs("r", ["b", "c"])) == {"b", "c"}
+        assert set(await first.get_refs("rep", ["b", "c"])) == {"b", "c"}

@@ -136,7 +136,7 @@ def test_cli_errors_are_one_line(http: ThreadingHTTPServer, tmp_path: Path) -> N
     assert down.returncode == ExitCode.UNAVAILABLE and "unreachable" in down.stderr
     assert "Traceback" not in down.stderr
     answer(http, 403, {"message": "forbidden: role reader cannot write"})
-    refused = cli("--server", url(http), "repo", "create", "lsm://x")
+    refused = cli("--server", url(http), "repo", "create", "lsm://xxx")
     assert refused.returncode == ExitCode.PERMISSION and "forbidden" in refused.stderr
     nocreds = Cli(tmp_path / "home")("--server", url(http), "repo", "list")
     assert nocreds.returncode == ExitCode.USAGE and "no credentials" in nocreds.stderr

@@ -171,8 +171,8 @@ def test_oversized_body_is_413_and_changes_nothing(
 
 
 def test_unimplemented_lakefs_routes_answer_501_not_500(admin: httpx.Client) -> None:
-    _error(admin.get("/auth/users"), 501)
-    _error(admin.post("/setup_lakefs", json={}), 501)
+    _error(admin.get("/auth/groups"), 501)
+    _error(admin.get("/auth/policies"), 501)
     _error(admin.get("/repositories/x/gc/rules"), 501)
     _error(admin.put("/config"), 405)
     r = httpx.get(str(admin.base_url).removesuffix("/api/v1/") + "/nothing-here")

@@ -156,7 +156,7 @@ async def test_repository_misses_share_one_read(
     async with lsmstore.connect() as connected:
         assert isinstance(connected, lsmstore.Store)  # embedded
         store = connected
-        await store.create_repository("r", storage_namespace=(tmp_path / "r").as_uri())
+        await store.create_repository("rep", storage_namespace=(tmp_path / "rep").as_uri())
         ctx = make_context(store.config, store)
         reads: list[str] = []
         real = store.get_repository
@@ -168,16 +168,16 @@ async def test_repository_misses_share_one_read(
             return repo
 
         monkeypatch.setattr(store, "get_repository", counting)
-        got = await asyncio.gather(*(ctx.repository("r") for _ in range(20)))
-        assert reads == ["r"] and all(g is got[0] for g in got)
-        assert await ctx.repository("r") is got[0] and reads == ["r"]  # cached
-        ctx.forget_repository("r")
-        pending = asyncio.ensure_future(ctx.repository("r"))
+        got = await asyncio.gather(*(ctx.repository("rep") for _ in range(20)))
+        assert reads == ["rep"] and all(g is got[0] for g in got)
+        assert await ctx.repository("rep") is got[0] and reads == ["rep"]  # cached
+        ctx.forget_repository("rep")
+        pending = asyncio.ensure_future(ctx.repository("rep"))
         await _turn()  # the read is in flight
-        ctx.forget_repository("r")
-        assert (await pending).name == "r"
-        await ctx.repository("r")
-        assert reads == ["r", "r", "r"]  # the forgotten read was not cached
+        ctx.forget_repository("rep")
+        assert (await pending).name == "rep"
+        await ctx.repository("rep")
+        assert reads == ["rep", "rep", "rep"]  # the forgotten read was not cached
         with pytest.raises(lsmstore.RepositoryNotFoundError):
             await asyncio.gather(*(ctx.repository("nosuch") for _ in range(3)))
 
@@ -201,7 +201,7 @@ async def _app_counting_heads(
     monkeypatch.setenv("LSMSTORE_HOME", str(tmp_path / "home"))
     async with lsmstore.connect() as store:
         assert isinstance(store, lsmstore.Store)  # embedded
-        repo = await store.create_repository("r", storage_namespace=(tmp_path / "r").as_uri())
+        repo = await store.create_repository("rep", storage_namespace=(tmp_path / "rep").as_uri())
         ctx = make_context(store.config, store)
         # A clock that stands still: the memo's one second never runs out mid-test,
         # however slow the machine.
@@ -256,17 +256,17 @@ async def test_a_branch_deleted_under_the_batch_routes_memo_still_gets_404(
 
         for b in ("b", "c"):
             await repo.create_branch(b)
-            assert (await call("POST", f"/lsm/repositories/r/branches/{b}/batch", kv("k1")))[
+            assert (await call("POST", f"/lsm/repositories/rep/branches/{b}/batch", kv("k1")))[
                 0
             ] == 200
-        assert (await call("POST", "/lsm/repositories/r/branches/b/batch", kv("k2")))[0] == 200
+        assert (await call("POST", "/lsm/repositories/rep/branches/b/batch", kv("k2")))[0] == 200
         assert heads == ["b", "c"]  # read once, then remembered
         await repo.delete_branch("b")  # past the server: its memo still says "exists"
-        status, body = await call("POST", "/lsm/repositories/r/branches/b/batch", kv("k3"))
+        status, body = await call("POST", "/lsm/repositories/rep/branches/b/batch", kv("k3"))
         assert status == 404, body  # the append found no branch
         assert heads == ["b", "c"]
-        assert (await call("DELETE", "/repositories/r/branches/c"))[0] == 204
-        status, body = await call("POST", "/lsm/repositories/r/branches/c/batch", kv("k3"))
+        assert (await call("DELETE", "/repositories/rep/branches/c"))[0] == 204
+        status, body = await call("POST", "/lsm/repositories/rep/branches/c/batch", kv("k3"))
         assert status == 404 and heads == ["b", "c", "c"]  # forgotten: read again
 
 
@@ -283,7 +283,7 @@ async def test_object_writes_share_the_branch_memo_and_a_deleted_branch_gets_404
     import lsmstore
 
     async with _app_counting_heads(tmp_path, monkeypatch) as (repo, call, heads):
-        objects = "/repositories/r/branches/{}/objects"
+        objects = "/repositories/rep/branches/{}/objects"
         boundary = "xyzzy"
         multipart = f"multipart/form-data; boundary={boundary}"
 
@@ -310,7 +310,7 @@ async def test_object_writes_share_the_branch_memo_and_a_deleted_branch_gets_404
         await repo.delete_branch("b")  # past the server: its memo still says "exists"
         assert await writes("b") == [404, 404, 404]  # the write found no branch
         assert heads == ["b", "b", "c", "c", "b"]
-        assert (await call("DELETE", "/repositories/r/branches/c"))[0] == 204
+        assert (await call("DELETE", "/repositories/rep/branches/c"))[0] == 204
         assert await writes("c") == [404, 404, 404]
         # forgotten: read again, not remembered
         assert heads == ["b", "b", "c", "c", "b", "c", "c", "c"]
@@ -334,17 +334,17 @@ async def test_a_branch_read_across_its_deletion_is_not_remembered() -> None:
         reads.append("b")
         await gate.wait()
 
-    branch: Any = SimpleNamespace(repository=SimpleNamespace(name="r"), name="b", head=head)
+    branch: Any = SimpleNamespace(repository=SimpleNamespace(name="rep"), name="b", head=head)
     check = asyncio.ensure_future(ctx.check_branch(branch))
     await _turn()
     assert reads == ["b"]  # read in flight (it found the branch)...
-    ctx.forget_branch("r", "b")  # ...as the branch is deleted through this process
+    ctx.forget_branch("rep", "b")  # ...as the branch is deleted through this process
     gate.set()
     await check
-    assert not ctx.branch_seen("r", "b")
+    assert not ctx.branch_seen("rep", "b")
     await ctx.check_branch(branch)  # read again; this one is remembered
     await ctx.check_branch(branch)
-    assert reads == ["b", "b"] and ctx.branch_seen("r", "b")
+    assert reads == ["b", "b"] and ctx.branch_seen("rep", "b")
 
 
 async def test_requests_in_flight_are_rendered(

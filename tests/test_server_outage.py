@@ -34,12 +34,12 @@ def test_server_rides_out_a_refstore_outage(tmp_path: Path, redis_aof: RedisServ
     try:
         auth = httpx.BasicAuth(*server.admin)
         with httpx.Client(base_url=server.api, auth=auth, timeout=60) as c:
-            r = c.post("/repositories", json={"name": "r", "storage_namespace": "local://r"})
+            r = c.post("/repositories", json={"name": "rep", "storage_namespace": "local://r"})
             assert r.status_code == 201, r.text
 
             def upload(path: str, body: bytes) -> httpx.Response:
                 return c.post(
-                    "/repositories/r/branches/main/objects", params={"path": path}, content=body
+                    "/repositories/rep/branches/main/objects", params={"path": path}, content=body
                 )
 
             assert upload("before", b"1").status_code == 201
@@ -56,7 +56,7 @@ def test_server_rides_out_a_refstore_outage(tmp_path: Path, redis_aof: RedisServ
             assert httpx.get(server.url + "/readyz", timeout=60).status_code == 200
             assert upload("after", b"3").status_code == 201
             for path, body in (("before", b"1"), ("after", b"3")):
-                got = c.get("/repositories/r/refs/main/objects", params={"path": path})
+                got = c.get("/repositories/rep/refs/main/objects", params={"path": path})
                 assert got.status_code == 200 and got.content == body
     finally:
         assert server.stop() == 0

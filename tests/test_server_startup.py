@@ -49,10 +49,10 @@ def test_the_server_freezes_its_startup_state_and_starts_the_encoder_before_any_
             time.sleep(0.05)
         assert len(_encoder_workers(srv.proc.pid)) == 1
         with httpx.Client(base_url=srv.api, auth=srv.admin, timeout=120) as c:
-            r = c.post("/repositories", json={"name": "r", "storage_namespace": "local://r"})
+            r = c.post("/repositories", json={"name": "rep", "storage_namespace": "local://r"})
             assert r.status_code == 201, r.text
             body = msgpack.packb([["kv", b"k%05d" % i, b"v"] for i in range(5000)])
-            r = c.post("/lsm/repositories/r/branches/main/batch", content=body,
+            r = c.post("/lsm/repositories/rep/branches/main/batch", content=body,
                        headers={"Content-Type": "application/msgpack"})  # fmt: skip
             assert r.status_code == 200 and r.json() == {"entries": 5000}, r.text
         assert len(_encoder_workers(srv.proc.pid)) == 1  # the same worker, not another

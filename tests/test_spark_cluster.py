@@ -29,7 +29,7 @@ async def test_import_and_export_with_spark_submit(tmp_path: Path) -> None:
     refstore = f"local://{tmp_path / 'refs'}"
     ns = (tmp_path / "ns").as_uri()
     async with lsmstore.connect(refstore, compaction_in_process="off") as store:
-        repo = await store.create_repository("r", storage_namespace=ns)
+        repo = await store.create_repository("rep", storage_namespace=ns)
     inv = tmp_path / "inventory.parquet"
     rows = [{"key": f"k/{i:04d}", "size": i, "e_tag": f"e{i}"} for i in range(200)]
     await asyncio.to_thread(pq.write_table, pa.Table.from_pylist(rows), str(inv))
@@ -43,7 +43,7 @@ async def test_import_and_export_with_spark_submit(tmp_path: Path) -> None:
             [
                 *common,
                 "import",
-                "lsm://r/main",
+                "lsm://rep/main",
                 str(inv),
                 "--address-prefix",
                 f"{ns}/data/",
@@ -55,7 +55,7 @@ async def test_import_and_export_with_spark_submit(tmp_path: Path) -> None:
         assert _summary(imported)["entries"] == 200
         out = tmp_path / "export"
         exported = await asyncio.to_thread(
-            cluster.submit, app.__file__, [*common, "export", "lsm://r/main", str(out)]
+            cluster.submit, app.__file__, [*common, "export", "lsm://rep/main", str(out)]
         )
         assert exported.returncode == 0, exported.stderr.decode()[-4000:]
         assert _summary(exported)["records"] == 200
@@ -64,7 +64,7 @@ async def test_import_and_export_with_spark_submit(tmp_path: Path) -> None:
     table = await asyncio.to_thread(pq.read_table, str(out))
     assert sorted(table.column("path").to_pylist()) == [r["key"] for r in rows]
     async with lsmstore.connect(refstore, compaction_in_process="off") as store:
-        repo = await store.get_repository("r")
+        repo = await store.get_repository("rep")
         head = await repo.branch("main").head()
         assert head.l1 == ()  # committed directly
         assert (await repo.ref(head.base).commit()).message == "inventory"
@@ -76,21 +76,21 @@ async def test_table_write_survives_a_killed_executor(tmp_path: Path) -> None:
     refstore = f"local://{tmp_path / 'refs'}"
     ns = (tmp_path / "ns").as_uri()
     async with lsmstore.connect(refstore, compaction_in_process="off") as store:
-        await store.create_repository("r", storage_namespace=ns)
+        await store.create_repository("rep", storage_namespace=ns)
     cluster = StandaloneCluster(str(tmp_path))
     await asyncio.to_thread(cluster.start)
     marker = tmp_path / "killed"
     app_file = Path(__file__).parent / "helpers" / "table_app.py"
     try:
         proc = await asyncio.to_thread(
-            cluster.submit, str(app_file), [refstore, "lsm://r/main/tables/t/", str(marker)]
+            cluster.submit, str(app_file), [refstore, "lsm://rep/main/tables/t/", str(marker)]
         )
     finally:
         await asyncio.to_thread(cluster.stop)
     assert proc.returncode == 0, proc.stderr.decode()[-4000:]
     assert _summary(proc) == {"rows_equal": True, "pruned": 250, "killed": True}
     async with lsmstore.connect(refstore, compaction_in_process="off") as store:
-        main = (await store.get_repository("r")).branch("main")
+        main = (await store.get_repository("rep")).branch("main")
         head = await main.head()
         assert len(head.l1) == 1  # one group append
         listed = [s.path async for s in main.list_objects("tables/t/")]

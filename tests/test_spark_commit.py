@@ -44,7 +44,7 @@ async def _present(objects: ObjectStore, files: list[stage.WrittenFile]) -> list
 
 async def test_refused_commit_discards_the_job(store: lsmstore.Store, tmp_path: Path) -> None:
     ns = (tmp_path / "ns").as_uri()
-    repo = await store.create_repository("r", storage_namespace=ns)
+    repo = await store.create_repository("rep", storage_namespace=ns)
     objects = open_object_store(ns)
     records = [Record(f"k{i}".encode(), b"i", b"v") for i in range(3)]
     files = await stage.write_files(objects, "main", records, file_bytes=2)
@@ -58,7 +58,7 @@ async def test_refused_commit_discards_the_job(store: lsmstore.Store, tmp_path: 
 
     await repo.set_branch_protection(["main"])
     with pytest.raises(ProtectedBranchError):
-        await stage.commit_or_discard(store.refstore, objects, "r", "main", "job", files,
+        await stage.commit_or_discard(store.refstore, objects, "rep", "main", "job", files,
                                       grace_s=600, discard_also=also)  # fmt: skip
     assert not any(await _present(objects, files))
     assert deleted == ["data/table-file"] and not await _exists(objects, "data/table-file")
@@ -67,7 +67,7 @@ async def test_refused_commit_discards_the_job(store: lsmstore.Store, tmp_path: 
 
 async def test_landed_commit_keeps_the_job(store: lsmstore.Store, tmp_path: Path) -> None:
     ns = (tmp_path / "ns").as_uri()
-    repo = await store.create_repository("r", storage_namespace=ns)
+    repo = await store.create_repository("rep", storage_namespace=ns)
     objects = open_object_store(ns)
     files = await stage.write_files(objects, "main", [Record(b"k", b"i", b"v")])
     called: list[bool] = []
@@ -75,7 +75,7 @@ async def test_landed_commit_keeps_the_job(store: lsmstore.Store, tmp_path: Path
     async def also() -> None:
         called.append(True)
 
-    await stage.commit_or_discard(store.refstore, objects, "r", "main", "job", files,
+    await stage.commit_or_discard(store.refstore, objects, "rep", "main", "job", files,
                                   grace_s=600, discard_also=also)  # fmt: skip
     assert called == [] and all(await _present(objects, files))
     assert await repo.branch("main").get("k") == b"v"

@@ -64,14 +64,14 @@ async def test_import_as_one_unit_and_as_one_commit(
     spark: Any, store: lsmstore.Store, tmp_path: Path
 ) -> None:
     ns = (tmp_path / "ns").as_uri()
-    repo = await store.create_repository("r", storage_namespace=ns)
+    repo = await store.create_repository("rep", storage_namespace=ns)
     inv = tmp_path / "inventory.parquet"
     rows = await asyncio.to_thread(write_inventory, inv, 500)
     opts = {"refstore": f"local://{tmp_path / 'refs'}"}
     n = await asyncio.to_thread(
         jobs.import_inventory,
         spark,
-        "lsm://r/main",
+        "lsm://rep/main",
         [str(inv)],
         address_prefix=f"{ns}/data/imported/",
         partitions=3,
@@ -95,7 +95,7 @@ async def test_import_as_one_unit_and_as_one_commit(
     await asyncio.to_thread(
         jobs.import_inventory,
         spark,
-        "lsm://r/main",
+        "lsm://rep/main",
         [str(csv)],
         fmt="csv",
         address_prefix=f"{ns}/data/imported/",
@@ -115,7 +115,7 @@ async def test_import_racing_writers_and_a_compactor(
     spark: Any, store: lsmstore.Store, tmp_path: Path
 ) -> None:
     ns = (tmp_path / "ns").as_uri()
-    repo = await store.create_repository("r", storage_namespace=ns)
+    repo = await store.create_repository("rep", storage_namespace=ns)
     main = repo.branch("main")
     inv = tmp_path / "inventory.parquet"
     await asyncio.to_thread(write_inventory, inv, 400)
@@ -135,7 +135,7 @@ async def test_import_racing_writers_and_a_compactor(
     async def compactor() -> None:
         cfg = make_config(compaction_grace_s=600)
         while not done.is_set():
-            await CompactionJob(store.refstore, objects, "r", "main", cfg).run()
+            await CompactionJob(store.refstore, objects, "rep", "main", cfg).run()
             await asyncio.sleep(0.05)
 
     async def importer() -> None:
@@ -143,7 +143,7 @@ async def test_import_racing_writers_and_a_compactor(
             await asyncio.to_thread(
                 jobs.import_inventory,
                 spark,
-                "lsm://r/main",
+                "lsm://rep/main",
                 [str(inv)],
                 address_prefix=f"{ns}/data/imported/",
                 partitions=4,
@@ -165,7 +165,7 @@ async def test_import_racing_writers_and_a_compactor(
 
 async def test_export_to_parquet(spark: Any, store: lsmstore.Store, tmp_path: Path) -> None:
     ns = (tmp_path / "ns").as_uri()
-    repo = await store.create_repository("r", storage_namespace=ns)
+    repo = await store.create_repository("rep", storage_namespace=ns)
     main = repo.branch("main")
     for i in range(30):
         await main.upload(f"d/{i:02d}", f"x{i}".encode(), metadata={"n": str(i)})
@@ -176,7 +176,7 @@ async def test_export_to_parquet(spark: Any, store: lsmstore.Store, tmp_path: Pa
     n = await asyncio.to_thread(
         jobs.export,
         spark,
-        "lsm://r/main/d/",
+        "lsm://rep/main/d/",
         str(out),
         options={"refstore": f"local://{tmp_path / 'refs'}"},
     )
@@ -193,7 +193,7 @@ async def test_gc_job_reads_ranges_on_executors(
     spark: Any, store: lsmstore.Store, tmp_path: Path
 ) -> None:
     ns = (tmp_path / "ns").as_uri()
-    repo = await store.create_repository("r", storage_namespace=ns)
+    repo = await store.create_repository("rep", storage_namespace=ns)
     main = repo.branch("main")
     await main.upload("a", b"1")
     await main.commit("one")
@@ -205,7 +205,7 @@ async def test_gc_job_reads_ranges_on_executors(
     )
     assert not report["errors"]
     (r,) = report["reports"]
-    assert r["repo"] == "r" and r["dry_run"] and r["previous_mark"] is None
+    assert r["repo"] == "rep" and r["dry_run"] and r["previous_mark"] is None
     await asyncio.sleep(1.1)  # the grace period of this run is one (real) second
     report = await asyncio.to_thread(
         jobs.garbage_collect, spark, url, Retention(default_days=0), grace_s=1.0, dry_run=False

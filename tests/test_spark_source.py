@@ -55,7 +55,7 @@ async def env(tmp_path: Path) -> AsyncIterator[Env]:
         **SMALL_RANGES,
     ) as store:
         e = Env(tmp_path, store)
-        await store.create_repository("r", storage_namespace=e.ns)
+        await store.create_repository("rep", storage_namespace=e.ns)
         yield e
 
 
@@ -78,7 +78,7 @@ async def client_raw(
 
 
 async def test_raw_read_of_a_branch_with_staged_changes(spark: Any, env: Env) -> None:
-    repo = await env.store.get_repository("r")
+    repo = await env.store.get_repository("rep")
     main = repo.branch("main")
     await main.put_many([(f"k{i:04d}", f"v{i}".encode()) for i in range(600)])
     await main.commit("base")
@@ -87,28 +87,28 @@ async def test_raw_read_of_a_branch_with_staged_changes(spark: Any, env: Env) ->
     await main.delete_many([f"k{i:04d}" for i in range(3, 600, 11)])
     await main.put("zz-new", b"only staged")
     await main.flush()
-    rows = await in_thread(read, spark, "lsm://r/main", **env.opts(format="raw"))
+    rows = await in_thread(read, spark, "lsm://rep/main", **env.opts(format="raw"))
     got = {bytes(r.key): bytes(r.value) for r in rows}
     assert got == await client_raw(main)
     assert len(rows) == len(got)  # each key once
     plan_parts = (
         spark.read.format("lsmstore")
         .options(**env.opts(format="raw"))
-        .load("lsm://r/main")
+        .load("lsm://rep/main")
         .rdd.getNumPartitions()
     )
     assert plan_parts > 1  # several partitions over several ranges
     # A prefix: the same as the client's prefixed listing.
-    rows = await in_thread(read, spark, "lsm://r/main/k01", **env.opts(format="raw"))
+    rows = await in_thread(read, spark, "lsm://rep/main/k01", **env.opts(format="raw"))
     assert {bytes(r.key): bytes(r.value) for r in rows} == await client_raw(main, "k01")
     # The commit alone (a ref expression other than a bare branch).
     head = (await main.head()).base
-    rows = await in_thread(read, spark, f"lsm://r/{head}", **env.opts(format="raw"))
+    rows = await in_thread(read, spark, f"lsm://rep/{head}", **env.opts(format="raw"))
     assert {bytes(r.key) for r in rows} == {f"k{i:04d}".encode() for i in range(600)}
 
 
 async def test_objects_read_equals_list_objects(spark: Any, env: Env) -> None:
-    repo = await env.store.get_repository("r")
+    repo = await env.store.get_repository("rep")
     main = repo.branch("main")
     await main.upload("docs/a.txt", b"hello", content_type="text/plain", metadata={"x": "1"})
     links = [
@@ -121,7 +121,7 @@ async def test_objects_read_equals_list_objects(spark: Any, env: Env) -> None:
     await main.delete_object("data/008.bin")
     await main.put("raw/key", b"a raw value")  # listed as an inline object
     await main.flush()
-    rows = await in_thread(read, spark, "lsm://r/main", **env.opts())
+    rows = await in_thread(read, spark, "lsm://rep/main", **env.opts())
     want = [s async for s in main.list_objects()]
     assert any(s.path == "raw/key" and s.size == 11 for s in want)
     assert [r.path for r in rows] == [s.path for s in want]
@@ -134,7 +134,7 @@ async def test_objects_read_equals_list_objects(spark: Any, env: Env) -> None:
             s.content_type,
         )
         assert dict(r.metadata or {}) == s.metadata
-    rows = await in_thread(read, spark, "lsm://r/main/docs/", **env.opts())
+    rows = await in_thread(read, spark, "lsm://rep/main/docs/", **env.opts())
     assert [r.path for r in rows] == ["docs/a.txt"]
 
 
@@ -144,13 +144,13 @@ def write_rows(spark: Any, url: str, rows: list[tuple[str, bytes]], **options: s
 
 
 async def test_write_stages_the_job_as_one_group(spark: Any, env: Env) -> None:
-    repo = await env.store.get_repository("r")
+    repo = await env.store.get_repository("rep")
     main = repo.branch("main")
     await main.put("k0001", b"old")
     await main.flush()
     before = await main.head()
     rows = [(f"k{i:04d}", f"job-{i}".encode()) for i in range(300)]
-    await in_thread(write_rows, spark, "lsm://r/main", rows, **env.opts())
+    await in_thread(write_rows, spark, "lsm://rep/main", rows, **env.opts())
     after = await main.head()
     assert after.l1[: len(before.l1)] == before.l1
     job_files = after.l1[len(before.l1) :]
@@ -159,7 +159,7 @@ async def test_write_stages_the_job_as_one_group(spark: Any, env: Env) -> None:
 
 
 async def test_direct_commit(spark: Any, env: Env) -> None:
-    repo = await env.store.get_repository("r")
+    repo = await env.store.get_repository("rep")
     main = repo.branch("main")
     await main.put_many([(f"b{i:04d}", b"base") for i in range(200)])
     await main.commit("base")
@@ -169,7 +169,7 @@ async def test_direct_commit(spark: Any, env: Env) -> None:
     objects = open_object_store(env.ns)
     files_before = await staged_files(objects, "main")
     rows = [(f"k{i:04d}", f"job-{i}".encode()) for i in range(300)]
-    await in_thread(write_rows, spark, "lsm://r/main", rows, **env.opts(commit="direct"))
+    await in_thread(write_rows, spark, "lsm://rep/main", rows, **env.opts(commit="direct"))
     head = await main.head()
     assert head.base != base and len(head.l1) == 1  # staged changes stay staged
     commit = await repo.ref(head.base).commit()
@@ -185,7 +185,7 @@ async def test_direct_commit(spark: Any, env: Env) -> None:
 
 
 def _writer(env: Env) -> LsmWriter:
-    return LsmWriter(Options.parse({"path": "lsm://r/main", "format": "raw", **env.opts()}))
+    return LsmWriter(Options.parse({"path": "lsm://rep/main", "format": "raw", **env.opts()}))
 
 
 def _rows(keys: range, value: str = "v") -> list[pa.RecordBatch]:
@@ -200,7 +200,7 @@ def _rows(keys: range, value: str = "v") -> list[pa.RecordBatch]:
 async def test_failed_and_speculative_attempts_stage_once(env: Env) -> None:
     """Spark commits one message per task; other attempts' files are never staged and
     the staging sweep collects them after the grace period."""
-    repo = await env.store.get_repository("r")
+    repo = await env.store.get_repository("rep")
     main = repo.branch("main")
     w = await in_thread(_writer, env)
     failed = await in_thread(w.write, iter(_rows(range(0, 100))))  # its task then failed
@@ -220,9 +220,9 @@ async def test_failed_and_speculative_attempts_stage_once(env: Env) -> None:
 
     sweeper = Sweeper(60.0, clock=lambda: _time.time() + clock_now[0])
     clock_now[0] = 61
-    await sweeper.sweep(env.store.refstore, "r", objects)
+    await sweeper.sweep(env.store.refstore, "rep", objects)
     clock_now[0] = 122
-    await sweeper.sweep(env.store.refstore, "r", objects)
+    await sweeper.sweep(env.store.refstore, "rep", objects)
     left = {f for _, f in await staged_files(objects, "main")}
     assert not strays & left and set(head.l1) <= left
 
@@ -231,14 +231,14 @@ async def test_direct_commit_attempts_aborts_and_base_overlap(env: Env) -> None:
     """Direct writes: each task writes committed ranges; only the ranges of the
     messages Spark commits enter the tree (a failed attempt wrote other records), job
     keys replace the base's, an aborted or overlapping job changes nothing."""
-    repo = await env.store.get_repository("r")
+    repo = await env.store.get_repository("rep")
     main = repo.branch("main")
     await main.put_many([(f"k{i:04d}", b"base") for i in range(0, 400, 2)])
     await main.commit("base")
     before = await main.head()
 
     def direct_writer() -> DirectWriter:
-        opts = {"path": "lsm://r/main", "format": "raw", "commit": "direct", **env.opts()}
+        opts = {"path": "lsm://rep/main", "format": "raw", "commit": "direct", **env.opts()}
         return DirectWriter(Options.parse(opts))
 
     aborted = await in_thread(direct_writer)
@@ -268,7 +268,7 @@ async def test_direct_commit_attempts_aborts_and_base_overlap(env: Env) -> None:
 
 
 async def test_aborted_job_leaves_nothing(env: Env) -> None:
-    repo = await env.store.get_repository("r")
+    repo = await env.store.get_repository("rep")
     main = repo.branch("main")
     before = await main.head()
     w = await in_thread(_writer, env)
@@ -280,7 +280,7 @@ async def test_aborted_job_leaves_nothing(env: Env) -> None:
 
 
 async def test_overlapping_tasks_are_refused_and_cleaned(env: Env) -> None:
-    repo = await env.store.get_repository("r")
+    repo = await env.store.get_repository("rep")
     main = repo.branch("main")
     before = await main.head()
     w = await in_thread(_writer, env)
@@ -318,7 +318,7 @@ async def test_a_task_failing_once_is_retried_end_to_end(spark: Any, env: Env) -
         )
         save(
             df.withColumn("key", fail("key")),
-            "lsm://r/main",
+            "lsm://rep/main",
             partitions=3,
             format="raw",
             **env.opts(),
@@ -326,7 +326,7 @@ async def test_a_task_failing_once_is_retried_end_to_end(spark: Any, env: Env) -
 
     await in_thread(job)
     assert await asyncio.to_thread(Path(marker).exists)
-    repo = await env.store.get_repository("r")
+    repo = await env.store.get_repository("rep")
     got = await client_raw(repo.branch("main"))
     assert got == {f"k{i:04d}".encode(): f"v{i}".encode() for i in range(300)}
 
@@ -340,7 +340,7 @@ async def test_a_failing_job_is_aborted_end_to_end(spark: Any, env: Env) -> None
         return key
 
     fail = F.udf(always, "string")
-    repo = await env.store.get_repository("r")
+    repo = await env.store.get_repository("rep")
     main = repo.branch("main")
     before = await main.head()
 
@@ -350,7 +350,7 @@ async def test_a_failing_job_is_aborted_end_to_end(spark: Any, env: Env) -> None
         )
         save(
             df.withColumn("key", fail("key")),
-            "lsm://r/main",
+            "lsm://rep/main",
             partitions=3,
             format="raw",
             **env.opts(),
@@ -408,18 +408,18 @@ async def test_s3_namespace_write_direct_commit_and_read(
     refs = f"local://{tmp_path / 'refs'}"
     async with lsmstore.connect(refs, batch_interval_ms=2, compaction_in_process="off") as store:
         ns = f"s3://{bucket}/repo?endpoint_url={moto.endpoint}"
-        repo = await store.create_repository("r", storage_namespace=ns)
+        repo = await store.create_repository("rep", storage_namespace=ns)
         main = repo.branch("main")
         opts = {"refstore": refs, "partitionBytes": "4096"}
         staged = [(f"s{i:04d}", f"staged-{i}".encode()) for i in range(200)]
-        await in_thread(write_rows, spark, "lsm://r/main", staged, **opts)
+        await in_thread(write_rows, spark, "lsm://rep/main", staged, **opts)
         direct = [(f"d{i:04d}", f"direct-{i}".encode()) for i in range(200)]
-        await in_thread(write_rows, spark, "lsm://r/main", direct, **opts, commit="direct")
+        await in_thread(write_rows, spark, "lsm://rep/main", direct, **opts, commit="direct")
         head = await main.head()
         assert await client_raw(repo.ref(head.base)) == {k.encode(): v for k, v in direct}
-        rows = await in_thread(read, spark, "lsm://r/main", **opts, format="raw")
+        rows = await in_thread(read, spark, "lsm://rep/main", **opts, format="raw")
         assert {bytes(r.key): bytes(r.value) for r in rows} == {
             k.encode(): v for k, v in staged + direct
         }
-        rows = await in_thread(read, spark, "lsm://r/main/d01", **opts, format="raw")
+        rows = await in_thread(read, spark, "lsm://rep/main/d01", **opts, format="raw")
         assert sorted(bytes(r.key) for r in rows) == [f"d01{i:02d}".encode() for i in range(100)]

@@ -50,7 +50,7 @@ async def env(tmp_path: Path) -> AsyncIterator[Env]:
         f"local://{tmp_path / 'refs'}", batch_interval_ms=2, compaction_in_process="off"
     ) as store:
         e = Env(tmp_path, store)
-        await store.create_repository("r", storage_namespace=e.ns)
+        await store.create_repository("rep", storage_namespace=e.ns)
         yield e
 
 
@@ -99,7 +99,7 @@ async def collect_twice(env: Env) -> None:
         for _ in range(2):
             await gc.collect_repository(
                 env.store.refstore,
-                "r",
+                "rep",
                 objects,
                 Retention(),
                 grace_s=GRACE,
@@ -111,9 +111,9 @@ async def collect_twice(env: Env) -> None:
 
 
 async def test_round_trip_partitioned_by_spark_and_pandas(spark: Any, env: Env) -> None:
-    main = (await env.store.get_repository("r")).branch("main")
+    main = (await env.store.get_repository("rep")).branch("main")
     before = await main.head()
-    url = "lsm://r/main/tables/t/"
+    url = "lsm://rep/main/tables/t/"
     await in_thread(write, frame(spark, 600), url, **env.opts(partitionBy="p"))
     listed = await paths(main, "tables/t/")
     assert listed and all(p.endswith(".parquet") for p in listed)
@@ -123,21 +123,22 @@ async def test_round_trip_partitioned_by_spark_and_pandas(spark: Any, env: Env) 
     assert await in_thread(read, spark, url, **env.opts()) == want(600)
     # pandas through the fsspec filesystem: the same rows (p from the directories)
     df = await in_thread(
-        pd.read_parquet, "lsm://r/main/tables/t/", storage_options={"refstore": env.refstore_url}
+        pd.read_parquet, "lsm://rep/main/tables/t/", storage_options={"refstore": env.refstore_url}
     )
     got = sorted((int(i), int(p), s) for i, p, s in zip(df["id"], df["p"], df["s"], strict=True))
     assert got == want(600)
     # A commit of the branch reads the same; so does an unpartitioned table.
     commit = await main.commit("table t")
-    assert await in_thread(read, spark, f"lsm://r/{commit.id}/tables/t/", **env.opts()) == want(600)
-    await in_thread(write, frame(spark, 50), "lsm://r/main/tables/flat", **env.opts())
-    assert await in_thread(read, spark, "lsm://r/main/tables/flat/", **env.opts()) == want(50)
+    at_commit = f"lsm://rep/{commit.id}/tables/t/"
+    assert await in_thread(read, spark, at_commit, **env.opts()) == want(600)
+    await in_thread(write, frame(spark, 50), "lsm://rep/main/tables/flat", **env.opts())
+    assert await in_thread(read, spark, "lsm://rep/main/tables/flat/", **env.opts()) == want(50)
     assert all("=" not in p for p in await paths(main, "tables/flat/"))
 
 
 async def test_overwrite_replaces_the_prefix_in_one_append(spark: Any, env: Env) -> None:
-    main = (await env.store.get_repository("r")).branch("main")
-    url = "lsm://r/main/tables/t/"
+    main = (await env.store.get_repository("rep")).branch("main")
+    url = "lsm://rep/main/tables/t/"
     await in_thread(write, frame(spark, 300, "old"), url, **env.opts(partitionBy="p"))
     await main.upload("tables/other/keep.txt", b"another table")
     old = await paths(main, "tables/t/")
@@ -149,14 +150,14 @@ async def test_overwrite_replaces_the_prefix_in_one_append(spark: Any, env: Env)
     assert await in_thread(read, spark, url, **env.opts()) == want(120, "new")
     assert not set(old) & set(await paths(main, "tables/t/"))
     assert await paths(main, "tables/other/") == ["tables/other/keep.txt"]
-    assert await in_thread(read, spark, f"lsm://r/{before.base}/tables/t/", **env.opts()) == want(
+    assert await in_thread(read, spark, f"lsm://rep/{before.base}/tables/t/", **env.opts()) == want(
         300, "old"
     )
 
 
 async def test_partition_pruning_opens_only_matching_files(spark: Any, env: Env) -> None:
-    main = (await env.store.get_repository("r")).branch("main")
-    url = "lsm://r/main/tables/t/"
+    main = (await env.store.get_repository("rep")).branch("main")
+    url = "lsm://rep/main/tables/t/"
     await in_thread(write, frame(spark, 300), url, **env.opts(partitionBy="p"))
     stats = [s async for s in main.list_objects("tables/t/")]
     # The data of every file outside p=1 is removed from the namespace: a read that
@@ -181,20 +182,20 @@ async def test_partition_pruning_opens_only_matching_files(spark: Any, env: Env)
 
 
 async def test_two_concurrent_writes_to_one_branch_both_land_whole(spark: Any, env: Env) -> None:
-    main = (await env.store.get_repository("r")).branch("main")
+    main = (await env.store.get_repository("rep")).branch("main")
     errors: list[BaseException] = []
 
     def job(name: str, n: int) -> None:
         try:
-            write(frame(spark, n, name), f"lsm://r/main/tables/{name}/", **env.opts())
+            write(frame(spark, n, name), f"lsm://rep/main/tables/{name}/", **env.opts())
         except BaseException as e:
             errors.append(e)
 
     threads = [threading.Thread(target=job, args=(n, k)) for n, k in (("a", 400), ("b", 250))]
     await in_thread(lambda: [t.start() for t in threads] and [t.join() for t in threads])
     assert not errors
-    assert await in_thread(read, spark, "lsm://r/main/tables/a/", **env.opts()) == want(400, "a")
-    assert await in_thread(read, spark, "lsm://r/main/tables/b/", **env.opts()) == want(250, "b")
+    assert await in_thread(read, spark, "lsm://rep/main/tables/a/", **env.opts()) == want(400, "a")
+    assert await in_thread(read, spark, "lsm://rep/main/tables/b/", **env.opts()) == want(250, "b")
     assert len((await main.head()).l1) == 2
 
 
@@ -220,13 +221,13 @@ async def test_failed_job_leaves_nothing_and_its_files_to_gc(
 ) -> None:
     from pyspark.sql import functions as F
 
-    main = (await env.store.get_repository("r")).branch("main")
+    main = (await env.store.get_repository("rep")).branch("main")
     await main.upload("tables/t/keep.parquet", b"not replaced")
     await main.commit("base")
     before = await main.head()
     fail = F.udf(_failing(None, kill), "long")
     df = frame(spark, 300).withColumn("id", fail("id"))
-    url = "lsm://r/main/tables/t/"
+    url = "lsm://rep/main/tables/t/"
     with pytest.raises(Exception, match=r"fails|crashed|EOF|exited|Python worker"):
         await in_thread(write, df, url, "overwrite", **env.opts(partitionBy="p"))
     assert await main.head() == before
@@ -249,9 +250,9 @@ async def test_failed_job_leaves_nothing_and_its_files_to_gc(
 
 
 async def test_aborted_job_deletes_its_files(spark: Any, env: Env) -> None:
-    main = (await env.store.get_repository("r")).branch("main")
+    main = (await env.store.get_repository("rep")).branch("main")
     before = await main.head()
-    opts = Options.parse({"path": "lsm://r/main/tables/t/", **env.opts(partitionBy="p")})
+    opts = Options.parse({"path": "lsm://rep/main/tables/t/", **env.opts(partitionBy="p")})
     w = await in_thread(tables.TableWriter, opts, False)
     batch = pa.RecordBatch.from_pydict({"id": list(range(10)), "p": [i % 2 for i in range(10)]})
     done = await in_thread(w.write, iter([batch]))
@@ -269,13 +270,13 @@ async def test_aborted_job_deletes_its_files(spark: Any, env: Env) -> None:
 async def test_bad_table_writes_are_refused(spark: Any, env: Env) -> None:
     df = frame(spark, 10)
     with pytest.raises(Exception, match="names a prefix"):
-        await in_thread(write, df, "lsm://r/main", **env.opts())
+        await in_thread(write, df, "lsm://rep/main", **env.opts())
     with pytest.raises(Exception, match="lacks"):
-        await in_thread(write, df, "lsm://r/main/t/", **env.opts(partitionBy="nope"))
+        await in_thread(write, df, "lsm://rep/main/t/", **env.opts(partitionBy="nope"))
     with pytest.raises(Exception, match="staged"):
-        await in_thread(write, df, "lsm://r/main/t/", **env.opts(commit="direct"))
+        await in_thread(write, df, "lsm://rep/main/t/", **env.opts(commit="direct"))
     with pytest.raises(Exception, match="no Parquet files"):
-        await in_thread(read, spark, "lsm://r/main/empty/", **env.opts())
+        await in_thread(read, spark, "lsm://rep/main/empty/", **env.opts())
     assert await data_objects(env) == set()
 
 
@@ -309,7 +310,7 @@ def test_partition_filter_option() -> None:
 async def test_transaction_merges_validated_jobs_or_leaves_the_target(spark: Any, env: Env) -> None:
     from lsmstore.spark import transaction
 
-    repo = await env.store.get_repository("r")
+    repo = await env.store.get_repository("rep")
     main = repo.branch("main")
     await main.upload("readme.txt", b"base")
     await main.commit("base")
@@ -322,7 +323,7 @@ async def test_transaction_merges_validated_jobs_or_leaves_the_target(spark: Any
 
     def pipeline(rows: int, on_failure: str) -> str:
         with transaction(
-            "lsm://r/main", refstore=env.refstore_url, validate=validate, on_failure=on_failure
+            "lsm://rep/main", refstore=env.refstore_url, validate=validate, on_failure=on_failure
         ) as tx:
             write(frame(spark, rows, "a"), tx.uri("tables/a/"), **env.opts(partitionBy="p"))
             write(frame(spark, 20, "b"), tx.uri("tables/b/"), **env.opts())
@@ -339,7 +340,7 @@ async def test_transaction_merges_validated_jobs_or_leaves_the_target(spark: Any
     await repo.delete_branch(kept)
 
     def broken() -> None:
-        with transaction("lsm://r/main", refstore=env.refstore_url) as tx:
+        with transaction("lsm://rep/main", refstore=env.refstore_url) as tx:
             write(frame(spark, 5), tx.uri("tables/a/"), **env.opts())
             seen["branch"] = tx.branch
             raise RuntimeError("the next job failed")
@@ -354,8 +355,8 @@ async def test_transaction_merges_validated_jobs_or_leaves_the_target(spark: Any
     head = await main.head()
     assert head.base == merge and head.l1 == ()
     assert (await repo.ref(merge).commit()).parents[0] == before.base
-    assert await in_thread(read, spark, "lsm://r/main/tables/a/", **env.opts()) == want(300, "a")
-    assert await in_thread(read, spark, "lsm://r/main/tables/b/", **env.opts()) == want(20, "b")
+    assert await in_thread(read, spark, "lsm://rep/main/tables/a/", **env.opts()) == want(300, "a")
+    assert await in_thread(read, spark, "lsm://rep/main/tables/b/", **env.opts()) == want(20, "b")
     assert await repo.list_branches() == ["main"]
 
 

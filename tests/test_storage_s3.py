@@ -38,6 +38,7 @@ class TestS3Store(StoreContract):
     # Every key costs a PUT to moto (~5 ms of its CPU): page by 100 keys so that a few
     # hundred keys cross pages (ContinuationToken) as 1100 keys would at S3's 1000.
     MANY = 250
+    PRESIGNS = True
     # Two parts of the smallest size S3 accepts and a short last one: a multipart upload.
     STREAM_SIZE = 2 * MIN_PART_SIZE + 1000
 

@@ -15,8 +15,8 @@ from tests.helpers.remote import lsm_server  # noqa: F401 - the fixture
 
 def test_blocking_api_from_threads(tmp_path: Path) -> None:
     with lsmstore.sync.connect(home=str(tmp_path / "home"), batch_interval_ms=1) as store:
-        repo = store.create_repository("s", storage_namespace=(tmp_path / "ns").as_uri())
-        assert repo.name == "s" and [r.name for r in store.list_repositories()] == ["s"]
+        repo = store.create_repository("syn", storage_namespace=(tmp_path / "ns").as_uri())
+        assert repo.name == "syn" and [r.name for r in store.list_repositories()] == ["syn"]
         main = repo.branch("main")
         main.put("a/1", b"one")
         main.put_many([("a/2", b"two"), ("b/3", b"three")])

@@ -82,7 +82,7 @@ class VersioningModel(RuleBasedStateMachine):
     @initialize(target=commits_made)
     def create(self) -> str:
         self.repo = self.run(
-            self.store.create_repository("m", storage_namespace=f"file://{self.dir.name}/ns")
+            self.store.create_repository("model", storage_namespace=f"file://{self.dir.name}/ns")
         )
         head = self.run(self.repo.branch("main").head())
         self.trees[head.base] = {}

@@ -42,8 +42,8 @@ async def _stage(branch: lsmstore.Branch, items: dict[str, bytes]) -> None:
 async def test_popped_files_are_read_compacted_and_committed(
     store: lsmstore.Store, tmp_path: Path
 ) -> None:
-    ns = (tmp_path / "r").as_uri()
-    repo = await store.create_repository("r", storage_namespace=ns)
+    ns = (tmp_path / "rep").as_uri()
+    repo = await store.create_repository("rep", storage_namespace=ns)
     main = repo.branch("main")
     await _stage(main, {"a": b"main-a", "b": b"main-b"})
     await main.commit("base")
@@ -52,18 +52,18 @@ async def test_popped_files_are_read_compacted_and_committed(
     objects = open_object_store(ns)
     # Compact dev's first file into L2, so the workspace holds L2 and L1 files.
     cfg = make_config(compaction_grace_s=GRACE)
-    job = CompactionJob(store.refstore, objects, "r", "dev", cfg)
+    job = CompactionJob(store.refstore, objects, "rep", "dev", cfg)
     assert (await job.run()).outcome == "compacted"
     await _stage(dev, {"a": b"dev-a2"})
     head = await dev.head()
     assert head.l2 and head.l1
     await store.refstore.stash_workspace(
-        "r", "dev", "wip", expected=await store.refstore.get_ref("r", "dev")
+        "rep", "dev", "wip", expected=await store.refstore.get_ref("rep", "dev")
     )
     with pytest.raises(lsmstore.NotFoundError):
         await dev.get("c")
     await _stage(main, {"b": b"main-b2"})
-    popped = await store.refstore.pop_workspace("r", "wip", "main")
+    popped = await store.refstore.pop_workspace("rep", "wip", "main")
     assert any(locate_entry("main", "L1", e)[0] == "dev" for e in popped.l1)
     # Newer than what main had staged; the base still shows through.
     want = {"a": b"dev-a2", "b": b"main-b2", "c": b"dev-c"}
@@ -71,16 +71,16 @@ async def test_popped_files_are_read_compacted_and_committed(
         assert await main.get(k) == v
     assert [e.key async for e in main.list()] == [b"a", b"b", b"c"]
     # The compactor reads the popped files where they live.
-    job = CompactionJob(store.refstore, objects, "r", "main", cfg)
+    job = CompactionJob(store.refstore, objects, "rep", "main", cfg)
     assert (await job.run()).outcome == "compacted"
-    assert (await store.refstore.get_ref("r", "main")).l1 == ()
+    assert (await store.refstore.get_ref("rep", "main")).l1 == ()
     for k, v in want.items():
         assert await main.get(k) == v
     await _stage(main, {"d": b"main-d"})
     await store.refstore.stash_workspace(
-        "r", "main", "again", expected=await store.refstore.get_ref("r", "main")
+        "rep", "main", "again", expected=await store.refstore.get_ref("rep", "main")
     )
-    await store.refstore.pop_workspace("r", "again", "main")
+    await store.refstore.pop_workspace("rep", "again", "main")
     await main.commit("with the workspace")
     ref = await repo.ref("main").resolve()
     assert ref is not None
@@ -89,38 +89,38 @@ async def test_popped_files_are_read_compacted_and_committed(
 
 
 async def test_workspace_files_live_until_dropped(store: lsmstore.Store, tmp_path: Path) -> None:
-    ns = (tmp_path / "r").as_uri()
-    repo = await store.create_repository("r", storage_namespace=ns)
+    ns = (tmp_path / "rep").as_uri()
+    repo = await store.create_repository("rep", storage_namespace=ns)
     objects = open_object_store(ns)
     dev = await repo.create_branch("dev")
     await _stage(dev, {"x": b"1"})
     await _stage(dev, {"y": b"2"})
-    stashed = await store.refstore.get_ref("r", "dev")
-    await store.refstore.stash_workspace("r", "dev", "wip", expected=stashed)
-    held = await referenced_files(store.refstore, "r")
+    stashed = await store.refstore.get_ref("rep", "dev")
+    await store.refstore.stash_workspace("rep", "dev", "wip", expected=stashed)
+    held = await referenced_files(store.refstore, "rep")
     assert held is not None and held["dev"] == {("L1", f) for f in stashed.l1}
     clock = Clock()
     sweeper = Sweeper(GRACE, clock=clock)
     for offset in (GRACE + 1, 3 * GRACE, 10 * GRACE):  # held only by the workspace
         clock.offset = offset
-        result = await sweeper.sweep(store.refstore, "r", objects)
+        result = await sweeper.sweep(store.refstore, "rep", objects)
         assert result.orphans == 0 and result.deleted_files == 0
     assert {("L1", f) for f in stashed.l1} <= await staged_files(objects, "dev")
     # Popped onto main: still dev's files, still alive.
-    await store.refstore.pop_workspace("r", "wip", "main")
+    await store.refstore.pop_workspace("rep", "wip", "main")
     clock.offset = 20 * GRACE
-    await sweeper.sweep(store.refstore, "r", objects)
+    await sweeper.sweep(store.refstore, "rep", objects)
     clock.offset = 22 * GRACE
-    await sweeper.sweep(store.refstore, "r", objects)
+    await sweeper.sweep(store.refstore, "rep", objects)
     assert await repo.branch("main").get("y") == b"2"
     # Stashed again and dropped: collected after the grace period.
-    main_ref = await store.refstore.get_ref("r", "main")
-    await store.refstore.stash_workspace("r", "main", "w2", expected=main_ref)
-    await store.refstore.drop_workspace("r", "w2")
+    main_ref = await store.refstore.get_ref("rep", "main")
+    await store.refstore.stash_workspace("rep", "main", "w2", expected=main_ref)
+    await store.refstore.drop_workspace("rep", "w2")
     clock.offset = 30 * GRACE
-    assert (await sweeper.sweep(store.refstore, "r", objects)).orphans == len(stashed.l1)
+    assert (await sweeper.sweep(store.refstore, "rep", objects)).orphans == len(stashed.l1)
     clock.offset = 32 * GRACE
-    assert (await sweeper.sweep(store.refstore, "r", objects)).deleted_files == len(stashed.l1)
+    assert (await sweeper.sweep(store.refstore, "rep", objects)).deleted_files == len(stashed.l1)
     assert await staged_files(objects, "dev") == set()
 
 
@@ -129,12 +129,12 @@ async def test_a_sweep_never_sees_a_moving_file_as_unreferenced(
 ) -> None:
     """A stash or pop between the sweep's reads of refs and of workspaces: the move
     count changes, the sweep lists again."""
-    ns = (tmp_path / "r").as_uri()
-    repo = await store.create_repository("r", storage_namespace=ns)
+    ns = (tmp_path / "rep").as_uri()
+    repo = await store.create_repository("rep", storage_namespace=ns)
     dev = await repo.create_branch("dev")
     await _stage(dev, {"x": b"1"})
     rs = store.refstore
-    files = (await rs.get_ref("r", "dev")).l1
+    files = (await rs.get_ref("rep", "dev")).l1
     real = rs.list_refs
     moved = []
 
@@ -142,10 +142,10 @@ async def test_a_sweep_never_sees_a_moving_file_as_unreferenced(
         page = await real(*args, **kwargs)
         if not moved:  # the file leaves dev for a workspace right after dev was read
             moved.append(True)
-            await rs.stash_workspace("r", "dev", "wip", expected=await rs.get_ref("r", "dev"))
+            await rs.stash_workspace("rep", "dev", "wip", expected=await rs.get_ref("rep", "dev"))
         return page
 
     monkeypatch.setattr(rs, "list_refs", list_refs_then_move)
-    held = await referenced_files(rs, "r")
+    held = await referenced_files(rs, "rep")
     assert held is not None and {("L1", f) for f in files} <= held["dev"]
     assert moved

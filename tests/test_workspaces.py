@@ -118,31 +118,31 @@ async def test_stash_over_http_races_remote_writers(
 
 def test_cli_stash_list_show_pop_drop(tmp_path: Path) -> None:
     cli = Cli(tmp_path / "home")
-    cli("repo", "create", "lsm://ws", check=True)
+    cli("repo", "create", "lsm://wssx", check=True)
     (tmp_path / "f.txt").write_text("hello")
-    cli("fs", "upload", str(tmp_path / "f.txt"), "lsm://ws/main/f.txt", check=True)
-    saved = cli.json("stash", "save", "lsm://ws/main", "wip")
+    cli("fs", "upload", str(tmp_path / "f.txt"), "lsm://wssx/main/f.txt", check=True)
+    saved = cli.json("stash", "save", "lsm://wssx/main", "wip")
     assert saved["name"] == "wip" and saved["branch"] == "main" and saved["l1_files"] >= 1
-    assert cli.json("diff", "lsm://ws/main") == []
-    listed = cli.json("stash", "list", "lsm://ws")
+    assert cli.json("diff", "lsm://wssx/main") == []
+    listed = cli.json("stash", "list", "lsm://wssx")
     assert [w["name"] for w in listed] == ["wip"]
-    assert cli("stash", "list", "lsm://ws", check=True).stdout.splitlines()[1].startswith("wip ")
-    assert cli.json("stash", "show", "lsm://ws", "wip")["branch"] == "main"
+    assert cli("stash", "list", "lsm://wssx", check=True).stdout.splitlines()[1].startswith("wip ")
+    assert cli.json("stash", "show", "lsm://wssx", "wip")["branch"] == "main"
 
-    again = cli("stash", "save", "lsm://ws/main", "wip")
+    again = cli("stash", "save", "lsm://wssx/main", "wip")
     assert again.returncode == ExitCode.NOTHING_TO_COMMIT  # nothing staged now
-    cli("fs", "upload", str(tmp_path / "f.txt"), "lsm://ws/main/g.txt", check=True)
-    taken = cli("stash", "save", "lsm://ws/main", "wip")
+    cli("fs", "upload", str(tmp_path / "f.txt"), "lsm://wssx/main/g.txt", check=True)
+    taken = cli("stash", "save", "lsm://wssx/main", "wip")
     assert taken.returncode == ExitCode.EXISTS and "wip" in taken.stderr
     assert "Traceback" not in taken.stderr
 
-    cli("branch", "create", "lsm://ws/dev", "-s", "lsm://ws/main", check=True)
-    cli("pop", "lsm://ws/dev", "wip", check=True)
-    assert [c["path"] for c in cli.json("diff", "lsm://ws/dev")] == ["f.txt"]
-    missing = cli("pop", "lsm://ws/dev", "wip")
+    cli("branch", "create", "lsm://wssx/dev", "-s", "lsm://wssx/main", check=True)
+    cli("pop", "lsm://wssx/dev", "wip", check=True)
+    assert [c["path"] for c in cli.json("diff", "lsm://wssx/dev")] == ["f.txt"]
+    missing = cli("pop", "lsm://wssx/dev", "wip")
     assert missing.returncode == ExitCode.NOT_FOUND
 
-    cli("stash", "save", "lsm://ws/main", "g", check=True)
-    assert cli("stash", "drop", "lsm://ws", "g").returncode == ExitCode.USAGE  # no --yes
-    cli("stash", "drop", "lsm://ws", "g", "-y", check=True)
-    assert cli.json("stash", "list", "lsm://ws") == []
+    cli("stash", "save", "lsm://wssx/main", "g", check=True)
+    assert cli("stash", "drop", "lsm://wssx", "g").returncode == ExitCode.USAGE  # no --yes
+    cli("stash", "drop", "lsm://wssx", "g", "-y", check=True)
+    assert cli.json("stash", "list", "lsm://wssx") == []

@@ -18,6 +18,7 @@ import click
 
 from lsmstore.cli import (
     actions,
+    auth,
     branch,
     commits,
     completion,
@@ -130,7 +131,7 @@ def cli(
 
 
 for module in (repo, branch, commits, tag, fs, importer, workspace, service, completion,
-               protect, actions):  # fmt: skip
+               protect, actions, auth):  # fmt: skip
     module.register(cli)
 
 

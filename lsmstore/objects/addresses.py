@@ -19,6 +19,12 @@ namespace's scheme, each ending with ``/`` (set when the repository is created; 
 lakeFS's ``blockstore.*.allowed_external_prefixes``).  External S3 addresses are read
 with the namespace's store options (endpoint, region ...); external data is never
 recorded as garbage.
+
+A process may also *grant* import sources of its own (the setting
+``server_import_sources``, :func:`granted_prefixes`): an import may read under them
+(the caller checks that they overlap no repository's namespace,
+:mod:`lsmstore.operations.imports`) and reads follow the addresses it recorded; a link
+may not name them.
 """
 
 from __future__ import annotations
@@ -28,7 +34,12 @@ from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
 from lsmstore import layout
-from lsmstore.errors import CorruptFileError, InvalidInputError, InvalidNameError
+from lsmstore.errors import (
+    CorruptFileError,
+    ImportSourceNotAllowedError,
+    InvalidInputError,
+    InvalidNameError,
+)
 from lsmstore.objects.entry import AddressType, ObjectEntry
 from lsmstore.storage.base import check_key
 
@@ -76,6 +87,31 @@ def parse_allowed_prefixes(value: str | None, scheme: str) -> tuple[str, ...]:
     return prefixes
 
 
+#: The setting naming the import sources a process grants every repository.
+IMPORT_SOURCES_SETTING = "server.import_sources"
+
+
+def import_source_list(value: str) -> list[str]:
+    """The prefixes of a ``server_import_sources`` value (spaces or commas between
+    them), checked for form: ``s3://``, ``local://`` or ``file://`` URIs ending with
+    ``/``, without query; InvalidInputError."""
+    out = value.replace(",", " ").split()
+    for p in out:
+        scheme = urlsplit(p).scheme.lower()
+        if scheme not in ("s3", "local", "file"):
+            raise InvalidInputError(
+                f"import source {p!r}: must be an s3://, local:// or file:// URI prefix"
+            )
+        parse_allowed_prefixes(p, scheme)
+    return out
+
+
+def granted_prefixes(value: str, scheme: str) -> tuple[str, ...]:
+    """The granted import sources of a ``server_import_sources`` value that a
+    namespace of ``scheme`` may read (the others are of another scheme)."""
+    return tuple(p for p in import_source_list(value) if urlsplit(p).scheme.lower() == scheme)
+
+
 @dataclass(frozen=True, slots=True)
 class Location:
     """Where an entry's data is: ``key`` in the repository's store (``store_url`` None)
@@ -88,13 +124,23 @@ class Location:
 class Namespace:
     """The address rules of one repository (see the module docstring)."""
 
-    def __init__(self, store_url: str, storage_namespace: str, allowed: tuple[str, ...]) -> None:
+    def __init__(
+        self,
+        store_url: str,
+        storage_namespace: str,
+        allowed: tuple[str, ...],
+        granted: tuple[str, ...] = (),
+    ) -> None:
         self.uri = store_url.rstrip("/")
         self.base = self.uri + "/"
         parts = urlsplit(storage_namespace)
         self.scheme = parts.scheme.lower()
         self._query = parts.query
-        self.allowed = allowed
+        #: The repository's allowed external prefixes, then the process's granted
+        #: import sources (reads follow both; links, only the first).
+        self.allowed = allowed + granted
+        self.own = allowed
+        self.granted = granted
         #: The prefix users see and may give back: for a ``local://`` namespace the
         #: namespace as named (``local://rel/``), not the server's directory.
         self.public = storage_namespace.rstrip("/") + "/" if self.scheme == "local" else self.base
@@ -174,7 +220,7 @@ class Namespace:
             rest = address[len(self.base) :]
             key = unquote(rest) if self.scheme == "file" else rest
             loc = Location(key)
-        elif any(address.startswith(p) for p in self.allowed):
+        elif any(address.startswith(p) for p in self.allowed):  # own, then granted
             scheme = parts.scheme.lower()
             remote_file = scheme == "file" and parts.netloc not in ("", "localhost")
             if scheme != self.scheme or remote_file:
@@ -187,10 +233,11 @@ class Namespace:
                     root += "?" + self._query
             loc = Location(key, root)
         else:
-            raise InvalidInputError(
+            raise ImportSourceNotAllowedError(
                 f"import source {address!r} is outside the repository's storage namespace "
-                f"{self.public!r} and its allowed external prefixes (allow other places with "
-                f"the repository metadata {ALLOWED_EXTERNAL_PREFIXES_KEY!r})"
+                f"{self.public!r}, its allowed external prefixes (repository metadata "
+                f"{ALLOWED_EXTERNAL_PREFIXES_KEY!r}) and the import sources the server "
+                f"allows (setting {IMPORT_SOURCES_SETTING!r})"
             )
         segments = loc.key.split("/")
         if any(s in (".", "..") for s in segments) or layout.PREFIX in segments[:-1]:
@@ -199,9 +246,20 @@ class Namespace:
             )
         return loc, address
 
-    def for_link(self, address: object) -> tuple[str, AddressType]:
+    def granted_source(self, address: str) -> str | None:
+        """The granted prefix an import source ``address`` (as :meth:`import_source`
+        returned it) is read through, or None when the namespace or an allowed
+        external prefix of the repository holds it."""
+        if address.startswith(self.base) or address + "/" == self.base:
+            return None
+        if any(address.startswith(p) for p in self.own):
+            return None
+        return next((p for p in self.granted if address.startswith(p)), None)
+
+    def for_link(self, address: object, *, granted: bool = False) -> tuple[str, AddressType]:
         """The ``(address, type)`` to store for a linked physical address, or
-        InvalidInputError naming the rule it breaks."""
+        InvalidInputError naming the rule it breaks.  ``granted``: an address under a
+        granted import source is accepted too (an import's entries)."""
         address = check_address(address)
         if self.public != self.base and address.startswith(self.public):
             address = self.base + address[len(self.public) :]
@@ -215,7 +273,8 @@ class Namespace:
                 if key.startswith(layout.DATA):
                     return key, AddressType.RELATIVE
                 return address, AddressType.FULL
-            if not any(address.startswith(p) for p in self.allowed):
+            reach = self.allowed if granted else self.own
+            if not any(address.startswith(p) for p in reach):
                 raise InvalidInputError(
                     f"physical address {address!r} is outside the repository's storage "
                     f"namespace {self.base!r} (allow other places with the repository "

@@ -24,6 +24,7 @@ from lsmstore.graveler.record import Record
 from lsmstore.objects.addresses import (
     ALLOWED_EXTERNAL_PREFIXES_KEY,
     Namespace,
+    granted_prefixes,
     parse_allowed_prefixes,
 )
 from lsmstore.objects.entry import (
@@ -45,14 +46,17 @@ if TYPE_CHECKING:
 
 
 def namespace(repo: Repository) -> Namespace:
-    """The address rules of ``repo`` (InvalidInputError for bad allowed prefixes)."""
+    """The address rules of ``repo``, with the import sources its process grants
+    (``server_import_sources``); InvalidInputError for bad allowed prefixes."""
     ns = _namespaces.get(repo)
     if ns is None:
         scheme = repo.storage_namespace.partition("://")[0].lower()
         allowed = parse_allowed_prefixes(
             repo.info.metadata.get(ALLOWED_EXTERNAL_PREFIXES_KEY), scheme
         )
-        ns = _namespaces[repo] = Namespace(repo.objects.url, repo.storage_namespace, allowed)
+        granted = granted_prefixes(repo.store.config.server_import_sources, scheme)
+        ns = Namespace(repo.objects.url, repo.storage_namespace, allowed, granted)
+        _namespaces[repo] = ns
     return ns
 
 

@@ -20,7 +20,9 @@ branch's base, with the ``pre-commit`` / ``post-commit`` actions a commit runs
 **Where a source may be** (docs/security.md, "Imports"): the rule of a link
 (:meth:`~lsmstore.objects.addresses.Namespace.import_source`) -- inside the
 repository's storage namespace or under one of its allowed external prefixes, which
-never overlap another repository's namespace; files under an ``_lsm`` segment (the
+never overlap another repository's namespace, or under one of the import sources the
+process grants (``server_import_sources``) when that source overlaps no repository's
+namespace (:func:`_check_granted`); files under an ``_lsm`` segment (the
 service's own) are skipped.  Branch protection refuses an import into a protected
 branch, as a commit.
 
@@ -37,6 +39,10 @@ keyed ``<repository id>:<import id>``:
   its commit moves the branch).  The first writer wins: a cancel after ``commit`` is
   refused (409), an import whose decision is not its own ``commit`` stops without
   committing.
+
+**Retention.**  The records of an import that finished (or whose process stopped)
+more than ``import_records_retention_s`` ago are deleted when another import of its
+repository starts (:func:`prune`); its status then reads as not found.
 
 **After a restart** the import is not resumed: it fails with a clear status.  A status
 read that finds it running checks the lease; a lapsed lease means the process stopped,
@@ -68,6 +74,7 @@ from lsmstore.actions import runner as _actions
 from lsmstore.errors import (
     ConflictError,
     ImportNotFoundError,
+    ImportSourceNotAllowedError,
     InvalidInputError,
     LsmError,
     ObjectNotFoundError,
@@ -78,7 +85,7 @@ from lsmstore.errors import (
 )
 from lsmstore.graveler.ranges import RangeInfo, RangeWriter
 from lsmstore.graveler.record import Record
-from lsmstore.objects.addresses import Location, Namespace
+from lsmstore.objects.addresses import IMPORT_SOURCES_SETTING, Location, Namespace
 from lsmstore.objects.api import namespace as namespace_rules
 from lsmstore.objects.entry import DEFAULT_CONTENT_TYPE, AddressType, BatchEncoder
 from lsmstore.objects.linking import made_record
@@ -161,6 +168,26 @@ def _sources(repo: Repository, ns: Namespace, paths: Sequence[ImportPath]) -> li
     return out
 
 
+async def _check_granted(repo: Repository, ns: Namespace, sources: list[_Source]) -> None:
+    """ImportSourceNotAllowedError when a source read through one of the server's
+    import sources (``server_import_sources``) lies under one that overlaps a
+    repository's namespace (this one's too): a caller never reaches a namespace that
+    way, whatever part of the prefix it names."""
+    checked: set[str] = set()
+    for src in sources:
+        prefix = ns.granted_source(src.address)
+        if prefix is None or prefix in checked:
+            continue
+        owner = await namespace.owner_within(repo.refstore, prefix, repo.store.config.home)
+        if owner is not None:
+            raise ImportSourceNotAllowedError(
+                f"import source {src.path.path!r}: the server's import source {prefix!r} "
+                f"(setting {IMPORT_SOURCES_SETTING!r}) overlaps the storage namespace of "
+                f"repository {owner.name}; a namespace is read by its repository alone"
+            )
+        checked.add(prefix)
+
+
 def _store_of(repo: Repository, loc: Location) -> ObjectStore:
     return repo.objects if loc.store_url is None else repo.store.objects(loc.store_url)
 
@@ -236,7 +263,7 @@ async def _decide(repo: Repository, key: str, decision: str) -> str:
         return decision
     except RecordExistsError:
         found = await _decision(repo, key)
-        if found is None:  # pragma: no cover - records are never deleted
+        if found is None:  # pragma: no cover - deleted once finished
             raise UnavailableError(f"import {key}: its decision vanished") from None
         return found
 
@@ -270,7 +297,10 @@ async def start(
     ref = await repo.refstore.get_ref(repo.name, branch.name)
     if not ref.is_branch:
         raise InvalidInputError(f"{repo.name}/{branch.name} is not a branch")
-    sources = _sources(repo, namespace_rules(repo), checked)
+    ns = namespace_rules(repo)
+    sources = _sources(repo, ns, checked)
+    await _check_granted(repo, ns, sources)
+    await prune(repo)
     import_id = store.token(10)
     key = _key(repo, import_id)
     owner = f"{key}/{store.token(8)}"
@@ -404,7 +434,7 @@ class _Run:
                 continue  # the service's own files
             path = prefix if src.path.type == "object" else prefix + rest
             key = check_path(path, cfg.max_key_bytes)
-            address, atype = ns.for_link(src.address_of(meta.key))
+            address, atype = ns.for_link(src.address_of(meta.key), granted=True)
             etag = meta.etag or await md5_of(src.store, meta.key)
             enc = encoders.get(atype)
             if enc is None:
@@ -511,6 +541,47 @@ async def _one(store: ObjectStore, key: str) -> AsyncIterator[ObjectMeta]:
     yield ObjectMeta(key, meta.size, meta.etag)
 
 
+# --- retention ----------------------------------------------------------------------------
+
+
+async def prune(repo: Repository) -> int:
+    """Delete the records of ``repo``'s imports that finished (or whose process
+    stopped: settled first) more than ``import_records_retention_s`` ago; how many.
+    Run when an import starts, so the records of a repository stay bounded by what it
+    imports in that time.  The decision record goes first: a crash between the two
+    leaves a finished status, which reads the same and goes next time."""
+    cutoff = repo.store.clock() - repo.store.config.import_records_retention_s
+    prefix = f"{namespace.owner_id(repo.info)}:"
+    after = prefix
+    stale: list[tuple[str, _State]] = []
+    while page := await repo.refstore.list_records(KIND, after=after, limit=1000):
+        for name, value in page:
+            if not name.startswith(prefix):
+                break
+            try:
+                st = _State.load(value)
+            except (ValueError, KeyError, TypeError):  # pragma: no cover - written here
+                log.warning("import record %s is unreadable: left alone", name)
+                continue
+            if st.updated < cutoff:
+                stale.append((name, st))
+        else:
+            after = page[-1][0]
+            continue
+        break
+    pruned = 0
+    for name, st in stale:
+        if (await _settled(repo, name, st)).state == "running":
+            continue
+        for kind in (DECISIONS, KIND):
+            try:
+                await repo.refstore.delete_record(kind, name)
+            except RecordNotFoundError:
+                pass
+        pruned += 1
+    return pruned
+
+
 # --- status and cancel ---------------------------------------------------------------------
 
 
@@ -612,4 +683,4 @@ async def cancel(branch: Branch, import_id: str) -> None:
     await repo.store.stop_job(repo.name, branch.name, f"{JOB} {import_id}")
 
 
-__all__ = ["cancel", "check_paths", "md5_of", "start", "status"]
+__all__ = ["cancel", "check_paths", "md5_of", "prune", "start", "status"]

@@ -23,6 +23,55 @@ def check_repository_name(name: str) -> str:
     return name
 
 
+# --- lakeFS's rules, for names being created -----------------------------------------
+#
+# A repository, branch or tag is *created* only under a name lakeFS accepts
+# (``pkg/graveler``'s validation), so that every lakeFS tool can name it.  Names that
+# exist already are read and written under the older, wider rules above
+# (:func:`check_repository_name`, :func:`check_ref_name`): docs/decisions.md, "Names
+# follow lakeFS's rules".
+
+#: lakeFS's repository ids: 3-63 of lower-case letters, digits and '-', not starting
+#: with '-'.
+NEW_REPOSITORY_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{2,62}$")
+#: lakeFS's branch ids: ASCII letters, digits, '_' and '-', not starting with '-'.
+NEW_BRANCH_NAME = re.compile(r"^[0-9A-Za-z_][-0-9A-Za-z_]*$")
+
+
+def check_new_repository_name(name: str) -> str:
+    """A name a repository may be created under (lakeFS's rule)."""
+    check_repository_name(name)
+    if not NEW_REPOSITORY_NAME.fullmatch(name):
+        raise InvalidNameError(
+            f"invalid repository name {name!r}: a new repository's name must match "
+            f"{NEW_REPOSITORY_NAME.pattern} (3-63 lower-case letters, digits and '-', "
+            "as lakeFS requires)"
+        )
+    return name
+
+
+def check_new_branch_name(name: str) -> str:
+    """A name a branch may be created under (lakeFS's rule, at most 255 bytes)."""
+    check_ref_name(name, "branch")
+    if not NEW_BRANCH_NAME.fullmatch(name):
+        raise InvalidNameError(
+            f"invalid branch name {name!r}: a new branch's name must match "
+            f"{NEW_BRANCH_NAME.pattern} (ASCII letters, digits, '_' and '-', as lakeFS "
+            "requires)"
+        )
+    return name
+
+
+def check_new_tag_name(name: str) -> str:
+    """A name a tag may be created under: :func:`check_ref_name`'s rules (which
+    reserve more characters than lakeFS, for ref expressions) and lakeFS's own (no
+    ``.lock`` suffix, no ``@{``, no space or control character)."""
+    check_ref_name(name, "tag")
+    if name.endswith(".lock"):
+        raise InvalidNameError(f"invalid tag name {name!r}: ends with '.lock'")
+    return name
+
+
 def _check_text(name: str, what: str, max_bytes: int) -> None:
     """A non-empty string of valid Unicode, at most ``max_bytes`` in UTF-8."""
     if not isinstance(name, str) or not name:

@@ -56,7 +56,13 @@ from lsmstore.operations.protection import check_patterns
 from lsmstore.refstore.base import Ref as RefValue
 from lsmstore.refstore.base import Repository as RepositoryInfo
 from lsmstore.refstore.base import Workspace
-from lsmstore.refstore.names import check_ref_name, check_repository_name
+from lsmstore.refstore.names import (
+    check_new_branch_name,
+    check_new_repository_name,
+    check_new_tag_name,
+    check_ref_name,
+    check_repository_name,
+)
 from lsmstore.remote.batcher import Batcher
 from lsmstore.remote.http import HttpTransport, seg
 from lsmstore.staging.keys import check_key, encode_opt, make_record
@@ -334,8 +340,8 @@ class RemoteStore:
         """As the embedded ``create_repository``, one request (lakeFS ``createRepository``;
         repository metadata cannot be given over the API).  RefExistsError if the name is taken."""
         self._check_open()
-        check_repository_name(name)
-        check_ref_name(default_branch)
+        check_new_repository_name(name)
+        check_new_branch_name(default_branch)
         r = await self.http.request(
             "POST",
             "/repositories",
@@ -522,7 +528,7 @@ class RemoteRepository:
     async def create_branch(self, name: str, *, source: str | None = None) -> RemoteBranch:
         """One request (lakeFS ``createBranch``): branch ``name`` at the commit ``source``
         names (default: the default branch).  RefExistsError if the name is taken."""
-        check_ref_name(name)
+        check_new_branch_name(name)
         await self.http.request(
             "POST", self._base + "/branches",
             json_body={"name": name, "source": self._expression(source)},
@@ -541,7 +547,7 @@ class RemoteRepository:
 
     async def create_tag(self, name: str, target: str) -> str:
         """One request: tag the commit ``target`` names; the commit ID.  RefExistsError."""
-        check_ref_name(name, "tag")
+        check_new_tag_name(name)
         r = await self.http.request(
             "POST", self._base + "/tags", json_body={"id": name, "ref": target},
             ok=(201,), kind="create",

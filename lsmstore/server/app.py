@@ -37,6 +37,7 @@ from lsmstore.server.routes import (
     repositories,
     service,
     tags,
+    users,
     workspaces,
 )
 from lsmstore.server.routing import Router
@@ -56,7 +57,7 @@ _JSON_TYPE = (b"content-type", JSON.encode())
 def build_router(ctx: Context, version: str) -> Router:
     router = Router()
     for module in (config, repositories, branches, commits, refs, tags, objects, lsm, workspaces,
-                   protection, actions, imports, ui_routes):  # fmt: skip
+                   protection, actions, imports, users, ui_routes):  # fmt: skip
         for route in module.routes(ctx):
             router.add(route)
     # The document describes every route, itself and the health routes included.
@@ -142,7 +143,10 @@ class App:
                         request.auth = await ctx.auth.authenticate(
                             request.headers.get("authorization"), client_address(scope)
                         )
-                        raise ApiError(501, f"{method} {path} is not implemented")
+                        why = users.unimplemented_reason(path)
+                        raise ApiError(
+                            501, f"{method} {path} is not implemented" + (f": {why}" if why else "")
+                        )
                     raise ApiError(404, f"no route {method} {path}")
                 else:
                     forwarder = ctx.forwarder

@@ -104,6 +104,12 @@ class Principal:
     role: Role
     repositories: tuple[str, ...] = ()  # empty: every repository
     created_at: int = 0
+    #: The user the key belongs to (lsmstore.server.users); "": the key is its own.
+    user: str = ""
+
+    @property
+    def user_id(self) -> str:
+        return self.user or self.access_key_id
 
     def allows(self, action: Action, repository: str | None = None) -> bool:
         if _RANK[self.role] < _NEEDS[action]:
@@ -128,6 +134,7 @@ class Credential:
                 "role": p.role,
                 "repositories": list(p.repositories),
                 "created_at": p.created_at,
+                "user": p.user,
                 "generation": self.generation,
                 "secret_hash": self.secret_hash,
             }
@@ -146,6 +153,7 @@ class Credential:
                 doc["role"],
                 tuple(doc.get("repositories") or ()),
                 int(doc.get("created_at", 0)),
+                str(doc.get("user") or ""),
             ),
             secret_hash,
             generation,
@@ -260,9 +268,11 @@ class Authenticator:
         *,
         access_key_id: str | None = None,
         secret: str | None = None,
+        user: str = "",
     ) -> tuple[Principal, str]:
-        """A new key and its secret (the only time the secret is available).
-        RecordExistsError when the key id is taken."""
+        """A new key and its secret (the only time the secret is available), belonging
+        to ``user`` ("": to no user, it is its own).  RecordExistsError when the key id
+        is taken."""
         if role not in ROLES:
             raise InvalidInputError(f"unknown role {role!r} (known: {', '.join(ROLES)})")
         for repo in repositories:
@@ -274,7 +284,7 @@ class Authenticator:
         if len(secret) < 8:
             raise InvalidInputError("a secret has at least 8 characters")
         encoded = await asyncio.to_thread(hash_secret, secret)
-        principal = Principal(key_id, role, tuple(repositories), int(self.wall_clock()))
+        principal = Principal(key_id, role, tuple(repositories), int(self.wall_clock()), user)
         await self.records.put_record(
             KIND,
             key_id,
@@ -298,6 +308,11 @@ class Authenticator:
             if len(page) < 1000:
                 return out
             after = page[-1][0]
+
+    async def key(self, access_key_id: str) -> Principal | None:
+        """The key's principal, read now; None when there is no such key."""
+        cred = await self._load(access_key_id)
+        return cred.principal if cred is not None else None
 
     async def has_keys(self) -> bool:
         return bool(await self.records.list_records(KIND, limit=1))

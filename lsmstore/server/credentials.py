@@ -4,7 +4,9 @@ admin key of ``lsmstore serve --init``.
 **The first admin key.**  Several servers may start with ``--init`` on one empty
 RefStore at once; exactly one creates and prints a key.  A server that finds no key
 first claims the record ``settings/first-admin-key`` with a conditional write (naming
-the key id it will create), then creates the key; a server that loses the claim, or
+the key id it will create), then creates the key
+(:meth:`lsmstore.server.users.Users.create_first_admin`, which ``setup_lakefs`` uses
+too); a server that loses the claim, or
 finds keys, prints nothing and logs that a key exists.  A crash between the claim and
 the key leaves a claim naming a key that does not exist: later ``--init`` runs say so,
 and ``lsmstore serve credentials create --role admin`` (which needs no server) makes
@@ -18,15 +20,9 @@ import sys
 
 import orjson
 
-from lsmstore.errors import NotFoundError, RecordExistsError
-from lsmstore.server.auth import (
-    FIRST_ADMIN_NAME,
-    KIND,
-    SETTINGS_KIND,
-    Authenticator,
-    Role,
-    new_access_key_id,
-)
+from lsmstore.errors import NotFoundError
+from lsmstore.server.auth import FIRST_ADMIN_NAME, KIND, SETTINGS_KIND, Authenticator, Role
+from lsmstore.server.users import Users
 
 log = logging.getLogger("lsmstore.server")
 
@@ -40,20 +36,22 @@ async def init_admin(auth: Authenticator) -> bool:
             "access keys exist: --init creates none", extra={"fields": {"event": "keys_exist"}}
         )
         return False
-    key_id = new_access_key_id()
-    claim = orjson.dumps({"access_key_id": key_id, "claimed_at": int(auth.wall_clock())})
-    try:
-        await auth.records.put_record(SETTINGS_KIND, FIRST_ADMIN_NAME, claim, if_absent=True)
-    except RecordExistsError:
+    created = await Users(auth).create_first_admin()
+    if created is None:
         await _report_claim(auth)
         return False
-    principal, secret = await auth.create_key("admin", access_key_id=key_id)
+    principal, secret = created
     _print_key(principal.access_key_id, secret, principal.role)
     return True
 
 
 async def _report_claim(auth: Authenticator) -> None:
-    doc = orjson.loads(await auth.records.get_record(SETTINGS_KIND, FIRST_ADMIN_NAME))
+    try:
+        doc = orjson.loads(await auth.records.get_record(SETTINGS_KIND, FIRST_ADMIN_NAME))
+    except NotFoundError:  # keys were created otherwise (the command line) meanwhile
+        log.info("access keys exist: --init creates none",
+                 extra={"fields": {"event": "keys_exist"}})  # fmt: skip
+        return
     key_id = str(doc.get("access_key_id"))
     try:
         await auth.records.get_record(KIND, key_id)

@@ -78,6 +78,14 @@ class Metrics:
             "bytes accepted by branch writers and not yet acknowledged",
             registry=r,
         )
+        self.writers = Gauge(
+            "lsmstore_branch_writers",
+            "branch writers open in this process, closing ones included (docs/security.md)",
+            registry=r,
+        )
+        self.views = Gauge(
+            "lsmstore_branch_views", "branch views cached in this process", registry=r
+        )
         self.backend_seconds = Histogram(
             "lsmstore_backend_seconds",
             "RefStore and object-store call latency",
@@ -116,3 +124,5 @@ class Metrics:
         """Refresh the gauges read from the store's writers (called before rendering)."""
         writers = getattr(store, "_writers", {})
         self.pending_bytes.set(sum(getattr(w, "_pending_bytes", 0) for w in list(writers.values())))
+        self.writers.set(len(writers) + len(getattr(store, "_retiring", ())))
+        self.views.set(len(getattr(store, "_views", ())))

@@ -119,14 +119,16 @@ def config(settings: Config) -> dict[str, Any]:
 def storage_config(settings: Config) -> dict[str, Any]:
     """What the API accepts as a storage namespace (repositories.check_api_namespace):
     ``local://`` (the default kind: a directory of the server) and ``s3://``, ``mem://``
-    only when the server allows it."""
+    only when the server allows it; pre-signing is advertised when the operator says
+    every repository is on S3 (``server_presign_advertise``)."""
     schemes = "local|s3|mem" if settings.server_mem_namespaces == "on" else "local|s3"
+    presign = settings.server_presign_advertise == "on"
     return {
         "blockstore_type": "local",
         "blockstore_namespace_example": "local://my-repository",
         "blockstore_namespace_ValidityRegex": f"^({schemes})://",
         "default_namespace_prefix": "",
-        "pre_sign_support": False,
+        "pre_sign_support": presign,
         "pre_sign_support_ui": False,
         "import_support": True,
         "import_validity_regex": f"^({schemes}|file)://",

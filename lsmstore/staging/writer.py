@@ -42,7 +42,12 @@ docs/write-path.md walks through it; the contract in short:
   for ``stall_timeout_s`` fails with WriteStalledError.
 * Cancelling a waiting write does not unstage it: it may still be written.
 * ``aclose()`` flushes and acknowledges everything staged, then refuses new writes
-  with ClosedError.
+  with ClosedError (from its start: :meth:`BranchWriter.retire`); a call already
+  under way when it starts (a large ``write_staged`` preparing its rows, a
+  ``stage_sst``) completes first.  An append refused
+  because the branch or repository does not exist is reported to ``on_gone``, so the
+  owner can drop the writer; :meth:`BranchWriter.idle` tells when closing settles no
+  write.
 """
 
 from __future__ import annotations
@@ -65,6 +70,8 @@ from lsmstore.errors import (
     EntryTooLargeError,
     InvalidInputError,
     ObjectExistsError,
+    RefNotFoundError,
+    RepositoryNotFoundError,
     UnavailableError,
     WriteStalledError,
 )
@@ -229,6 +236,7 @@ class BranchWriter:
         encoder: Encoder | None = None,
         repository_id: str | None = None,
         before_append: Callable[[], Awaitable[None]] | None = None,
+        on_gone: Callable[[BranchWriter], None] | None = None,
     ) -> None:
         """``before_append`` is awaited before every append and refuses it by raising
         (the operations layer's branch protection: the batch fails, nothing is
@@ -236,7 +244,10 @@ class BranchWriter:
         process); without one, batches are encoded in a thread.  ``repository_id``
         conditions every append on the repository's id (RefStore, "Repository ids"):
         a batch prepared for a repository deleted or re-created meanwhile fails with
-        RepositoryNotFoundError, never acknowledged."""
+        RepositoryNotFoundError, never acknowledged.  ``on_gone(writer)`` is called
+        when an append is refused because the branch or its repository does not exist
+        (RefNotFoundError, RepositoryNotFoundError): the owner then retires the writer
+        (:meth:`retire`; a Store drops it, docs/security.md, "Per-branch state")."""
         self.refstore = refstore
         self.repository_id = repository_id
         self.objects = objects
@@ -250,6 +261,7 @@ class BranchWriter:
         self._randbits = randbits
         self._on_append = on_append
         self._before_append = before_append
+        self._on_gone = on_gone
         self._encoder = encoder or Encoder(use_process=False)
         self._loop = asyncio.get_running_loop()
         self._seq = 0
@@ -270,7 +282,12 @@ class BranchWriter:
         #: Set while flushing is stalled at the L1 hard limit.
         self.stalled = asyncio.Event()
         self._flush_now = False
-        self._closing = False
+        #: True from :meth:`retire` (or :meth:`aclose`) on: new writes raise ClosedError.
+        self.closing = False
+        #: Calls under way that have not reached the memstore (see :meth:`idle`).
+        self._entering = 0
+        #: ``clock()`` when the last batch was sealed (or the writer made).
+        self.last_active = clock()
         #: True once :meth:`aclose` is done (an attribute, not a property: every put
         #: reads it).
         self.closed = False
@@ -280,7 +297,7 @@ class BranchWriter:
     # --- writes ----------------------------------------------------------------------
 
     def _check_open(self) -> None:
-        if self._closing:
+        if self.closing:
             raise ClosedError(f"writer of {self.repo}/{self.branch} is closed")
 
     async def write(self, record: RecordTuple, durable: asyncio.Future[None] | None = None) -> None:
@@ -299,7 +316,7 @@ class BranchWriter:
         cancelling one waiting write never touches another's.  None when the record
         must wait for room (nothing is staged): then ``await write(record)``.
         ClosedError if the writer is closing."""
-        if self._closing:
+        if self.closing:
             self._check_open()  # raises
         value = record[2]
         size = len(record[0]) + (len(value) if value is not None else 0) + RECORD_OVERHEAD
@@ -324,8 +341,13 @@ class BranchWriter:
             self._check_open()
             # the per-row work off the loop; the call still enters one memstore in one
             # step (:meth:`Memstore.add_rows`), so it lands in one file as before
-            rows = await asyncio.to_thread(prepare_rows, records)
-            await self._write_many(rows, staged_bytes, pending=True)
+            self._entering += 1
+            try:
+                rows = await asyncio.to_thread(prepare_rows, records)
+            finally:
+                self._left()
+            # begun before any close: it lands in this writer, which waits for it
+            await self._write_many(rows, staged_bytes, pending=True, entered=True)
             return
         await self._write_many(records, staged_bytes, pending=True)
 
@@ -335,8 +357,10 @@ class BranchWriter:
         charge: Callable[[Any], int],
         *,
         pending: bool,
+        entered: bool = False,
     ) -> None:
-        self._check_open()
+        if not entered:
+            self._check_open()
         if not records:
             return
         size = (
@@ -517,7 +541,7 @@ class BranchWriter:
             else:
                 batch = self._batch
                 if not len(batch.mem):
-                    if self._closing and not self._room and not self._granted:
+                    if self.closing and not (self._room or self._granted or self._entering):
                         break
                     self._wake.clear()
                     await self._wake.wait()
@@ -525,7 +549,7 @@ class BranchWriter:
                 if not batch.seen:
                     batch.seen = time.perf_counter()
                 # Wait out the batching window unless the batch is full or a flush is due.
-                while not (self._flush_now or self._closing or self._full or self._is_full(batch)):
+                while not (self._flush_now or self.closing or self._full or self._is_full(batch)):
                     remaining = self._last_seal + self._window() - loop.time()
                     if remaining <= 0:
                         break
@@ -573,6 +597,7 @@ class BranchWriter:
     def _take(self, batch: _Batch) -> None:
         """Seal ``batch`` for flushing: the oldest full batch, or the current one."""
         self._last_seal = self._loop.time()
+        self.last_active = self._clock()
         if self._full and self._full[0] is batch:
             self._full.popleft()
         else:
@@ -674,6 +699,8 @@ class BranchWriter:
                     trace.append = now() - t
                 if isinstance(outcome, BaseException):
                     error = poison = outcome
+                    if isinstance(outcome, RefNotFoundError | RepositoryNotFoundError):
+                        self._gone()
                 else:
                     self._flushed(now() - t0)
                     self.stats.batches += 1
@@ -802,6 +829,14 @@ class BranchWriter:
         self._check_open()
         if not isinstance(data, bytes):
             raise InvalidInputError(f"stage_sst needs bytes, not {type(data).__name__}")
+        self._entering += 1
+        try:
+            return await self._stage_sst(data)
+        finally:
+            self._left()
+            self.last_active = self._clock()
+
+    async def _stage_sst(self, data: bytes) -> str:
         cfg = self.config
         sidecar: Sidecar = await asyncio.to_thread(
             sidecar_of_prepared_sst,
@@ -812,22 +847,54 @@ class BranchWriter:
             cfg.bloom_error_rate,
             cfg.max_prepared_sst_bytes,
         )
-        self._check_open()
         await self._admit()  # the same backpressure as batches
         file_id = await self._upload(data, encode_sidecar(sidecar))
-        ref = await self._append([file_id])
+        try:
+            ref = await self._append([file_id])
+        except (RefNotFoundError, RepositoryNotFoundError):
+            self._gone()
+            raise
         self.stats.staged_ssts += 1
         self._after_append(ref)
         return file_id
 
     # --- life cycle --------------------------------------------------------------------------
 
+    def _left(self) -> None:
+        """A call counted in ``_entering`` is done entering."""
+        self._entering -= 1
+        if not self._entering:
+            self._wake.set()  # a closing flusher waits for it (see _run)
+
+    def _gone(self) -> None:
+        if self._on_gone is not None and not self.closing:
+            self._on_gone(self)
+
+    def idle(self) -> bool:
+        """True when nothing is staged, in flight, waiting for room or on its way in:
+        closing the writer now settles no write."""
+        return not (
+            len(self._batch.mem)
+            or self._full
+            or self._inflight
+            or self._waiting
+            or self._room
+            or self._granted
+            or self._entering
+        )
+
+    def retire(self) -> None:
+        """Refuse new writes (ClosedError) from now on; what is staged is still flushed
+        by :meth:`aclose`, which the caller awaits.  Synchronous, so that an owner
+        that saw the writer :meth:`idle` retires it before any other write comes in."""
+        self.closing = True
+        self._wake.set()
+
     async def aclose(self) -> None:
         """Flush and acknowledge everything staged, then release the writer."""
         if self.closed:
             return
-        self._closing = True
-        self._wake.set()
+        self.retire()
         try:
             await asyncio.shield(self._runner)
         finally:

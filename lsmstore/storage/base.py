@@ -45,9 +45,10 @@ import enum
 import re
 from collections.abc import AsyncIterable, AsyncIterator, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from lsmstore.closing import AsyncCloseable
-from lsmstore.errors import ClosedError, InvalidInputError, InvalidNameError
+from lsmstore.errors import ClosedError, InvalidInputError, InvalidNameError, NotAvailableError
 
 #: Largest chunk :meth:`ObjectStore.get_stream` yields by default.
 STREAM_CHUNK = 1 << 20
@@ -203,6 +204,15 @@ class ObjectStore(AsyncCloseable, abc.ABC):
             if len(chunk) < want:
                 return  # short read: the end of the object
 
+    async def presigned_url(self, key: str, method: Literal["GET", "PUT"], expires_s: int) -> str:
+        """A URL with which anyone holding it may ``GET`` (read) or ``PUT`` (write) the
+        object ``key`` directly at the backend for ``expires_s`` seconds, without other
+        credentials: the backend checks the signature it carries.  Nothing is read or
+        written to make it.  NotAvailableError from a backend that has no such URLs
+        (local files, memory); InvalidInputError for a bad key or expiry."""
+        check_key(key)
+        raise NotAvailableError(f"object store {self.url} cannot pre-sign URLs")
+
     async def aclose(self) -> None:
         self._closed = True
 
@@ -236,6 +246,9 @@ class ForwardingStore(ObjectStore):
 
     def list(self, prefix: str = "", *, after: str | None = None) -> AsyncIterator[ObjectMeta]:
         return self.inner.list(prefix, after=after)
+
+    async def presigned_url(self, key: str, method: Literal["GET", "PUT"], expires_s: int) -> str:
+        return await self.inner.presigned_url(key, method, expires_s)
 
     async def aclose(self) -> None:
         await self.inner.aclose()

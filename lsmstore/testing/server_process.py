@@ -95,9 +95,12 @@ def start_server(
     env: dict[str, str] | None = None,
     timeout: float = 60.0,
     admin: tuple[str, str] | None = None,
+    init: bool = True,
 ) -> ServerProcess:
     """Start the server (``args`` are extra flags) and wait until it listens.  On a
-    home that has keys already, pass the ``admin`` key (nothing is printed then).  On
+    home that has keys already, pass the ``admin`` key (nothing is printed then).
+    ``init=False`` starts it without ``--init`` (no key is created; ``admin`` is then
+    ``("", "")`` unless given).  On
     a shared RefStore (``--refstore redis://...``) the environment must name the token
     signing secret (``LSMSTORE_SERVER_AUTH_SECRET_KEY``)."""
     home.mkdir(parents=True, exist_ok=True)
@@ -106,7 +109,7 @@ def start_server(
     full_env.update(env or {})
     proc = subprocess.Popen(
         [sys.executable, "-m", "lsmstore.server", "--host", "127.0.0.1", "--port", "0",
-         "--init", *args],
+         *(["--init"] if init else []), *args],
         env=full_env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -129,6 +132,8 @@ def start_server(
             raise RuntimeError(f"server did not start:\n{''.join(raw)}")
         time.sleep(0.02)
     url = str(listening[0]["url"])
+    if not init:
+        admin = admin or ("", "")
     if admin is not None:
         return ServerProcess(proc, url, home, full_env, admin, lines, out)
     # The key is printed before the server listens; stdout may still be in flight.

@@ -22,7 +22,7 @@ from lsmstore.graveler.commit import write_commit
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID
 from lsmstore.refexpr import resolve
 from lsmstore.refstore.base import Ref, RefKind
-from lsmstore.refstore.names import check_ref_name
+from lsmstore.refstore.names import check_new_branch_name, check_new_tag_name, check_ref_name
 from lsmstore.types import Commit
 from lsmstore.versioning.context import RepoContext
 
@@ -79,8 +79,9 @@ async def init_default_branch(
 
 
 async def create_branch(ctx: RepoContext, name: str, source: str) -> BranchInfo:
-    """Create branch ``name`` at the commit ``source`` resolves to."""
-    check_ref_name(name, "branch")
+    """Create branch ``name`` (lakeFS's rule for new names) at the commit ``source``
+    resolves to."""
+    check_new_branch_name(name)
     resolved = await resolve(ctx, source)
     ref = Ref("branch", resolved.commit_id)
     await ctx.refstore.create_ref(ctx.name, name, ref)
@@ -122,8 +123,9 @@ async def delete_branch(ctx: RepoContext, name: str, *, expected: Ref | None = N
 
 
 async def create_tag(ctx: RepoContext, name: str, target: str) -> TagInfo:
-    """Create tag ``name`` at the commit ``target`` resolves to (RefExistsError if taken)."""
-    check_ref_name(name, "tag")
+    """Create tag ``name`` (lakeFS's rules for new names) at the commit ``target``
+    resolves to (RefExistsError if taken)."""
+    check_new_tag_name(name)
     resolved = await resolve(ctx, target)
     await ctx.refstore.create_ref(ctx.name, name, Ref("tag", resolved.commit_id))
     return TagInfo(name, resolved.commit_id)

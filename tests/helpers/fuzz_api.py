@@ -191,7 +191,7 @@ odd_names = st.text(
     min_size=1,
     max_size=16,
 )
-repo_names = st.from_regex(r"[a-z0-9][a-z0-9_-]{0,10}", fullmatch=True)
+repo_names = st.from_regex(r"[a-z0-9][a-z0-9-]{2,10}", fullmatch=True)
 names = st.one_of(good_names, good_names, repo_names, odd_names, texts, junk)
 metadata = st.one_of(
     st.none(),

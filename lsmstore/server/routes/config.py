@@ -33,8 +33,8 @@ def routes(ctx: Context) -> list[Route]:
     async def current_user(request: Request) -> Response:
         p = principal(request)
         return json_response(
-            {"user": {"id": p.access_key_id, "creation_date": p.created_at,
-                      "friendly_name": f"{p.access_key_id} ({p.role})"}}
+            {"user": {"id": p.user_id, "creation_date": p.created_at,
+                      "friendly_name": f"{p.user_id} ({p.role})"}}
         )  # fmt: skip
 
     async def login(request: Request) -> Response:

@@ -18,12 +18,13 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 from email.utils import formatdate
-from typing import Any
+from typing import Any, Literal
 
-from lsmstore.client import Ref
-from lsmstore.errors import CorruptFileError, PreconditionFailedError
+from lsmstore.client import Ref, Repository
+from lsmstore.errors import CorruptFileError, NotAvailableError, PreconditionFailedError
 from lsmstore.objects import DEFAULT_CONTENT_TYPE
 from lsmstore.objects.source import HASH_IN_THREAD
+from lsmstore.operations import presign
 from lsmstore.refstore.names import check_ref_name
 from lsmstore.server import pagination, validate
 from lsmstore.server.context import Context
@@ -122,8 +123,27 @@ def _object_headers(s: ObjectStats) -> dict[str, str]:
     }
 
 
+def _no_presign(repo: Repository, e: NotAvailableError) -> ApiError:
+    scheme = repo.storage_namespace.partition("://")[0]
+    return bad_request(
+        f"pre-signed URLs are not supported for repository {repo.name!r} "
+        f"(storage namespace {scheme}://; they need an S3 namespace): {e}"
+    )
+
+
 def routes(ctx: Context) -> list[Route]:
     config = ctx.config
+
+    async def _signed(
+        repo: Repository, s: ObjectStats, method: Literal["GET", "PUT"]
+    ) -> tuple[str, int]:
+        """A pre-signed URL of the object's data and its expiry (epoch seconds), or 400."""
+        expires = config.server_presign_expiry_s
+        try:
+            url = await presign.data_url(repo, s, method, expires)
+        except NotAvailableError as e:
+            raise _no_presign(repo, e) from None
+        return url, int(repo.store.clock()) + expires
 
     async def _ref(request: Request) -> Ref:
         repo = await ctx.repository(request.params["repository"])
@@ -173,7 +193,11 @@ def routes(ctx: Context) -> list[Route]:
         ref_ = await _ref(request)
         path = _path(request)
         if request.bool_arg("presign"):
-            raise bad_request("pre-signed URLs are not supported (storage_config.pre_sign_support)")
+            repo = await ctx.repository(request.params["repository"])
+            s = await ref_.stat_object(path)
+            if s.physical_address:  # an inline value has no data to sign: served below
+                url, _ = await _signed(repo, s, "GET")
+                return Response(302, b"", None, {"Location": url})
         reader = await ref_.open(path)
         s = reader.stats
         headers = _object_headers(s)
@@ -255,7 +279,11 @@ def routes(ctx: Context) -> list[Route]:
     async def stat_object(request: Request) -> Response:
         ref_ = await _ref(request)
         s = await ref_.stat_object(_path(request))
-        return json_response(stats_json(s, request.bool_arg("user_metadata", True)))
+        doc = stats_json(s, request.bool_arg("user_metadata", True))
+        if request.bool_arg("presign") and s.physical_address:
+            repo = await ctx.repository(request.params["repository"])
+            doc["physical_address"], doc["physical_address_expiry"] = await _signed(repo, s, "GET")
+        return json_response(doc)
 
     async def list_objects(request: Request) -> Response:
         ref_ = await _ref(request)
@@ -311,10 +339,18 @@ def routes(ctx: Context) -> list[Route]:
         repo = await ctx.repository(request.params["repository"])
         branch = repo.branch(check_ref_name(request.params["branch"]))
         _path(request)
-        if request.bool_arg("presign"):
-            raise bad_request("pre-signed URLs are not supported (storage_config.pre_sign_support)")
         await ctx.check_branch(branch)
-        return json_response({"physical_address": branch.new_physical_address()})
+        if not request.bool_arg("presign"):
+            return json_response({"physical_address": branch.new_physical_address()})
+        expires = config.server_presign_expiry_s
+        try:
+            address, url = await presign.upload_url(branch, expires)
+        except NotAvailableError as e:
+            raise _no_presign(repo, e) from None
+        expiry = int(repo.store.clock()) + expires
+        return json_response(
+            {"physical_address": address, "presigned_url": url, "presigned_url_expiry": expiry}
+        )
 
     async def link_physical_address(request: Request) -> Response:
         repo = await ctx.repository(request.params["repository"])
@@ -359,7 +395,8 @@ def routes(ctx: Context) -> list[Route]:
               body=(("application/json", ref("StagingMetadata")),),
               responses={200: ref("ObjectStats")}, errors=(400, 404, 412), forward=True),
         Route("GET", REF_OBJECTS, get_object, "getObject", "read", "objects",
-              query=(PATH, PRESIGN), responses={200: _OCTETS, 206: _OCTETS, 304: None},
+              query=(PATH, PRESIGN),
+              responses={200: _OCTETS, 206: _OCTETS, 302: None, 304: None},
               produces="application/octet-stream", errors=(404, 416),
               response_headers=object_headers),
         Route("HEAD", REF_OBJECTS, head_object, "headObject", "read", "objects",

@@ -6,6 +6,8 @@ from urllib.parse import parse_qsl, urlsplit
 
 from lsmstore.client import Repository
 from lsmstore.config import Config
+from lsmstore.namespace import namespace_key, resolve
+from lsmstore.objects.addresses import import_source_list
 from lsmstore.server import models, pagination, validate
 from lsmstore.server.auth import forbidden
 from lsmstore.server.context import Context
@@ -23,7 +25,8 @@ API_NAMESPACE_SCHEMES = ("local", "s3", "mem")  # mem:// only when configured
 def check_api_namespace(namespace: str, config: Config) -> None:
     """400 unless an API caller may name ``namespace``: ``local://`` or ``s3://`` (its
     ``endpoint_url`` one of ``server_namespace_endpoints``), ``mem://`` only with
-    ``server_mem_namespaces = on`` (docs/security.md)."""
+    ``server_mem_namespaces = on``, never overlapping one of ``server_import_sources``
+    (docs/security.md)."""
     scheme = namespace.split("://", 1)[0].lower()
     if scheme not in API_NAMESPACE_SCHEMES:
         raise bad_request(
@@ -35,6 +38,13 @@ def check_api_namespace(namespace: str, config: Config) -> None:
             f"storage namespace {namespace!r}: mem:// namespaces lose their data on restart; "
             "the server accepts them only with server.mem_namespaces = on (tests)"
         )
+    key = namespace_key(resolve(namespace, config.home) or namespace)
+    for source in import_source_list(config.server_import_sources):
+        if namespace_key(resolve(source.rstrip("/"), config.home) or source).overlaps(key):
+            raise bad_request(
+                f"storage namespace {namespace!r} overlaps {source!r}, a place the server "
+                "imports from (server.import_sources): choose another namespace"
+            )
     if scheme == "s3":
         endpoints = dict(parse_qsl(urlsplit(namespace).query, keep_blank_values=True))
         endpoint = endpoints.get("endpoint_url")

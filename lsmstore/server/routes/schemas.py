@@ -191,7 +191,9 @@ COMPONENTS: dict[str, dict[str, Any]] = {
         {"size_bytes": INT, "metadata": STR_MAP, "content_type": STR},
     ),
     "ObjectStatsList": listing("ObjectStats"),
-    "StagingLocation": obj({}, {"physical_address": STR}),
+    "StagingLocation": obj(
+        {}, {"physical_address": STR, "presigned_url": STR, "presigned_url_expiry": INT}
+    ),
     "StagingMetadata": obj(
         {"staging": ref("StagingLocation"), "checksum": STR, "size_bytes": INT},
         {"user_metadata": STR_MAP, "content_type": STR, "mtime": INT, "force": BOOL},
@@ -254,6 +256,7 @@ COMPONENTS: dict[str, dict[str, Any]] = {
     "LoginInformation": obj({"access_key_id": STR, "secret_access_key": STR}),
     "AuthenticationToken": obj({"token": STR}, {"token_expiration": INT}),
     "User": obj({"id": STR, "creation_date": INT}, {"friendly_name": STR, "email": STR}),
+    "UserList": listing("User"),
     # --- extensions ------------------------------------------------------------------
     "StagingState": obj(
         {
