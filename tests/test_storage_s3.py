@@ -84,6 +84,47 @@ async def test_part_size_bounds() -> None:
     for bad in (MIN_PART_SIZE - 1, (5 << 30) + 1):
         with pytest.raises(InvalidInputError):
             S3Store("bucket", part_size=bad)
+    for bad in (0, 65):
+        with pytest.raises(InvalidInputError):
+            S3Store("bucket", part_concurrency=bad)
+
+
+@pytest.mark.parametrize("concurrency", [1, 2])
+async def test_parts_go_part_concurrency_at_a_time(
+    moto: MotoServer, bucket: str, concurrency: int
+) -> None:
+    """A streamed upload keeps up to ``part_concurrency`` UploadParts in flight (never
+    more), and the object is still the parts in order with S3's multipart ETag."""
+    import hashlib
+
+    data = os.urandom(5 * MIN_PART_SIZE + 7)
+    in_flight = 0
+    most = 0
+
+    def started(**_: object) -> None:
+        nonlocal in_flight, most
+        in_flight += 1
+        most = max(most, in_flight)
+
+    def ended(**_: object) -> None:
+        nonlocal in_flight
+        in_flight -= 1
+
+    async with S3Store(
+        bucket, endpoint_url=moto.endpoint, part_size=MIN_PART_SIZE, part_concurrency=concurrency
+    ) as s:
+        client = await s._connect()
+        client.meta.events.register("before-call.s3.UploadPart", started)
+        client.meta.events.register("after-call.s3.UploadPart", ended)
+        chunks = [data[i : i + 1_000_000] for i in range(0, len(data), 1_000_000)]
+        meta = await s.put_stream("big", aiter_of(chunks))
+        assert most == concurrency and in_flight == 0
+        md5s = b"".join(
+            hashlib.md5(data[i : i + MIN_PART_SIZE]).digest()
+            for i in range(0, len(data), MIN_PART_SIZE)
+        )
+        assert meta.etag == (await s.head("big")).etag == hashlib.md5(md5s).hexdigest() + "-6"
+        assert await s.get("big") == data
 
 
 async def test_prefix_maps_keys(moto: MotoServer, bucket: str) -> None:

@@ -18,10 +18,10 @@ Contract (checked by :mod:`lsmstore.testing.store_contract` for every backend):
   ``after``; backends page internally.
 * ``put_stream`` stores the concatenation of an async iterator of chunks with the
   same atomicity and modes as ``put``, never holding the whole object in memory (a
-  backend buffers at most about two parts: ``S3Store`` sends objects past its part size
-  as a multipart upload).  If the iterator raises, or the caller is cancelled, nothing
-  is published and nothing partial is left behind that a key can name (S3 aborts the
-  multipart upload; a local store removes its temp file).
+  backend buffers a bounded number of parts: ``S3Store`` sends objects past its part
+  size as a multipart upload, a few parts at once).  If the iterator raises, or the
+  caller is cancelled, nothing is published and nothing partial is left behind that a
+  key can name (S3 aborts the multipart upload; a local store removes its temp file).
 * ``put_fresh`` creates an object under a fresh key nothing names yet, returning once
   it is written and readable, with a future that ends once it is durable: the caller
   may do other work (stage an entry naming it) before it waits, and must wait before

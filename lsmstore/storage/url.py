@@ -16,7 +16,8 @@ S3 options (query parameters override keyword arguments of the same name):
 ``max_attempts`` (total attempts per request, default 5), ``connect_timeout`` and
 ``read_timeout`` (seconds, default 5 and 30), ``max_pool_connections`` (default 64),
 ``page_size`` (keys per ListObjectsV2 page, 1..1000), ``part_size`` (bytes per part of
-a streamed upload, default 8 MiB, at least 5 MiB).  ``file`` and ``mem`` take no
+a streamed upload, default 8 MiB, at least 5 MiB), ``part_concurrency`` (parts of one
+streamed upload sent at once, default 4, 1..64).  ``file`` and ``mem`` take no
 options.  Anything else -- another scheme, a relative path, an unknown option, a value
 of the wrong type -- raises :class:`InvalidURLError` naming it.
 """
@@ -67,6 +68,7 @@ S3_OPTIONS: dict[str, Callable[[Any], Any]] = {
     "max_pool_connections": int,
     "page_size": int,
     "part_size": int,
+    "part_concurrency": int,
 }
 
 
