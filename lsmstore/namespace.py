@@ -38,7 +38,7 @@ import hashlib
 import json
 import posixpath
 import secrets
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -292,6 +292,38 @@ def ancestor_urls(url: str) -> list[str]:
         else:
             out.append(f"s3://{parts.netloc}/{path}{query}")
     return out
+
+
+def check_not_reserved(repo: Repository) -> None:
+    """NamespaceInUseError if ``repo``'s namespace has an ``_lsm`` path segment: that
+    is where repositories keep their own files (of one deleted but still collected, or
+    of one another RefStore knows), never a namespace of its own."""
+    if layout.PREFIX in key_of(repo).segments:
+        raise NamespaceInUseError(
+            f"storage namespace {repo.storage_namespace} has a path segment {layout.PREFIX}, "
+            "reserved for the files of the repository around it"
+        )
+
+
+def nested_roots(keys: Iterable[str]) -> set[str]:
+    """The namespaces nested inside a listed one: ``"<sub>/"`` for each listed key
+    ``<sub>/_lsm/owner.json`` (``sub`` not empty) -- another repository's marker, of
+    whatever owner, released or not, unreadable or not (nothing is read)."""
+    tail = "/" + MARKER
+    return {k[: -len(MARKER)] for k in keys if k.endswith(tail) and len(k) > len(tail)}
+
+
+def outside_nested(keys: Iterable[str]) -> set[str]:
+    """``keys`` (a listing of one namespace) without those of nested namespaces
+    (:func:`nested_roots`): what a deleter of the listed namespace may consider at
+    all.  Creation refuses nesting (:func:`check_free`); this covers what a create
+    cannot see (the outer namespace created later by a RefStore that does not know the
+    inner one)."""
+    keys = set(keys)
+    roots = nested_roots(keys)
+    if not roots:
+        return keys
+    return {k for k in keys if not any(k.startswith(r) for r in roots)}
 
 
 async def check_free(objects: ObjectStore, ancestors: list[ObjectStore], repo: Repository) -> None:

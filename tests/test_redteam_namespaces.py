@@ -108,6 +108,10 @@ def test_a_namespace_equal_to_inside_or_around_another_is_refused(a: httpx.Clien
     assert r.status_code == 409 and "team-c" in r.json()["message"]
     # A sibling whose name only starts the same is another place.
     assert create(a, "victim2", "local://victim2").status_code == 201
+    # No namespace lies in an _lsm area, even where no repository is known around it.
+    r = create(a, "thief", "local://nobody/_lsm/staging")
+    assert r.status_code == 409 and r.json()["type"] == "NamespaceInUseError", r.text
+    assert "_lsm" in r.json()["message"]
     assert a.get("/repositories/thief").status_code == 404
     assert read(a, "victim", "precious").content == b"acknowledged"
 

@@ -41,6 +41,7 @@ from lsmstore.graveler.commit import read_commit
 from lsmstore.graveler.metarange import EMPTY_METARANGE_ID
 from lsmstore.graveler.source import DirectSource
 from lsmstore.graveler.sst_reader import SSTReader
+from lsmstore.namespace import outside_nested
 from lsmstore.objects.entry import decode_entry
 from lsmstore.refstore.base import RefStore, Repository
 from lsmstore.staging.files import SIDECAR_SUFFIX, SST_SUFFIX, new_file_id
@@ -104,11 +105,13 @@ async def read_ranges_locally(objects: ObjectStore, range_ids: list[str]) -> set
 
 
 async def list_keys(objects: ObjectStore, areas: Iterable[str] = AREAS) -> set[str]:
+    """The keys of ``areas``, except those of a namespace nested inside one (another
+    repository's: :func:`lsmstore.namespace.outside_nested`)."""
     keys: set[str] = set()
     for prefix in areas:
         async for meta in objects.list(prefix):
             keys.add(meta.key)
-    return keys
+    return outside_nested(keys)
 
 
 async def _heads(refstore: RefStore, repo: str, retention: Retention) -> list[tuple[str, float]]:

@@ -412,7 +412,9 @@ class Sweeper:
         st_pfx = layout.STAGING if branch is None else layout.staging_prefix(branch)
 
         # 1. list records and staging files, then read the refs (order matters: a file
-        #    listed and then appended is seen as referenced).
+        #    listed and then appended is seen as referenced).  Only keys of exactly the
+        #    shapes parsed below count; a namespace nested inside this one has none
+        #    (its keys are ``<sub>/_lsm/...``, longer), so its files are never touched.
         records: dict[str, list[tuple[str, GcRecord]]] = defaultdict(list)
         listed: set[tuple[str, str]] = set()
         async for meta in objects.list(gc_pfx):

@@ -49,6 +49,7 @@ async def create(store: Store, info: RepositoryInfo) -> Repository:
     taken = await namespace.overlapping(store.refstore, info)
     if taken:
         raise namespace.in_use_error(info, taken[0])
+    namespace.check_not_reserved(info)
     objects = store.objects(namespace.location_of(info))
     found = await namespace.read_marker(objects)
     if found is not None and not found.released and found.owner != info.uid:
