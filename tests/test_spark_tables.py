@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 import pytest
+from helpers.spark_env import SparkEnv, spark_env
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -33,24 +34,12 @@ pytestmark = pytest.mark.timeout(600)
 GRACE = 600.0
 
 
-class Env:
-    def __init__(self, tmp: Path, store: lsmstore.Store) -> None:
-        self.tmp = tmp
-        self.store = store
-        self.refstore_url = f"local://{tmp / 'refs'}"
-        self.ns = (tmp / "ns").as_uri()
-
-    def opts(self, **extra: str) -> dict[str, str]:
-        return {"refstore": self.refstore_url, "format": "parquet", **extra}
+Env = SparkEnv
 
 
 @pytest.fixture
 async def env(tmp_path: Path) -> AsyncIterator[Env]:
-    async with lsmstore.connect(
-        f"local://{tmp_path / 'refs'}", batch_interval_ms=2, compaction_in_process="off"
-    ) as store:
-        e = Env(tmp_path, store)
-        await store.create_repository("rep", storage_namespace=e.ns)
+    async with spark_env(tmp_path, {"format": "parquet"}) as e:
         yield e
 
 

@@ -1,0 +1,38 @@
+"""A store for the Spark data source's tests: an embedded RefStore in a temporary
+directory, repository ``rep`` on a local namespace beside it, and the data-source
+options that name them."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import lsmstore
+
+
+class SparkEnv:
+    def __init__(self, tmp: Path, store: lsmstore.Store, defaults: Mapping[str, str]) -> None:
+        self.tmp = tmp
+        self.store = store
+        self.refstore_url = f"local://{tmp / 'refs'}"
+        self.ns = (tmp / "ns").as_uri()
+        self._defaults = dict(defaults)
+
+    def opts(self, **extra: str) -> dict[str, str]:
+        """The data source's options: the RefStore, the file's defaults, ``extra``."""
+        return {"refstore": self.refstore_url, **self._defaults, **extra}
+
+
+@asynccontextmanager
+async def spark_env(
+    tmp: Path, defaults: Mapping[str, str], **config: Any
+) -> AsyncIterator[SparkEnv]:
+    """A :class:`SparkEnv` in ``tmp`` (store settings ``config``), closed on exit."""
+    async with lsmstore.connect(
+        f"local://{tmp / 'refs'}", batch_interval_ms=2, compaction_in_process="off", **config
+    ) as store:
+        env = SparkEnv(tmp, store, defaults)
+        await store.create_repository("rep", storage_namespace=env.ns)
+        yield env
