@@ -25,7 +25,6 @@ holds an object; nothing is written).
 from __future__ import annotations
 
 import asyncio
-import base64
 import binascii
 import time
 from collections.abc import Sequence
@@ -42,6 +41,7 @@ from lsmstore.server.http import Request, Response, json_response
 from lsmstore.server.routes.schemas import ref
 from lsmstore.server.routing import Route
 
+_a2b = binascii.a2b_base64
 _ENTRY = {"type": "array", "minItems": 2, "items": {}}
 SCHEMA = {"type": "array", "items": _ENTRY}
 
@@ -54,8 +54,8 @@ def _b64(value: object, what: str) -> object:
     """A JSON body's base64 text as bytes (anything else is left for the checks)."""
     if isinstance(value, str):
         try:
-            return base64.b64decode(value, validate=True)
-        except binascii.Error:
+            return _a2b(value, strict_mode=True)
+        except ValueError:  # binascii.Error, or text that is not ASCII
             raise bad_request(f"{what} must be base64 in JSON") from None
     return value
 
