@@ -522,7 +522,7 @@ def main(argv: list[str]) -> int:
     if "appkv" in phases:
         import uvloop
 
-        us = uvloop.run(app_cpu(tmp / "appkv", 800, "kv", args.batch))
+        us = uvloop.run(app_cpu(tmp / "appkv", 1600, "kv", args.batch))
         rows.append((f"ASGI app in process: CPU per JSON batch request of {args.batch} kv puts",
                      f"{us:,.0f} µs", "no sockets; 8 at a time; local:// namespace"))  # fmt: skip
     if not args.skip_library:
