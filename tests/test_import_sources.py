@@ -13,6 +13,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import boto3
+import httpx
 import lakefs
 import lakefs_sdk
 import lakefs_sdk.exceptions
@@ -225,6 +226,35 @@ def test_a_daemon_granting_a_place_that_holds_a_namespace_does_not_start(
     # granting only places that hold none, it starts
     srv = start_server(server.home, env=world.env(f"s3://{world.ext}/raw/"), admin=server.admin)
     srv.stop()
+
+
+def test_a_withdrawn_grant_makes_imported_entries_unreadable_not_lost(
+    server: ServerProcess, world: World
+) -> None:
+    repo = world.repo(server)
+    main = repo.branch("main")
+    status = (
+        main.import_data(commit_message="from ext")
+        .prefix(f"s3://{world.ext}/raw/", destination="in/")
+        .run(poll_interval=timedelta(seconds=0.1))
+    )
+    assert status.completed
+    # a daemon of the same RefStore without the grant (or this one restarted without
+    # it): a typed 400 naming the address, nothing deleted
+    other = start_server(server.home, env=world.env(None), admin=server.admin)
+    try:
+        got = httpx.get(f"{other.api}/repositories/{repo.id}/refs/main/objects",
+                        params={"path": "in/a.csv"}, auth=other.admin)  # fmt: skip
+        assert got.status_code == 400, got.text
+        assert got.json()["type"] == "CorruptFileError"
+        assert f"s3://{world.ext}/raw/a.csv" in got.json()["message"]
+    finally:
+        other.stop()
+    # with the grant (as when it is given back) the entries read as before
+    got = httpx.get(f"{server.api}/repositories/{repo.id}/refs/main/objects",
+                    params={"path": "in/a.csv"}, auth=server.admin)  # fmt: skip
+    assert got.status_code == 200 and got.content == b"a,1"
+    assert world.s3.get_object(Bucket=world.ext, Key="raw/a.csv")["Body"].read() == b"a,1"
 
 
 def test_refused_without_the_setting(tmp_path: Path, world: World) -> None:
