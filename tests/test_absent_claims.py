@@ -12,23 +12,16 @@ import lsmstore
 from lsmstore.config import load_config
 from lsmstore.operations.objects import CLAIM_TTL_S, claim_absent, claim_key
 from lsmstore.refstore.embedded import EmbeddedRefStore
+from lsmstore.testing.refstore_contract import FakeClock
 
 T0 = 1_800_000_000.0
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Told(EmbeddedRefStore):
     """The embedded RefStore, noting each lease acquisition (owner, clock) so that a
     test can wait for a renewal."""
 
-    def __init__(self, path: Path, clock: Clock) -> None:
+    def __init__(self, path: Path, clock: FakeClock) -> None:
         super().__init__(path, clock=clock)
         self.clock = clock
         self.acquired: list[tuple[str, str, float]] = []
@@ -43,7 +36,7 @@ class Told(EmbeddedRefStore):
 
 
 async def test_a_held_claim_is_renewed_and_a_released_one_is_free(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = FakeClock(T0)
     rs = Told(tmp_path / "refs", clock)
     cfg = load_config(home=str(tmp_path / "home"), environ={}, batch_interval_ms=1)
     async with lsmstore.Store(cfg, refstore=rs, clock=clock) as store:
