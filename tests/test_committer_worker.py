@@ -147,9 +147,7 @@ async def test_repository_filter_and_errors_are_logged(
     # a second repository whose branch names a staged file that does not exist
     await ctx.refstore.create_repository(Repository("broken", ctx.objects.url, "main"))
     await ctx.refstore.create_ref("broken", "main", Ref("branch", "", (), ("0" * 29,)))
-    # (without actions: reading the action files at that branch would fail first)
-    cfg = config(tmp_path, actions_enabled="off")
-    w = worker(ctx, cfg, clock, force=True, repositories=["broken"])
+    w = worker(ctx, config(tmp_path), clock, force=True, repositories=["broken"])
     await w.run_once()
     [line] = [d for d in lines(out) if d["event"] == "commit"]
     assert (line["repo"], line["outcome"]) == ("broken", "error")

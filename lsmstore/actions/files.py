@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from lsmstore import namespace
-from lsmstore.errors import InvalidActionError
+from lsmstore.errors import InvalidActionError, RefNotFoundError
 
 if TYPE_CHECKING:
     from lsmstore.client import Repository
@@ -268,6 +268,18 @@ async def load_actions(repo: Repository, source_ref: str) -> list[Action]:
 
 
 async def _read_actions(repo: Repository, source_ref: str) -> list[Action]:
+    try:
+        return await _listed_actions(repo, source_ref)
+    except RefNotFoundError:
+        # A branch without any commit (made below the operations layer: every
+        # repository starts with one) has nothing to read, so no actions.
+        found = await repo.refstore.get_ref(repo.name, source_ref)
+        if found.is_branch and not found.base:
+            return []
+        raise
+
+
+async def _listed_actions(repo: Repository, source_ref: str) -> list[Action]:
     ref = repo.ref(source_ref)
     actions: list[Action] = []
     async for stats in ref.list_objects(LOCATION, delimiter="/"):
