@@ -1,21 +1,56 @@
 """An object store on a local filesystem: the embedded default (``file:///abs/path``).
 
 Key ``a/b/c`` is the file ``<root>/a/b/c``.  A put writes a temp file in the target
-directory, fsyncs it, publishes it atomically -- ``os.link`` for CREATE (fails if the key
-exists, so check and write are one step), ``os.replace`` for OVERWRITE -- and fsyncs the
-directory (and any directory it had to create).  Readers therefore see no object or the
-whole object; a crash mid-put leaves at most a temp file (``.lsm-tmp.*``), which
-``list`` never shows and no key can name.  Deletes are not fsynced (a lost delete is
-redone by garbage collection) and leave empty directories behind.
+directory, makes it durable, publishes it atomically -- ``os.link`` for CREATE (fails if
+the key exists, so check and write are one step), ``os.replace`` for OVERWRITE -- and
+makes the name durable (and any directory it had to create: fsynced at once).  Readers
+therefore see no object or the whole object; a crash mid-put leaves at most a temp
+file (``.lsm-tmp.*``), which ``list`` never shows and no key can name.  Deletes are not
+fsynced (a lost delete is redone by garbage collection) and leave empty directories
+behind.
+
+**Two ways to be durable** (``sync``, :data:`SYNC_MODES`; the ``local_sync`` setting).
+Either way a put returns only once its bytes and its name survive a crash.
+
+* ``file``: the temp file is fsynced before the link or rename and the directory after
+  it (shared, below).
+* ``filesystem`` (``auto``'s choice where ``syncfs`` reports write-back errors: Linux
+  5.8 and later): no per-file fsync; a put waits for a ``syncfs(2)`` of the whole
+  filesystem that *began after its write*, one shared by every put that finished
+  writing while the previous one ran (:class:`_GroupSync`), and a put through a temp
+  file waits for a second one that began after its link or rename.  One syncfs
+  writes back the group's file data, their inodes and the directory entries, and
+  commits the journal: the fsync cost is paid once per group instead of once per
+  object.  The price: a syncfs also writes back whatever *else* is dirty on that
+  filesystem (another program's unsynced writes), and the puts of that group wait for
+  it (docs/storage.md, "Group durability").
+
+Crash states in ``filesystem`` mode.  *Before the first sync* a crash leaves the temp
+file missing, empty or partial: invisible, as in ``file`` mode.  *Between the two
+syncs* (data durable, link or rename not yet): the old state, or the new name naming
+the whole, durable file.  The data is durable before the name is published because a
+CREATE of a content-addressed key (ranges, metaranges, commits: a put that finds the
+key takes the object as already written) must never find a partial file under that
+name after a crash; publishing first and syncing once would allow exactly that (the
+filesystem may persist the link before the data).  A fresh put (below) writes under
+its unique key directly and needs one sync: until it ends, nothing durable names the
+key, and a crash may leave it missing, empty or partial, as the contract allows.
+
+Write-back errors: a syncfs reports an error that occurred since its descriptor was
+opened, once, to whichever syncfs runs next.  Each filesystem's group therefore keeps
+one descriptor open for the life of the process (opened before the first put's write),
+and a put fails when *any* syncfs that ended after it began writing failed, not only
+its own: an error is never lost to a put whose group did not see it.
 
 **Group commit.** Concurrent puts share durability work: they run in a pool of
 :data:`WRITE_THREADS` threads of their own (the filesystem merges concurrent file
 fsyncs into one journal commit; the default pool's few threads would serialise them),
-and puts into one directory share its fsync (:class:`_DirSync`): a put returns once an
-fsync of the directory that *began after its link or rename* has ended, and while one
-runs, every put published meanwhile waits for the next, which one of them starts.  Each
-acknowledged put is therefore covered by a directory fsync of its own entry -- the
-guarantee of one fsync per put, at the cost of one per group.
+and in ``file`` mode puts into one directory share its fsync (:class:`_GroupSync`): a
+put returns once an fsync of the directory that *began after its link or rename* has
+ended, and while one runs, every put published meanwhile waits for the next, which one
+of them starts.  Each acknowledged put is therefore covered by a directory fsync of its
+own entry -- the guarantee of one fsync per put, at the cost of one per group.  The
+``filesystem`` mode's syncfs is shared the same way, per filesystem.
 
 Limits of the mapping: one key cannot be both an object and a "directory" of other keys
 (``a`` and ``a/b``): the second put raises :class:`InvalidNameError`.  The filesystem must
@@ -25,8 +60,9 @@ the prefix (subtrees entirely at or before ``after`` are skipped).
 
 **Fresh puts** (:meth:`LocalStore.put_fresh`, a data object under a new unique key):
 the file is written under its key directly, and the caller goes on (stages the
-entry naming it) while the same worker thread fsyncs the file and then the directory;
-the caller's writer waits for that before the entry becomes durable.  A crash before
+entry naming it) while the same worker thread fsyncs the file and then the directory
+(``filesystem`` mode: waits for a shared syncfs); the caller's writer waits for that
+before the entry becomes durable.  A crash before
 then leaves the file missing, empty or partial, and nothing durable names it.
 
 **Incremental write-back** (:data:`SYNC_BYTES`, RocksDB's ``bytes_per_sync``): a put
@@ -35,7 +71,7 @@ asked to start writing it back (``sync_file_range(SYNC_FILE_RANGE_WRITE)``, whic
 waits for nothing and makes nothing durable).  A large file (a compaction's L2 output)
 then reaches its own fsync with little left to write, instead of handing the journal
 commit that a concurrent small put's fsync triggers several MiB to write first.
-Durability still rests on the fsyncs alone.  Where the call is missing (not Linux), the
+Durability still rests on the fsyncs (or syncfs) alone.  Where the call is missing (not Linux), the
 pieces are written without it.
 
 All file I/O runs in worker threads (reads in the default pool, puts in the write pool).
