@@ -19,7 +19,8 @@ directory; ``"filesystem"``: one shared syncfs per group), each alone and beside
 at ``--neighbour-mib-s`` MiB/s without ever syncing it (another program's dirty data,
 which a syncfs writes back too).  Per row: 1 KiB fresh puts (an upload's data) from 64
 tasks and 4 KiB CREATE puts (temp file, link) from 16 tasks, each for ``--seconds``:
-puts/s and p50 / p99 ms.
+puts/s, p50 / p99 ms, and this process's user + system CPU per put (a figure that a
+shared machine's load disturbs less).
 """
 
 from __future__ import annotations
@@ -189,8 +190,11 @@ class _Neighbour:
         self.thread.join()
 
 
-async def _closed_loop(seconds: float, tasks: int, op: Any) -> tuple[float, float, float]:
-    """``op(i)`` from ``tasks`` tasks for ``seconds``: (ops/s, p50 s, p99 s)."""
+async def _closed_loop(
+    seconds: float, tasks: int, op: Any
+) -> tuple[float, float, float, float, float]:
+    """``op(i)`` from ``tasks`` tasks for ``seconds``: (ops/s, p50 s, p99 s, and this
+    process's user and system CPU seconds per op -- the neighbour's included)."""
     lat: list[float] = []
     stop = time.perf_counter() + seconds
     counter = itertools.count()
@@ -201,10 +205,17 @@ async def _closed_loop(seconds: float, tasks: int, op: Any) -> tuple[float, floa
             await op(next(counter))
             lat.append(time.perf_counter() - t)
 
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), os.times()
     await asyncio.gather(*(run() for _ in range(tasks)))
+    cpu1, n = os.times(), len(lat)
     lat.sort()
-    return len(lat) / (time.perf_counter() - t0), lat[len(lat) // 2], lat[int(0.99 * len(lat))]
+    return (
+        n / (time.perf_counter() - t0),
+        lat[n // 2],
+        lat[int(0.99 * n)],
+        (cpu1.user - cpu0.user) / n,
+        (cpu1.system - cpu0.system) / n,
+    )
 
 
 async def amain_group_sync(seconds: float, neighbour_mib_s: float) -> None:
@@ -212,8 +223,8 @@ async def amain_group_sync(seconds: float, neighbour_mib_s: float) -> None:
         f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, nproc={os.cpu_count()}, load average "
         f"{os.getloadavg()[0]:.1f}; neighbour: {neighbour_mib_s:g} MiB/s never synced\n"
     )
-    print("| sync | neighbour | 1 KiB put_fresh x64: /s, p50 / p99 ms "
-          "| 4 KiB put x16: /s, p50 / p99 ms | load |")  # fmt: skip
+    print("| sync | neighbour | 1 KiB put_fresh x64: /s, p50 / p99 ms, CPU user+sys µs "
+          "| 4 KiB put x16: /s, p50 / p99 ms, CPU user+sys µs | load |")  # fmt: skip
     print("|---|---|---|---|---|")
     small, four = os.urandom(1024), os.urandom(4096)
     for neighbour in (False, True):
@@ -241,8 +252,10 @@ async def amain_group_sync(seconds: float, neighbour_mib_s: float) -> None:
                         b = await _closed_loop(seconds, 16, lambda i: put(i, store))
                 print(
                     f"| {mode} | {'yes' if neighbour else 'no'} "
-                    f"| {a[0]:,.0f}, {a[1] * 1e3:.1f} / {a[2] * 1e3:.1f} "
-                    f"| {b[0]:,.0f}, {b[1] * 1e3:.1f} / {b[2] * 1e3:.1f} "
+                    f"| {a[0]:,.0f}, {a[1] * 1e3:.1f} / {a[2] * 1e3:.1f}, "
+                    f"{a[3] * 1e6:.0f}+{a[4] * 1e6:.0f} "
+                    f"| {b[0]:,.0f}, {b[1] * 1e3:.1f} / {b[2] * 1e3:.1f}, "
+                    f"{b[3] * 1e6:.0f}+{b[4] * 1e6:.0f} "
                     f"| {os.getloadavg()[0]:.1f} |",
                     flush=True,
                 )
