@@ -295,7 +295,10 @@ def _sync_dir(path: str) -> None:
 #: A filesystem's shared syncfs, by (device, syncfs function): each keeps a descriptor
 #: of a directory on that filesystem open for the life of the process (syncfs reports
 #: a write-back error to a descriptor opened before it); at most one per filesystem
-#: and function, so bounded.  Emptied in a forked child (its locks may be held).
+#: and function, so bounded.  The device number cannot name another filesystem while
+#: the entry lives: the open descriptor keeps the filesystem's superblock, and so its
+#: number, in use even after an unmount (which it also turns into EBUSY unless lazy).
+#: Emptied in a forked child (its locks may be held).
 _FS_SYNCS: dict[tuple[int, Callable[[int], None]], _GroupSync] = {}
 _FS_SYNCS_LOCK = threading.Lock()
 _fs_syncs_pid = 0
