@@ -349,6 +349,7 @@ def test_sync_mode_is_checked() -> None:
         LocalStore(Path("/x"), sync="sometimes")
     assert LocalStore(Path("/x"), sync="file").sync == "file"
     assert local._syncfs is not None or not sys.platform.startswith("linux")
+    assert LocalStore(Path("/x")).sync == ("file" if local._syncfs is None else "filesystem")
 
 
 async def test_concurrent_puts_share_one_syncfs_and_its_failure(
@@ -416,6 +417,17 @@ async def test_a_filesystem_mode_put_is_durable_before_its_name_appears(tmp_path
     assert "k" not in seen[0] and any(n.startswith(TMP_MARK) for n in seen[0])
     assert "k" in seen[1]
     assert await store.get("r/k") == b"range bytes"
+
+    def failing(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    # The sync before the link fails: nothing is published, the temp file is gone, and
+    # the outcome is known (the key was never there).
+    store = LocalStore(tmp_path, sync="filesystem", syncfs=failing)
+    with pytest.raises(UnavailableError, match="Input/output error") as e:
+        await store.put("r/other", b"lost")
+    assert not e.value.outcome_unknown
+    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == ["k"]
 
 
 def test_a_failed_syncfs_fails_puts_that_wrote_before_it() -> None:
