@@ -80,7 +80,8 @@ def make_context(
             config,
             refstore=refstore,
             open_objects=lambda url: cast(
-                ObjectStore, Timed(open_object_store(url), "objects", metrics)
+                ObjectStore,
+                Timed(open_object_store(url, local_sync=config.local_sync), "objects", metrics),
             ),
         )
     store.add_append_listener(metrics.on_append)
