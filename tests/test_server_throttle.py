@@ -252,3 +252,49 @@ async def test_requests_missing_a_signing_secret_together_share_one_read(
     await auth.delete_key(p.access_key_id)
     await pending
     assert await auth.signing_secret(p.access_key_id) is None
+
+
+async def test_requests_presenting_the_same_credentials_together_share_one_check(
+    records: EmbeddedRefStore,
+) -> None:
+    """Requests presenting credentials this server has not verified yet, all at once
+    (a busy client's connections reaching a fresh server, or its entry expiring under
+    load), read the key's record once -- and run scrypt once -- not once each; a wrong
+    secret sent meanwhile is checked apart and refused."""
+    counted = _CountedRecords(records)
+    p, secret = await Authenticator(cast(RecordStore, records)).create_key("writer")
+    auth = Authenticator(cast(RecordStore, counted), clock=CLOCK, wall_clock=CLOCK)
+    good, bad = basic(p.access_key_id, secret), basic(p.access_key_id, "wrong-secret")
+    answers = await asyncio.gather(
+        *(status(auth, good, "10.0.0.1") for _ in range(50)),
+        *(status(auth, bad, "10.0.0.2") for _ in range(5)),
+    )
+    assert answers == [200] * 50 + [401] * 5
+    assert counted.gets == 2  # the good secret's check and the wrong one's
+    assert not auth._checks  # nothing kept once the checks ended
+
+    CLOCK.now += auth.revalidate_s + 1  # the entry is stale: the record is read again
+    counted.gets = 0
+    assert await asyncio.gather(*(status(auth, good, None) for _ in range(50))) == [200] * 50
+    assert counted.gets == 1
+
+
+def test_a_client_cannot_pick_the_address_its_failures_count_under(
+    tmp_path: Path,
+) -> None:
+    """The per-client limit counts the connection's peer address: X-Forwarded-For,
+    even from loopback, changes nothing."""
+    env = {"LSMSTORE_SERVER_AUTH_MAX_FAILURES_PER_KEY": "0",
+           "LSMSTORE_SERVER_AUTH_MAX_FAILURES_PER_CLIENT": "2",
+           "LSMSTORE_SERVER_AUTH_FAILURE_WINDOW_S": "3600"}  # fmt: skip
+    server = start_server(tmp_path / "home", env=env)
+    try:
+        api = server.api + "/repositories"
+        for i in range(2):
+            r = httpx.get(api, auth=(f"AKIALNOSUCHKEY{i}", "wrong-secret"),
+                          headers={"X-Forwarded-For": f"203.0.113.{i}"})  # fmt: skip
+            assert r.status_code == 401, r.text
+        r = httpx.get(api, auth=server.admin, headers={"X-Forwarded-For": "203.0.113.9"})
+        assert r.status_code == 429, r.text
+    finally:
+        server.stop()

@@ -119,6 +119,10 @@ def uvicorn_config(app: Any, config: Config, metrics: Metrics) -> uvicorn.Config
         access_log=False,
         log_config=None,
         server_header=False,
+        # The peer's address is the client's: an X-Forwarded-For header is not believed
+        # (from a loopback peer uvicorn would, by default), so that no client picks the
+        # address its failed authentications count under (docs/security.md).
+        proxy_headers=False,
         timeout_keep_alive=int(max(1, config.server_keepalive_s)),
         timeout_graceful_shutdown=int(max(1, config.server_drain_timeout_s)),
         ssl_certfile=config.server_tls_cert or None,
