@@ -1,17 +1,30 @@
-"""ASGI stack comparison: one tiny JSON endpoint, served by each candidate stack.
+"""ASGI stack comparison, on a tiny endpoint and on the server's real routes.
 
 ``python -m bench.asgi_stack serve <plain|starlette> <uvicorn|granian> PORT`` serves the
 endpoint ``GET /api/v1/repositories/r/branches/main`` (a Ref JSON object, with the Basic
-credential checked); ``python -m bench asgi`` runs each combination under ``wrk`` (256
-connections, keep-alive) and prints requests/s and latency.  The figures chose the
-server's stack (BENCHMARKS.md, "ASGI stack").
+credential checked); ``python -m bench asgi_stack [DURATION]`` runs each combination
+under ``wrk`` (256 connections, keep-alive) and prints requests/s and latency.  The
+figures chose the server's stack (BENCHMARKS.md, "ASGI stack").
+
+``python -m bench asgi_stack real [--seconds S] [--connections C] [--stacks a,b]``
+serves the server's own app -- :class:`lsmstore.server.app.App` on a fresh home with
+the embedded RefStore (the default), a ``local://`` repository, authentication and
+metrics on -- under each stack of :data:`REAL_STACKS` in turn, one server process
+each, and measures with ``wrk`` (``-t2``) ``statObject`` and one-link batch requests
+(``POST /api/v1/lsm/.../batch``, every key new): requests/s, p50/p99 and the server
+process's CPU per request (user + system, its worker processes included: the figure
+a loaded machine does not inflate).
 """
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import json
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import time
@@ -75,6 +88,147 @@ def serve(kind: str, server: str, port: int) -> None:
         ).serve()
 
 
+#: The stacks ``real`` compares: ``uvicorn-httptools`` is the server as it runs
+#: (uvicorn, uvloop, httptools, with :mod:`lsmstore.server.protocol`'s coalescing
+#: writes and connection limits); ``uvicorn-httptools-plain``: uvicorn's own httptools
+#: protocol; ``uvicorn-h11``: uvicorn's pure-Python h11 protocol; ``granian-embed``:
+#: granian's Rust HTTP server embedded in the process (``granian.server.embed``),
+#: running the app on our uvloop event loop.
+REAL_STACKS = ("uvicorn-httptools", "uvicorn-httptools-plain", "uvicorn-h11", "granian-embed")
+REPO = "bench"
+
+
+async def _serve_real(stack: str, home: str, port: int) -> None:
+    """Serve the real app under ``stack`` on ``port`` until SIGTERM; first print one
+    JSON line: the admin key, and the address and checksum of an uploaded object."""
+    from lsmstore.config import load_config
+    from lsmstore.gcfreeze import freeze_startup_state
+    from lsmstore.server import secret
+    from lsmstore.server.app import App
+    from lsmstore.server.serve import VERSION, make_context, start_threads, uvicorn_config
+    from lsmstore.server.serve import _Uvicorn as Uvicorn
+
+    loop = asyncio.get_running_loop()
+    await start_threads(loop)
+    config = load_config(home=home, server_port=port)
+    ctx = make_context(config, signing_key=secret.signing_key(config))
+    key, key_secret = await ctx.auth.create_key("admin")
+    repo = await ctx.store.create_repository(REPO, storage_namespace="local://bench")
+    await repo.branch("main").upload("s/one", b"0123456789abcdef")
+    up = await repo.branch("main").stat_object("s/one")
+    app = App(ctx, VERSION)
+    # as serve() does once it listens
+    freeze_startup_state()
+    ctx.store.encoder.start()
+    sys.setswitchinterval(config.server_switch_interval_ms / 1000)
+    stop = asyncio.Event()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    if stack.startswith("uvicorn"):
+        cfg = uvicorn_config(app, config, ctx.metrics)
+        if stack == "uvicorn-h11":
+            cfg.http = "h11"
+        elif stack == "uvicorn-httptools-plain":
+            cfg.http = "httptools"
+        server = Uvicorn(cfg)
+        task = asyncio.create_task(server.serve())
+
+        def halt() -> None:
+            server.should_exit = True
+    else:
+        from granian.constants import Interfaces
+        from granian.server.embed import Server
+
+        gserver = Server(app, address="127.0.0.1", port=port, interface=Interfaces.ASGI,
+                         log_enabled=False, backlog=4096, websockets=False)  # fmt: skip
+        task = asyncio.create_task(gserver.serve())
+
+        def halt() -> None:
+            gserver.stop()
+
+    info = {"key": key.access_key_id, "secret": key_secret, "address": up.physical_address,
+            "checksum": up.checksum}  # fmt: skip
+    print(json.dumps(info), flush=True)
+    await stop.wait()
+    halt()
+    await task
+    await ctx.store.aclose()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def real(argv: list[str]) -> None:
+    """The comparison under the real routes (module docstring)."""
+    import base64
+    import tempfile
+
+    from bench.serve import LINK_LUA, _cpu_s, _wrk
+
+    ap = argparse.ArgumentParser(prog="python -m bench asgi_stack real")
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--connections", type=int, default=256)
+    ap.add_argument("--stacks", default=",".join(REAL_STACKS))
+    args = ap.parse_args(argv)
+    stacks = args.stacks.split(",")
+    if not set(stacks) <= set(REAL_STACKS):
+        ap.error(f"unknown stack in {args.stacks!r} (known: {', '.join(REAL_STACKS)})")
+    if shutil.which("wrk") is None:
+        raise SystemExit("bench asgi_stack needs wrk (apt-get install wrk)")
+    load0 = os.getloadavg()
+    rows: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="lsm-bench-stack-") as tmp:
+        lua = os.path.join(tmp, "link.lua")
+        with open(lua, "w") as f:
+            f.write(LINK_LUA)
+        for stack in stacks:
+            port = _free_port()
+            env = {k: v for k, v in os.environ.items() if not k.startswith("LSMSTORE_")}
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "bench.asgi_stack", "serve-real", stack,
+                 os.path.join(tmp, stack), str(port)],
+                stdout=subprocess.PIPE, text=True, env=env,
+            )  # fmt: skip
+            try:
+                assert proc.stdout is not None
+                info = json.loads(proc.stdout.readline())
+                _wait(port)
+                cred = base64.b64encode(f"{info['key']}:{info['secret']}".encode()).decode()
+                hdr = {"Authorization": f"Basic {cred}"}
+                base = f"http://127.0.0.1:{port}"
+                stat = f"{base}/api/v1/repositories/{REPO}/refs/main/objects/stat?path=s/one"
+                for phase, url, script, wargs in (
+                    ("stat", stat, None, None),
+                    ("one-link batch", base + "/", lua,
+                     [info["address"], info["checksum"], "%d"]),
+                ):  # fmt: skip
+                    _wrk(url, args.connections, 2, hdr, script, wargs)  # warm
+                    cpu0 = _cpu_s(proc.pid)
+                    r = _wrk(url, args.connections, args.seconds, hdr, script, wargs)
+                    cpu = (_cpu_s(proc.pid) - cpu0) / max(1.0, r["requests"]) * 1e6
+                    rows.append(
+                        f"| {stack} | {phase} | {r['rps']:,.0f} | {r['p50']:.1f} ms | "
+                        f"{r['p99']:.1f} ms | {cpu:,.0f} µs | {r['non2xx']:.0f} |"
+                    )
+                    print(rows[-1], flush=True)
+            finally:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(60)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+    load1 = os.getloadavg()
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    print(f"\nbench asgi_stack real, nproc={os.cpu_count()}, {when}, load "
+          f"{load0[0]:.1f} -> {load1[0]:.1f}, args {json.dumps(vars(args))}\n")  # fmt: skip
+    print("| stack | route | requests/s | p50 | p99 | server CPU/request | non-2xx |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    print("\n".join(rows))
+
+
 def _wait(port: int) -> None:
     import socket
 
@@ -90,6 +244,14 @@ def _wait(port: int) -> None:
 def main(argv: list[str]) -> None:
     if argv and argv[0] == "serve":
         serve(argv[1], argv[2], int(argv[3]))
+        return
+    if argv and argv[0] == "serve-real":
+        import uvloop
+
+        uvloop.run(_serve_real(argv[1], argv[2], int(argv[3])))
+        return
+    if argv and argv[0] == "real":
+        real(argv[1:])
         return
     if shutil.which("wrk") is None:
         raise SystemExit("bench asgi needs wrk (apt-get install wrk)")
