@@ -298,3 +298,19 @@ def test_a_client_cannot_pick_the_address_its_failures_count_under(
         assert r.status_code == 429, r.text
     finally:
         server.stop()
+
+
+async def test_the_same_guess_sent_together_counts_once(records: EmbeddedRefStore) -> None:
+    """Requests from one address presenting the same wrong secret together share one
+    check and count one failure (the same guess tells nothing new); other guesses and
+    other addresses count on their own."""
+    auth, throttle = make_auth(records, per_key=3, per_client=0)
+    p, secret = await auth.create_key("writer")
+    bad = basic(p.access_key_id, "wrong-secret")
+    assert await asyncio.gather(*(status(auth, bad, "10.0.0.1") for _ in range(20))) == [401] * 20
+    assert count(throttle, "rejected") == 1
+    assert await status(auth, basic(p.access_key_id, secret), "10.0.0.1") == 200
+    await asyncio.gather(status(auth, bad, "10.0.0.2"), status(auth, basic(p.access_key_id, "x"),
+                                                              "10.0.0.1"))  # fmt: skip
+    assert count(throttle, "rejected") == 3
+    assert (await records.read_window_count(counter_name("key", p.access_key_id))).value == 3

@@ -261,10 +261,12 @@ class Authenticator:
     _secret_loads: dict[str, asyncio.Task[tuple[Principal, str] | None]] = field(
         default_factory=dict
     )
-    #: (key id, SHA-256 of the secret or the token's generation) -> the check of those
-    #: credentials in flight, which the requests presenting them meanwhile share.  An
-    #: entry lives only while its check runs.
-    _checks: dict[tuple[str, bytes | str], asyncio.Task[Principal]] = field(default_factory=dict)
+    #: (key id, SHA-256 of the secret or the token's generation, client address) -> the
+    #: throttled check of those credentials in flight, which the requests presenting
+    #: them meanwhile share.  An entry lives only while its check runs.
+    _checks: dict[tuple[str, bytes | str, str | None], asyncio.Task[Principal]] = field(
+        default_factory=dict
+    )
 
     # --- keys ------------------------------------------------------------------------
 
@@ -391,8 +393,10 @@ class Authenticator:
         known = self._known(parsed)
         if known is not None:
             return known
+        if parsed is None:
+            return await self._guarded(None, client, lambda: self._check(None))
         claimed = parsed.key_id if isinstance(parsed, _Basic) else None
-        return await self._guarded(claimed, client, lambda: self._shared_check(parsed))
+        return await self._shared_check(parsed, claimed, client)
 
     async def login(self, key_id: str, secret: str, client: str | None = None) -> Principal:
         """:meth:`check_secret`, throttled like :meth:`authenticate`."""
@@ -400,7 +404,7 @@ class Authenticator:
         known = self._known(parsed)
         if known is not None:
             return known
-        return await self._guarded(key_id, client, lambda: self._shared_check(parsed))
+        return await self._shared_check(parsed, key_id, client)
 
     async def check_secret(self, key_id: str, secret: str) -> Principal:
         """The principal of a key id and secret, or ApiError(401) (not throttled)."""
@@ -462,16 +466,19 @@ class Authenticator:
             return hit.principal
         return None
 
-    async def _shared_check(self, parsed: _Basic | _Token | None) -> Principal:
-        """:meth:`_check`, run once for the requests presenting the same credentials
-        while it runs (each still passes the throttle on its own)."""
-        if parsed is None:
-            raise _unauthorized()
+    async def _shared_check(
+        self, parsed: _Basic | _Token, claimed: str | None, client: str | None
+    ) -> Principal:
+        """The throttled :meth:`_check`, run once for the requests from ``client``
+        presenting the same credentials while it runs: they share its answer (a 401
+        counts once: the same guess, made again at the same moment, tells nothing new)."""
         proof = _sha(parsed.secret) if isinstance(parsed, _Basic) else parsed.generation
-        flight = (parsed.key_id, proof)
+        flight = (parsed.key_id, proof, client)
         task = self._checks.get(flight)
         if task is None:
-            task = asyncio.ensure_future(self._check(parsed))
+            task = asyncio.ensure_future(
+                self._guarded(claimed, client, lambda: self._check(parsed))
+            )
             self._checks[flight] = task
             task.add_done_callback(retrieve_exception)
             task.add_done_callback(lambda done: self._end_check(flight, done))
@@ -480,7 +487,9 @@ class Authenticator:
         except ApiError as e:  # each request gets an answer of its own
             raise ApiError(e.status, e.message, e.headers, kind=e.kind) from None
 
-    def _end_check(self, flight: tuple[str, bytes | str], task: asyncio.Task[Any]) -> None:
+    def _end_check(
+        self, flight: tuple[str, bytes | str, str | None], task: asyncio.Task[Any]
+    ) -> None:
         if self._checks.get(flight) is task:
             del self._checks[flight]
 
