@@ -61,6 +61,17 @@ def text_response(text: str, status: int = 200) -> Response:
     return Response(status, text.encode(), "text/html")
 
 
+def _plain_pairs(text: str) -> list[tuple[str, str]]:
+    """``parse_qsl(text, keep_blank_values=True)`` for a text with nothing to unescape
+    (no ``%``, no ``+``): the common query (``path=a/b``) at a fraction of its cost."""
+    pairs = []
+    for item in text.split("&"):
+        if item:
+            name, _, value = item.partition("=")
+            pairs.append((name, value))
+    return pairs
+
+
 def _expire(task: asyncio.Task[Any] | None, expired: list[bool]) -> None:
     """The body timer of :meth:`Request._next_chunk` fired: cancel the waiting task."""
     expired.append(True)
@@ -121,7 +132,11 @@ class Request:
             if raw:
                 try:  # the raw text, then each %-escaped value, must be UTF-8
                     text = raw.decode("utf-8")
-                    pairs = parse_qsl(text, keep_blank_values=True, errors="strict")
+                    pairs = (
+                        parse_qsl(text, keep_blank_values=True, errors="strict")
+                        if "%" in text or "+" in text
+                        else _plain_pairs(text)
+                    )
                 except UnicodeDecodeError as e:
                     raise bad_request("query string is not valid UTF-8") from e
                 for k, v in pairs:
