@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -94,8 +95,103 @@ def serve(kind: str, server: str, port: int) -> None:
 #: writes and connection limits); ``uvicorn-httptools-plain``: uvicorn's own httptools
 #: protocol; ``uvicorn-h11``: uvicorn's pure-Python h11 protocol; ``granian-embed``:
 #: granian's Rust HTTP server embedded in the process (``granian.server.embed``),
-#: running the app on our uvloop event loop.
-REAL_STACKS = ("uvicorn-httptools", "uvicorn-httptools-plain", "uvicorn-h11", "granian-embed")
+#: running the app on our uvloop event loop; ``minimal``: :class:`MinimalProtocol`, the
+#: least an HTTP/1.1 server on httptools can do per request (a floor to compare with,
+#: not a server: no limits, no timeouts, bodies buffered whole).
+REAL_STACKS = ("uvicorn-httptools", "uvicorn-httptools-plain", "uvicorn-h11", "granian-embed",
+               "minimal")  # fmt: skip
+
+
+class MinimalProtocol(asyncio.Protocol):
+    """HTTP/1.1 keep-alive on httptools' parser calling an ASGI app, requests of a
+    connection answered in order, each answer in one write (see :data:`REAL_STACKS`)."""
+
+    def __init__(self, app: Any) -> None:
+        import httptools
+
+        self.app = app
+        self.parser = httptools.HttpRequestParser(self)
+        self.transport: Any = None
+        self.queue: list[dict[str, Any]] = []
+        self.busy = False
+        self.task: asyncio.Future[None] | None = None
+        self.url = b""
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.body: list[bytes] = []
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+        self.peer = transport.get_extra_info("peername")
+
+    def data_received(self, data: bytes) -> None:
+        import httptools
+
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError:
+            self.transport.write(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n"
+                                 b"connection: close\r\n\r\n")  # fmt: skip
+            self.transport.close()
+
+    def on_message_begin(self) -> None:
+        self.url, self.headers, self.body = b"", [], []
+
+    def on_url(self, url: bytes) -> None:
+        self.url += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.headers.append((name.lower(), value))
+
+    def on_body(self, body: bytes) -> None:
+        self.body.append(body)
+
+    def on_message_complete(self) -> None:
+        path, _, query = self.url.partition(b"?")
+        self.queue.append({
+            "type": "http", "http_version": "1.1", "method": self.parser.get_method().decode(),
+            "path": path.decode(), "raw_path": path, "query_string": query,
+            "headers": self.headers, "client": self.peer, "body": b"".join(self.body),
+            "keep_alive": self.parser.should_keep_alive(),
+        })  # fmt: skip
+        if not self.busy:
+            self.busy = True
+            self.task = asyncio.ensure_future(self._run())
+
+    async def _run(self) -> None:
+        while self.queue:
+            scope = self.queue.pop(0)
+            answer = await self._answer(scope, scope.pop("body"))
+            if self.transport.is_closing():
+                return
+            self.transport.write(answer)
+            if not scope["keep_alive"]:
+                self.transport.close()
+                return
+        self.busy = False
+
+    async def _answer(self, scope: dict[str, Any], body: bytes) -> bytes:
+        sent = False
+        out: list[bytes] = []
+
+        async def receive() -> dict[str, Any]:
+            nonlocal sent
+            if sent:
+                return {"type": "http.disconnect"}
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                out.append(b"HTTP/1.1 %d X\r\n" % message["status"])
+                out.extend(b"%s: %s\r\n" % kv for kv in message["headers"])
+                out.append(b"\r\n")
+            else:
+                out.append(message.get("body", b""))
+
+        await self.app(scope, receive, send)
+        return b"".join(out)
+
+
 REPO = "bench"
 
 
@@ -135,6 +231,15 @@ async def _serve_real(stack: str, home: str, port: int) -> None:
 
         def halt() -> None:
             server.should_exit = True
+    elif stack == "minimal":
+        listener = await loop.create_server(
+            lambda: MinimalProtocol(app), "127.0.0.1", port, backlog=4096
+        )
+        task = asyncio.ensure_future(listener.serve_forever())
+
+        def halt() -> None:
+            listener.close()
+            task.cancel()
     else:
         from granian.constants import Interfaces
         from granian.server.embed import Server
@@ -151,7 +256,8 @@ async def _serve_real(stack: str, home: str, port: int) -> None:
     print(json.dumps(info), flush=True)
     await stop.wait()
     halt()
-    await task
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
     await ctx.store.aclose()
 
 
