@@ -17,10 +17,11 @@ unknown key id costs the same scrypt work as a wrong secret (against a hash of n
 key), so the answer time tells nothing about which key ids exist.  A successful check
 is remembered per key id with the key's generation and the SHA-256 of the secret
 (never the secret): a client's next requests cost a dictionary lookup.  Requests
-that present the same credentials while they are being checked share that one check
-(:meth:`Authenticator.authenticate`): a busy client's connections arriving together at a
-fresh server, or when its entry expires, cost one record read and at most one scrypt,
-not one each.  Digests and token signatures are compared with :func:`hmac.compare_digest`.
+from one address that present the same credentials while they are being checked share
+that one check, throttle included (:meth:`Authenticator.authenticate`): a busy
+client's connections arriving together at a fresh server, or when its entry expires,
+cost one record read and at most one scrypt, not one each.  Digests and token
+signatures are compared with :func:`hmac.compare_digest`.
 
 **Propagation.** A remembered key is trusted for ``revalidate_s`` (2 s by default)
 after its record was last read from the RefStore; the next request after that reads
