@@ -170,15 +170,9 @@ class MinimalProtocol(asyncio.Protocol):
         self.busy = False
 
     async def _answer(self, scope: dict[str, Any], body: bytes) -> bytes:
-        sent = False
-        out: list[bytes] = []
+        from lsmstore.server.http import receive_once
 
-        async def receive() -> dict[str, Any]:
-            nonlocal sent
-            if sent:
-                return {"type": "http.disconnect"}
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
+        out: list[bytes] = []
 
         async def send(message: dict[str, Any]) -> None:
             if message["type"] == "http.response.start":
@@ -188,7 +182,7 @@ class MinimalProtocol(asyncio.Protocol):
             else:
                 out.append(message.get("body", b""))
 
-        await self.app(scope, receive, send)
+        await self.app(scope, receive_once(body), send)
         return b"".join(out)
 
 

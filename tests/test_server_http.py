@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lsmstore.server.errors import ApiError
-from lsmstore.server.http import Request, Response
+from lsmstore.server.http import Request, Response, receive_once
 from lsmstore.server.protocol import FLUSH_BYTES, CoalescingTransport
 from lsmstore.server.routing import Route, Router
 from lsmstore.testing.server_process import ServerProcess
@@ -86,7 +86,7 @@ def test_query_values_are_parse_qsls(parts: list[str]) -> None:
     unescapes to bytes not UTF-8 is a 400), with or without anything to unescape."""
     text = "".join(parts)
     scope = {"method": "GET", "path": "/", "headers": [], "query_string": text.encode()}
-    request = Request(scope, _no_body, max_body_bytes=0, body_timeout_s=1.0)
+    request = Request(scope, receive_once(b""), max_body_bytes=0, body_timeout_s=1.0)
     try:
         want: dict[str, list[str]] = {}
         for k, v in parse_qsl(text, keep_blank_values=True, errors="strict"):
@@ -97,10 +97,6 @@ def test_query_values_are_parse_qsls(parts: list[str]) -> None:
         assert e.value.status == 400
         return
     assert request.query == want
-
-
-async def _no_body() -> dict[str, Any]:
-    return {"type": "http.request", "body": b"", "more_body": False}
 
 
 async def test_body_arriving_in_time_is_read_and_its_timer_cancelled() -> None:

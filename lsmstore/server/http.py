@@ -61,6 +61,20 @@ def text_response(text: str, status: int = 200) -> Response:
     return Response(status, text.encode(), "text/html")
 
 
+def receive_once(body: bytes) -> Receive:
+    """An ASGI ``receive`` handing out ``body`` whole, then a disconnect."""
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if sent:
+            return {"type": "http.disconnect"}
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return receive
+
+
 def _plain_pairs(text: str) -> list[tuple[str, str]]:
     """``parse_qsl(text, keep_blank_values=True)`` for a text with nothing to unescape
     (no ``%``, no ``+``): the common query (``path=a/b``) at a fraction of its cost."""
@@ -206,16 +220,7 @@ class Request:
     def replay(self, body: bytes) -> None:
         """Make the body, already read in whole, readable once more (a forwarded
         request checked before its handler, a write that could not be forwarded)."""
-        sent = False
-
-        async def receive() -> dict[str, Any]:
-            nonlocal sent
-            if sent:
-                return {"type": "http.disconnect"}
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        self.receive = receive
+        self.receive = receive_once(body)
         self._body_read = False
 
     def _bound(self, limit: int | None) -> int:
