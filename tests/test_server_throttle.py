@@ -314,3 +314,21 @@ async def test_the_same_guess_sent_together_counts_once(records: EmbeddedRefStor
                                                               "10.0.0.1"))  # fmt: skip
     assert count(throttle, "rejected") == 3
     assert (await records.read_window_count(counter_name("key", p.access_key_id))).value == 3
+
+
+async def test_a_cancelled_request_does_not_cancel_the_check_others_wait_for(
+    records: EmbeddedRefStore,
+) -> None:
+    """The request that started a shared check going away (its client disconnected)
+    leaves the check running for the others presenting the same credentials."""
+    p, secret = await Authenticator(cast(RecordStore, records)).create_key("reader")
+    auth = Authenticator(cast(RecordStore, records), clock=CLOCK, wall_clock=CLOCK)
+    good = basic(p.access_key_id, secret)
+    first = asyncio.ensure_future(auth.authenticate(good, "10.0.0.1"))
+    await asyncio.sleep(0)  # the check has started
+    second = asyncio.ensure_future(auth.authenticate(good, "10.0.0.1"))
+    await asyncio.sleep(0)
+    assert len(auth._checks) == 1
+    first.cancel()
+    assert (await second).access_key_id == p.access_key_id
+    assert first.cancelled()
