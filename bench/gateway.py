@@ -1,4 +1,5 @@
-"""``python -m bench gateway [--seconds S] [--connections N] [--large-mib M]``: the S3
+"""``python -m bench gateway [--seconds S] [--connections N] [--large-mib M]
+[--targets embedded,seaweedfs,weed]``: the S3
 gateway of ``lsmstore serve`` (on loopback) beside SeaweedFS's own S3 endpoint (``weed
 mini``) in the same run, through the same client (aiobotocore), three targets:
 
@@ -6,6 +7,9 @@ mini``) in the same run, through the same client (aiobotocore), three targets:
 * ``gateway (over seaweedfs)``: a repository whose namespace is a bucket of the same
   SeaweedFS (``s3://<bucket>/bench?endpoint_url=...&path_style=true``);
 * ``seaweedfs s3``: SeaweedFS's own endpoint.
+
+``--targets`` picks some of them (``embedded``, ``seaweedfs`` -- the gateway over it --
+and ``weed`` -- SeaweedFS itself); all three by default.
 
 Each gets:
 
@@ -38,6 +42,8 @@ from lsmstore.testing.server_process import start_server
 from lsmstore.testing.servers import MOTO_ENV, WeedServer, new_bucket
 
 SMALL = os.urandom(1024)
+#: The targets ``--targets`` chooses from.
+TARGETS = ("embedded", "seaweedfs", "weed")
 
 
 def _config(connections: int) -> AioConfig:
@@ -145,7 +151,11 @@ def main(argv: list[str]) -> int:
     p.add_argument("--seconds", type=float, default=5.0)
     p.add_argument("--connections", type=int, default=64)
     p.add_argument("--large-mib", type=int, default=64)
+    p.add_argument("--targets", default=",".join(TARGETS))
     args = p.parse_args(argv)
+    targets = set(args.targets.split(","))
+    if not targets or not targets <= set(TARGETS):
+        p.error(f"--targets: a comma-separated subset of {','.join(TARGETS)}")
     print(f"load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} CPUs", flush=True)
     os.environ.update(MOTO_ENV)  # SeaweedFS accepts any credentials on loopback
     with tempfile.TemporaryDirectory() as tmp:
@@ -163,13 +173,16 @@ def main(argv: list[str]) -> int:
                 for name, ns in (("bench", "local://bench"), ("benchweed", weed_ns)):
                     r = c.post("/repositories", json={"name": name, "storage_namespace": ns})
                     r.raise_for_status()
-            asyncio.run(measure("gateway (embedded)", server.url, server.admin, "bench",
-                                "main/", args))  # fmt: skip
-            asyncio.run(measure("gateway (over seaweedfs)", server.url, server.admin,
-                                "benchweed", "main/", args))  # fmt: skip
-            bucket = asyncio.run(new_bucket(weed.endpoint, "bench"))
-            keys = (MOTO_ENV["AWS_ACCESS_KEY_ID"], MOTO_ENV["AWS_SECRET_ACCESS_KEY"])
-            asyncio.run(measure("seaweedfs s3", weed.endpoint, keys, bucket, "", args))
+            if "embedded" in targets:
+                asyncio.run(measure("gateway (embedded)", server.url, server.admin, "bench",
+                                    "main/", args))  # fmt: skip
+            if "seaweedfs" in targets:
+                asyncio.run(measure("gateway (over seaweedfs)", server.url, server.admin,
+                                    "benchweed", "main/", args))  # fmt: skip
+            if "weed" in targets:
+                bucket = asyncio.run(new_bucket(weed.endpoint, "bench"))
+                keys = (MOTO_ENV["AWS_ACCESS_KEY_ID"], MOTO_ENV["AWS_SECRET_ACCESS_KEY"])
+                asyncio.run(measure("seaweedfs s3", weed.endpoint, keys, bucket, "", args))
         finally:
             if server is not None:
                 server.stop()
