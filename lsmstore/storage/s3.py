@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import random
 import re
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Sequence
@@ -113,6 +114,7 @@ class S3Store(ObjectStore):
         direct: bool = True,
         max_read: int = 5 << 30,
         clock: Callable[[], float] = time.time,
+        rand: Callable[[], float] = random.random,
     ) -> None:
         if not BUCKET_NAME.match(bucket):
             raise InvalidInputError(f"invalid S3 bucket name {bucket!r}")
@@ -136,7 +138,7 @@ class S3Store(ObjectStore):
             self._direct = S3Direct(
                 max_attempts=max_attempts, connect_timeout=connect_timeout,
                 read_timeout=read_timeout, max_pool_connections=max_pool_connections,
-                clock=clock,
+                clock=clock, rand=rand,
             )  # fmt: skip
         self.part_size = part_size
         self.part_concurrency = part_concurrency
