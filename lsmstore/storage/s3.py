@@ -214,7 +214,10 @@ class S3Store(ObjectStore):
             client = await self._connect()
             async with self._lock:
                 if not direct.bound:
-                    await direct.bind(client, await _session().get_credentials(), self.bucket)
+                    session = _session()
+                    credentials = await session.get_credentials()
+                    ca_bundle = session.get_config_variable("ca_bundle")
+                    await direct.bind(client, credentials, self.bucket, ca_bundle)
         return direct
 
     def _leave_direct(self) -> None:

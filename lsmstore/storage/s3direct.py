@@ -13,7 +13,9 @@ once, at :meth:`S3Direct.bind`:
   (custom endpoint or AWS, path or virtual-hosted style);
 * **credentials**: the same (refreshing) credentials object as the client's session,
   frozen per request;
-* **proxy**: botocore's proxy configuration for that URL.
+* **proxy**: botocore's proxy configuration for that URL;
+* **TLS**: the certificates botocore verifies with (the session's ``ca_bundle``, else
+  botocore's default bundle).
 
 Per request, as the client does: timeouts (``connect_timeout``, ``read_timeout`` per
 socket read), ``max_attempts`` attempts in total with full-jitter exponential back-off
@@ -41,6 +43,7 @@ import base64
 import hashlib
 import random
 import re
+import ssl
 import time
 import zlib
 from collections.abc import Awaitable, Callable
@@ -50,7 +53,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 from botocore.exceptions import ClientError, NoCredentialsError
-from botocore.httpsession import ProxyConfiguration
+from botocore.httpsession import ProxyConfiguration, get_cert_path
 from google_crc32c import value as crc32c
 from yarl import URL
 
@@ -152,10 +155,13 @@ class S3Direct:
         self._session: aiohttp.ClientSession | None = None
         self._date = (-1, "")
 
-    async def bind(self, client: Any, credentials: Any, bucket: str) -> None:
+    async def bind(
+        self, client: Any, credentials: Any, bucket: str, ca_bundle: str | None = None
+    ) -> None:
         """Take the endpoint, addressing style, signing region and proxy of ``client``
-        (an aiobotocore S3 client) for ``bucket``, and ``credentials`` (its session's).
-        Raises ``NoCredentialsError`` when there are none, as botocore would."""
+        (an aiobotocore S3 client) for ``bucket``, ``credentials`` and ``ca_bundle``
+        (its session's).  Raises ``NoCredentialsError`` when there are none, as botocore
+        would."""
         if credentials is None:
             raise NoCredentialsError()
         url: str = await client.generate_presigned_url(
@@ -176,8 +182,12 @@ class S3Direct:
         self._target = _Target(base, path, host, scope[2], proxy)
         self._credentials = credentials
         if self._session is None:
+            tls: ssl.SSLContext | bool = True  # (no TLS on an http endpoint)
+            if split.scheme == "https":
+                cafile = get_cert_path(ca_bundle or True)
+                tls = await asyncio.to_thread(ssl.create_default_context, cafile=cafile)
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=self._pool),
+                connector=aiohttp.TCPConnector(limit=self._pool, ssl=tls),
                 timeout=self._timeout,
                 skip_auto_headers={"Content-Type", "User-Agent"},
                 auto_decompress=False,
@@ -275,7 +285,8 @@ class S3Direct:
             headers = await self._sign(method, uri, target, extra, payload)
             try:
                 async with session.request(
-                    method, url, headers=headers, data=body or None, proxy=target.proxy,
+                    method, url, headers=headers, data=body if method == "PUT" else None,
+                    proxy=target.proxy,
                     allow_redirects=False,
                 ) as response:  # fmt: skip
                     status = response.status
