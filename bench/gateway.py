@@ -6,10 +6,15 @@ mini``) in the same run, through the same client (aiobotocore), three targets:
 * ``gateway (embedded)``: a repository on the embedded default (a local namespace);
 * ``gateway (over seaweedfs)``: a repository whose namespace is a bucket of the same
   SeaweedFS (``s3://<bucket>/bench?endpoint_url=...&path_style=true``);
+* ``gateway (over seaweedfs, botocore)``: the same with the namespace's ``direct=false``
+  (every object-store request through botocore: the A/B of the store's direct path);
 * ``seaweedfs s3``: SeaweedFS's own endpoint.
 
-``--targets`` picks some of them (``embedded``, ``seaweedfs`` -- the gateway over it --
-and ``weed`` -- SeaweedFS itself); all three by default.
+``--targets`` picks some of them, measured in the order given (``embedded``,
+``seaweedfs`` -- the gateway over it --, ``seaweedfs-botocore`` and ``weed`` --
+SeaweedFS itself); all but ``seaweedfs-botocore`` by default.  Both repositories over
+SeaweedFS get a few hundred PUTs and GETs first, outside the figures: SeaweedFS creates
+a bucket's volumes on its first writes, which made whichever target came first slower.
 
 Each gets:
 
@@ -43,7 +48,7 @@ from lsmstore.testing.servers import MOTO_ENV, WeedServer, new_bucket
 
 SMALL = os.urandom(1024)
 #: The targets ``--targets`` chooses from.
-TARGETS = ("embedded", "seaweedfs", "weed")
+TARGETS = ("embedded", "seaweedfs", "seaweedfs-botocore", "weed")
 
 
 def _config(connections: int) -> AioConfig:
@@ -146,15 +151,34 @@ async def measure(name: str, endpoint: str, key: tuple[str, str], bucket: str, p
     return out
 
 
+async def warm(endpoint: str, key: tuple[str, str], bucket: str, n: int = 256) -> None:
+    """``n`` small PUTs and GETs (16 at a time) under ``warm/``: SeaweedFS creates a
+    bucket's volumes on its first writes, the server its pools, outside any figure."""
+    limit = asyncio.Semaphore(16)
+    async with get_session().create_client(
+        "s3", endpoint_url=endpoint, aws_access_key_id=key[0], aws_secret_access_key=key[1],
+        region_name="us-east-1", config=_config(16),
+    ) as s3:  # fmt: skip
+
+        async def one(i: int) -> None:
+            async with limit:
+                await s3.put_object(Bucket=bucket, Key=f"main/warm/{i}", Body=SMALL)
+                r = await s3.get_object(Bucket=bucket, Key=f"main/warm/{i}")
+                async with r["Body"] as body:
+                    await body.read()
+
+        await asyncio.gather(*(one(i) for i in range(n)))
+
+
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m bench gateway")
     p.add_argument("--seconds", type=float, default=5.0)
     p.add_argument("--connections", type=int, default=64)
     p.add_argument("--large-mib", type=int, default=64)
-    p.add_argument("--targets", default=",".join(TARGETS))
+    p.add_argument("--targets", default="embedded,seaweedfs,weed")
     args = p.parse_args(argv)
-    targets = set(args.targets.split(","))
-    if not targets or not targets <= set(TARGETS):
+    targets = list(dict.fromkeys(args.targets.split(",")))
+    if not targets or not set(targets) <= set(TARGETS):
         p.error(f"--targets: a comma-separated subset of {','.join(TARGETS)}")
     print(f"load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} CPUs", flush=True)
     os.environ.update(MOTO_ENV)  # SeaweedFS accepts any credentials on loopback
@@ -170,19 +194,25 @@ def main(argv: list[str]) -> int:
             ns_bucket = asyncio.run(new_bucket(weed.endpoint, "lsm"))
             weed_ns = f"s3://{ns_bucket}/bench?endpoint_url={weed.endpoint}&path_style=true"
             with httpx.Client(base_url=server.api, auth=server.admin, timeout=60) as c:
-                for name, ns in (("bench", "local://bench"), ("benchweed", weed_ns)):
+                botocore_ns = weed_ns.replace("/bench?", "/benchb?") + "&direct=false"
+                for name, ns in (("bench", "local://bench"), ("benchweed", weed_ns),
+                                 ("benchweedb", botocore_ns)):  # fmt: skip
                     r = c.post("/repositories", json={"name": name, "storage_namespace": ns})
                     r.raise_for_status()
-            if "embedded" in targets:
-                asyncio.run(measure("gateway (embedded)", server.url, server.admin, "bench",
-                                    "main/", args))  # fmt: skip
-            if "seaweedfs" in targets:
-                asyncio.run(measure("gateway (over seaweedfs)", server.url, server.admin,
-                                    "benchweed", "main/", args))  # fmt: skip
-            if "weed" in targets:
-                bucket = asyncio.run(new_bucket(weed.endpoint, "bench"))
-                keys = (MOTO_ENV["AWS_ACCESS_KEY_ID"], MOTO_ENV["AWS_SECRET_ACCESS_KEY"])
-                asyncio.run(measure("seaweedfs s3", weed.endpoint, keys, bucket, "", args))
+            keys = (MOTO_ENV["AWS_ACCESS_KEY_ID"], MOTO_ENV["AWS_SECRET_ACCESS_KEY"])
+            for repo in ("benchweed", "benchweedb"):
+                asyncio.run(warm(server.url, server.admin, repo))
+            for target in targets:  # in the order given (the first one warms SeaweedFS)
+                if target == "weed":
+                    bucket = asyncio.run(new_bucket(weed.endpoint, "bench"))
+                    asyncio.run(measure("seaweedfs s3", weed.endpoint, keys, bucket, "", args))
+                    continue
+                label, repo = {
+                    "embedded": ("gateway (embedded)", "bench"),
+                    "seaweedfs": ("gateway (over seaweedfs)", "benchweed"),
+                    "seaweedfs-botocore": ("gateway (over seaweedfs, botocore)", "benchweedb"),
+                }[target]
+                asyncio.run(measure(label, server.url, server.admin, repo, "main/", args))
         finally:
             if server is not None:
                 server.stop()
