@@ -23,7 +23,10 @@ Each gets:
 * ``half-load put p99 ms``: small PUTs offered at half the PUT/s just measured, at
   even intervals for S seconds, each timed from when it was due (queueing included);
 * LIST pages/s (ListObjectsV2, 1000 keys a page) for S seconds;
-* one M MiB object PUT then GET, MB/s.
+* one M MiB object PUT then GET, MB/s;
+* ``server CPU ms/put`` and ``/get``: the CPU the answering server (lsmstore's, or
+  SeaweedFS for its own row) used per small PUT and GET of those phases, from
+  ``/proc`` -- the figure a loaded machine disturbs least.
 
 Figures only: no goal is asserted here (BENCHMARKS.md reads them).
 """
@@ -98,8 +101,17 @@ async def _paced(seconds: float, rate: float, op: Any) -> list[float]:
     return latencies
 
 
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds process ``pid`` has used (Linux ``/proc``)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def measure(name: str, endpoint: str, key: tuple[str, str], bucket: str, prefix: str,
-                  args: argparse.Namespace) -> dict[str, float]:  # fmt: skip
+                  args: argparse.Namespace, pid: int) -> dict[str, float]:  # fmt: skip
+    """The figures of one target; ``pid`` is the server answering it, whose CPU per
+    small PUT and GET is reported beside the rates (robust to a loaded machine)."""
     out: dict[str, float] = {}
     session = get_session()
     async with session.create_client(
@@ -110,7 +122,9 @@ async def measure(name: str, endpoint: str, key: tuple[str, str], bucket: str, p
         async def put(i: int) -> None:
             await s3.put_object(Bucket=bucket, Key=f"{prefix}s/{i:09d}", Body=SMALL)
 
+        cpu = cpu_s(pid)
         n, lat = await _loop(args.seconds, args.connections, put)
+        out["server CPU ms/put"] = (cpu_s(pid) - cpu) * 1000 / max(n, 1)
         out["put/s"] = n / args.seconds
         out["put p50 ms"] = statistics.median(lat) * 1000
         out["put p99 ms"] = statistics.quantiles(lat, n=100)[98] * 1000
@@ -127,7 +141,9 @@ async def measure(name: str, endpoint: str, key: tuple[str, str], bucket: str, p
             async with r["Body"] as body:
                 await body.read()
 
+        cpu = cpu_s(pid)
         n, lat = await _loop(args.seconds, args.connections, get)
+        out["server CPU ms/get"] = (cpu_s(pid) - cpu) * 1000 / max(n, 1)
         out["get/s"] = n / args.seconds
         out["get p99 ms"] = statistics.quantiles(lat, n=100)[98] * 1000
 
@@ -205,14 +221,17 @@ def main(argv: list[str]) -> int:
             for target in targets:  # in the order given (the first one warms SeaweedFS)
                 if target == "weed":
                     bucket = asyncio.run(new_bucket(weed.endpoint, "bench"))
-                    asyncio.run(measure("seaweedfs s3", weed.endpoint, keys, bucket, "", args))
+                    assert weed.proc is not None
+                    asyncio.run(measure("seaweedfs s3", weed.endpoint, keys, bucket, "", args,
+                                        weed.proc.pid))  # fmt: skip
                     continue
                 label, repo = {
                     "embedded": ("gateway (embedded)", "bench"),
                     "seaweedfs": ("gateway (over seaweedfs)", "benchweed"),
                     "seaweedfs-botocore": ("gateway (over seaweedfs, botocore)", "benchweedb"),
                 }[target]
-                asyncio.run(measure(label, server.url, server.admin, repo, "main/", args))
+                asyncio.run(measure(label, server.url, server.admin, repo, "main/", args,
+                                    server.proc.pid))  # fmt: skip
         finally:
             if server is not None:
                 server.stop()
