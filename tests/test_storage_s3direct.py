@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
 from collections.abc import AsyncIterator, Awaitable, Callable
-from urllib.parse import urlparse
 
 import pytest
 
@@ -19,7 +17,7 @@ from lsmstore.errors import ObjectNotFoundError, UnavailableError
 from lsmstore.storage.base import PutMode
 from lsmstore.storage.s3 import S3Store
 from lsmstore.storage.url import open_object_store
-from lsmstore.testing.faultproxy import FaultPlan, FaultProxy
+from lsmstore.testing.faultproxy import FaultPlan, FaultProxy, fault_proxy
 from lsmstore.testing.servers import MotoServer, new_bucket
 
 FAST = {"connect_timeout": 2.0, "read_timeout": 2.0}
@@ -56,12 +54,8 @@ async def bucket(moto: MotoServer) -> str:
 
 @pytest.fixture
 async def proxy(moto: MotoServer) -> AsyncIterator[FaultProxy]:
-    url = urlparse(moto.endpoint)
-    assert url.hostname is not None and url.port is not None
-    p = FaultProxy(url.hostname, url.port, rng=random.Random(3))
-    await p.start()
-    yield p
-    await p.aclose()
+    async with fault_proxy(moto.endpoint, seed=3) as p:
+        yield p
 
 
 async def test_odd_keys_round_trip(moto: MotoServer, bucket: str) -> None:
