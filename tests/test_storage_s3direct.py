@@ -18,9 +18,15 @@ from lsmstore.storage.base import PutMode
 from lsmstore.storage.s3 import S3Store
 from lsmstore.storage.url import open_object_store
 from lsmstore.testing.faultproxy import FaultPlan, FaultProxy, fault_proxy
-from lsmstore.testing.servers import MotoServer, new_bucket
+from lsmstore.testing.servers import MOTO_ENV, MotoServer, new_bucket
 
 FAST = {"connect_timeout": 2.0, "read_timeout": 2.0}
+
+
+@pytest.fixture(autouse=True)
+def _credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    for k, v in MOTO_ENV.items():  # signed requests even where no moto server runs
+        monkeypatch.setenv(k, v)
 
 
 def test_signature_is_aws_example() -> None:
