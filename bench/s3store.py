@@ -12,35 +12,24 @@ only: nothing is asserted.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import time
 from collections.abc import Awaitable, Callable
 
 import uvloop
 
+from bench.gateway import _loop
 from lsmstore.storage.s3 import S3Store
 from lsmstore.testing.servers import MOTO_ENV, WeedServer, new_bucket
 
 OPS = ("put", "get", "get_range", "head")
 
 
-async def _rate(seconds: float, tasks: int, op: Callable[[int, int], Awaitable[object]]
+async def _rate(seconds: float, tasks: int, op: Callable[[int], Awaitable[object]]
                 ) -> tuple[float, float]:  # fmt: skip
-    """``op(task, i)`` from ``tasks`` tasks for ``seconds``: (requests/s, CPU µs each)."""
-    count = 0
-    stop = time.perf_counter() + seconds
-
-    async def worker(task: int) -> None:
-        nonlocal count
-        i = 0
-        while time.perf_counter() < stop:
-            await op(task, i)
-            i += 1
-            count += 1
-
+    """``op(i)`` from ``tasks`` tasks for ``seconds``: (requests/s, CPU µs each)."""
     started, cpu = time.perf_counter(), time.process_time()
-    await asyncio.gather(*(worker(t) for t in range(tasks)))
+    count, _ = await _loop(seconds, tasks, op)
     elapsed, used = time.perf_counter() - started, time.process_time() - cpu
     return count / elapsed, used * 1e6 / max(count, 1)
 
@@ -52,11 +41,12 @@ async def measure(endpoint: str, direct: bool, args: argparse.Namespace) -> dict
     async with S3Store(bucket, "bench", endpoint_url=endpoint, direct=direct) as store:
         for t in range(args.tasks):
             await store.put(f"r/{t}", data)
-        ops: dict[str, Callable[[int, int], Awaitable[object]]] = {
-            "put": lambda t, i: store.put(f"w/{t}/{i}", data),
-            "get": lambda t, i: store.get(f"r/{t}"),
-            "get_range": lambda t, i: store.get_range(f"r/{t}", 0, args.size // 2),
-            "head": lambda t, i: store.head(f"r/{t}"),
+        n = args.tasks
+        ops: dict[str, Callable[[int], Awaitable[object]]] = {
+            "put": lambda i: store.put(f"w/{i}", data),
+            "get": lambda i: store.get(f"r/{i % n}"),
+            "get_range": lambda i: store.get_range(f"r/{i % n}", 0, args.size // 2),
+            "head": lambda i: store.head(f"r/{i % n}"),
         }
         for name in OPS:
             rate, cpu = await _rate(args.seconds, args.tasks, ops[name])
