@@ -17,7 +17,9 @@ S3 options (query parameters override keyword arguments of the same name):
 ``read_timeout`` (seconds, default 5 and 30), ``max_pool_connections`` (default 64),
 ``page_size`` (keys per ListObjectsV2 page, 1..1000), ``part_size`` (bytes per part of
 a streamed upload, default 8 MiB, at least 5 MiB), ``part_concurrency`` (parts of one
-streamed upload sent at once, default 4, 1..64).  ``file`` and ``mem`` take no
+streamed upload sent at once, default 4, 1..64), ``direct`` (``false``: every request
+through botocore, none on the store's own aiohttp path; default true), ``max_read``
+(the largest object ``get`` reads whole, default 5 GiB).  ``file`` and ``mem`` take no
 options.  Anything else -- another scheme, a relative path, an unknown option, a value
 of the wrong type -- raises :class:`InvalidURLError` naming it.
 """
@@ -69,6 +71,8 @@ S3_OPTIONS: dict[str, Callable[[Any], Any]] = {
     "page_size": int,
     "part_size": int,
     "part_concurrency": int,
+    "direct": _bool,
+    "max_read": int,
 }
 
 
@@ -110,8 +114,10 @@ def local_namespace_path(url: str, home: Path | None = None) -> Path:
     return (home or default_home()) / "data" / rel
 
 
-def open_object_store(url: str, **options: Any) -> ObjectStore:
-    """The store for ``url`` (see the module doc for forms and options). No I/O happens here."""
+def open_object_store(url: str, *, local_sync: str = "auto", **options: Any) -> ObjectStore:
+    """The store for ``url`` (see the module doc for forms and options). No I/O happens
+    here.  ``local_sync``: how a ``file``/``local`` store makes puts durable (the
+    ``local_sync`` setting, :data:`lsmstore.storage.local.SYNC_MODES`)."""
     check_url_text(url, "storage namespace URL", InvalidURLError)
     try:
         parts = urlsplit(url)
@@ -127,9 +133,9 @@ def open_object_store(url: str, **options: Any) -> ObjectStore:
             path = _unquoted(url, parts.path)
             if parts.netloc not in ("", "localhost") or not path.startswith("/"):
                 raise InvalidURLError(f"file URL must name an absolute path (file:///...): {url!r}")
-            return LocalStore(Path(path))
+            return LocalStore(Path(path), sync=local_sync)
         if scheme == "local":
-            return LocalStore(local_namespace_path(url))
+            return LocalStore(local_namespace_path(url), sync=local_sync)
         if scheme == "mem":
             if not parts.netloc or parts.path not in ("", "/"):
                 raise InvalidURLError(f"memory store URL must be mem://<name>: {url!r}")
