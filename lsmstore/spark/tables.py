@@ -64,6 +64,7 @@ import heapq
 import io
 import time
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
@@ -203,9 +204,10 @@ class TableMessage(WriterCommitMessage):
 
 
 def _encode(table: pa.Table) -> bytes:
-    buf = io.BytesIO()
-    pq.write_table(table, buf, compression="snappy")
-    return buf.getvalue()
+    sink = pa.BufferOutputStream()  # Arrow's own buffer: no Python call per write
+    pq.write_table(table, sink, compression="snappy")
+    data: bytes = sink.getvalue().to_pybytes()
+    return data
 
 
 def split_partitions(table: pa.Table, columns: Sequence[str]) -> Iterator[tuple[str, pa.Table]]:
@@ -666,17 +668,26 @@ class TableReader(DataSourceReader):
         return [_Partition(TablePart(i, self.plan.namespace, g)) for i, g in enumerate(groups)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """The partition's files in order, each fetched while the one before is
+        decoded (a thread fetches one file ahead: two files in memory at most)."""
         assert isinstance(partition, _Partition)
         part: TablePart = partition.part
-        for f in part.files:
-            yield from self._read_file(part.namespace, f)
-
-    def _read_file(self, namespace: str, f: TableFileRef) -> Iterator[pa.RecordBatch]:
         from lsmstore.spark.source import run
 
-        data = run(_read_object(namespace, self.plan.base, f.address))
+        def fetch(f: TableFileRef) -> bytes:
+            return run(_read_object(part.namespace, self.plan.base, f.address))
+
+        with ThreadPoolExecutor(1, thread_name_prefix="lsm-table-fetch") as pool:
+            ahead = [pool.submit(fetch, f) for f in part.files[:1]]
+            for i, f in enumerate(part.files):
+                data = ahead.pop().result()
+                ahead += [pool.submit(fetch, g) for g in part.files[i + 1 : i + 2]]
+                yield from self._read_file(f, data)
+
+    def _read_file(self, f: TableFileRef, data: bytes) -> Iterator[pa.RecordBatch]:
         try:
-            table = pq.read_table(io.BytesIO(data))
+            # One task per core: the file is decoded on the task's thread alone.
+            table = pq.read_table(pa.BufferReader(data), use_threads=False)
         except (pa.ArrowInvalid, OSError) as e:
             raise CorruptFileError(f.address, f"not a Parquet file: {e}") from None
         values = dict(f.values)
