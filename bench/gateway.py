@@ -1,4 +1,5 @@
-"""``python -m bench gateway [--seconds S] [--connections N] [--large-mib M]``: the S3
+"""``python -m bench gateway [--seconds S] [--connections N] [--large-mib M]
+[--local-sync auto|file|filesystem]``: the S3
 gateway of ``lsmstore serve`` (on loopback) beside SeaweedFS's own S3 endpoint (``weed
 mini``) in the same run, through the same client (aiobotocore), three targets:
 
@@ -15,6 +16,9 @@ Each gets:
   even intervals for S seconds, each timed from when it was due (queueing included);
 * LIST pages/s (ListObjectsV2, 1000 keys a page) for S seconds;
 * one M MiB object PUT then GET, MB/s.
+
+``--local-sync`` sets the server's ``local_sync`` (how the embedded namespace makes a
+put durable; default: the setting's own default).
 
 Figures only: no goal is asserted here (BENCHMARKS.md reads them).
 """
@@ -34,6 +38,7 @@ import httpx
 from aiobotocore.config import AioConfig
 from aiobotocore.session import get_session
 
+from lsmstore.storage.local import SYNC_MODES
 from lsmstore.testing.server_process import start_server
 from lsmstore.testing.servers import MOTO_ENV, WeedServer, new_bucket
 
@@ -145,8 +150,11 @@ def main(argv: list[str]) -> int:
     p.add_argument("--seconds", type=float, default=5.0)
     p.add_argument("--connections", type=int, default=64)
     p.add_argument("--large-mib", type=int, default=64)
+    p.add_argument("--local-sync", choices=SYNC_MODES, default=None)
     args = p.parse_args(argv)
     print(f"load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} CPUs", flush=True)
+    if args.local_sync:
+        print(f"local_sync = {args.local_sync}", flush=True)
     os.environ.update(MOTO_ENV)  # SeaweedFS accepts any credentials on loopback
     with tempfile.TemporaryDirectory() as tmp:
         weed = WeedServer()
@@ -156,6 +164,8 @@ def main(argv: list[str]) -> int:
             # The server may open namespaces on the SeaweedFS endpoint (and reaches it
             # with the credentials above).
             env = {"LSMSTORE_SERVER_NAMESPACE_ENDPOINTS": weed.endpoint}
+            if args.local_sync:
+                env["LSMSTORE_LOCAL_SYNC"] = args.local_sync
             server = start_server(Path(tmp) / "home", env=env)
             ns_bucket = asyncio.run(new_bucket(weed.endpoint, "lsm"))
             weed_ns = f"s3://{ns_bucket}/bench?endpoint_url={weed.endpoint}&path_style=true"

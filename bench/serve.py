@@ -3,7 +3,9 @@ library in the same run (the ceiling).
 
 ``python -m bench serve [--seconds 10] [--connections 256] [--batch 1000]
 [--skip-library] [--phases stat,ls,upload,link,batch,halfload] [--rate R]
-[--increasing-keys]`` (``./dev.sh bench serve``; needs ``wrk``: ``apt-get install wrk``).
+[--increasing-keys] [--local-sync auto|file|filesystem]`` (``./dev.sh bench serve``;
+needs ``wrk``: ``apt-get install wrk``).  ``--local-sync`` sets the server's
+``local_sync`` (how its local namespace makes a put durable).
 
 A real server process (``python -m lsmstore.server``, embedded RefStore and local-file
 object store under a fresh ``$LSMSTORE_HOME``, compaction in process) and client
@@ -56,6 +58,7 @@ from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
+from lsmstore.storage.local import SYNC_MODES
 from lsmstore.testing.server_process import ServerProcess, start_server
 
 REPO = "bench"
@@ -390,6 +393,7 @@ def main(argv: list[str]) -> int:
                     "L2 and every compaction rewrites all of it)")  # fmt: skip
     ap.add_argument("--phases", default=",".join(PHASES),
                     help=f"comma-separated subset of {','.join(PHASES)}")  # fmt: skip
+    ap.add_argument("--local-sync", choices=SYNC_MODES, default=None)
     args = ap.parse_args(argv)
     phases = set(args.phases.split(","))
     if not phases <= set(PHASES):
@@ -399,7 +403,8 @@ def main(argv: list[str]) -> int:
         return 2
     load0 = os.getloadavg()
     tmp = Path(tempfile.mkdtemp(prefix="lsm-bench-serve-"))
-    server = start_server(tmp / "home")
+    env = {"LSMSTORE_LOCAL_SYNC": args.local_sync} if args.local_sync else None
+    server = start_server(tmp / "home", env=env)
     rows: list[tuple[str, str, str]] = []
     try:
         import httpx

@@ -194,13 +194,14 @@ class Store:
         *,
         refstore: RefStore | None = None,
         cache: FileCacheLike | None = None,
-        open_objects: Callable[[str], ObjectStore] = open_object_store,
+        open_objects: Callable[[str], ObjectStore] | None = None,
         clock: Callable[[], float] = time.time,
         token: Callable[[int], str] = secrets.token_hex,
     ) -> None:
         """``refstore``, ``cache`` and ``open_objects`` (storage namespace URL -> store)
-        replace the parts the configuration would open; tests use them to inject
-        faults."""
+        replace the parts the configuration would open (by default
+        :func:`open_object_store` with the ``local_sync`` setting); tests use them to
+        inject faults."""
         if not isinstance(config, Config):
             raise InvalidInputError(
                 f"Store needs a Config (lsmstore.load_config), not {type(config).__name__}"
@@ -217,7 +218,9 @@ class Store:
         self.exclusion = BranchLocks()
         #: Randomness of repository, action run and import ids.
         self.token = token
-        self._open_objects = open_objects
+        self._open_objects = open_objects or functools.partial(
+            open_object_store, local_sync=config.local_sync
+        )
         self._objects: dict[str, ObjectStore] = {}
         #: Keyed by (repository name, repository id, branch).  Both are bounded
         #: (docs/security.md, "Per-branch state"): views are an LRU of

@@ -28,6 +28,7 @@ from lsmstore.actions.allow import AllowList
 from lsmstore.errors import InvalidInputError
 from lsmstore.objects.addresses import import_source_list
 from lsmstore.refstore.base import MAX_FILE_IDS
+from lsmstore.storage.local import SYNC_MODES
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -197,6 +198,13 @@ class Config:
     #: generation's threshold from CPython's default to 7,000 (docs/write-path.md).
     #: ``auto``/``on``: do it; ``off``: leave the collector alone.
     gc_freeze: str = "auto"
+    #: How a put to a local object store (``file://`` and ``local://`` namespaces) is
+    #: made durable (docs/storage.md, "Group durability"): ``filesystem`` shares one
+    #: ``syncfs`` of the filesystem among the puts of a group (it also writes back
+    #: whatever else is dirty on that filesystem); ``file`` fsyncs each file and its
+    #: directory; ``auto``: ``filesystem`` where syncfs reports write-back errors (Linux
+    #: 5.8 and later), else ``file``.
+    local_sync: str = "auto"
     #: How often a compactor re-checks branches (the age trigger) and sweeps garbage.
     compaction_interval_s: float = 5.0
     compaction_sweep_interval_s: float = 60.0
@@ -563,6 +571,8 @@ def _validated(cfg: Config) -> Config:
         raise bad("l1_soft_limit must be <= l1_hard_limit")
     if cfg.compaction_in_process not in ("auto", "on", "off"):
         raise bad("compaction_in_process must be auto, on or off")
+    if cfg.local_sync not in SYNC_MODES:
+        raise bad(f"local_sync must be one of {', '.join(SYNC_MODES)}")
     if not cfg.server_member_heartbeat_s < cfg.server_member_ttl_s:
         raise bad("server_member_heartbeat_s must be below server_member_ttl_s")
     if cfg.actions_enabled not in ("on", "off"):

@@ -145,3 +145,22 @@ def test_user_setting(tmp_path: Path) -> None:
     assert load_config(environ={}).user == getpass.getuser()
     assert load_config(environ={"LSMSTORE_USER": "alice"}).user == "alice"
     assert load_config(environ={"LSMSTORE_USER": "alice"}, user="bob").user == "bob"
+
+
+async def test_local_sync_setting_reaches_local_stores(tmp_path: Path) -> None:
+    """``local_sync`` picks how a Store's local namespaces make puts durable; a value
+    outside auto/file/filesystem is refused."""
+    from lsmstore.client import Store
+    from lsmstore.storage.local import LocalStore
+
+    env = {"LSMSTORE_HOME": str(tmp_path)}
+    with pytest.raises(InvalidInputError, match="local_sync"):
+        load_config(environ={**env, "LSMSTORE_LOCAL_SYNC": "never"})
+    for mode, expected in (("file", "file"), ("filesystem", "filesystem"), ("auto", None)):
+        store = Store(load_config(environ={**env, "LSMSTORE_LOCAL_SYNC": mode}))
+        try:
+            objects = store.objects((tmp_path / "ns").as_uri())
+            assert isinstance(objects, LocalStore)
+            assert objects.sync == (expected or LocalStore(tmp_path).sync)
+        finally:
+            await store.aclose()

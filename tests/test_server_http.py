@@ -9,13 +9,16 @@ import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl
 
 import httpx
 import pytest
 from helpers.server import make_repo
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lsmstore.server.errors import ApiError
-from lsmstore.server.http import Request, Response
+from lsmstore.server.http import Request, Response, receive_once
 from lsmstore.server.protocol import FLUSH_BYTES, CoalescingTransport
 from lsmstore.server.routing import Route, Router
 from lsmstore.testing.server_process import ServerProcess
@@ -73,6 +76,27 @@ async def _turn() -> None:
 def _body_request(receive: Any, timeout_s: float) -> Request:
     scope = {"method": "POST", "path": "/x", "headers": [(b"content-length", b"4")]}
     return Request(scope, receive, max_body_bytes=100, body_timeout_s=timeout_s)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(["&", "=", "%", "+", "%41", "%zz", "a", "path", "é", " ", ";",
+                                 "/", "%C3%A9", "%ff"]), max_size=12))  # fmt: skip
+def test_query_values_are_parse_qsls(parts: list[str]) -> None:
+    """The query as the standard parser reads it (blank values kept; a value that
+    unescapes to bytes not UTF-8 is a 400), with or without anything to unescape."""
+    text = "".join(parts)
+    scope = {"method": "GET", "path": "/", "headers": [], "query_string": text.encode()}
+    request = Request(scope, receive_once(b""), max_body_bytes=0, body_timeout_s=1.0)
+    try:
+        want: dict[str, list[str]] = {}
+        for k, v in parse_qsl(text, keep_blank_values=True, errors="strict"):
+            want.setdefault(k, []).append(v)
+    except UnicodeDecodeError:
+        with pytest.raises(ApiError) as e:
+            request.query  # noqa: B018
+        assert e.value.status == 400
+        return
+    assert request.query == want
 
 
 async def test_body_arriving_in_time_is_read_and_its_timer_cancelled() -> None:

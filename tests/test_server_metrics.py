@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import httpx
 from helpers.server import make_repo
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from lsmstore.server.metrics import LATENCY_BUCKETS, RequestMetrics
 from lsmstore.testing.server_process import ServerProcess
 
 
@@ -52,3 +54,32 @@ def test_metrics_count_what_happened(server: ServerProcess, admin: httpx.Client)
                     if name == "lsmstore_backend_seconds_count"
                     and ("backend", "objects") in labels]  # fmt: skip
     assert sum(refstore_calls) > 0 and sum(object_calls) > 0
+
+
+def test_request_metrics_render_as_prometheus_client_would() -> None:
+    """The server's lock-free request counts render the samples a prometheus_client
+    Counter and Histogram fed the same requests render (bounds inclusive)."""
+    ours, theirs = CollectorRegistry(), CollectorRegistry()
+    fast = RequestMetrics(LATENCY_BUCKETS)
+    ours.register(fast)
+    count = Counter("lsmstore_http_requests", "HTTP requests answered", ["operation", "status"],
+                    registry=theirs)  # fmt: skip
+    hist = Histogram("lsmstore_http_request_seconds", "x", ["operation"],
+                     buckets=LATENCY_BUCKETS, registry=theirs)  # fmt: skip
+    seen = [("statObject", 200, 0.0001), ("statObject", 200, 0.001), ("statObject", 404, 0.5),
+            ("uploadObject", 201, 30.0), ("uploadObject", 201, 0.0025),
+            ("statObject", 200, 10.0)]  # fmt: skip
+    for operation, status, seconds in seen:
+        fast.observe(operation, status, seconds)
+        count.labels(operation, str(status)).inc()
+        hist.labels(operation).observe(seconds)
+
+    def samples(registry: CollectorRegistry) -> set[tuple[str, tuple[tuple[str, str], ...], float]]:
+        text = generate_latest(registry).decode()
+        return {(s.name, tuple(sorted(s.labels.items())), s.value)
+                for family in text_string_to_metric_families(text) for s in family.samples
+                if not s.name.endswith("_created")}  # fmt: skip
+
+    assert samples(ours) == samples(theirs)
+    assert ("lsmstore_http_request_seconds_bucket",
+            (("le", "0.001"), ("operation", "statObject")), 2.0) in samples(ours)  # fmt: skip

@@ -252,3 +252,83 @@ async def test_requests_missing_a_signing_secret_together_share_one_read(
     await auth.delete_key(p.access_key_id)
     await pending
     assert await auth.signing_secret(p.access_key_id) is None
+
+
+async def test_requests_presenting_the_same_credentials_together_share_one_check(
+    records: EmbeddedRefStore,
+) -> None:
+    """Requests presenting credentials this server has not verified yet, all at once
+    (a busy client's connections reaching a fresh server, or its entry expiring under
+    load), read the key's record once -- and run scrypt once -- not once each; a wrong
+    secret sent meanwhile is checked apart and refused."""
+    counted = _CountedRecords(records)
+    p, secret = await Authenticator(cast(RecordStore, records)).create_key("writer")
+    auth = Authenticator(cast(RecordStore, counted), clock=CLOCK, wall_clock=CLOCK)
+    good, bad = basic(p.access_key_id, secret), basic(p.access_key_id, "wrong-secret")
+    answers = await asyncio.gather(
+        *(status(auth, good, "10.0.0.1") for _ in range(50)),
+        *(status(auth, bad, "10.0.0.2") for _ in range(5)),
+    )
+    assert answers == [200] * 50 + [401] * 5
+    assert counted.gets == 2  # the good secret's check and the wrong one's
+    assert not auth._checks  # nothing kept once the checks ended
+
+    CLOCK.now += auth.revalidate_s + 1  # the entry is stale: the record is read again
+    counted.gets = 0
+    assert await asyncio.gather(*(status(auth, good, None) for _ in range(50))) == [200] * 50
+    assert counted.gets == 1
+
+
+def test_a_client_cannot_pick_the_address_its_failures_count_under(
+    tmp_path: Path,
+) -> None:
+    """The per-client limit counts the connection's peer address: X-Forwarded-For,
+    even from loopback, changes nothing."""
+    env = {"LSMSTORE_SERVER_AUTH_MAX_FAILURES_PER_KEY": "0",
+           "LSMSTORE_SERVER_AUTH_MAX_FAILURES_PER_CLIENT": "2",
+           "LSMSTORE_SERVER_AUTH_FAILURE_WINDOW_S": "3600"}  # fmt: skip
+    server = start_server(tmp_path / "home", env=env)
+    try:
+        api = server.api + "/repositories"
+        for i in range(2):
+            r = httpx.get(api, auth=(f"AKIALNOSUCHKEY{i}", "wrong-secret"),
+                          headers={"X-Forwarded-For": f"203.0.113.{i}"})  # fmt: skip
+            assert r.status_code == 401, r.text
+        r = httpx.get(api, auth=server.admin, headers={"X-Forwarded-For": "203.0.113.9"})
+        assert r.status_code == 429, r.text
+    finally:
+        server.stop()
+
+
+async def test_the_same_guess_sent_together_counts_once(records: EmbeddedRefStore) -> None:
+    """Requests from one address presenting the same wrong secret together share one
+    check and count one failure (the same guess tells nothing new); other guesses and
+    other addresses count on their own."""
+    auth, throttle = make_auth(records, per_key=3, per_client=0)
+    p, secret = await auth.create_key("writer")
+    bad = basic(p.access_key_id, "wrong-secret")
+    assert await asyncio.gather(*(status(auth, bad, "10.0.0.1") for _ in range(20))) == [401] * 20
+    assert count(throttle, "rejected") == 1
+    assert await status(auth, basic(p.access_key_id, secret), "10.0.0.1") == 200
+    await asyncio.gather(status(auth, bad, "10.0.0.2"), status(auth, basic(p.access_key_id, "x"),
+                                                              "10.0.0.1"))  # fmt: skip
+    assert count(throttle, "rejected") == 3
+    assert (await records.read_window_count(counter_name("key", p.access_key_id))).value == 3
+
+
+async def test_a_cancelled_request_does_not_cancel_the_check_others_wait_for(
+    records: EmbeddedRefStore,
+) -> None:
+    """The request that started a shared check going away (its client disconnected)
+    leaves the check running for the others presenting the same credentials."""
+    p, secret = await Authenticator(cast(RecordStore, records)).create_key("reader")
+    auth = Authenticator(cast(RecordStore, records), clock=CLOCK, wall_clock=CLOCK)
+    good = basic(p.access_key_id, secret)
+    first = asyncio.ensure_future(auth.authenticate(good, "10.0.0.1"))
+    await asyncio.sleep(0)  # the check has started
+    second = asyncio.ensure_future(auth.authenticate(good, "10.0.0.1"))
+    await asyncio.sleep(0)
+    assert len(auth._checks) == 1
+    first.cancel()
+    assert (await second).access_key_id == p.access_key_id
+    assert first.cancelled()

@@ -31,9 +31,12 @@ from lsmstore.testing.store_contract import StoreContract, collect
 
 
 class TestLocalStore(StoreContract):
-    @pytest.fixture
-    async def store(self, tmp_path: Path) -> AsyncIterator[ObjectStore]:
-        async with LocalStore(tmp_path / "root") as s:
+    @pytest.fixture(params=["file", "filesystem"])
+    async def store(
+        self, tmp_path: Path, request: pytest.FixtureRequest
+    ) -> AsyncIterator[ObjectStore]:
+        async with LocalStore(tmp_path / "root", sync=request.param) as s:
+            assert s.sync == request.param
             yield s
 
 
@@ -156,12 +159,12 @@ async def test_kill_mid_write_leaves_no_partial_object(tmp_path: Path) -> None:
 
 
 def test_puts_into_one_directory_share_its_fsync() -> None:
-    """Group commit of directory fsyncs (lsmstore.storage.local._DirSync): while one
+    """Group commit of directory fsyncs (lsmstore.storage.local._GroupSync): while one
     fsync runs, the threads asking meanwhile wait for the *next* one -- one fsync for
     all of them, begun after they asked -- and its failure fails exactly them."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from lsmstore.storage.local import _DirSync
+    from lsmstore.storage.local import _GroupSync
 
     calls: list[int] = []
     release = [threading.Event() for _ in range(3)]
@@ -173,7 +176,7 @@ def test_puts_into_one_directory_share_its_fsync() -> None:
         if n == 1:
             raise OSError(5, "EIO")
 
-    ds = _DirSync(fsync)
+    ds = _GroupSync(fsync)
     with ThreadPoolExecutor(4) as pool:
         first = pool.submit(ds.sync, "/d")
         deadline = time.monotonic() + 60
@@ -204,7 +207,7 @@ async def test_put_fresh_is_durable_when_its_future_ends(
     """``put_fresh`` returns once the file is written and readable; its future ends
     after the file's fsync and then the directory's; a failed fsync fails the future
     (the put itself had returned)."""
-    store = LocalStore(tmp_path)
+    store = LocalStore(tmp_path, sync="file")
     await store.put("data/first", b"")  # the directory exists: no fsync of a new one
     order: list[str] = []
     gate = threading.Event()
@@ -339,3 +342,111 @@ async def test_a_cancelled_streamed_put_closes_its_file_after_its_write(
     assert not await asyncio.to_thread(os.path.exists, tmp_path / "k")
     left = await asyncio.to_thread(lambda: [p for p in tmp_path.rglob("*") if p.is_file()])
     assert left == []  # no temp file either
+
+
+def test_sync_mode_is_checked() -> None:
+    with pytest.raises(InvalidInputError, match="sync mode"):
+        LocalStore(Path("/x"), sync="sometimes")
+    assert LocalStore(Path("/x"), sync="file").sync == "file"
+    assert local._syncfs is not None or not sys.platform.startswith("linux")
+    assert LocalStore(Path("/x")).sync == ("file" if local._syncfs is None else "filesystem")
+
+
+async def test_concurrent_puts_share_one_syncfs_and_its_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``filesystem`` mode: no put fsyncs its file or directory; puts asking while a
+    syncfs runs wait for the next one -- one syncfs for all of them -- and its failure
+    fails every one of them (UnavailableError, outcome unknown); a later put starts
+    afresh."""
+    calls: list[int] = []
+    release = [threading.Event() for _ in range(3)]
+
+    def syncfs(fd: int) -> None:
+        os.fstat(fd)  # a real descriptor, kept open
+        n = len(calls)
+        calls.append(n)
+        assert release[n].wait(60)
+        if n == 1:
+            raise OSError(errno.EIO, "Input/output error")
+
+    store = LocalStore(tmp_path, sync="filesystem", syncfs=syncfs)
+    await asyncio.to_thread(os.mkdir, tmp_path / "d")
+    fsyncs: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (fsyncs.append(fd), real_fsync(fd)))
+
+    async def until(check: Any) -> None:
+        deadline = time.monotonic() + 60
+        while not check():
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.001)
+
+    first = await store.put_fresh("d/a", b"a")
+    await until(lambda: calls == [0])  # the first put runs syncfs 0
+    group = local._FS_SYNCS[((await asyncio.to_thread(os.stat, tmp_path)).st_dev, syncfs)]
+    second = [await store.put_fresh(f"d/{k}", k.encode()) for k in "bc"]
+    await until(lambda: group.waiting == 2)  # both drew syncfs 1: it begins after they wrote
+    assert not first.done() and not any(f.done() for f in second)
+    release[0].set()
+    await first
+    release[1].set()
+    for f in second:
+        with pytest.raises(UnavailableError, match="Input/output error") as e:
+            await f
+        assert e.value.outcome_unknown
+    assert calls == [0, 1]  # one syncfs for both
+    release[2].set()
+    await (await store.put_fresh("d/d", b"d"))  # a later put starts afresh
+    assert calls == [0, 1, 2] and fsyncs == []
+    assert [await store.get(f"d/{k}") for k in "abcd"] == [b"a", b"b", b"c", b"d"]
+
+
+async def test_a_filesystem_mode_put_is_durable_before_its_name_appears(tmp_path: Path) -> None:
+    """``filesystem`` mode, a put through a temp file: one syncfs ends before the link
+    (so no crash leaves a CREATE key -- a range, a metarange -- naming a partial file
+    that a later put would take as done) and one after it (the name itself)."""
+    seen: list[list[str]] = []
+
+    def syncfs(fd: int) -> None:
+        seen.append(sorted(p.name for p in (tmp_path / "r").iterdir()))
+
+    store = LocalStore(tmp_path, sync="filesystem", syncfs=syncfs)
+    await store.put("r/k", b"range bytes")
+    assert len(seen) == 2
+    assert "k" not in seen[0] and any(n.startswith(TMP_MARK) for n in seen[0])
+    assert "k" in seen[1]
+    assert await store.get("r/k") == b"range bytes"
+
+    def failing(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    # The sync before the link fails: nothing is published, the temp file is gone, and
+    # the outcome is known (the key was never there).
+    store = LocalStore(tmp_path, sync="filesystem", syncfs=failing)
+    with pytest.raises(UnavailableError, match="Input/output error") as e:
+        await store.put("r/other", b"lost")
+    assert not e.value.outcome_unknown
+    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == ["k"]
+
+
+def test_a_failed_syncfs_fails_puts_that_wrote_before_it() -> None:
+    """A syncfs reports a write-back error once, to whichever syncfs runs next: a put
+    whose mark was taken before that failure fails even when its own syncfs succeeds;
+    one that began writing after it does not."""
+    from lsmstore.storage.local import _GroupSync
+
+    results = iter([OSError(errno.EIO, "Input/output error"), None, None])
+
+    def sync(path: str) -> None:
+        error = next(results)
+        if error is not None:
+            raise error
+
+    group = _GroupSync(sync)
+    before = group.mark()
+    with pytest.raises(OSError, match="Input/output error"):
+        group.sync("/fs")
+    with pytest.raises(OSError, match="Input/output error"):
+        group.sync("/fs", before)  # its own syncfs succeeded, an earlier one did not
+    group.sync("/fs", group.mark())

@@ -84,7 +84,7 @@ class Compactor:
         async with self._store_lock:
             store = self._stores.get(ns)
             if store is None:
-                store = self._stores[ns] = open_object_store(ns)
+                store = self._stores[ns] = open_object_store(ns, local_sync=self.config.local_sync)
             return store
 
     async def aclose(self) -> None:

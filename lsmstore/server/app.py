@@ -83,8 +83,6 @@ class App:
         self.gateway = Gateway(ctx)
         self._next_id = 0
         self._prefix = f"{int(time.time()) & 0xFFFFFF:06x}"
-        #: The metric children of each (operation, status) answered.
-        self._counted: dict[tuple[str, int], tuple[Any, Any]] = {}
         #: Requests being handled: a plain count, read when the metrics are rendered
         #: (a gauge's inc/dec take a lock twice per request).
         self.in_flight = 0
@@ -193,14 +191,7 @@ class App:
             self.in_flight -= 1
         status = response.status
         elapsed = time.perf_counter() - started
-        counted = self._counted.get((operation, status))
-        if counted is None:
-            counted = self._counted[(operation, status)] = (
-                metrics.requests.labels(operation, str(status)),
-                metrics.latency.labels(operation),
-            )
-        counted[0].inc()
-        counted[1].observe(elapsed)
+        metrics.requests.observe(operation, status, elapsed)
         if log.isEnabledFor(logging.DEBUG):
             log.debug(
                 "%s %s %d", method, path, status,

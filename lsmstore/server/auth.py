@@ -16,8 +16,12 @@ the key is created.
 unknown key id costs the same scrypt work as a wrong secret (against a hash of no
 key), so the answer time tells nothing about which key ids exist.  A successful check
 is remembered per key id with the key's generation and the SHA-256 of the secret
-(never the secret): a client's next requests cost a dictionary lookup.  Digests and
-token signatures are compared with :func:`hmac.compare_digest`.
+(never the secret): a client's next requests cost a dictionary lookup.  Requests
+from one address that present the same credentials while they are being checked share
+that one check, throttle included (:meth:`Authenticator.authenticate`): a busy
+client's connections arriving together at a fresh server, or when its entry expires,
+cost one record read and at most one scrypt, not one each.  Digests and token
+signatures are compared with :func:`hmac.compare_digest`.
 
 **Propagation.** A remembered key is trusted for ``revalidate_s`` (2 s by default)
 after its record was last read from the RefStore; the next request after that reads
@@ -258,6 +262,12 @@ class Authenticator:
     _secret_loads: dict[str, asyncio.Task[tuple[Principal, str] | None]] = field(
         default_factory=dict
     )
+    #: (key id, SHA-256 of the secret or the token's generation, client address) -> the
+    #: throttled check of those credentials in flight, which the requests presenting
+    #: them meanwhile share.  An entry lives only while its check runs.
+    _checks: dict[tuple[str, bytes | str, str | None], asyncio.Task[Principal]] = field(
+        default_factory=dict
+    )
 
     # --- keys ------------------------------------------------------------------------
 
@@ -324,6 +334,8 @@ class Authenticator:
         self._cache.pop(access_key_id, None)
         self._secrets.pop(access_key_id, None)
         self._secret_loads.pop(access_key_id, None)  # a read begun before: not kept
+        for flight in [f for f in self._checks if f[0] == access_key_id]:
+            del self._checks[flight]  # a check begun before: not shared any more
         with contextlib.suppress(NotFoundError):
             await self.records.delete_record(sealing.KIND, access_key_id)
 
@@ -382,8 +394,10 @@ class Authenticator:
         known = self._known(parsed)
         if known is not None:
             return known
+        if parsed is None:
+            return await self._guarded(None, client, lambda: self._check(None))
         claimed = parsed.key_id if isinstance(parsed, _Basic) else None
-        return await self._guarded(claimed, client, lambda: self._check(parsed))
+        return await self._shared_check(parsed, claimed, client)
 
     async def login(self, key_id: str, secret: str, client: str | None = None) -> Principal:
         """:meth:`check_secret`, throttled like :meth:`authenticate`."""
@@ -391,7 +405,7 @@ class Authenticator:
         known = self._known(parsed)
         if known is not None:
             return known
-        return await self._guarded(key_id, client, lambda: self._check(parsed))
+        return await self._shared_check(parsed, key_id, client)
 
     async def check_secret(self, key_id: str, secret: str) -> Principal:
         """The principal of a key id and secret, or ApiError(401) (not throttled)."""
@@ -452,6 +466,33 @@ class Authenticator:
         if hit.secret_sha is not None and hmac.compare_digest(hit.secret_sha, _sha(parsed.secret)):
             return hit.principal
         return None
+
+    async def _shared_check(
+        self, parsed: _Basic | _Token, claimed: str | None, client: str | None
+    ) -> Principal:
+        """The throttled :meth:`_check`, run once for the requests from ``client``
+        presenting the same credentials while it runs: they share its answer (a 401
+        counts once: the same guess, made again at the same moment, tells nothing new)."""
+        proof = _sha(parsed.secret) if isinstance(parsed, _Basic) else parsed.generation
+        flight = (parsed.key_id, proof, client)
+        task = self._checks.get(flight)
+        if task is None:
+            task = asyncio.ensure_future(
+                self._guarded(claimed, client, lambda: self._check(parsed))
+            )
+            self._checks[flight] = task
+            task.add_done_callback(retrieve_exception)
+            task.add_done_callback(lambda done: self._end_check(flight, done))
+        try:
+            return await asyncio.shield(task)
+        except ApiError as e:  # each request gets an answer of its own
+            raise ApiError(e.status, e.message, e.headers, kind=e.kind) from None
+
+    def _end_check(
+        self, flight: tuple[str, bytes | str, str | None], task: asyncio.Task[Any]
+    ) -> None:
+        if self._checks.get(flight) is task:
+            del self._checks[flight]
 
     async def _check(self, parsed: _Basic | _Token | None) -> Principal:
         """Credentials checked against the key's record, read now."""

@@ -61,6 +61,31 @@ def text_response(text: str, status: int = 200) -> Response:
     return Response(status, text.encode(), "text/html")
 
 
+def receive_once(body: bytes) -> Receive:
+    """An ASGI ``receive`` handing out ``body`` whole, then a disconnect."""
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if sent:
+            return {"type": "http.disconnect"}
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return receive
+
+
+def _plain_pairs(text: str) -> list[tuple[str, str]]:
+    """``parse_qsl(text, keep_blank_values=True)`` for a text with nothing to unescape
+    (no ``%``, no ``+``): the common query (``path=a/b``) at a fraction of its cost."""
+    pairs = []
+    for item in text.split("&"):
+        if item:
+            name, _, value = item.partition("=")
+            pairs.append((name, value))
+    return pairs
+
+
 def _expire(task: asyncio.Task[Any] | None, expired: list[bool]) -> None:
     """The body timer of :meth:`Request._next_chunk` fired: cancel the waiting task."""
     expired.append(True)
@@ -121,7 +146,11 @@ class Request:
             if raw:
                 try:  # the raw text, then each %-escaped value, must be UTF-8
                     text = raw.decode("utf-8")
-                    pairs = parse_qsl(text, keep_blank_values=True, errors="strict")
+                    pairs = (
+                        parse_qsl(text, keep_blank_values=True, errors="strict")
+                        if "%" in text or "+" in text
+                        else _plain_pairs(text)
+                    )
                 except UnicodeDecodeError as e:
                     raise bad_request("query string is not valid UTF-8") from e
                 for k, v in pairs:
@@ -191,16 +220,7 @@ class Request:
     def replay(self, body: bytes) -> None:
         """Make the body, already read in whole, readable once more (a forwarded
         request checked before its handler, a write that could not be forwarded)."""
-        sent = False
-
-        async def receive() -> dict[str, Any]:
-            nonlocal sent
-            if sent:
-                return {"type": "http.disconnect"}
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        self.receive = receive
+        self.receive = receive_once(body)
         self._body_read = False
 
     def _bound(self, limit: int | None) -> int:

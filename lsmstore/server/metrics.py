@@ -8,6 +8,8 @@ store's wrappers report them; flush latency and bytes pending of the branch writ
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from collections.abc import Iterator
 from typing import Any
 
 from prometheus_client import (
@@ -18,8 +20,15 @@ from prometheus_client import (
     generate_latest,
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
-_LATENCY_BUCKETS = (
+LATENCY_BUCKETS = (
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 )  # fmt: skip
 _SIZE_BUCKETS = (1, 10, 100, 1_000, 10_000, 100_000, 1_000_000)
@@ -27,19 +36,58 @@ _SIZE_BUCKETS = (1, 10, 100, 1_000, 10_000, 100_000, 1_000_000)
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
+class RequestMetrics(Collector):
+    """``lsmstore_http_requests_total{operation,status}`` and the histogram
+    ``lsmstore_http_request_seconds{operation}``, counted in plain integers by the
+    event loop's thread (the only one answering requests) and turned into metric
+    families when rendered: prometheus_client's children take a lock for each
+    increment, two or three microseconds of every request."""
+
+    def __init__(self, buckets: tuple[float, ...]) -> None:
+        self._bounds = buckets
+        self._labels = (*map(floatToGoString, buckets), "+Inf")
+        #: (operation, status) -> requests answered
+        self._counts: dict[tuple[str, int], int] = {}
+        #: operation -> requests per bucket (the last one: above every bound), and the
+        #: sum of the seconds in a list of its own
+        self._buckets: dict[str, tuple[list[int], list[float]]] = {}
+
+    def observe(self, operation: str, status: int, seconds: float) -> None:
+        key = (operation, status)
+        counts = self._counts
+        counts[key] = counts.get(key, 0) + 1
+        hist = self._buckets.get(operation)
+        if hist is None:
+            hist = self._buckets[operation] = ([0] * (len(self._bounds) + 1), [0.0])
+        hist[0][bisect_left(self._bounds, seconds)] += 1  # le: the bound included
+        hist[1][0] += seconds
+
+    def collect(self) -> Iterator[Metric]:
+        requests = CounterMetricFamily(
+            "lsmstore_http_requests", "HTTP requests answered", labels=["operation", "status"]
+        )
+        for (operation, status), n in list(self._counts.items()):
+            requests.add_metric([operation, str(status)], n)
+        yield requests
+        latency = HistogramMetricFamily(
+            "lsmstore_http_request_seconds",
+            "HTTP request latency, from the request line to the last body byte sent",
+            labels=["operation"],
+        )
+        for operation, (per_bucket, total) in list(self._buckets.items()):
+            cumulative, running = [], 0
+            for bound, n in zip(self._labels, per_bucket, strict=True):
+                running += n
+                cumulative.append((bound, float(running)))
+            latency.add_metric([operation], cumulative, total[0])
+        yield latency
+
+
 class Metrics:
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry()
-        self.requests = Counter(
-            "lsmstore_http_requests", "HTTP requests answered", ["operation", "status"], registry=r
-        )
-        self.latency = Histogram(
-            "lsmstore_http_request_seconds",
-            "HTTP request latency, from the request line to the last body byte sent",
-            ["operation"],
-            buckets=_LATENCY_BUCKETS,
-            registry=r,
-        )
+        self.requests = RequestMetrics(LATENCY_BUCKETS)
+        r.register(self.requests)
         self.in_flight = Gauge(
             "lsmstore_http_requests_in_flight", "HTTP requests being handled", registry=r
         )
@@ -58,7 +106,7 @@ class Metrics:
             "lsmstore_write_ack_seconds",
             "time from a write request's body being read to its acknowledgement (flush + append)",
             ["operation"],
-            buckets=_LATENCY_BUCKETS,
+            buckets=LATENCY_BUCKETS,
             registry=r,
         )
         self.l1_files = Gauge(
@@ -90,7 +138,7 @@ class Metrics:
             "lsmstore_backend_seconds",
             "RefStore and object-store call latency",
             ["backend", "call"],
-            buckets=_LATENCY_BUCKETS,
+            buckets=LATENCY_BUCKETS,
             registry=r,
         )
         self.backend_errors = Counter(

@@ -3,7 +3,10 @@
 Stack: a plain ASGI app under uvicorn with uvloop and httptools, chosen by measurement
 (BENCHMARKS.md, "ASGI stack"): it ran a tiny JSON endpoint as fast as granian embedded
 in the same process, 1.5x faster than the same endpoint on Starlette, and it leaves
-the process model (one process, our event loop, our signal handling) to us.  Its
+the process model (one process, our event loop, our signal handling) to us.  Under the
+server's own routes (``python -m bench asgi_stack real``) granian embedded was within
+the noise of it and uvicorn's h11 protocol twice as costly (docs/decisions.md, "The
+HTTP core").  Its
 protocol sends each response in one write (:mod:`lsmstore.server.protocol`).
 
 **Drain** (SIGTERM or SIGINT): readiness turns 503 at once; the listening sockets
@@ -80,7 +83,8 @@ def make_context(
             config,
             refstore=refstore,
             open_objects=lambda url: cast(
-                ObjectStore, Timed(open_object_store(url), "objects", metrics)
+                ObjectStore,
+                Timed(open_object_store(url, local_sync=config.local_sync), "objects", metrics),
             ),
         )
     store.add_append_listener(metrics.on_append)
@@ -119,6 +123,10 @@ def uvicorn_config(app: Any, config: Config, metrics: Metrics) -> uvicorn.Config
         access_log=False,
         log_config=None,
         server_header=False,
+        # The peer's address is the client's: an X-Forwarded-For header is not believed
+        # (from a loopback peer uvicorn would, by default), so that no client picks the
+        # address its failed authentications count under (docs/security.md).
+        proxy_headers=False,
         timeout_keep_alive=int(max(1, config.server_keepalive_s)),
         timeout_graceful_shutdown=int(max(1, config.server_drain_timeout_s)),
         ssl_certfile=config.server_tls_cert or None,

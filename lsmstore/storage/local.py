@@ -1,21 +1,56 @@
 """An object store on a local filesystem: the embedded default (``file:///abs/path``).
 
 Key ``a/b/c`` is the file ``<root>/a/b/c``.  A put writes a temp file in the target
-directory, fsyncs it, publishes it atomically -- ``os.link`` for CREATE (fails if the key
-exists, so check and write are one step), ``os.replace`` for OVERWRITE -- and fsyncs the
-directory (and any directory it had to create).  Readers therefore see no object or the
-whole object; a crash mid-put leaves at most a temp file (``.lsm-tmp.*``), which
-``list`` never shows and no key can name.  Deletes are not fsynced (a lost delete is
-redone by garbage collection) and leave empty directories behind.
+directory, makes it durable, publishes it atomically -- ``os.link`` for CREATE (fails if
+the key exists, so check and write are one step), ``os.replace`` for OVERWRITE -- and
+makes the name durable (and any directory it had to create: fsynced at once).  Readers
+therefore see no object or the whole object; a crash mid-put leaves at most a temp
+file (``.lsm-tmp.*``), which ``list`` never shows and no key can name.  Deletes are not
+fsynced (a lost delete is redone by garbage collection) and leave empty directories
+behind.
+
+**Two ways to be durable** (``sync``, :data:`SYNC_MODES`; the ``local_sync`` setting).
+Either way a put returns only once its bytes and its name survive a crash.
+
+* ``file``: the temp file is fsynced before the link or rename and the directory after
+  it (shared, below).
+* ``filesystem`` (``auto``'s choice where ``syncfs`` reports write-back errors: Linux
+  5.8 and later): no per-file fsync; a put waits for a ``syncfs(2)`` of the whole
+  filesystem that *began after its write*, one shared by every put that finished
+  writing while the previous one ran (:class:`_GroupSync`), and a put through a temp
+  file waits for a second one that began after its link or rename.  One syncfs
+  writes back the group's file data, their inodes and the directory entries, and
+  commits the journal: the fsync cost is paid once per group instead of once per
+  object.  The price: a syncfs also writes back whatever *else* is dirty on that
+  filesystem (another program's unsynced writes), and the puts of that group wait for
+  it (docs/storage.md, "Group durability").
+
+Crash states in ``filesystem`` mode.  *Before the first sync* a crash leaves the temp
+file missing, empty or partial: invisible, as in ``file`` mode.  *Between the two
+syncs* (data durable, link or rename not yet): the old state, or the new name naming
+the whole, durable file.  The data is durable before the name is published because a
+CREATE of a content-addressed key (ranges, metaranges, commits: a put that finds the
+key takes the object as already written) must never find a partial file under that
+name after a crash; publishing first and syncing once would allow exactly that (the
+filesystem may persist the link before the data).  A fresh put (below) writes under
+its unique key directly and needs one sync: until it ends, nothing durable names the
+key, and a crash may leave it missing, empty or partial, as the contract allows.
+
+Write-back errors: a syncfs reports an error that occurred since its descriptor was
+opened, once, to whichever syncfs runs next.  Each filesystem's group therefore keeps
+one descriptor open for the life of the process (opened before the first put's write),
+and a put fails when *any* syncfs that ended after it began writing failed, not only
+its own: an error is never lost to a put whose group did not see it.
 
 **Group commit.** Concurrent puts share durability work: they run in a pool of
 :data:`WRITE_THREADS` threads of their own (the filesystem merges concurrent file
 fsyncs into one journal commit; the default pool's few threads would serialise them),
-and puts into one directory share its fsync (:class:`_DirSync`): a put returns once an
-fsync of the directory that *began after its link or rename* has ended, and while one
-runs, every put published meanwhile waits for the next, which one of them starts.  Each
-acknowledged put is therefore covered by a directory fsync of its own entry -- the
-guarantee of one fsync per put, at the cost of one per group.
+and in ``file`` mode puts into one directory share its fsync (:class:`_GroupSync`): a
+put returns once an fsync of the directory that *began after its link or rename* has
+ended, and while one runs, every put published meanwhile waits for the next, which one
+of them starts.  Each acknowledged put is therefore covered by a directory fsync of its
+own entry -- the guarantee of one fsync per put, at the cost of one per group.  The
+``filesystem`` mode's syncfs is shared the same way, per filesystem.
 
 Limits of the mapping: one key cannot be both an object and a "directory" of other keys
 (``a`` and ``a/b``): the second put raises :class:`InvalidNameError`.  The filesystem must
@@ -25,8 +60,9 @@ the prefix (subtrees entirely at or before ``after`` are skipped).
 
 **Fresh puts** (:meth:`LocalStore.put_fresh`, a data object under a new unique key):
 the file is written under its key directly, and the caller goes on (stages the
-entry naming it) while the same worker thread fsyncs the file and then the directory;
-the caller's writer waits for that before the entry becomes durable.  A crash before
+entry naming it) while the same worker thread fsyncs the file and then the directory
+(``filesystem`` mode: waits for a shared syncfs); the caller's writer waits for that
+before the entry becomes durable.  A crash before
 then leaves the file missing, empty or partial, and nothing durable names it.
 
 **Incremental write-back** (:data:`SYNC_BYTES`, RocksDB's ``bytes_per_sync``): a put
@@ -35,7 +71,7 @@ asked to start writing it back (``sync_file_range(SYNC_FILE_RANGE_WRITE)``, whic
 waits for nothing and makes nothing durable).  A large file (a compaction's L2 output)
 then reaches its own fsync with little left to write, instead of handing the journal
 commit that a concurrent small put's fsync triggers several MiB to write first.
-Durability still rests on the fsyncs alone.  Where the call is missing (not Linux), the
+Durability still rests on the fsyncs (or syncfs) alone.  Where the call is missing (not Linux), the
 pieces are written without it.
 
 All file I/O runs in worker threads (reads in the default pool, puts in the write pool).
@@ -49,7 +85,9 @@ import ctypes
 import errno
 import itertools
 import os
+import re
 import secrets
+import sys
 import threading
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -60,6 +98,7 @@ from lsmstore import private
 from lsmstore.errors import (
     InvalidInputError,
     InvalidNameError,
+    NotAvailableError,
     ObjectExistsError,
     ObjectNotFoundError,
     UnavailableError,
@@ -110,6 +149,37 @@ def _find_sync_file_range() -> Callable[[int, int, int], None] | None:
 _start_writeback = _find_sync_file_range()
 
 
+def _find_syncfs() -> Callable[[int], None] | None:
+    """``syncfs(fd)`` from the C library where it reports write-back errors (Linux 5.8
+    and later: before, it returned 0 whatever happened), raising OSError; None
+    elsewhere (Python's os module does not carry it)."""
+    version = re.match(r"(\d+)\.(\d+)", os.uname().release) if sys.platform == "linux" else None
+    if version is None or (int(version[1]), int(version[2])) < (5, 8):
+        return None
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).syncfs
+    except (AttributeError, OSError):
+        return None
+    fn.argtypes = [ctypes.c_int]
+    fn.restype = ctypes.c_int
+
+    def syncfs(fd: int) -> None:
+        if fn(fd) != 0:
+            code = ctypes.get_errno()
+            raise OSError(code, os.strerror(code))
+
+    return syncfs
+
+
+_syncfs = _find_syncfs()
+
+#: How a put is made durable (``LocalStore(sync=...)``, the ``local_sync`` setting):
+#: ``file`` fsyncs each file and its directory; ``filesystem`` shares one ``syncfs`` of
+#: the whole filesystem among the puts of a group (module docstring); ``auto`` is
+#: ``filesystem`` where ``syncfs`` is available, else ``file``.
+SYNC_MODES = ("auto", "file", "filesystem")
+
+
 def _write_all(fd: int, data: bytes | memoryview, offset: int = 0) -> None:
     """Write ``data`` to ``fd``, which is at ``offset``; once the file reaches
     :data:`SYNC_BYTES`, in pieces of that size, each one's write-back started."""
@@ -126,37 +196,45 @@ def _write_all(fd: int, data: bytes | memoryview, offset: int = 0) -> None:
         offset += n
 
 
-class _DirSync:
-    """One directory's fsync, shared by the threads that need one (module docstring).
+class _GroupSync:
+    """One sync (a directory's fsync, a filesystem's syncfs) shared by the threads that
+    need one (module docstring).
 
-    Fsyncs of the directory run one at a time and are numbered.  A thread that asks
-    while number ``n - 1`` has begun (running or done) needs number ``n``: it either
-    starts it (none running) or waits for it.  The fsync numbered ``n`` begins after
-    every thread that drew ``n`` asked, so after their links.  A failed fsync fails
-    exactly the threads that drew its number (a later put into the directory starts
-    afresh)."""
+    Syncs run one at a time and are numbered.  A thread that asks while number ``n - 1``
+    has begun (running or done) needs number ``n``: it either starts it (none running)
+    or waits for it.  The sync numbered ``n`` begins after every thread that drew ``n``
+    asked, so after their writes and links.  A failed sync fails exactly the threads
+    that drew its number (a later put starts afresh) -- and, for a caller that passes
+    ``since`` (a :meth:`mark` taken before it wrote), also when any sync that ended
+    after that mark failed: a filesystem-wide sync reports a write-back error once, to
+    whichever sync runs next, which may be one its caller did not draw."""
 
-    #: Failed fsync numbers remembered for their waiters (most recent).
+    #: Failed sync numbers remembered for their waiters (most recent).
     KEEP_FAILURES = 64
 
-    def __init__(self, fsync: Callable[[str], None] = _fsync_dir) -> None:
-        self._fsync = fsync
+    def __init__(self, sync: Callable[[str], None] = _fsync_dir) -> None:
+        self._sync = sync
         self._cond = threading.Condition(threading.Lock())
-        self._begun = 0  # number of the last fsync begun
-        self._done = 0  # number of the last fsync ended
+        self._begun = 0  # number of the last sync begun
+        self._done = 0  # number of the last sync ended
         self._running = False
         self._failed: dict[int, OSError] = {}
-        self.waiting = 0  # threads waiting for an fsync another one runs
-        self.users = 0  # threads inside sync() (guarded by _SYNCS_LOCK)
+        self._last_failed = 0  # number of the last failed sync
+        self.waiting = 0  # threads waiting for a sync another one runs
+        self.users = 0  # threads inside sync() (guarded by the registry's lock)
+        self.runs = 0  # syncs run so far
 
-    def sync(self, path: str) -> None:
+    def mark(self) -> int:
+        """The number of the last sync ended: pass it to :meth:`sync` as ``since``."""
+        with self._cond:
+            return self._done
+
+    def sync(self, path: str, since: int | None = None) -> None:
         with self._cond:
             mine = self._begun + 1
             while True:
                 if self._done >= mine:
-                    error = self._failed.get(mine)
-                    if error is not None:
-                        raise error
+                    self._raise_failure(mine, since)
                     return
                 if not self._running:
                     self._running = True
@@ -167,31 +245,43 @@ class _DirSync:
                 self.waiting -= 1
         error = None
         try:
-            self._fsync(path)
+            self._sync(path)
         except OSError as e:
             error = e
         with self._cond:
             self._running = False
             self._done = mine
+            self.runs += 1
             if error is not None:
                 self._failed[mine] = error
+                self._last_failed = mine
                 while len(self._failed) > self.KEEP_FAILURES:
                     del self._failed[min(self._failed)]
             self._cond.notify_all()
+            self._raise_failure(mine, since)
+
+    def _raise_failure(self, mine: int, since: int | None) -> None:
+        """Raise the error of sync ``mine``, or (``since`` given) of a failed sync
+        numbered after ``since`` (called holding the lock)."""
+        error = self._failed.get(mine)
+        if error is None and since is not None and self._last_failed > since:
+            error = self._failed.get(self._last_failed) or OSError(
+                errno.EIO, "an earlier sync of this filesystem failed"
+            )
         if error is not None:
             raise error
 
 
-_SYNCS: dict[str, _DirSync] = {}
+_SYNCS: dict[str, _GroupSync] = {}
 _SYNCS_LOCK = threading.Lock()
 
 
 def _sync_dir(path: str) -> None:
-    """fsync ``path`` (a directory), shared with concurrent callers (:class:`_DirSync`)."""
+    """fsync ``path`` (a directory), shared with concurrent callers (:class:`_GroupSync`)."""
     with _SYNCS_LOCK:
         ds = _SYNCS.get(path)
         if ds is None:
-            ds = _SYNCS[path] = _DirSync()
+            ds = _SYNCS[path] = _GroupSync()
         ds.users += 1
     try:
         ds.sync(path)
@@ -201,6 +291,39 @@ def _sync_dir(path: str) -> None:
             if ds.users == 0:
                 del _SYNCS[path]
 
+
+#: A filesystem's shared syncfs, by (device, syncfs function): each keeps a descriptor
+#: of a directory on that filesystem open for the life of the process (syncfs reports
+#: a write-back error to a descriptor opened before it); at most one per filesystem
+#: and function, so bounded.  The device number cannot name another filesystem while
+#: the entry lives: the open descriptor keeps the filesystem's superblock, and so its
+#: number, in use even after an unmount (which it also turns into EBUSY unless lazy).
+#: Emptied in a forked child (its locks may be held).
+_FS_SYNCS: dict[tuple[int, Callable[[int], None]], _GroupSync] = {}
+_FS_SYNCS_LOCK = threading.Lock()
+_fs_syncs_pid = 0
+
+
+def _filesystem_sync(dev: int, directory: str, syncfs: Callable[[int], None]) -> _GroupSync:
+    """The shared syncfs of the filesystem ``dev`` (``directory`` is on it)."""
+    global _fs_syncs_pid
+    with _FS_SYNCS_LOCK:
+        if _fs_syncs_pid != os.getpid():
+            _FS_SYNCS.clear()
+            _fs_syncs_pid = os.getpid()
+        group = _FS_SYNCS.get((dev, syncfs))
+        if group is None:
+            fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)  # kept (above)
+
+            def run(_path: str, fd: int = fd) -> None:
+                syncfs(fd)
+
+            group = _FS_SYNCS[(dev, syncfs)] = _GroupSync(run)
+        return group
+
+
+#: A put's share of a filesystem sync: the sync, and its mark taken before the put wrote.
+_Group = tuple[_GroupSync, int]
 
 _write_pool: ThreadPoolExecutor | None = None
 _write_pool_pid = 0
@@ -302,10 +425,31 @@ class LocalStore(ObjectStore):
     #: Bytes of a streamed put gathered per worker-thread hop.
     WRITE_BYTES = 1 << 20
 
-    def __init__(self, root: Path | str) -> None:
+    def __init__(
+        self,
+        root: Path | str,
+        *,
+        sync: str = "auto",
+        syncfs: Callable[[int], None] | None = None,
+    ) -> None:
+        """``sync``: one of :data:`SYNC_MODES` (``filesystem`` raises NotAvailableError
+        where ``syncfs`` is missing); ``syncfs``: the ``syncfs(fd)`` to call instead of
+        the C library's (a test's hook)."""
         root = Path(root)
         if not root.is_absolute():
             raise InvalidInputError(f"local store root must be an absolute path, got {root}")
+        if sync not in SYNC_MODES:
+            raise InvalidInputError(
+                f"local store sync mode must be one of {', '.join(SYNC_MODES)}, got {sync!r}"
+            )
+        syncfs = syncfs or _syncfs
+        if sync == "filesystem" and syncfs is None:
+            raise NotAvailableError(
+                "local store sync mode 'filesystem' needs syncfs (Linux 5.8 or later)"
+            )
+        #: The filesystem-wide sync puts share, or None: each put fsyncs its own file.
+        self._syncfs = None if sync == "file" else syncfs
+        self.sync = "file" if self._syncfs is None else "filesystem"
         self.root = root
         self._root = os.path.normpath(root)
         self.url = root.as_uri()
@@ -390,22 +534,48 @@ class LocalStore(ObjectStore):
             return
         _fsync_dir(parent)
 
-    def _open_tmp(self, key: str, path: str) -> tuple[str, BinaryIO]:
-        """A new temp file beside ``path`` (creating the directories), open for writing."""
+    def _open_tmp(self, key: str, path: str) -> tuple[str, BinaryIO, _Group | None]:
+        """A new temp file beside ``path`` (creating the directories), open for writing,
+        and the filesystem sync its put will share (None in ``file`` mode)."""
         directory = os.path.dirname(path)
         tmp = os.path.join(directory, f"{TMP_MARK}{os.path.basename(path)}.{secrets.token_hex(8)}")
         fd = self._create(key, tmp, directory)
-        return tmp, open(fd, "wb")  # closed by _publish/_discard
+        try:
+            group = self._group(key, fd, directory)
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        return tmp, open(fd, "wb"), group  # closed by _publish/_discard
 
-    def _publish(self, key: str, path: str, tmp: str, f: BinaryIO, mode: PutMode) -> None:
-        """Fsync and close the temp file, publish it under ``path``, fsync the directory.
-        The temp file is gone afterwards, whatever happens."""
+    def _group(self, key: str, fd: int, directory: str) -> _Group | None:
+        """The shared syncfs of the filesystem holding ``fd`` and its mark, taken before
+        the file is written (:class:`_GroupSync`); None in ``file`` mode."""
+        if self._syncfs is None:
+            return None
+        try:
+            group = _filesystem_sync(os.fstat(fd).st_dev, directory, self._syncfs)
+        except OSError as e:
+            raise self._unavailable(key, e) from e
+        return group, group.mark()
+
+    def _publish(
+        self, key: str, path: str, tmp: str, f: BinaryIO, mode: PutMode, group: _Group | None
+    ) -> None:
+        """Make the temp file durable and close it, publish it under ``path``, make the
+        name durable: in ``file`` mode an fsync of the file and one of the directory
+        (shared), in ``filesystem`` mode a shared syncfs before the link or rename and
+        one after.  The temp file is gone afterwards, whatever happens."""
         directory = os.path.dirname(path)
         published = False
         try:
             with f:
                 f.flush()
-                os.fsync(f.fileno())
+                if group is None:
+                    os.fsync(f.fileno())
+            if group is not None:
+                group[0].sync(directory, group[1])
             if mode is PutMode.CREATE:
                 try:
                     os.link(tmp, path)
@@ -416,7 +586,10 @@ class LocalStore(ObjectStore):
             else:
                 os.replace(tmp, path)
             published = True
-            _sync_dir(directory)
+            if group is None:
+                _sync_dir(directory)
+            else:
+                group[0].sync(directory, group[1])
         except (ObjectExistsError, UnavailableError):
             raise
         except (IsADirectoryError, NotADirectoryError) as e:
@@ -430,13 +603,13 @@ class LocalStore(ObjectStore):
                 _discard(tmp, f)
 
     def _put(self, key: str, path: str, data: bytes, mode: PutMode) -> None:
-        tmp, f = self._open_tmp(key, path)
+        tmp, f, group = self._open_tmp(key, path)
         try:
             _write_all(f.fileno(), data)
         except OSError as e:
             _discard(tmp, f)
             raise self._unavailable(key, e) from e
-        self._publish(key, path, tmp, f, mode)
+        self._publish(key, path, tmp, f, mode, group)
 
     async def put(self, key: str, data: bytes, mode: PutMode = PutMode.CREATE) -> None:
         path = self._path(key)
@@ -451,16 +624,20 @@ class LocalStore(ObjectStore):
         written: asyncio.Future[None],
     ) -> None:
         """Write ``data`` straight to ``path`` (a fresh key: no temp file, no link),
-        tell ``written`` on ``loop``, then fsync the file and its directory."""
+        tell ``written`` on ``loop``, then fsync the file and its directory (``file``
+        mode) or share a syncfs (``filesystem`` mode)."""
         directory = os.path.dirname(path)
         try:
             fd = self._create(key, path, directory)
             try:
+                group = self._group(key, fd, directory)
                 _write_all(fd, data)
-            except OSError as e:
+            except (OSError, UnavailableError) as e:
                 os.close(fd)
                 with contextlib.suppress(OSError):
                     os.unlink(path)
+                if isinstance(e, UnavailableError):
+                    raise
                 raise self._unavailable(key, e) from e
         except BaseException as e:
             _tell(loop, written, e)
@@ -468,10 +645,14 @@ class LocalStore(ObjectStore):
         _tell(loop, written, None)
         try:
             try:
-                os.fsync(fd)
+                if group is None:
+                    os.fsync(fd)
             finally:
                 os.close(fd)
-            _sync_dir(directory)
+            if group is None:
+                _sync_dir(directory)
+            else:
+                group[0].sync(directory, group[1])
         except OSError as e:
             raise self._unavailable(key, e, outcome_unknown=True) from e
 
@@ -512,7 +693,7 @@ class LocalStore(ObjectStore):
         """Write chunks to a temp file as they come (one worker-thread hop per
         ``WRITE_BYTES`` gathered), then publish it as :meth:`put` does."""
         path = self._path(key)
-        tmp, f = await _in_write_pool(self._open_tmp, key, path)
+        tmp, f, group = await _in_write_pool(self._open_tmp, key, path)
         size = 0
         writing: Future[None] | None = None  # the last write handed to a thread
         try:
@@ -538,7 +719,7 @@ class LocalStore(ObjectStore):
         except BaseException:  # cancelled: a write may still run in its thread
             await asyncio.shield(asyncio.to_thread(_discard, tmp, f, writing))
             raise
-        await asyncio.shield(_in_write_pool(self._publish, key, path, tmp, f, mode))
+        await asyncio.shield(_in_write_pool(self._publish, key, path, tmp, f, mode, group))
         return ObjectMeta(key, size)
 
     async def compose(self, key: str, sources: Sequence[str]) -> ObjectMeta:
@@ -547,7 +728,7 @@ class LocalStore(ObjectStore):
         all), then published as :meth:`put` does."""
         path = self._path(key)
         paths = [(source, self._path(source)) for source in sources]
-        tmp, f = await _in_write_pool(self._open_tmp, key, path)
+        tmp, f, group = await _in_write_pool(self._open_tmp, key, path)
         try:
             size = await _in_write_pool(_copy_files, f.fileno(), paths)
         except ObjectNotFoundError:
@@ -559,7 +740,9 @@ class LocalStore(ObjectStore):
         except BaseException:
             await asyncio.shield(asyncio.to_thread(_discard, tmp, f))
             raise
-        await asyncio.shield(_in_write_pool(self._publish, key, path, tmp, f, PutMode.CREATE))
+        await asyncio.shield(
+            _in_write_pool(self._publish, key, path, tmp, f, PutMode.CREATE, group)
+        )
         return ObjectMeta(key, size)
 
     async def get_stream(

@@ -110,8 +110,10 @@ def local_namespace_path(url: str, home: Path | None = None) -> Path:
     return (home or default_home()) / "data" / rel
 
 
-def open_object_store(url: str, **options: Any) -> ObjectStore:
-    """The store for ``url`` (see the module doc for forms and options). No I/O happens here."""
+def open_object_store(url: str, *, local_sync: str = "auto", **options: Any) -> ObjectStore:
+    """The store for ``url`` (see the module doc for forms and options). No I/O happens
+    here.  ``local_sync``: how a ``file``/``local`` store makes puts durable (the
+    ``local_sync`` setting, :data:`lsmstore.storage.local.SYNC_MODES`)."""
     check_url_text(url, "storage namespace URL", InvalidURLError)
     try:
         parts = urlsplit(url)
@@ -127,9 +129,9 @@ def open_object_store(url: str, **options: Any) -> ObjectStore:
             path = _unquoted(url, parts.path)
             if parts.netloc not in ("", "localhost") or not path.startswith("/"):
                 raise InvalidURLError(f"file URL must name an absolute path (file:///...): {url!r}")
-            return LocalStore(Path(path))
+            return LocalStore(Path(path), sync=local_sync)
         if scheme == "local":
-            return LocalStore(local_namespace_path(url))
+            return LocalStore(local_namespace_path(url), sync=local_sync)
         if scheme == "mem":
             if not parts.netloc or parts.path not in ("", "/"):
                 raise InvalidURLError(f"memory store URL must be mem://<name>: {url!r}")

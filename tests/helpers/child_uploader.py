@@ -9,7 +9,8 @@ python child_uploader.py REFSTORE HOME REPO MODE
 * ``stream``: uploads ``streamed`` from an async iterator of 1 MiB chunks that prints
   ``chunk N`` after handing over each and never ends after the sixth.
 * ``durable`` (a local namespace): uploads ``acked`` (prints ``acked``), then uploads
-  ``pending`` while the fsync of the data directory never ends: its data is written
+  ``pending`` while the fsync of the data directory never ends (``local_sync = "file"``,
+  where that fsync is the data's own): its data is written
   and its entry staged, its batch's L1 file is uploaded, and the batch waits for the
   data to be durable; prints ``uploaded`` once both L1 objects have landed (and the
   writer had a moment to append wrongly).
@@ -63,8 +64,9 @@ async def main() -> None:
     def open_objects(url: str) -> ObjectStore:
         if mode == "stream":  # the real store: it streams (a wrapper's put_stream gathers)
             return open_object_store(url)
-        if mode == "durable":
-            landed[url] = CountedPuts(open_object_store(url), containing="/L1/")
+        if mode == "durable":  # per-file fsyncs: only the data directory's one hangs
+            store = open_object_store(url, local_sync="file")
+            landed[url] = CountedPuts(store, containing="/L1/")
             return landed[url]
         stores[url] = FaultyStore(open_object_store(url))
         return stores[url]
