@@ -11,6 +11,15 @@ each branch that has staged files (L1 or L2) and is *due*:
 ``force`` commits every branch with staged files.  Commits on request go through the
 client (``await branch.commit(...)``); the worker is the policy.
 
+A policy commit is a commit like any other (docs/decisions.md, "Policy commits obey
+protection and hooks"): it goes through the operations layer
+(:func:`lsmstore.operations.versioning.commit_job`), so a protected branch is not
+committed (outcome ``protected``) and the repository's ``pre-commit`` actions run
+first -- a failing hook leaves the branch staged (outcome ``refused``) -- and its
+``post-commit`` actions after.  A branch refused either way is not tried again while
+its staged files are the same, for ``commit_interval_s`` (so a refusing hook is not
+called every pass); a new staged file or the interval tries again.
+
 Several workers may run at once: before committing a branch a worker takes the lease
 ``committer/<repo>/<branch>`` (renewed while the commit runs), and skips branches
 leased by others.  The lease only avoids duplicated work; correctness comes from the
@@ -47,19 +56,24 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from lsmstore import layout
-from lsmstore.commit.job import CommitResult, commit_branch
+from lsmstore import layout, namespace
+from lsmstore.cache import FileCache
+from lsmstore.client import Store
+from lsmstore.commit.job import CommitResult
 from lsmstore.config import Config
 from lsmstore.errors import (
     ConflictError,
+    HookFailedError,
     LsmError,
     NotFoundError,
     NothingToCommitError,
+    ProtectedBranchError,
     UnavailableError,
 )
 from lsmstore.graveler.range_encoder import shared_range_encoder
 from lsmstore.graveler.source import CachedSource
 from lsmstore.namespace import reachable_location
+from lsmstore.operations.versioning import commit_job
 from lsmstore.refstore.base import RefStore, Repository
 from lsmstore.service import Backoff, ExitCode, Readiness, request_context
 from lsmstore.service.dependencies import Dependencies
@@ -73,6 +87,8 @@ COMMITTER = "lsmstore-committer"
 MESSAGE = "Automatic commit"
 #: Sidecar sizes remembered by the policy (file id -> SST bytes).
 SIZE_CACHE_ENTRIES = 200_000
+#: Branches remembered as refused (protected, or a pre-commit hook failed), at most.
+REFUSED_ENTRIES = 10_000
 _PAGE = 1000
 
 log = logging.getLogger("committer")
@@ -135,6 +151,22 @@ class Worker:
         self._stores: dict[str, ObjectStore] = {}
         self._contexts: dict[str, RepoContext] = {}
         self._sizes: dict[tuple[str, str, str], int] = {}
+        #: (repository id, branch) -> (its staged files, when) of a refused commit.
+        self._refused: dict[tuple[str, str], tuple[tuple[str, ...], float]] = {}
+        # Commits go through the operations layer on a Store over the same parts; it
+        # runs no compaction of its own, and its RefStore is the caller's (not closed).
+        self._own_cache = (
+            FileCache(ram_bytes=config.cache_ram_bytes, disk_dir=None, disk_bytes=0)
+            if files is None
+            else None
+        )
+        self._library = Store(
+            config.replace(compaction_in_process="off"),
+            refstore=refstore,
+            cache=files if files is not None else self._own_cache,
+            open_objects=self._store,
+            clock=clock,
+        )
         self._slots = asyncio.Semaphore(config.commit_concurrency)
         self._stopping = asyncio.Event()
         self._running: set[asyncio.Task[None]] = set()
@@ -279,6 +311,8 @@ class Worker:
             async for branch in list_branches(ctx):
                 if self._stopping.is_set():
                     break
+                if self._still_refused(repo, branch):
+                    continue
                 reason = await self.due(ctx, branch)
                 if reason is None:
                     continue
@@ -286,7 +320,7 @@ class Worker:
                 if self._stopping.is_set():
                     self._slots.release()
                     break
-                task = asyncio.create_task(self._commit(ctx, branch.name, reason))
+                task = asyncio.create_task(self._commit(ctx, repo, branch, reason))
                 self._running.add(task)
                 task.add_done_callback(self._running.discard)
                 tasks.append(task)
@@ -297,11 +331,35 @@ class Worker:
             error = f"{type(e).__name__}: {e}"
             self.emit("error", level=logging.WARNING, repo=repo.name, error=error)
 
-    async def _commit(self, ctx: RepoContext, branch: str, reason: str) -> None:
-        with request_context():
-            await self._commit_in_context(ctx, branch, reason)
+    def _still_refused(self, repo: Repository, branch: BranchInfo) -> bool:
+        """Whether ``branch``'s commit was refused with the same staged files less than
+        ``commit_interval_s`` ago (module docstring)."""
+        key = (namespace.owner_id(repo), branch.name)
+        refused = self._refused.get(key)
+        if refused is None:
+            return False
+        files, when = refused
+        if files == branch.l1 + branch.l2 and self.clock() - when < self.config.commit_interval_s:
+            return True
+        del self._refused[key]
+        return False
 
-    async def _commit_in_context(self, ctx: RepoContext, branch: str, reason: str) -> None:
+    def _refuse(self, repo: Repository, branch: BranchInfo) -> None:
+        if len(self._refused) >= REFUSED_ENTRIES:
+            self._refused.clear()
+        key = (namespace.owner_id(repo), branch.name)
+        self._refused[key] = (branch.l1 + branch.l2, self.clock())
+
+    async def _commit(
+        self, ctx: RepoContext, repo: Repository, branch: BranchInfo, reason: str
+    ) -> None:
+        with request_context():
+            await self._commit_in_context(ctx, repo, branch, reason)
+
+    async def _commit_in_context(
+        self, ctx: RepoContext, repo: Repository, info: BranchInfo, reason: str
+    ) -> None:
+        branch = info.name
         try:
             lease = f"committer/{ctx.name}/{branch}"
             ttl = self.config.commit_lease_s
@@ -310,7 +368,7 @@ class Worker:
                 return
             renew = asyncio.create_task(self._renew(lease, ttl))
             try:
-                await self._commit_leased(ctx, branch, reason)
+                await self._commit_leased(ctx, repo, info, reason)
             finally:
                 renew.cancel()
                 await asyncio.gather(renew, return_exceptions=True)
@@ -329,22 +387,34 @@ class Worker:
             except LsmError:
                 pass
 
-    async def _commit_leased(self, ctx: RepoContext, branch: str, reason: str) -> None:
-        cfg = self.config
+    async def _commit_leased(
+        self, ctx: RepoContext, repo: Repository, info: BranchInfo, reason: str
+    ) -> None:
+        branch = info.name
         started = time.monotonic()
         base: dict[str, Any] = {"repo": ctx.name, "branch": branch, "reason": reason}
         try:
-            result: CommitResult = await commit_branch(
-                ctx,
-                branch,
+            handle = await self._library.get_repository(repo.name)
+            if namespace.owner_id(handle.info) != namespace.owner_id(repo):
+                raise NotFoundError(f"repository {repo.name} was re-created meanwhile")
+            result: CommitResult = await commit_job(
+                handle.branch(branch),
                 self.message,
                 committer=self.committer,
-                clock=self.clock,
-                max_attempts=cfg.commit_max_attempts,
-                backoff_s=cfg.commit_backoff_ms / 1000,
-                backoff_max_s=cfg.commit_backoff_max_ms / 1000,
-                grace_s=cfg.compaction_grace_s,
                 on_step=self._on_step,
+            )
+        except (ProtectedBranchError, HookFailedError) as e:
+            # The repository's rules refuse this commit: not a failure of the worker.
+            self._refuse(repo, info)
+            took = _since(started)
+            outcome = "protected" if isinstance(e, ProtectedBranchError) else "refused"
+            self.emit(
+                "commit",
+                **base,
+                level=logging.WARNING,
+                outcome=outcome,
+                error=str(e),
+                duration_s=took,
             )
         except NothingToCommitError as e:
             took = _since(started)
@@ -429,10 +499,16 @@ class Worker:
             await asyncio.gather(*self._running, return_exceptions=True)
         if self._reaper is not None:
             await asyncio.gather(self._reaper, return_exceptions=True)
+        # The Store's own parts: not its RefStore (the caller's), nor the object
+        # stores and file cache it shares with this worker (closed here).
+        await self._library.refs.aclose()
+        await self._library.encoder.aclose()
         for store in self._stores.values():
             await store.aclose()
         self._stores.clear()
         self._contexts.clear()
+        if self._own_cache is not None:
+            await self._own_cache.aclose()
 
 
 def _since(started: float) -> float:

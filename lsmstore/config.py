@@ -125,6 +125,9 @@ class Config:
     remote_batch_max_entries: int = 10_000
     remote_batch_max_bytes: int = 8 * MiB
     remote_max_inflight_batches: int = 4
+    #: Branches whose coalescer a remote store keeps; past it, the idle ones (nothing
+    #: pending or in flight) are dropped when another is made (docs/client.md).
+    remote_batchers_max: int = 1024
     #: Connections kept to the server (keep-alive pool); seconds a request may take.
     remote_max_connections: int = 64
     remote_timeout_s: float = 60.0
@@ -534,6 +537,7 @@ _BOUNDS: dict[str, tuple[float, float, bool]] = {
     "remote_batch_max_entries": (1, _COUNT, False),
     "remote_batch_max_bytes": (1, _BYTES, False),
     "remote_max_inflight_batches": (1, 1024, False),
+    "remote_batchers_max": (1, _COUNT, False),
     "remote_max_connections": (1, 100_000, False),
     "remote_timeout_s": (0, _YEAR_S, True),
 }

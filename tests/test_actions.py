@@ -20,6 +20,8 @@ from lsmstore.errors import (
     NotFoundError,
     RefExistsError,
 )
+from lsmstore.storage.base import ForwardingStore, ObjectStore
+from lsmstore.storage.url import open_object_store
 from lsmstore.testing.webhook_server import WebhookServer, refused_url
 
 
@@ -372,3 +374,60 @@ async def test_damaged_run_record_is_a_typed_error(
         await repo.action_run(run.run_id)
     with pytest.raises(CorruptFileError):
         await repo.action_runs()
+
+
+class _CountedReads(ForwardingStore):
+    """Counts the reads of keys holding ``containing`` (set by the test)."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        super().__init__(inner)
+        self.containing = "\0"
+        self.reads = 0
+
+    async def get(self, key: str) -> bytes:
+        self.reads += self.containing in key
+        return await super().get(key)
+
+    async def get_range(self, key: str, start: int, end: int) -> bytes:
+        self.reads += self.containing in key
+        return await super().get_range(key, start, end)
+
+
+async def test_actions_of_a_commit_are_read_once(tmp_path: Path, hooks: WebhookServer) -> None:
+    """Events whose source is a commit ID read its action files once (a commit never
+    changes), for files.CACHE_S of the store's clock; a branch's are read every time."""
+    counted: list[_CountedReads] = []
+
+    def open_objects(url: str) -> ObjectStore:
+        counted.append(_CountedReads(open_object_store(url)))
+        return counted[-1]
+
+    now = [1_800_000_000.0]
+    cfg = lsmstore.load_config(
+        home=str(tmp_path / "home"), environ={}, batch_interval_ms=1,
+        actions_webhook_allow="127.0.0.1",
+    )  # fmt: skip
+    async with lsmstore.Store(cfg, open_objects=open_objects, clock=lambda: now[0]) as store:
+        repo = await new_repo(store, tmp_path, "cached")
+        await install(repo, "branch.yaml", action(
+            "on branch", "  pre-create-branch:\n  post-create-branch:\n", hooks.url("/ok"),
+        ))  # fmt: skip
+        head = (await repo.branch("main").head()).base
+        stats = await repo.ref(head).stat_object("_lakefs_actions/branch.yaml")
+        data_id = stats.physical_address.rsplit("/", 1)[-1]
+        for c in counted:
+            c.containing = data_id
+
+        def reads() -> int:
+            return sum(c.reads for c in counted)
+
+        for name in ("b1", "b2", "b3"):
+            await repo.create_branch(name, source=head)
+        assert len(hooks.calls_to("/ok")) == 6  # every event still runs its hooks
+        # the install's post-commit event read them at this commit already
+        assert reads() == 0
+        now[0] += files.CACHE_S  # past the cache's time: read again
+        await repo.create_branch("b4", source=head)
+        assert reads() == 1
+        await repo.create_branch("b5", source="main")  # a branch: read for each event
+        assert reads() == 3

@@ -5,28 +5,22 @@ only the answer."""
 
 from __future__ import annotations
 
-import random
 import uuid
 from collections.abc import AsyncIterator
-from urllib.parse import urlparse
 
 import pytest
 
 from lsmstore.errors import ObjectExistsError, ObjectNotFoundError, UnavailableError
 from lsmstore.storage.base import PutMode
 from lsmstore.storage.s3 import S3Store
-from lsmstore.testing.faultproxy import FaultPlan, FaultProxy
+from lsmstore.testing.faultproxy import FaultPlan, FaultProxy, fault_proxy
 from lsmstore.testing.servers import MotoServer
 
 
 @pytest.fixture
 async def proxy(moto: MotoServer) -> AsyncIterator[FaultProxy]:
-    url = urlparse(moto.endpoint)
-    assert url.hostname is not None and url.port is not None
-    p = FaultProxy(url.hostname, url.port, rng=random.Random(1))
-    await p.start()
-    yield p
-    await p.aclose()
+    async with fault_proxy(moto.endpoint, seed=1) as p:
+        yield p
 
 
 @pytest.fixture

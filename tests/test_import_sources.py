@@ -13,6 +13,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import boto3
+import httpx
 import lakefs
 import lakefs_sdk
 import lakefs_sdk.exceptions
@@ -84,25 +85,29 @@ def world(moto: MotoServer) -> World:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, world: World) -> Iterator[ServerProcess]:
     """A server allowing ``ext/raw/`` and all of ``shared``, whose RefStore holds
-    repository ``held`` on ``shared`` (created before the setting, which the API now
-    refuses)."""
+    repository ``held`` on ``shared``: created after the server started, by a daemon of
+    the same RefStore without the setting (the granting one's API refuses it, and a
+    daemon does not start granting a place that holds a namespace)."""
     home = Path(tmp_path_factory.mktemp("import-sources")) / "home"
-    before = start_server(home, env=world.env(None))
-    try:
-        lakefs.Repository("held", client=_client(before)).create(
-            storage_namespace=world.namespace(world.shared, "held")
-        )
-    finally:
-        before.stop()
     landing = home / "data" / "landing" / "day=1"
     landing.mkdir(parents=True)
     (landing / "rows.txt").write_bytes(b"local rows")
-    sources = f"s3://{world.ext}/raw/, s3://{world.shared}/ local://landing/"
-    proc = start_server(home, env=world.env(sources), admin=before.admin)
+    proc = start_server(home, env=world.env(granted(world)))
     try:
+        other = start_server(home, env=world.env(None), admin=proc.admin)
+        try:
+            lakefs.Repository("held", client=_client(other)).create(
+                storage_namespace=world.namespace(world.shared, "held")
+            )
+        finally:
+            other.stop()
         yield proc
     finally:
         proc.stop()
+
+
+def granted(world: World) -> str:
+    return f"s3://{world.ext}/raw/, s3://{world.shared}/ local://landing/"
 
 
 def _start(server: ServerProcess, repo: str, path: str, kind: str = "common_prefix") -> str:
@@ -207,6 +212,49 @@ def test_an_allowed_place_overlapping_a_namespace_is_refused(
             storage_namespace=world.namespace(world.ext, "raw/repo")
         )
     assert "server.import_sources" in str(e.value)
+
+
+def test_a_daemon_granting_a_place_that_holds_a_namespace_does_not_start(
+    server: ServerProcess, world: World
+) -> None:
+    # ``held`` now lives in ``shared``: a daemon granting all of it refuses to start
+    # (reads follow the granted places, so it would let any writer read ``held``)
+    with pytest.raises(RuntimeError, match="did not start") as e:
+        start_server(server.home, env=world.env(granted(world)), admin=server.admin)
+    assert "the server does not start" in str(e.value) and "repository held" in str(e.value)
+    assert "server.import_sources" in str(e.value)
+    # granting only places that hold none, it starts
+    srv = start_server(server.home, env=world.env(f"s3://{world.ext}/raw/"), admin=server.admin)
+    srv.stop()
+
+
+def test_a_withdrawn_grant_makes_imported_entries_unreadable_not_lost(
+    server: ServerProcess, world: World
+) -> None:
+    repo = world.repo(server)
+    main = repo.branch("main")
+    status = (
+        main.import_data(commit_message="from ext")
+        .prefix(f"s3://{world.ext}/raw/", destination="in/")
+        .run(poll_interval=timedelta(seconds=0.1))
+    )
+    assert status.completed
+    # a daemon of the same RefStore without the grant (or this one restarted without
+    # it): a typed 400 naming the address, nothing deleted
+    other = start_server(server.home, env=world.env(None), admin=server.admin)
+    try:
+        got = httpx.get(f"{other.api}/repositories/{repo.id}/refs/main/objects",
+                        params={"path": "in/a.csv"}, auth=other.admin)  # fmt: skip
+        assert got.status_code == 400, got.text
+        assert got.json()["type"] == "CorruptFileError"
+        assert f"s3://{world.ext}/raw/a.csv" in got.json()["message"]
+    finally:
+        other.stop()
+    # with the grant (as when it is given back) the entries read as before
+    got = httpx.get(f"{server.api}/repositories/{repo.id}/refs/main/objects",
+                    params={"path": "in/a.csv"}, auth=server.admin)  # fmt: skip
+    assert got.status_code == 200 and got.content == b"a,1"
+    assert world.s3.get_object(Bucket=world.ext, Key="raw/a.csv")["Body"].read() == b"a,1"
 
 
 def test_refused_without_the_setting(tmp_path: Path, world: World) -> None:

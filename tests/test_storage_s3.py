@@ -60,6 +60,19 @@ class TestS3Store(StoreContract):
         assert uploads.get("Uploads", []) == []
 
 
+class TestS3StoreThroughBotocore(TestS3Store):
+    """The same contract with every request through botocore (``direct=False``, and
+    where a store lands after a redirect)."""
+
+    @pytest.fixture
+    async def store(self, moto: MotoServer, bucket: str) -> AsyncIterator[ObjectStore]:
+        async with S3Store(
+            bucket, "ns/repo1", endpoint_url=moto.endpoint, page_size=100,
+            part_size=MIN_PART_SIZE, direct=False,
+        ) as s:  # fmt: skip
+            yield s
+
+
 async def test_streamed_put_is_multipart_past_the_part_size(moto: MotoServer, bucket: str) -> None:
     """A streamed object of three parts gets S3's multipart ETag, which the store
     predicts; one within a part is a single PutObject (its ETag is the MD5)."""

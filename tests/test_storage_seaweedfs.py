@@ -5,10 +5,12 @@ SeaweedFS) -- moto is a mock; this is the check that our S3 use holds on a real 
 
 from __future__ import annotations
 
+import base64
 import os
 import random
 import signal
 import uuid
+import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -93,6 +95,24 @@ async def test_list_order_holds_without_nested_siblings(seaweed: WeedServer, buc
             await store.put(key, b"")
         assert [m.key async for m in store.list()] == keys
         assert [m.key async for m in store.list("x/", after="x/a.b")] == keys[2:5]
+
+
+async def test_put_checksum_is_the_bodys(seaweed: WeedServer, bucket: str) -> None:
+    """The CRC32 the store's PUT carries is its body's (SeaweedFS checks it), and a
+    whole GET is answered with it (and checks it)."""
+    async with S3Store(bucket, "sum", endpoint_url=seaweed.endpoint) as store:
+        await store.put("k", b"checked bytes")
+        assert await store.get("k") == b"checked bytes"
+    async with get_session().create_client(
+        "s3", endpoint_url=seaweed.endpoint, region_name="us-east-1", **_keys()
+    ) as client:
+        r = await client.get_object(Bucket=bucket, Key="sum/k", ChecksumMode="ENABLED")
+        async with r["Body"] as body:
+            await body.read()
+    assert (
+        r["ChecksumCRC32"]
+        == base64.b64encode(zlib.crc32(b"checked bytes").to_bytes(4, "big")).decode()
+    )
 
 
 async def test_conditional_puts_are_enforced(seaweed: WeedServer, bucket: str) -> None:

@@ -11,7 +11,7 @@ from helpers.staging import BRANCH, REPO, embedded_refstore, l1_files, rec
 
 from lsmstore import layout
 from lsmstore.config import Config
-from lsmstore.errors import WriteStalledError
+from lsmstore.errors import RefNotFoundError, WriteStalledError
 from lsmstore.refstore.base import RefStore
 from lsmstore.staging.files import encode_staging_file, new_file_id
 from lsmstore.staging.merge import merge_newest
@@ -126,3 +126,60 @@ async def test_batches_in_flight_count_toward_the_hard_limit(tmp_path: Path) -> 
     assert sum(r is None for r in results) == 3
     assert len((await rs.get_ref(REPO, BRANCH)).l1) == 3
     await w.aclose()
+
+
+async def test_branch_deleted_while_stalled_fails_the_stalled_writes(tmp_path: Path) -> None:
+    """The branch goes away (another process deletes it) while the writer waits at the
+    hard limit: the stalled writes fail with RefNotFoundError, the owner hears of it,
+    and the writer keeps answering (it does not die with the error)."""
+    rs = await embedded_refstore(tmp_path)
+    objects = MemoryStore()
+    c = Config(home=tmp_path).replace(
+        batch_interval_ms=1, l1_soft_limit=1, l1_hard_limit=2, l1_slowdown_ms=0,
+        stall_timeout_s=3600,  # only the deletion can end the stall
+    )  # fmt: skip
+    gone: list[BranchWriter] = []
+    w = BranchWriter(rs, objects, REPO, BRANCH, c, on_gone=gone.append)
+    await w.write(rec("a", b"1"))
+    await w.write(rec("b", b"2"))
+    stalled = asyncio.create_task(w.write(rec("c", b"3")))
+    await asyncio.wait_for(w.stalled.wait(), 60)
+    await rs.delete_ref(REPO, BRANCH, await rs.get_ref(REPO, BRANCH))
+    w.l1_changed()  # (also found by the next poll of the ref)
+    with pytest.raises(RefNotFoundError):
+        await asyncio.wait_for(stalled, 60)
+    assert gone == [w]
+    assert not w._runner.done()  # the flusher lives on
+    # a later write gets the same typed answer, and closing settles everything
+    with pytest.raises(RefNotFoundError):
+        await asyncio.wait_for(w.write(rec("d", b"4")), 60)
+    await asyncio.wait_for(w.aclose(), 60)
+    await rs.aclose()
+
+
+async def test_store_stays_usable_after_a_stalled_branch_is_deleted(tmp_path: Path) -> None:
+    import lsmstore
+
+    async with lsmstore.connect(
+        home=str(tmp_path / "home"), batch_interval_ms=1, l1_soft_limit=1, l1_hard_limit=2,
+        l1_slowdown_ms=0, stall_timeout_s=3600, compaction_in_process="off",
+    ) as store:  # fmt: skip
+        assert isinstance(store, lsmstore.Store)
+        repo = await store.create_repository("stall", storage_namespace=(tmp_path / "ns").as_uri())
+        dev = await repo.create_branch("dev", source="main")
+        await dev.put("a", b"1")
+        await dev.put("b", b"2")
+        pending = asyncio.create_task(dev.put("c", b"3"))
+        await asyncio.wait_for(dev.writer().stalled.wait(), 60)
+        # deleted by another process: straight in the RefStore
+        rs = store.refstore
+        await rs.delete_ref("stall", "dev", await rs.get_ref("stall", "dev"))
+        store.notify_l1_changed("stall", "dev")
+        with pytest.raises(RefNotFoundError):
+            await asyncio.wait_for(pending, 60)
+        # the store carries on: other branches, and the branch made again
+        await repo.branch("main").put("m", b"1")
+        dev = await repo.create_branch("dev", source="main")
+        await asyncio.wait_for(dev.put("x", b"1"), 60)
+        assert await dev.get("x") == b"1" and await repo.branch("main").get("m") == b"1"
+        assert not await dev.exists("a")

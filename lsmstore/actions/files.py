@@ -30,11 +30,19 @@ at the source ref: at most :data:`MAX_FILES` files of at most :data:`MAX_FILE_BY
 each (the size is checked before the file is read); past either bound the whole load
 fails with InvalidActionError, as does a file that does not parse, or two actions of
 one name.
+
+**Cache.**  The actions found at a commit (a source ref that is a full commit ID, not
+a branch: post-events, merges, branches and tags made from a commit ID) are kept,
+keyed by the repository's id and the commit ID -- a commit never changes, so they are
+what a new listing would find -- for :data:`CACHE_S` seconds of the store's clock, at
+most :data:`CACHE_ENTRIES` commits (least recently used dropped).  A branch's actions
+(its staged writes included) are read on every event.
 """
 
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
@@ -42,7 +50,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from lsmstore.errors import InvalidActionError
+from lsmstore import namespace
+from lsmstore.errors import InvalidActionError, RefNotFoundError
 
 if TYPE_CHECKING:
     from lsmstore.client import Repository
@@ -63,6 +72,12 @@ PRE_EVENTS = (
 POST_EVENTS = tuple("post-" + e[4:] for e in PRE_EVENTS)
 EVENTS = PRE_EVENTS + POST_EVENTS
 HOOK_TYPES = ("webhook",)
+#: Commits whose actions are kept, at most, and for how long (see "Cache" above).
+CACHE_ENTRIES = 256
+CACHE_S = 600.0
+_FULL_ID = re.compile(r"[0-9a-f]{64}")
+#: (repository id, commit ID) -> (the actions, when read).
+_cached: OrderedDict[tuple[str, str], tuple[tuple[Action, ...], float]] = OrderedDict()
 
 _NAME = re.compile(r"^\w[\w\-. ]+$")
 _HOOK_ID = re.compile(r"^[_a-zA-Z][\-_a-zA-Z0-9]{1,255}$")
@@ -231,7 +246,40 @@ def parse_action(data: bytes, path: str = "action file") -> Action:
 
 async def load_actions(repo: Repository, source_ref: str) -> list[Action]:
     """Every action file at ``source_ref`` (a branch reads its staged state), in path
-    order; InvalidActionError for an invalid one, too many, or a repeated name."""
+    order; InvalidActionError for an invalid one, too many, or a repeated name.  Those
+    of a commit come from the cache while they are in it (module docstring)."""
+    if not _FULL_ID.fullmatch(source_ref):
+        return await _read_actions(repo, source_ref)
+    found = await repo.resolve_ref(source_ref)
+    if found.branch is not None or not found.commit_id:
+        return await _read_actions(repo, source_ref)
+    now = repo.store.clock()
+    key = (namespace.owner_id(repo.info), found.commit_id)
+    hit = _cached.get(key)
+    if hit is not None and now - hit[1] < CACHE_S:
+        _cached.move_to_end(key)
+        return list(hit[0])
+    actions = await _read_actions(repo, found.commit_id)
+    _cached[key] = (tuple(actions), now)
+    _cached.move_to_end(key)
+    while len(_cached) > CACHE_ENTRIES:
+        _cached.popitem(last=False)
+    return actions
+
+
+async def _read_actions(repo: Repository, source_ref: str) -> list[Action]:
+    try:
+        return await _listed_actions(repo, source_ref)
+    except RefNotFoundError:
+        # A branch without any commit (made below the operations layer: every
+        # repository starts with one) has nothing to read, so no actions.
+        found = await repo.refstore.get_ref(repo.name, source_ref)
+        if found.is_branch and not found.base:
+            return []
+        raise
+
+
+async def _listed_actions(repo: Repository, source_ref: str) -> list[Action]:
     ref = repo.ref(source_ref)
     actions: list[Action] = []
     async for stats in ref.list_objects(LOCATION, delimiter="/"):

@@ -66,11 +66,13 @@ import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from lsmstore import layout, namespace, validate
 from lsmstore.actions import runner as _actions
+from lsmstore.config import Config
 from lsmstore.errors import (
     ConflictError,
     ImportNotFoundError,
@@ -85,12 +87,18 @@ from lsmstore.errors import (
 )
 from lsmstore.graveler.ranges import RangeInfo, RangeWriter
 from lsmstore.graveler.record import Record
-from lsmstore.objects.addresses import IMPORT_SOURCES_SETTING, Location, Namespace
+from lsmstore.objects.addresses import (
+    IMPORT_SOURCES_SETTING,
+    Location,
+    Namespace,
+    import_source_list,
+)
 from lsmstore.objects.api import namespace as namespace_rules
 from lsmstore.objects.entry import DEFAULT_CONTENT_TYPE, AddressType, BatchEncoder
 from lsmstore.objects.linking import made_record
 from lsmstore.objects.rules import check_checksum, check_path
 from lsmstore.operations import protection as _protection
+from lsmstore.refstore.base import RefStore
 from lsmstore.spark.stage import check_job_age
 from lsmstore.storage.base import ObjectMeta, ObjectStore
 from lsmstore.types import Commit, ImportPath, ImportStatus
@@ -178,14 +186,30 @@ async def _check_granted(repo: Repository, ns: Namespace, sources: list[_Source]
         prefix = ns.granted_source(src.address)
         if prefix is None or prefix in checked:
             continue
-        owner = await namespace.owner_within(repo.refstore, prefix, repo.store.config.home)
-        if owner is not None:
-            raise ImportSourceNotAllowedError(
-                f"import source {src.path.path!r}: the server's import source {prefix!r} "
-                f"(setting {IMPORT_SOURCES_SETTING!r}) overlaps the storage namespace of "
-                f"repository {owner.name}; a namespace is read by its repository alone"
-            )
+        where = f"import source {src.path.path!r}"
+        await _check_grant(repo.refstore, prefix, repo.store.config.home, where)
         checked.add(prefix)
+
+
+async def _check_grant(refstore: RefStore, prefix: str, home: Path, source: str) -> None:
+    owner = await namespace.owner_within(refstore, prefix, home)
+    if owner is not None:
+        raise ImportSourceNotAllowedError(
+            f"{source}: the server's import source {prefix!r} "
+            f"(setting {IMPORT_SOURCES_SETTING!r}) overlaps the storage namespace of "
+            f"repository {owner.name}; a namespace is read by its repository alone"
+        )
+
+
+async def check_grants(refstore: RefStore, config: Config) -> None:
+    """The start-up check of the import sources ``config`` grants
+    (``server_import_sources``, docs/security.md, "Import sources"):
+    ImportSourceNotAllowedError naming the first one that overlaps a repository's
+    storage namespace.  Reads follow the granted places (entries of raw writes too), so
+    a process granting a place that holds a namespace would let any writer read that
+    repository's data: such a daemon does not start."""
+    for prefix in import_source_list(config.server_import_sources):
+        await _check_grant(refstore, prefix, config.home, "the server does not start")
 
 
 def _store_of(repo: Repository, loc: Location) -> ObjectStore:

@@ -30,10 +30,13 @@ second therefore sees the first's entry and fails with ObjectExistsError.  An up
 writes its data *before* taking the claim (after a cheap first check that fails
 fast), so the claim is held only for one lookup and one append; the data of a writer
 that loses is deleted at once (nothing ever referenced it).  The lease lives
-:data:`CLAIM_TTL_S`: a process that dies holding it blocks the path that long.  A
-holder that stalls between lookup and append for longer than that could let a second
-writer through; the bound is stated in docs/decisions.md.  A writer that cannot take a
-claim within :data:`CLAIM_WAIT_S` raises ConflictError (nothing written).
+:data:`CLAIM_TTL_S` and its holder renews it every third of that while it holds the
+claim (an append may wait at the L1 hard limit for up to ``stall_timeout_s``): a
+process that dies holding it blocks the path at most :data:`CLAIM_TTL_S`, a live one
+keeps it however long its append takes.  Only a holder whose event loop is stalled
+for two thirds of :data:`CLAIM_TTL_S` (a paused process) could let a second writer
+through (docs/decisions.md).  A writer that cannot take a claim within
+:data:`CLAIM_WAIT_S` raises ConflictError (nothing written).
 
 Exclusion: every write here holds the branch's shared lock
 (:mod:`lsmstore.operations.exclusion`) while it stages.
@@ -44,6 +47,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import logging
 import weakref
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
@@ -74,6 +78,7 @@ if TYPE_CHECKING:
     from lsmstore.client import Branch, Repository
 
 _new_tuple = tuple.__new__
+log = logging.getLogger(__name__)
 
 #: Per repository, a :class:`LinkStager` whose ``at`` makes each call's (its rules are
 #: the namespace's and the store configuration's, both fixed for a repository object).
@@ -84,11 +89,12 @@ _stagers: weakref.WeakKeyDictionary[Repository, LinkStager] = weakref.WeakKeyDic
 _path_locks: weakref.WeakValueDictionary[tuple[int, str, str, bytes], asyncio.Lock] = (
     weakref.WeakValueDictionary()
 )
-#: How long an ``if_absent`` claim's RefStore lease lives (its holder releases it after
-#: one lookup and one append; a holder that died blocks the path this long).
-CLAIM_TTL_S = 30.0
+#: How long an ``if_absent`` claim's RefStore lease lives unless renewed (its holder
+#: renews it every third of this until it releases it after one lookup and one append;
+#: a holder that died blocks the path this long).
+CLAIM_TTL_S = 15.0
 #: How long a writer waits for another writer's claim of the same path.
-CLAIM_WAIT_S = 2 * CLAIM_TTL_S
+CLAIM_WAIT_S = 60.0
 
 
 # --- the rules shared by every object write ---------------------------------------------
@@ -144,6 +150,7 @@ async def claim_absent(branch: Branch, keys: Iterable[bytes]) -> AsyncIterator[N
     refstore = repo.store.refstore
     clock = repo.store.clock
     owner = f"absent-{new_file_id(clock)}"
+    leases: list[str] = []
     async with contextlib.AsyncExitStack() as held:
         for key in sorted(set(keys)):
             await held.enter_async_context(path_lock(branch, key))
@@ -160,7 +167,29 @@ async def claim_absent(branch: Branch, keys: Iterable[bytes]) -> AsyncIterator[N
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, 0.05)
             held.push_async_callback(_release, refstore, lease, owner)
+            leases.append(lease)
+        renewing = asyncio.create_task(_renew(refstore, leases, owner))
+        held.push_async_callback(_stop, renewing)  # before the leases are released
         yield
+
+
+async def _renew(refstore: Any, leases: list[str], owner: str) -> None:
+    """Renew a held claim's leases every third of :data:`CLAIM_TTL_S` until cancelled;
+    a renewal that fails is tried again at the next turn (two are left before the
+    lease lapses)."""
+    while True:
+        await asyncio.sleep(CLAIM_TTL_S / 3)
+        for lease in leases:
+            try:
+                if not await refstore.acquire_lease(lease, owner, CLAIM_TTL_S):
+                    log.warning("if-absent claim %s lapsed while held", lease)
+            except LsmError as e:
+                log.warning("renewing if-absent claim %s failed: %s", lease, e)
+
+
+async def _stop(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
 
 
 async def _release(refstore: Any, lease: str, owner: str) -> None:

@@ -20,6 +20,9 @@ HookFailedError and nothing changes -- and its post-event after the commit is wr
 A commit runs ``pre-commit`` under the branch's shared lock after the flush, with the
 action files read from the branch (staged writes included); writes acknowledged while
 the hooks run are committed too.
+
+Every commit takes this path: the committer worker's policy commits too
+(docs/decisions.md, "Policy commits obey protection and hooks").
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from lsmstore.versioning import merging as _merging
 
 if TYPE_CHECKING:
     from lsmstore.client import Branch, Repository
+    from lsmstore.commit.job import CommitResult
 
 
 async def commit(
@@ -47,6 +51,23 @@ async def commit(
 ) -> Commit:
     """Commit the branch's staged writes (module docstring).  NothingToCommitError when
     nothing is staged (or the staged writes change nothing) unless ``allow_empty``."""
+    result = await commit_job(
+        branch, message, metadata=metadata, committer=committer, allow_empty=allow_empty
+    )
+    return result.commit
+
+
+async def commit_job(
+    branch: Branch,
+    message: str,
+    *,
+    metadata: Mapping[str, str] | None = None,
+    committer: str | None = None,
+    allow_empty: bool = False,
+    on_step: Callable[[str], Awaitable[None]] | None = None,
+) -> CommitResult:
+    """:func:`commit`, answering what the commit job did (the committer worker logs
+    it); ``on_step`` is the job's test hook (:data:`lsmstore.commit.job.STEPS`)."""
     from lsmstore.commit.job import commit_branch
 
     validate.check_str(message, "commit message", empty_ok=True)
@@ -79,13 +100,14 @@ async def commit(
                 backoff_s=cfg.commit_backoff_ms / 1000,
                 backoff_max_s=cfg.commit_backoff_max_ms / 1000,
                 grace_s=cfg.compaction_grace_s,
+                on_step=on_step,
             )
             commit_id = result.commit_id
         finally:
             store.notify_l1_changed(repo.name, branch.name)
             await _actions.finish(pending, commit_id)
     await _actions.post(repo, event.post(source_ref=result.commit_id, commit_id=result.commit_id))
-    return result.commit
+    return result
 
 
 async def merge(

@@ -13,6 +13,10 @@ Order: a batch that touches a key also held by a batch in flight is not sent unt
 that one is answered, so writes to one key from one process keep their call order
 (batches on disjoint keys may overtake each other, like concurrent writers).
 ``put_many`` is one entry group: it is never split across requests.
+
+An :attr:`Batcher.idle` coalescer holds nothing (no entry pending, no request in
+flight): its owner may drop it and make a new one for the branch's next call without
+losing or reordering a write (the order rule above only concerns batches in flight).
 """
 
 from __future__ import annotations
@@ -65,9 +69,15 @@ class Batcher:
         self.requests = 0
         self.entries = 0
 
+    @property
+    def idle(self) -> bool:
+        """Nothing pending and nothing in flight: dropping this coalescer loses no write."""
+        return not self._pending and not self._inflight
+
     async def submit(self, entries: list[Any], keys: list[bytes], nbytes: int) -> None:
         """Queue ``entries`` (touching ``keys``) as one group; returns once the batch
-        holding them is acknowledged."""
+        holding them is acknowledged.  The group is queued before the first
+        suspension, so a coalescer handed to a caller is not idle once it calls."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
         self._pending.append(_Group(entries, keys, nbytes, future))

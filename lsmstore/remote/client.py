@@ -421,11 +421,18 @@ class RemoteStore:
 
     def batcher(self, repo: str, branch: str) -> Batcher:
         """The coalescer of ``repo``/``branch``'s raw writes and links (one per branch,
-        made on first use)."""
+        made on first use).  At most ``remote_batchers_max`` are kept: making one past
+        it drops every idle one (nothing pending or in flight, so nothing is lost or
+        reordered); busy ones stay, each held by a caller waiting on it.  Callers
+        submit to the coalescer at once (``await store.batcher(...).submit(...)``), so
+        it is never idle while handed out."""
         key = (repo, branch)
         b = self._batchers.get(key)
         if b is None:
             self._check_open()
+            if len(self._batchers) >= self.config.remote_batchers_max:
+                for k in [k for k, v in self._batchers.items() if v.idle]:
+                    del self._batchers[k]
             path = f"/lsm/repositories/{seg(repo)}/branches/{seg(branch)}/batch"
 
             async def send(entries: list[Any]) -> None:

@@ -41,8 +41,9 @@ import uvicorn
 from lsmstore.affinity import Membership
 from lsmstore.client import Store
 from lsmstore.config import Config
-from lsmstore.errors import LsmError
+from lsmstore.errors import LsmError, UnavailableError
 from lsmstore.gcfreeze import freeze_startup_state
+from lsmstore.operations.imports import check_grants
 from lsmstore.refstore.base import RefStore
 from lsmstore.refstore.url import open_refstore
 from lsmstore.server import secret
@@ -220,6 +221,16 @@ async def _serve(ctx: Context, config: Config, init: bool, probes: ServerProbes)
             extra={"fields": {"event": "no_keys"}},
         )
     _check_open_files(config)
+    try:
+        await check_grants(ctx.store.refstore, config)
+    except UnavailableError as e:  # each import checks again when it starts
+        log.warning(
+            "the import sources could not be checked: %s", e,
+            extra={"fields": {"event": "import_sources_unchecked", "error": str(e)}},
+        )  # fmt: skip
+    except LsmError:
+        await ctx.store.aclose()
+        raise
     app = App(ctx, VERSION)
     server = _Uvicorn(uvicorn_config(app, config, ctx.metrics))
     deadline: list[float] = []

@@ -39,7 +39,9 @@ docs/write-path.md walks through it; the contract in short:
   writer's batches in flight) no batch is flushed until compaction or a commit
   shortens the list (the ref is polled with
   backoff, or :meth:`BranchWriter.l1_changed` wakes the writer); a batch stalled
-  for ``stall_timeout_s`` fails with WriteStalledError.
+  for ``stall_timeout_s`` fails with WriteStalledError, and one whose branch (or
+  repository) is found gone while it waits fails at once with RefNotFoundError
+  (RepositoryNotFoundError), unappended; either way the writer carries on.
 * Cancelling a waiting write does not unstage it: it may still be written.
 * ``aclose()`` flushes and acknowledges everything staged, then refuses new writes
   with ClosedError (from its start: :meth:`BranchWriter.retire`); a call already
@@ -568,7 +570,9 @@ class BranchWriter:
             trace.slot = t_admit - t_slot
             try:
                 await self._admit()
-            except WriteStalledError as e:
+            except (WriteStalledError, RefNotFoundError, RepositoryNotFoundError) as e:
+                # Stalled too long, or the branch went away while stalled: the batch
+                # fails unappended (nothing of it visible); the writer carries on.
                 self._take(batch)
                 self._finish(batch, e, poison=None)
                 continue
@@ -624,6 +628,9 @@ class BranchWriter:
         self.stalled.set()
         try:
             await self._wait_below_hard_limit()
+        except (RefNotFoundError, RepositoryNotFoundError):
+            self._gone()
+            raise
         finally:
             self.stalled.clear()
 

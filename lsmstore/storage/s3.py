@@ -18,6 +18,14 @@ the CompleteMultipartUpload.  A failure, cancellation or exception from the sour
 aborts the multipart upload; a crash leaves an incomplete upload, invisible to reads and
 listings (S3 bills its parts until a bucket lifecycle rule aborts it).
 
+GetObject (whole or ranged), HeadObject, PutObject and DeleteObject go straight over
+aiohttp, signed here (:mod:`lsmstore.storage.s3direct`, which takes endpoint,
+addressing style, region and credentials from the aiobotocore client); everything else
+goes through that client.  ``direct=False`` sends everything through botocore.  A whole
+object read by ``get`` is at most ``max_read`` bytes (default 5 GiB, the largest single
+PutObject; a larger one is read with ``get_stream``), and no answer is allocated before
+its claimed size is checked against that or the range asked for.
+
 Errors: 404 ``NoSuchKey`` -> :class:`ObjectNotFoundError`; a missing bucket, denied
 access, connection failures, timeouts and 5xx/throttling after botocore's retries
 (``max_attempts`` in total, "standard" mode) -> :class:`UnavailableError`.  A failed
@@ -30,9 +38,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import random
 import re
-from collections.abc import AsyncIterable, AsyncIterator, Sequence
-from typing import Any, Literal, Self
+import time
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any, Literal, Self, TypeVar
 
 import aiohttp
 from aiobotocore.config import AioConfig
@@ -47,11 +57,12 @@ from lsmstore.errors import (
     UnavailableError,
 )
 from lsmstore.storage.base import STREAM_CHUNK, ObjectMeta, ObjectStore, PutMode, check_key
+from lsmstore.storage.s3direct import BadAnswerError, RedirectedError, S3Direct
 
 BUCKET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,254}$")
 
 #: Failures to get an answer (OSError includes TimeoutError) and S3's error answers.
-_TRANSPORT = (BotoCoreError, aiohttp.ClientError, OSError)
+_TRANSPORT = (BotoCoreError, aiohttp.ClientError, OSError, BadAnswerError)
 _FAILURES = (ClientError, *_TRANSPORT)
 
 #: Smallest part of a multipart upload S3 accepts (all but the last part).
@@ -68,6 +79,7 @@ CONFLICT_RETRIES = 5
 
 
 _SESSION: AioSession | None = None
+_T = TypeVar("_T")
 
 
 def _session() -> AioSession:
@@ -99,6 +111,10 @@ class S3Store(ObjectStore):
         page_size: int = 1000,
         part_size: int = 8 << 20,
         part_concurrency: int = 4,
+        direct: bool = True,
+        max_read: int = 5 << 30,
+        clock: Callable[[], float] = time.time,
+        rand: Callable[[], float] = random.random,
     ) -> None:
         if not BUCKET_NAME.match(bucket):
             raise InvalidInputError(f"invalid S3 bucket name {bucket!r}")
@@ -113,6 +129,17 @@ class S3Store(ObjectStore):
             )
         if not 1 <= part_concurrency <= 64:
             raise InvalidInputError(f"S3 part_concurrency must be in 1..64, not {part_concurrency}")
+        if max_read < 0:
+            raise InvalidInputError(f"S3 max_read must be >= 0, not {max_read}")
+        self.max_read = max_read
+        #: The hot requests' own path (None: through botocore); bound on first use.
+        self._direct: S3Direct | None = None
+        if direct:
+            self._direct = S3Direct(
+                max_attempts=max_attempts, connect_timeout=connect_timeout,
+                read_timeout=read_timeout, max_pool_connections=max_pool_connections,
+                clock=clock, rand=rand,
+            )  # fmt: skip
         self.part_size = part_size
         self.part_concurrency = part_concurrency
         self.bucket = bucket
@@ -175,7 +202,29 @@ class S3Store(ObjectStore):
     async def aclose(self) -> None:
         await super().aclose()
         self._client = None
+        if self._direct is not None:
+            await self._direct.aclose()
         await self._stack.aclose()
+
+    async def _lean(self) -> S3Direct | None:
+        """The direct path, bound to the client's endpoint and credentials on first use
+        (None when this store sends everything through botocore)."""
+        direct = self._direct
+        if direct is not None and not direct.bound:
+            client = await self._connect()
+            async with self._lock:
+                if not direct.bound:
+                    session = _session()
+                    credentials = await session.get_credentials()
+                    ca_bundle = session.get_config_variable("ca_bundle")
+                    await direct.bind(client, credentials, self.bucket, ca_bundle)
+        return direct
+
+    def _leave_direct(self) -> None:
+        """Send everything through botocore from now on (it follows redirects)."""
+        direct, self._direct = self._direct, None
+        if direct is not None:
+            self._stack.push_async_callback(direct.aclose)
 
     def _error(self, e: Exception, op: str, key: str, *, put: bool = False) -> Exception:
         where = f"{self.url} ({self.endpoint_url or 'AWS'}): {op} {key}"
@@ -198,13 +247,43 @@ class S3Store(ObjectStore):
 
     # --- reads -----------------------------------------------------------------------
 
-    async def _read(self, key: str, op: str, **extra: Any) -> bytes:
-        client = await self._connect()
-        try:
-            response = await client.get_object(Bucket=self.bucket, Key=self._root + key, **extra)
+    async def _hot(
+        self,
+        direct_call: Callable[[S3Direct], Awaitable[_T]],
+        botocore_call: Callable[[Any], Awaitable[_T]],
+    ) -> _T:
+        """One of the hot requests: on the direct path unless this store has none (or
+        left it after a redirect), else through the aiobotocore client."""
+        direct = await self._lean()
+        if direct is not None:
+            try:
+                return await direct_call(direct)
+            except RedirectedError:
+                self._leave_direct()
+        return await botocore_call(await self._connect())
+
+    async def _read(self, key: str, op: str, start: int = 0, end: int | None = None) -> bytes:
+        """The object, or bytes ``[start, end)`` of it (b"" when ``start`` is at or past
+        its end); at most ``max_read`` bytes, or the range's length."""
+        full = self._root + key
+        limit = self.max_read if end is None else min(self.max_read, end - start)
+
+        async def botocore(client: Any) -> bytes:
+            extra = {}
+            if start or end is not None:
+                extra["Range"] = f"bytes={start}-{'' if end is None else end - 1}"
+            response = await client.get_object(Bucket=self.bucket, Key=full, **extra)
             async with response["Body"] as body:
+                if int(response.get("ContentLength") or 0) > limit:
+                    raise BadAnswerError(
+                        f"the answer claims {response['ContentLength']} bytes, more than "
+                        f"the {limit} expected"
+                    )
                 data: bytes = await body.read()
             return data
+
+        try:
+            return await self._hot(lambda d: d.get(full, limit, start, end), botocore)
         except ClientError as e:
             if e.response.get("Error", {}).get("Code") == "InvalidRange":
                 return b""  # the range starts at or past the end (or the object is empty)
@@ -247,28 +326,36 @@ class S3Store(ObjectStore):
         if end <= start:
             await self.head(key)  # a missing key still raises ObjectNotFoundError
             return b""
-        return await self._read(key, "get_range", Range=f"bytes={start}-{end - 1}")
+        return await self._read(key, "get_range", start, end)
 
     async def head(self, key: str) -> ObjectMeta:
         check_key(key)
-        client = await self._connect()
+        full = self._root + key
+
+        async def botocore(client: Any) -> tuple[int, str]:
+            response = await client.head_object(Bucket=self.bucket, Key=full)
+            return int(response["ContentLength"]), str(response.get("ETag", "")).strip('"')
+
         try:
-            response = await client.head_object(Bucket=self.bucket, Key=self._root + key)
+            size, etag = await self._hot(lambda d: d.head(full), botocore)
         except _FAILURES as e:
             raise self._error(e, "head", key) from e
-        return ObjectMeta(key, int(response["ContentLength"]), response.get("ETag", "").strip('"'))
+        return ObjectMeta(key, size, etag)
 
     # --- writes ----------------------------------------------------------------------
 
     async def put(self, key: str, data: bytes, mode: PutMode = PutMode.CREATE) -> None:
         check_key(key)
-        client = await self._connect()
-        conditions = {"IfNoneMatch": "*"} if mode is PutMode.CREATE else {}
+        full = self._root + key
+        create = mode is PutMode.CREATE
+        conditions = {"IfNoneMatch": "*"} if create else {}
+
+        async def botocore(client: Any) -> None:
+            await client.put_object(Bucket=self.bucket, Key=full, Body=data, **conditions)
+
         for attempt in range(CONFLICT_RETRIES + 1):
             try:
-                await client.put_object(
-                    Bucket=self.bucket, Key=self._root + key, Body=data, **conditions
-                )
+                await self._hot(lambda d: d.put(full, data, if_none_match=create), botocore)
                 return
             except ClientError as e:
                 status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
@@ -365,6 +452,12 @@ class S3Store(ObjectStore):
         if end is not None and end <= start:
             await self.head(key)
             return
+        if end is not None and end - start <= chunk_size and self._direct is not None:
+            # A span that is one chunk anyway (a small object through the gateway): one
+            # ranged GET on the direct path, no streamed body to keep open.
+            if data := await self._read(key, "get", start, end):
+                yield data
+            return
         extra: dict[str, Any] = {}
         if start or end is not None:
             extra["Range"] = f"bytes={start}-{'' if end is None else end - 1}"
@@ -399,9 +492,13 @@ class S3Store(ObjectStore):
         check_key(key)
         if not missing_ok:
             await self.head(key)  # S3 deletes are silent about missing keys
-        client = await self._connect()
+        full = self._root + key
+
+        async def botocore(client: Any) -> None:
+            await client.delete_object(Bucket=self.bucket, Key=full)
+
         try:
-            await client.delete_object(Bucket=self.bucket, Key=self._root + key)
+            await self._hot(lambda d: d.delete(full), botocore)
         except _FAILURES as e:
             raise self._error(e, "delete", key) from e
 

@@ -17,7 +17,9 @@ S3 options (query parameters override keyword arguments of the same name):
 ``read_timeout`` (seconds, default 5 and 30), ``max_pool_connections`` (default 64),
 ``page_size`` (keys per ListObjectsV2 page, 1..1000), ``part_size`` (bytes per part of
 a streamed upload, default 8 MiB, at least 5 MiB), ``part_concurrency`` (parts of one
-streamed upload sent at once, default 4, 1..64).  ``file`` and ``mem`` take no
+streamed upload sent at once, default 4, 1..64), ``direct`` (``false``: every request
+through botocore, none on the store's own aiohttp path; default true), ``max_read``
+(the largest object ``get`` reads whole, default 5 GiB).  ``file`` and ``mem`` take no
 options.  Anything else -- another scheme, a relative path, an unknown option, a value
 of the wrong type -- raises :class:`InvalidURLError` naming it.
 """
@@ -69,6 +71,8 @@ S3_OPTIONS: dict[str, Callable[[Any], Any]] = {
     "page_size": int,
     "part_size": int,
     "part_concurrency": int,
+    "direct": _bool,
+    "max_read": int,
 }
 
 

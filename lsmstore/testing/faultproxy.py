@@ -31,8 +31,9 @@ import random
 import socket
 import struct
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 MAX_HEAD = 64 * 1024
 
@@ -256,3 +257,18 @@ class FaultProxy:
         ):
             headers.append((b"Content-Length", str(len(body)).encode()))
         return _render(first, headers) + body
+
+
+@contextlib.asynccontextmanager
+async def fault_proxy(endpoint: str, seed: int = 0) -> AsyncIterator[FaultProxy]:
+    """A started :class:`FaultProxy` in front of the server at ``endpoint``
+    (``http://host:port``), its draws seeded with ``seed``; closed afterwards."""
+    url = urlsplit(endpoint)
+    if url.hostname is None or url.port is None:
+        raise ValueError(f"not an http://host:port endpoint: {endpoint!r}")
+    proxy = FaultProxy(url.hostname, url.port, rng=random.Random(seed))
+    await proxy.start()
+    try:
+        yield proxy
+    finally:
+        await proxy.aclose()

@@ -8,29 +8,28 @@ headers, the payload hash the client declared (``x-amz-content-sha256``, or
 service, and compares signatures in constant time.  The request's time must be within
 :data:`MAX_SKEW_S` of the server's clock; a presigned URL also expires after its
 ``X-Amz-Expires`` (at most 7 days, as S3).  A declared payload hash is checked against
-the body as it streams (:mod:`lsmstore.server.gateway.payload`).
+the body as it streams (:mod:`lsmstore.server.gateway.payload`).  The canonical form
+and the signature itself are :mod:`lsmstore.sigv4`, which the S3 object store signs
+its requests with.
 """
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import hmac
 import re
 from calendar import monthrange, timegm
 from dataclasses import dataclass, replace
-from urllib.parse import parse_qsl, quote, unquote
 
 from lsmstore.server.gateway.errors import S3Error
+from lsmstore.sigv4 import ALGORITHM as ALGORITHM
+from lsmstore.sigv4 import UNSIGNED as UNSIGNED
+from lsmstore.sigv4 import canonical_query, canonical_request, canonical_uri
+from lsmstore.sigv4 import signature as _signature
+from lsmstore.sigv4 import signing_key as signing_key
 
-ALGORITHM = "AWS4-HMAC-SHA256"
-UNSIGNED = "UNSIGNED-PAYLOAD"
 MAX_SKEW_S = 15 * 60
 MAX_PRESIGN_S = 7 * 24 * 3600
-#: Signing keys kept (one per access key, day, region and service in use).
-SIGNING_KEYS = 256
 _CRED = re.compile(r"^([^/]{1,128})/(\d{8})/([^/]{1,64})/([^/]{1,32})/aws4_request$")
-_SPACES = re.compile(r"\s+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,49 +124,19 @@ def check_time(s: Signed, now: float) -> None:
                       "too large")  # fmt: skip
 
 
-def canonical_uri(raw_path: bytes) -> str:
-    return quote(unquote(raw_path.decode("latin-1"), errors="surrogateescape"), safe="/~",
-                 errors="surrogateescape")  # fmt: skip
-
-
-def canonical_query(raw_query: bytes, drop: str | None) -> str:
-    pairs = parse_qsl(raw_query.decode("latin-1"), keep_blank_values=True)
-    enc = [(quote(k, safe="~"), quote(v, safe="~")) for k, v in pairs if k != drop]
-    return "&".join(f"{k}={v}" for k, v in sorted(enc))
-
-
 def signature(s: Signed, secret: str, method: str, raw_path: bytes, raw_query: bytes,
               headers: dict[str, str]) -> str:  # fmt: skip
-    """The signature of the request as the server received it."""
-    canon_headers = "".join(
-        f"{n}:{_SPACES.sub(' ', headers.get(n, '').strip())}\n" for n in s.signed_headers
-    )
-    canonical = "\n".join((
+    """The signature of the request as the server received it (its scope's date is
+    X-Amz-Date's day: :func:`_signed` checks that)."""
+    canonical = canonical_request(
         method,
         canonical_uri(raw_path),
         canonical_query(raw_query, "X-Amz-Signature" if s.presigned else None),
-        canon_headers,
-        ";".join(s.signed_headers),
+        headers,
+        s.signed_headers,
         s.payload_hash,
-    ))  # fmt: skip
-    scope = f"{s.date}/{s.region}/{s.service}/aws4_request"
-    to_sign = "\n".join(
-        (ALGORITHM, s.amz_date, scope, hashlib.sha256(canonical.encode("utf-8")).hexdigest())
     )
-    key = signing_key(secret, s.date, s.region, s.service)
-    return hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
-
-
-@functools.lru_cache(maxsize=SIGNING_KEYS)
-def signing_key(secret: str, date: str, region: str, service: str) -> bytes:
-    """The SigV4 signing key (four HMACs, a third of a signature check's time), kept for
-    the last :data:`SIGNING_KEYS` ``(secret, date, region, service)``: keyed by the
-    secret itself, valid for its scope's day, and never deciding anything -- the
-    secret is looked up (and a deleted key refused) before a key is derived."""
-    k = hmac.new(("AWS4" + secret).encode("utf-8"), date.encode(), hashlib.sha256).digest()
-    for part in (region, service, "aws4_request"):
-        k = hmac.new(k, part.encode(), hashlib.sha256).digest()
-    return k
+    return _signature(secret, s.amz_date, s.region, s.service, canonical)
 
 
 def check(s: Signed, secret: str, method: str, raw_path: bytes, raw_query: bytes,
