@@ -20,7 +20,9 @@ page needs; **warm** -- the same call ``--warm`` times more on that store (media
 the REST API (``GET .../refs/<branch>/objects/ls?prefix=...&amount=1``): a server
 process (``python -m lsmstore.server`` on the same home, embedded RefStore) started
 afresh for each cold call, then the warm calls on it; and the first page of the
-branch's uncommitted diff (``GET .../branches/<branch>/diff?amount=1000``, warm).
+branch's uncommitted diff (``GET .../branches/<branch>/diff?amount=1000``, warm).  And
+through the S3 gateway (``ListObjectsV2`` of ``<branch>/<prefix>`` with ``max-keys=1``,
+boto3, path style), on a server process of its own started afresh for each cold call.
 Printed as a Markdown table with the date, nproc and load average.
 """
 
@@ -32,11 +34,15 @@ import dataclasses
 import os
 import statistics
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
+import boto3
 import httpx
 import uvloop
+from botocore.config import Config as BotoConfig
 
 from bench.commit import REPO, build_base, key
 from lsmstore import layout
@@ -51,7 +57,7 @@ from lsmstore.staging.files import SIDECAR_SUFFIX, SST_SUFFIX, decode_sidecar, e
 from lsmstore.storage.base import ObjectStore, PutMode
 from lsmstore.storage.local import LocalStore
 from lsmstore.testing.compaction import append_l1_file
-from lsmstore.testing.server_process import start_server
+from lsmstore.testing.server_process import ServerProcess, start_server
 
 PREFIX = b"tables/events/"
 L1_RECORDS = 100_000
@@ -172,6 +178,7 @@ async def run(args: argparse.Namespace) -> None:
                 flush=True,
             )
     rest = await asyncio.to_thread(measure_rest, root, (plain, spans), args)
+    gateway = await asyncio.to_thread(measure_gateway, root, (plain, spans), args)
     print()
     print(
         f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, nproc={os.cpu_count()}, load average "
@@ -181,15 +188,9 @@ async def run(args: argparse.Namespace) -> None:
         f"{args.peer_warm} for the peer)"
     )
     print()
-    print("| L2 sidecars | cold ms (median) | cold ms (best) | warm ms (median) |")
-    print("|---|---:|---:|---:|")
-    for label, b in (("without spans (peer)", plain), ("with covered spans", spans)):
-        colds = [c for c, _ in results[b]]
-        warms = [w for _, w in results[b]]
-        print(
-            f"| {label} | {statistics.median(colds) * 1e3:.1f} | {min(colds) * 1e3:.1f} "
-            f"| {statistics.median(warms) * 1e3:.2f} |"
-        )
+    _cold_warm_table("library, L2 sidecars", results, plain, spans)
+    print()
+    _cold_warm_table("S3 gateway `ListObjectsV2`, L2 sidecars", gateway, plain, spans)
     print()
     print(
         "| REST API, L2 sidecars | `objects/ls` cold ms (median) | warm ms (median) "
@@ -206,42 +207,68 @@ async def run(args: argparse.Namespace) -> None:
         )
 
 
+def _cold_warm_table(
+    title: str, results: dict[str, list[tuple[float, float]]], plain: str, spans: str
+) -> None:
+    print(f"| {title} | cold ms (median) | cold ms (best) | warm ms (median) |")
+    print("|---|---:|---:|---:|")
+    for label, b in (("without spans (peer)", plain), ("with covered spans", spans)):
+        colds = [c for c, _ in results[b]]
+        warms = [w for _, w in results[b]]
+        print(
+            f"| {label} | {statistics.median(colds) * 1e3:.1f} | {min(colds) * 1e3:.1f} "
+            f"| {statistics.median(warms) * 1e3:.2f} |"
+        )
+
+
+def _admin(root: Path) -> tuple[str, str] | None:
+    admin_file = root / "admin.txt"
+    if not admin_file.exists():
+        return None
+    key_id, secret = admin_file.read_text().split()
+    return key_id, secret
+
+
+def _started(root: Path) -> ServerProcess:
+    """A fresh server process on the bench's home; its admin key kept for the next one."""
+    admin = _admin(root)
+    server = start_server(root / "home", admin=admin)
+    if admin is None:
+        admin_file = root / "admin.txt"
+        admin_file.write_text(" ".join(server.admin))
+        admin_file.chmod(0o600)
+    return server
+
+
+def _timed(call: Callable[..., object], *args: object) -> float:
+    t = time.perf_counter()
+    call(*args)
+    return time.perf_counter() - t
+
+
 def measure_rest(
     root: Path, branches: tuple[str, str], args: argparse.Namespace
 ) -> dict[str, list[tuple[float, float, float]]]:
     """Per branch and round: (cold ls, median warm ls, median warm diff page) seconds."""
-    home = root / "home"
-    admin_file = root / "admin.txt"
-    admin: tuple[str, str] | None = None
-    if admin_file.exists():
-        key_id, secret = admin_file.read_text().split()
-        admin = (key_id, secret)
     out: dict[str, list[tuple[float, float, float]]] = {b: [] for b in branches}
     params: dict[str, str | int] = {"prefix": PREFIX.decode(), "amount": 1}
     for _ in range(args.rounds):
         for b in branches:
-            server = start_server(home, admin=admin)
-            if admin is None:
-                admin = server.admin
-                admin_file.write_text(" ".join(admin))
-                admin_file.chmod(0o600)
+            server = _started(root)
             try:
                 with httpx.Client(base_url=server.api, auth=server.admin, timeout=600) as c:
-                    ls = f"/repositories/{REPO}/refs/{b}/objects/ls"
 
-                    def timed(url: str, q: dict[str, str | int], c: httpx.Client = c) -> float:
-                        t = time.perf_counter()
+                    def get(url: str, q: dict[str, str | int], c: httpx.Client = c) -> None:
                         r = c.get(url, params=q)
-                        took = time.perf_counter() - t
                         assert r.status_code == 200, r.text
-                        return took
 
-                    cold = timed(ls, params)
+                    ls = f"/repositories/{REPO}/refs/{b}/objects/ls"
+                    cold = _timed(get, ls, params)
                     calls = args.warm if b == branches[1] else args.peer_warm
-                    warm = statistics.median(timed(ls, params) for _ in range(calls))
+                    warm = statistics.median(_timed(get, ls, params) for _ in range(calls))
                     diff = f"/repositories/{REPO}/branches/{b}/diff"
                     page = statistics.median(
-                        timed(diff, {"amount": 1000}) for _ in range(max(1, args.peer_warm))
+                        _timed(get, diff, {"amount": 1000}) for _ in range(max(1, args.peer_warm))
                     )
             finally:
                 server.stop()
@@ -249,6 +276,42 @@ def measure_rest(
             print(
                 f"  REST {b}: cold {cold * 1e3:.1f} ms, warm {warm * 1e3:.2f} ms, "
                 f"diff page {page * 1e3:.1f} ms (load {os.getloadavg()[0]:.1f})",
+                flush=True,
+            )
+    return out
+
+
+def measure_gateway(
+    root: Path, branches: tuple[str, str], args: argparse.Namespace
+) -> dict[str, list[tuple[float, float]]]:
+    """Per branch and round: (cold, median warm) seconds of ListObjectsV2 ``max-keys=1``."""
+    out: dict[str, list[tuple[float, float]]] = {b: [] for b in branches}
+    expected = f"{key(args.deletes).decode()}"
+    for _ in range(args.rounds):
+        for b in branches:
+            server = _started(root)
+            try:
+                s3 = boto3.client(
+                    "s3", endpoint_url=server.url, region_name="us-east-1",
+                    aws_access_key_id=server.admin[0], aws_secret_access_key=server.admin[1],
+                    config=BotoConfig(s3={"addressing_style": "path"}, read_timeout=600),
+                )  # fmt: skip
+
+                def page(b: str, s3: Any) -> None:
+                    r = s3.list_objects_v2(Bucket=REPO, Prefix=f"{b}/{PREFIX.decode()}", MaxKeys=1)
+                    keys = [o["Key"] for o in r.get("Contents", [])]
+                    assert keys == [f"{b}/{expected}"], keys
+
+                cold = _timed(page, b, s3)
+                calls = args.warm if b == branches[1] else args.peer_warm
+                warm = statistics.median(_timed(page, b, s3) for _ in range(calls))
+                s3.close()
+            finally:
+                server.stop()
+            out[b].append((cold, warm))
+            print(
+                f"  S3 gateway {b}: cold {cold * 1e3:.1f} ms, warm {warm * 1e3:.2f} ms "
+                f"(load {os.getloadavg()[0]:.1f})",
                 flush=True,
             )
     return out

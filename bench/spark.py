@@ -21,9 +21,11 @@ storage namespace under ``--dir`` (a temporary directory by default):
 partitioned by ``p`` and read back in full (an aggregate over every column), through
 (1) the data source's atomic write (``format("lsmstore")``, ``format`` ``parquet``),
 (2) Spark's own Parquet writer and reader through the S3 gateway of a server process
-(``s3a://rep/main/tables/...``, hadoop-aws from ``.venv/spark-ivy``; its default file
-output committer's renames are CopyObject + DeleteObject requests, counted and timed
-by S3A's statistics; then the median time of renaming one file of 1 KiB and of 32 MiB)
+(``s3a://rep/main/tables/...``, hadoop-aws from ``.venv/spark-ivy``, the session
+configured by ``lsmstore.spark.s3a.conf``: the file output committer's algorithm 2,
+whose task commits rename each file once; the renames are CopyObject + DeleteObject
+requests, counted and timed by S3A's statistics; then the median time of renaming one
+file of 1 KiB and of 32 MiB)
 and (3) Spark's own Parquet writer to a local directory (the
 ceiling); ``--rounds`` rounds, the three alternating within each, so load changes hit
 all.  Rows/s per round, the medians and their ratios to (3).

@@ -12,9 +12,14 @@ SSTables on an object store, ordered by a small strongly consistent RefStore.
         print(await main.get("a/b.parquet"))
 
 See docs/client.md.  Every exception is a :class:`LsmError` (re-exported here).
+
+The client (``connect``, ``Store``...) and ``ObjectReader`` are imported on first use:
+a process that imports one module of the package (a Spark worker unpickling the data
+source, a CLI command) does not load the whole client with it.
 """
 
-from lsmstore.client import Branch, Ref, Repository, ResolvedRef, Store, connect
+from typing import TYPE_CHECKING, Any
+
 from lsmstore.config import Config, load_config
 from lsmstore.errors import (
     AlreadyExistsError,
@@ -55,7 +60,6 @@ from lsmstore.errors import (
     WorkspaceNotFoundError,
     WriteStalledError,
 )
-from lsmstore.objects import ObjectReader
 from lsmstore.types import (
     Change,
     Commit,
@@ -68,6 +72,33 @@ from lsmstore.types import (
     ObjectStats,
     Stat,
 )
+
+if TYPE_CHECKING:
+    from lsmstore.client import Branch, Ref, Repository, ResolvedRef, Store, connect
+    from lsmstore.objects import ObjectReader
+
+#: The names imported on first use, and their modules.
+_LAZY = {
+    "Branch": "lsmstore.client",
+    "Ref": "lsmstore.client",
+    "Repository": "lsmstore.client",
+    "ResolvedRef": "lsmstore.client",
+    "Store": "lsmstore.client",
+    "connect": "lsmstore.client",
+    "ObjectReader": "lsmstore.objects",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'lsmstore' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "AlreadyExistsError",

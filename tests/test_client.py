@@ -230,6 +230,28 @@ def test_every_error_is_exported() -> None:
             assert name in lsmstore.__all__
 
 
+def test_the_client_is_imported_on_first_use() -> None:
+    """``import lsmstore`` (and a module of it, as a Spark worker unpickling the data
+    source does) leaves the client unloaded; its names resolve on first use, every
+    name in ``__all__`` does, and an unknown one is an AttributeError."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, lsmstore, lsmstore.spark.tables\n"
+        "assert 'lsmstore.client' not in sys.modules, 'client loaded'\n"
+        "from lsmstore import Store, connect\n"
+        "import lsmstore.client as c\n"
+        "assert (Store, connect) == (c.Store, c.connect)\n"
+        "assert all(getattr(lsmstore, n) is not None for n in lsmstore.__all__)\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == b"ok", out.stderr.decode()[-2000:]
+    with pytest.raises(AttributeError):
+        lsmstore.no_such_name  # noqa: B018
+
+
 def test_connect_reads_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cfg = tmp_path / "c.toml"
     cfg.write_text(f'home = "{tmp_path}"\nbatch_interval_ms = 3\n')

@@ -380,3 +380,46 @@ def test_rows_split_by_partition_values_nulls_included() -> None:
     assert all(part.column_names == ["id"] for _, part in tables.split_partitions(t, ["p", "q"]))
     with pytest.raises(lsmstore.InvalidInputError, match="every column"):
         list(tables.split_partitions(t.select(["p"]), ["p"]))
+
+
+async def test_schema_comes_from_the_footer_alone(tmp_path: Path) -> None:
+    """The schema is read from a file's footer (one ranged read, two for a footer
+    longer than the first read), never the whole file; a tail that is not a Parquet
+    footer, or one claiming more than the file, is a CorruptFileError."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    from lsmstore.errors import CorruptFileError
+
+    ns = (tmp_path / "ns").as_uri()
+    objects = open_object_store(ns)
+    base = ns + "/"
+    narrow = pa.table({"id": pa.array(range(200_000)), "s": ["x" * 20] * 200_000})
+    wide = pa.table({f"column_{i:04d}": pa.array([i], pa.int64()) for i in range(2000)})
+
+    def parquet(table: pa.Table) -> bytes:
+        buf = io.BytesIO()
+        pq.write_table(table, buf)
+        return buf.getvalue()
+
+    try:
+        for name, table in (("narrow", narrow), ("wide", wide)):
+            data = parquet(table)
+            await objects.put(f"data/{name}", data)
+            ref = tables.TableFileRef(f"{name}.parquet", base + f"data/{name}", len(data), ())
+            footer = await tables.read_footer(ns, base, ref)
+            assert pq.read_schema(io.BytesIO(footer)) == table.schema
+            assert len(footer) < len(data)
+        wide_footer = int.from_bytes(parquet(wide)[-8:-4], "little")
+        assert wide_footer > tables.FOOTER_READ_BYTES  # the second read was needed
+        await objects.put("data/text", b"not parquet at all")
+        bad = [tables.TableFileRef("t.parquet", base + "data/text", 18, ())]
+        claims = b"x" * 100 + (10_000).to_bytes(4, "little") + b"PAR1"
+        await objects.put("data/claims", claims)
+        bad.append(tables.TableFileRef("c.parquet", base + "data/claims", len(claims), ()))
+        for ref in bad:
+            with pytest.raises(CorruptFileError):
+                await tables.read_footer(ns, base, ref)
+    finally:
+        await objects.aclose()

@@ -7,7 +7,8 @@ dependency, the AWS SDK v2 ``bundle`` (about 560 MB).  :func:`fetch` resolves th
 once with Spark's own resolver (``spark.jars.packages``) into an Ivy directory;
 :func:`jars` lists the resolved jars for ``spark.jars`` (no network afterwards) and
 :func:`conf` is the configuration of a session that talks to one S3 endpoint with
-path-style addressing (an S3 server on loopback, the lsmstore gateway).
+path-style addressing (an S3 server on loopback, the lsmstore gateway) and commits a
+job's files with FileOutputCommitter's algorithm 2 (:data:`COMMIT_CONF`).
 
 ``python -m lsmstore.spark.s3a <ivy dir>`` fetches (``./dev.sh test`` does, into
 ``.venv/spark-ivy``); it prints the jar paths.
@@ -61,10 +62,20 @@ def jars(ivy_dir: str) -> list[str]:
     return found
 
 
+#: The output commit of Spark's file writers through the gateway: FileOutputCommitter's
+#: algorithm 2.  Each task commit renames the task's files into the destination (in the
+#: tasks, in parallel); the job commit only writes ``_SUCCESS``.  Algorithm 1, Spark's
+#: default, renames every file twice -- into a job directory at task commit, into the
+#: destination at job commit, one after another on the driver -- and on S3 a rename is a
+#: CopyObject and a DeleteObject.  Neither is atomic on S3 (docs/spark.md, "s3a").
+COMMIT_CONF = {"spark.hadoop.mapreduce.fileoutputcommitter.algorithm.version": "2"}
+
+
 def conf(endpoint: str, access_key: str, secret_key: str, jar_paths: list[str]) -> dict[str, str]:
     """Session configuration for ``s3a://`` against ``endpoint`` (path-style, the given
-    keys; TLS when the endpoint is https)."""
+    keys; TLS when the endpoint is https) with the output commit of :data:`COMMIT_CONF`."""
     return {
+        **COMMIT_CONF,
         "spark.jars": ",".join(jar_paths),
         "spark.hadoop.fs.s3a.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
         "spark.hadoop.fs.s3a.endpoint": endpoint,

@@ -64,6 +64,7 @@ import heapq
 import io
 import time
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
@@ -101,6 +102,11 @@ HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 SUFFIX = ".parquet"
 #: Rows per Arrow batch a table read hands to Spark.
 READ_BATCH_ROWS = 65536
+#: Bytes read from the end of a Parquet file for its schema (a footer usually fits; a
+#: longer one takes a second read), and the longest footer read.
+FOOTER_READ_BYTES = 64 * 1024
+FOOTER_MAX_BYTES = 64 * 1024 * 1024
+_MAGIC = b"PAR1"
 #: Characters Hive escapes in a partition value (``%XX``), besides controls and ``%``.
 _HIVE_ESCAPE = set("\"#%'*/:=?\\\x7f{[]^")
 
@@ -198,9 +204,10 @@ class TableMessage(WriterCommitMessage):
 
 
 def _encode(table: pa.Table) -> bytes:
-    buf = io.BytesIO()
-    pq.write_table(table, buf, compression="snappy")
-    return buf.getvalue()
+    sink = pa.BufferOutputStream()  # Arrow's own buffer: no Python call per write
+    pq.write_table(table, sink, compression="snappy")
+    data: bytes = sink.getvalue().to_pybytes()
+    return data
 
 
 def split_partitions(table: pa.Table, columns: Sequence[str]) -> Iterator[tuple[str, pa.Table]]:
@@ -565,21 +572,49 @@ def _partition_type(values: Iterable[str | None]) -> pa.DataType:
     return pa.int64() if present else pa.string()
 
 
-async def _read_object(namespace: str, base: str, address: str) -> bytes:
+def _store_of(namespace: str, base: str, address: str) -> tuple[ObjectStore, str]:
+    """The object store holding ``address`` (the namespace's, or the parent of a linked
+    object outside it) and the key there."""
     if address.startswith(base):
-        objects = open_object_store(namespace)
-        key = address[len(base) :]
-    else:  # a linked object outside the namespace
-        parent, _, key = address.rpartition("/")
-        objects = open_object_store(parent)
+        return open_object_store(namespace), address[len(base) :]
+    parent, _, key = address.rpartition("/")  # a linked object outside the namespace
+    return open_object_store(parent), key
+
+
+async def _read_object(namespace: str, base: str, address: str) -> bytes:
+    objects, key = _store_of(namespace, base, address)
     try:
         return await objects.get(key)
     finally:
         await objects.aclose()
 
 
+async def read_footer(namespace: str, base: str, f: TableFileRef) -> bytes:
+    """The schema part of a Parquet file: its footer (metadata, the metadata's length,
+    ``PAR1``) after a ``PAR1``, which pyarrow reads as a file without row groups' data.
+    One ranged read of the last :data:`FOOTER_READ_BYTES` (a second when the footer is
+    longer); CorruptFileError when the tail is not a Parquet footer or claims more than
+    the file or :data:`FOOTER_MAX_BYTES`."""
+    objects, key = _store_of(namespace, base, f.address)
+    try:
+        tail = await objects.get_range(key, max(0, f.size - FOOTER_READ_BYTES), f.size)
+        if len(tail) < 12 or tail[-4:] != _MAGIC:
+            raise CorruptFileError(f.address, "not a Parquet file: no footer")
+        length = int.from_bytes(tail[-8:-4], "little")
+        if length + 12 > f.size or length > FOOTER_MAX_BYTES:
+            raise CorruptFileError(
+                f.address, f"a Parquet footer of {length} bytes in a file of {f.size}"
+            )
+        if length + 8 > len(tail):
+            tail = await objects.get_range(key, f.size - length - 8, f.size)
+        return _MAGIC + tail[len(tail) - length - 8 :]
+    finally:
+        await objects.aclose()
+
+
 def arrow_schema(plan: TablePlan, first: bytes | None) -> pa.Schema:
-    """The table's schema: the first file's columns, then the partition columns."""
+    """The table's schema: the first file's columns (``first``: that file, or its
+    :func:`read_footer`), then the partition columns."""
     fields: list[pa.Field] = []
     if first is not None:
         try:
@@ -601,14 +636,17 @@ def infer_schema(opts: Any) -> StructType:
 
     from lsmstore.spark.source import run
 
-    plan = run(plan_table(opts))
-    if not plan.files:
-        raise InvalidInputError(
-            f"{opts.location}: no Parquet files to infer a schema from; "
-            "give the schema with .schema(...)"
-        )
-    first = run(_read_object(plan.namespace, plan.base, plan.files[0].address))
-    schema: StructType = from_arrow_schema(arrow_schema(plan, first))
+    async def plan_and_footer() -> tuple[TablePlan, bytes]:
+        plan = await plan_table(opts)
+        if not plan.files:
+            raise InvalidInputError(
+                f"{opts.location}: no Parquet files to infer a schema from; "
+                "give the schema with .schema(...)"
+            )
+        return plan, await read_footer(plan.namespace, plan.base, plan.files[0])
+
+    plan, footer = run(plan_and_footer())
+    schema: StructType = from_arrow_schema(arrow_schema(plan, footer))
     return schema
 
 
@@ -630,17 +668,26 @@ class TableReader(DataSourceReader):
         return [_Partition(TablePart(i, self.plan.namespace, g)) for i, g in enumerate(groups)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """The partition's files in order, each fetched while the one before is
+        decoded (a thread fetches one file ahead: two files in memory at most)."""
         assert isinstance(partition, _Partition)
         part: TablePart = partition.part
-        for f in part.files:
-            yield from self._read_file(part.namespace, f)
-
-    def _read_file(self, namespace: str, f: TableFileRef) -> Iterator[pa.RecordBatch]:
         from lsmstore.spark.source import run
 
-        data = run(_read_object(namespace, self.plan.base, f.address))
+        def fetch(f: TableFileRef) -> bytes:
+            return run(_read_object(part.namespace, self.plan.base, f.address))
+
+        with ThreadPoolExecutor(1, thread_name_prefix="lsm-table-fetch") as pool:
+            ahead = [pool.submit(fetch, f) for f in part.files[:1]]
+            for i, f in enumerate(part.files):
+                data = ahead.pop().result()
+                ahead += [pool.submit(fetch, g) for g in part.files[i + 1 : i + 2]]
+                yield from self._read_file(f, data)
+
+    def _read_file(self, f: TableFileRef, data: bytes) -> Iterator[pa.RecordBatch]:
         try:
-            table = pq.read_table(io.BytesIO(data))
+            # One task per core: the file is decoded on the task's thread alone.
+            table = pq.read_table(pa.BufferReader(data), use_threads=False)
         except (pa.ArrowInvalid, OSError) as e:
             raise CorruptFileError(f.address, f"not a Parquet file: {e}") from None
         values = dict(f.values)

@@ -62,6 +62,7 @@ def main(
     before = counters(fs)
     v1.write.partitionBy("p").mode("overwrite").parquet(f"{base}/main/tables/t")
     out["write_counters"] = delta(counters(fs), before)
+    out["v1_files"] = len(spark.read.parquet(f"{base}/main/tables/t").inputFiles())
     out["branch_rows"] = rows(spark.read.parquet(f"{base}/main/tables/t")) == rows(v1)
     out["pruned"] = spark.read.parquet(f"{base}/main/tables/t").where("p = 2").count()
     c1 = api.post(f"/repositories/{repo}/branches/main/commits", json={"message": "t v1"})
