@@ -25,10 +25,10 @@ processes on the same machine:
   request's scheduled time (p50/p99/p99.9), with the failed requests, how late the
   client itself sent (p99: a client too slow for the rate shows here) and the server's
   and the client's CPU per upload;
-* **our app's own cost** (``app``, ``applink``, ``appbatch``): CPU µs per stat (per
-  one-link request; per JSON batch request of ``--batch`` links, 8 at a time, into a
-  ``local://`` namespace as the ``batch`` phase's) through the ASGI app driven
-  in-process, without sockets or uvicorn;
+* **our app's own cost** (``app``, ``applink``, ``appbatch``, ``appkv``): CPU µs per
+  stat (per one-link request; per JSON batch request of ``--batch`` links, or of
+  ``--batch`` kv puts, 8 at a time, into a ``local://`` namespace as the ``batch``
+  phase's) through the ASGI app driven in-process, without sockets or uvicorn;
 * **library ceiling** (same run): the same operations through ``lsmstore.connect``
   in one process -- 256 tasks uploading, ``link_many`` of ``--batch`` links, 256 tasks
   of ``stat_object``.
@@ -62,7 +62,8 @@ from lsmstore.storage.local import SYNC_MODES
 from lsmstore.testing.server_process import ServerProcess, start_server
 
 REPO = "bench"
-PHASES = ("stat", "ls", "upload", "link", "batch", "halfload", "app", "applink", "appbatch")
+PHASES = ("stat", "ls", "upload", "link", "batch", "halfload", "app", "applink", "appbatch",
+          "appkv")  # fmt: skip
 
 UPLOAD_LUA = """
 local counter = 0
@@ -267,8 +268,10 @@ async def app_cpu(home: Path, n: int = 5000, op: str = "stat", batch: int = 1000
     uvicorn): our own per-request cost, apart from the stack's.  ``op`` ``stat``:
     ``statObject``, 50 requests at a time; ``link``: one link per batch request, 256 at
     a time; ``batch``: ``batch`` links per JSON batch request (addresses as an upload
-    to a ``local://`` repository shows them), 8 at a time (this process's CPU, its
-    write threads included; not the encoder's and compactor's worker processes)."""
+    to a ``local://`` repository shows them), 8 at a time; ``kv``: the same with
+    ``batch`` kv entries of 100-byte values, the ``batch`` phase's body (this process's
+    CPU, its write threads included; not the encoder's and compactor's worker
+    processes)."""
     import lsmstore
     from lsmstore.server.app import App
     from lsmstore.server.serve import make_context
@@ -279,7 +282,7 @@ async def app_cpu(home: Path, n: int = 5000, op: str = "stat", batch: int = 1000
         ctx = make_context(store.config, store)
         app = App(ctx)
         key, secret = await ctx.auth.create_key("admin")
-        where = "local://bench" if op == "batch" else (home / "ns").as_uri()
+        where = "local://bench" if op in ("batch", "kv") else (home / "ns").as_uri()
         repo = await store.create_repository(REPO, storage_namespace=where)
         await repo.branch("main").upload("s/one", b"0123456789abcdef")
         cred = b"Basic " + base64.b64encode(f"{key.access_key_id}:{secret}".encode())
@@ -289,7 +292,7 @@ async def app_cpu(home: Path, n: int = 5000, op: str = "stat", batch: int = 1000
         statuses: list[int] = []
         at = 50
         bodies = iter(())
-        if op == "batch":
+        if op in ("batch", "kv"):
             up = await repo.branch("main").stat_object("s/one")
             at = 8
             scope.update(
@@ -298,9 +301,11 @@ async def app_cpu(home: Path, n: int = 5000, op: str = "stat", batch: int = 1000
                 path=f"/api/v1/lsm/repositories/{REPO}/branches/main/batch",
             )
             scope["headers"] = [*scope["headers"], (b"content-type", b"application/json")]
-            body = json.dumps([["link", f"b/{i:08d}", up.physical_address, 16, up.checksum]
-                               for i in range(batch)]).encode()  # fmt: skip
-            bodies = itertools.repeat(body)
+            value = base64.b64encode(b"v" * 100).decode()  # the batch phase's kv body
+            entries = ([["kv", f"kv/{i:08d}", value] for i in range(batch)] if op == "kv" else
+                       [["link", f"b/{i:08d}", up.physical_address, 16, up.checksum]
+                        for i in range(batch)])  # fmt: skip
+            bodies = itertools.repeat(json.dumps(entries).encode())
         if op == "link":
             up = await repo.branch("main").stat_object("s/one")
             at = 256
@@ -518,6 +523,12 @@ def main(argv: list[str]) -> int:
 
         us = uvloop.run(app_cpu(tmp / "appbatch", 800, "batch", args.batch))
         rows.append((f"ASGI app in process: CPU per JSON batch request of {args.batch} links",
+                     f"{us:,.0f} µs", "no sockets; 8 at a time; local:// namespace"))  # fmt: skip
+    if "appkv" in phases:
+        import uvloop
+
+        us = uvloop.run(app_cpu(tmp / "appkv", 1600, "kv", args.batch))
+        rows.append((f"ASGI app in process: CPU per JSON batch request of {args.batch} kv puts",
                      f"{us:,.0f} µs", "no sockets; 8 at a time; local:// namespace"))  # fmt: skip
     if not args.skip_library:
         lib = asyncio.run(library(tmp / "lib", args.seconds, args.batch))

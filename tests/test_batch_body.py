@@ -23,6 +23,11 @@ def _body(media: str, entries: list[Any]) -> bytes:
     return msgpack.packb(entries) if media == MSGPACK else orjson.dumps(entries)
 
 
+def _tuples(entries: list[Any]) -> list[Any]:
+    """Entries compared field by field, whether decoded as tuples or as lists."""
+    return [tuple(e) if type(e) is list else e for e in entries]
+
+
 @pytest.mark.parametrize("media", [MSGPACK, "application/json"])
 async def test_other_tasks_run_between_the_slices_of_a_large_body(media: str) -> None:
     events: list[str] = []
@@ -37,7 +42,12 @@ async def test_other_tasks_run_between_the_slices_of_a_large_body(media: str) ->
             turns += 1
             await asyncio.sleep(0)
 
-    body = _body(media, [["kvdelete", f"k{i}"] for i in range(3 * SLICE)])
+    from lsmstore.server import batch_body
+
+    # keys long enough for the JSON body to be scanned (a smaller one is parsed in one
+    # step, under a millisecond: its slices are the batch endpoint's, tests/test_server_batch.py)
+    body = _body(media, [["kvdelete", f"k{i:0100d}"] for i in range(3 * SLICE)])
+    assert len(body) > batch_body._ONE_STEP_BYTES
     task = asyncio.create_task(probe())  # runs at the decoder's first yield, if any
     counter = asyncio.create_task(count_turns())
     await asyncio.sleep(0)  # the counter's first turn
@@ -50,22 +60,36 @@ async def test_other_tasks_run_between_the_slices_of_a_large_body(media: str) ->
     await task
     assert events == ["probe", "decoded"]
     assert turns - started == 2  # once between each two of the three slices
-    assert len(entries) == 3 * SLICE and entries[-1] == ("kvdelete", f"k{3 * SLICE - 1}")
+    assert len(entries) == 3 * SLICE and entries[-1] == ("kvdelete", f"k{3 * SLICE - 1:0100d}")
 
 
-@pytest.mark.parametrize("media", [MSGPACK, "application/json"])
-async def test_entries_are_left_to_reference_counting(media: str) -> None:
+@pytest.mark.parametrize(("media", "n"), [(MSGPACK, 100), ("application/json", 20_000)])
+async def test_entries_are_left_to_reference_counting(media: str, n: int) -> None:
     """A decoded entry of strings and bytes is a tuple, which the cyclic collector
     stops tracking at its first collection: a maximal batch's entries are not walked
-    by every later collection while the batch is written."""
-    entries = [["kv", f"k{i}", "dmFsdWU="] for i in range(100)]
+    by every later collection while the batch is written (a JSON body past the
+    one-step size; a smaller one keeps orjson's lists, below)."""
+    from lsmstore.server import batch_body
+
+    entries = [["kv", f"k{i}", "dmFsdWU="] for i in range(n)]
     entries.append(["link", "p", "data/x", 1, "c", None, {"a": "1"}])
-    decoded = await decode_batch(_body(media, entries), media, max_entries=BIG,
-                                 max_values=BIG)  # fmt: skip
+    body = _body(media, entries)
+    assert media == MSGPACK or len(body) > batch_body._ONE_STEP_BYTES
+    decoded = await decode_batch(body, media, max_entries=BIG, max_values=BIG)
     assert decoded == [tuple(e) for e in entries]
     gc.collect()
     assert not any(gc.is_tracked(e) for e in decoded[:-1])
     assert gc.is_tracked(decoded[-1])  # it holds a dict: the collector keeps it
+
+
+async def test_a_small_json_body_keeps_orjsons_lists() -> None:
+    """A JSON body parsed in one step is not copied into tuples (the copy cost more
+    than the collections it spares for a body of at most ``_ONE_STEP_BYTES``)."""
+    entries = [["kv", f"k{i}", "dmFsdWU="] for i in range(1000)]
+    decoded = await decode_batch(orjson.dumps(entries), "application/json", max_entries=BIG,
+                                 max_values=BIG)  # fmt: skip
+    assert decoded == entries
+    assert all(type(e) is list for e in decoded)
 
 
 async def test_an_entry_count_over_the_bound_is_refused_from_the_header() -> None:
@@ -86,7 +110,7 @@ async def test_values_are_counted_across_entries_and_metadata(media: str) -> Non
     body = _body(media, entries)
     # 10 entries of 7 fields and 2 metadata pairs: 10 * (1 + 7 + 4) = 120 values
     decoded = await decode_batch(body, media, max_entries=10, max_values=130)
-    assert decoded == [tuple(e) for e in entries]
+    assert _tuples(decoded) == [tuple(e) for e in entries]
     with pytest.raises(ApiError) as e:
         await decode_batch(body, media, max_entries=10, max_values=100)
     assert e.value.status == 413
@@ -139,7 +163,8 @@ async def test_malformed_json_is_400(body: bytes) -> None:
     ids=["empty-array", "spacing-and-types", "escapes"],
 )  # fmt: skip
 async def test_json_bodies_decode_as_orjson_did(body: bytes, entries: list[Any]) -> None:
-    assert await decode_batch(body, "application/json", max_entries=BIG, max_values=BIG) == entries
+    got = await decode_batch(body, "application/json", max_entries=BIG, max_values=BIG)
+    assert _tuples(got) == entries
     assert [tuple(e) for e in orjson.loads(body)] == entries
 
 
@@ -177,7 +202,7 @@ async def test_json_values_are_counted_to_the_bound_across_slices(n: int) -> Non
             assert e.value.status == 413
         else:
             got = await decode_batch(body, "application/json", max_entries=BIG, max_values=bound)
-            assert got == [tuple(e) for e in entries]
+            assert _tuples(got) == [tuple(e) for e in entries]
     # every byte one of them: as many values as bytes
     dense = b"[" * 10 + b"]" * 10
     assert batch_body._json_values_over(dense, 10) and not batch_body._json_values_over(dense, 11)
@@ -186,7 +211,8 @@ async def test_json_values_are_counted_to_the_bound_across_slices(n: int) -> Non
 @pytest.mark.parametrize("n", [10, 5000])
 async def test_small_and_large_json_bodies_decode_alike(n: int) -> None:
     """A body of at most ``_ONE_STEP_BYTES`` is parsed in one step, a larger one by the
-    scanner an entry at a time: the same entries (tuples) either way."""
+    scanner an entry at a time: the same entries either way (orjson's lists, the
+    scanner's tuples)."""
     from lsmstore.server import batch_body
 
     entries = [["link", f"p/{i:06d}", "local://r/data/" + "x" * 40, i, "e" * 32, None,
@@ -194,5 +220,5 @@ async def test_small_and_large_json_bodies_decode_alike(n: int) -> None:
     body = orjson.dumps(entries)
     assert (len(body) > batch_body._ONE_STEP_BYTES) == (n == 5000)
     got = await decode_batch(body, "application/json", max_entries=BIG, max_values=BIG)
-    assert got == [tuple(e) for e in entries]
-    assert all(type(e) is tuple for e in got)
+    assert _tuples(got) == [tuple(e) for e in entries]
+    assert all(type(e) is (tuple if n == 5000 else list) for e in got)

@@ -210,6 +210,16 @@ def test_a_bad_kv_entry_stages_nothing(admin: httpx.Client) -> None:
     assert big.status_code == 413 and big.json()["message"].startswith("entry 1")
     bad_json = _batch(admin, repo, [["kv", "k", "not base64!"]], fmt="json")
     assert bad_json.status_code == 400
+    ok = base64.b64encode(b"v").decode()
+    for bad in (  # text that is no base64: not ASCII, or not the alphabet
+        [["kv", "ok", ok], ["kv", "k", "dmFsdWU\u00e9"]],
+        [["kv", "ok", ok], ["kv", "k", ok, "aWQ\u00e9"]],
+        [["kv", "ok", ok], ["put", "p", "ZGF0YQ\u00e9"]],
+        [["kv", "ok", ok], ["kv", "k", "dmFs dWU="]],
+    ):
+        r = _batch(admin, repo, bad, fmt="json")
+        assert r.status_code == 400, (bad, r.text)
+        assert r.json()["message"].startswith("entry 1") and "base64" in r.json()["message"]
     assert _kv(admin, repo, "/ls").json()["results"] == []
 
 

@@ -47,6 +47,7 @@ from lsmstore.errors import InvalidInputError, ObjectExistsError
 from lsmstore.graveler.record import Record, RecordTuple
 from lsmstore.objects.api import find_object
 from lsmstore.objects.entry import AddressType, ObjectEntry
+from lsmstore.objects.linking import LinkStager
 from lsmstore.objects.rules import check_content_type, check_metadata, check_path
 from lsmstore.operations.objects import (
     claim_absent,
@@ -98,7 +99,8 @@ class WriteBatch:
         cfg = branch.repository.store.config
         self._max_key, self._max_value = cfg.max_key_bytes, cfg.max_value_bytes
         self._now = now_of(branch)
-        self._stager = link_stager(branch, self._now)
+        #: Made by the first ``link`` (a batch of raw records needs none).
+        self._stager: LinkStager | None = None
         #: The records in entry order; a ``put``'s or ``copy``'s is made at apply.
         self._records: list[Staged | RecordTuple | None] = []
         self._puts: list[_Put] = []
@@ -143,7 +145,10 @@ class WriteBatch:
         """An object whose data is already at ``physical_address``, as ``Branch.link``."""
         key = check_path(path, self._max_key)
         link = ObjectLink(path, physical_address, size, checksum, content_type, metadata, mtime)
-        self._records.append(self._stager.stage(key, link)[0])
+        stager = self._stager
+        if stager is None:
+            stager = self._stager = link_stager(self._branch, self._now)
+        self._records.append(stager.stage(key, link)[0])
         if if_absent:
             self._absent.append((path, key))
 

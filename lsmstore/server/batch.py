@@ -25,7 +25,6 @@ holds an object; nothing is written).
 from __future__ import annotations
 
 import asyncio
-import base64
 import binascii
 import time
 from collections.abc import Sequence
@@ -42,6 +41,7 @@ from lsmstore.server.http import Request, Response, json_response
 from lsmstore.server.routes.schemas import ref
 from lsmstore.server.routing import Route
 
+_a2b = binascii.a2b_base64
 _ENTRY = {"type": "array", "minItems": 2, "items": {}}
 SCHEMA = {"type": "array", "items": _ENTRY}
 
@@ -54,8 +54,8 @@ def _b64(value: object, what: str) -> object:
     """A JSON body's base64 text as bytes (anything else is left for the checks)."""
     if isinstance(value, str):
         try:
-            return base64.b64decode(value, validate=True)
-        except binascii.Error:
+            return _a2b(value, strict_mode=True)
+        except ValueError:  # binascii.Error, or text that is not ASCII
             raise bad_request(f"{what} must be base64 in JSON") from None
     return value
 
@@ -66,59 +66,61 @@ async def build(branch: Branch, entries: list[Any], json_body: bool, if_absent: 
     :data:`~lsmstore.server.batch_body.SLICE` entries."""
     batch = branch.batch()
     kv, link = batch.kv, batch.link  # bound once: called per entry
-    for n, entry in enumerate(entries):
-        if n and not n % SLICE:
-            await asyncio.sleep(0)
-        try:
-            if type(entry) is not tuple or len(entry) < 2 or type(entry[0]) is not str:
-                raise bad_request("an entry is an array [op, path, ...]")
-            op = entry[0]
-            if op == "kv":  # the hot path
-                if len(entry) == 3:
-                    key, value, ident = entry[1], entry[2], None
-                elif len(entry) == 4:
-                    key, value, ident = entry[1], entry[2], entry[3]
+    kinds = (tuple, list)  # msgpack and the JSON scanner give tuples, orjson lists
+    for at in range(0, len(entries), SLICE):
+        if at:
+            await asyncio.sleep(0)  # other requests run between slices
+        for n, entry in enumerate(entries[at : at + SLICE], at):
+            try:
+                if type(entry) not in kinds or len(entry) < 2 or type(entry[0]) is not str:
+                    raise bad_request("an entry is an array [op, path, ...]")
+                op = entry[0]
+                if op == "kv":  # the hot path
+                    if len(entry) == 3:
+                        key, value, ident = entry[1], entry[2], None
+                    elif len(entry) == 4:
+                        key, value, ident = entry[1], entry[2], entry[3]
+                    else:
+                        raise bad_request("kv is [kv, key, value, identity?]")
+                    if json_body:
+                        value = _b64(value, "kv value")
+                        if ident is not None:
+                            ident = _b64(ident, "kv identity")
+                    kv(key, value, ident)
+                elif op == "kvdelete":
+                    if len(entry) != 2:
+                        raise bad_request("kvdelete is [kvdelete, key]")
+                    batch.kv_delete(entry[1])
+                elif op == "link":
+                    if len(entry) == 5:  # the common link: no optional field
+                        link(entry[1], entry[2], entry[3], entry[4], if_absent=if_absent)
+                        continue
+                    if not 5 <= len(entry) <= 8:
+                        raise bad_request("link is [link, path, address, size, checksum, "
+                                          "content_type?, metadata?, mtime?]")  # fmt: skip
+                    link(entry[1], entry[2], entry[3], entry[4], _opt(entry, 5), _opt(entry, 6),
+                         _opt(entry, 7), if_absent=if_absent)  # fmt: skip
+                elif op == "put":
+                    if not 3 <= len(entry) <= 5:
+                        raise bad_request("put is [put, path, data, content_type?, metadata?]")
+                    data = _b64(entry[2], "put data") if json_body else entry[2]
+                    if not isinstance(data, bytes):
+                        raise bad_request("put data must be bytes (base64 in JSON)")
+                    batch.put(entry[1], data, _opt(entry, 3), _opt(entry, 4), if_absent=if_absent)
+                elif op == "delete":
+                    if len(entry) != 2:
+                        raise bad_request("delete is [delete, path]")
+                    batch.delete(entry[1])
+                elif op == "copy":
+                    if not 3 <= len(entry) <= 4:
+                        raise bad_request("copy is [copy, src_path, dest_path, src_ref?]")
+                    batch.copy(entry[1], entry[2], _opt(entry, 3))
                 else:
-                    raise bad_request("kv is [kv, key, value, identity?]")
-                if json_body:
-                    value = _b64(value, "kv value")
-                    if ident is not None:
-                        ident = _b64(ident, "kv identity")
-                kv(key, value, ident)
-            elif op == "kvdelete":
-                if len(entry) != 2:
-                    raise bad_request("kvdelete is [kvdelete, key]")
-                batch.kv_delete(entry[1])
-            elif op == "link":
-                if len(entry) == 5:  # the common link: no optional field
-                    link(entry[1], entry[2], entry[3], entry[4], if_absent=if_absent)
-                    continue
-                if not 5 <= len(entry) <= 8:
-                    raise bad_request("link is [link, path, address, size, checksum, "
-                                      "content_type?, metadata?, mtime?]")  # fmt: skip
-                link(entry[1], entry[2], entry[3], entry[4], _opt(entry, 5), _opt(entry, 6),
-                     _opt(entry, 7), if_absent=if_absent)  # fmt: skip
-            elif op == "put":
-                if not 3 <= len(entry) <= 5:
-                    raise bad_request("put is [put, path, data, content_type?, metadata?]")
-                data = _b64(entry[2], "put data") if json_body else entry[2]
-                if not isinstance(data, bytes):
-                    raise bad_request("put data must be bytes (base64 in JSON)")
-                batch.put(entry[1], data, _opt(entry, 3), _opt(entry, 4), if_absent=if_absent)
-            elif op == "delete":
-                if len(entry) != 2:
-                    raise bad_request("delete is [delete, path]")
-                batch.delete(entry[1])
-            elif op == "copy":
-                if not 3 <= len(entry) <= 4:
-                    raise bad_request("copy is [copy, src_path, dest_path, src_ref?]")
-                batch.copy(entry[1], entry[2], _opt(entry, 3))
-            else:
-                raise bad_request(f"unknown op {op!r} (kv, kvdelete, link, put, delete, copy)")
-        except LsmError as e:
-            raise ApiError(status_of(e), f"entry {n}: {e}", kind=type_of(e)) from None
-        except ApiError as e:
-            raise ApiError(e.status, f"entry {n}: {e.message}", kind=e.kind) from None
+                    raise bad_request(f"unknown op {op!r} (kv, kvdelete, link, put, delete, copy)")
+            except LsmError as e:
+                raise ApiError(status_of(e), f"entry {n}: {e}", kind=type_of(e)) from None
+            except ApiError as e:
+                raise ApiError(e.status, f"entry {n}: {e.message}", kind=e.kind) from None
     return batch
 
 

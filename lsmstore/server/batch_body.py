@@ -17,18 +17,22 @@ between them, so other requests (a health probe) are served while a large batch 
 decoded: msgpack from one streaming unpacker, JSON an entry at a time from the
 standard library's C scanner (one ``orjson.loads`` of a maximal body held the loop
 for 0.1-0.3 s) -- except a body of at most :data:`_ONE_STEP_BYTES`, which orjson
-parses in one step (a 1,000-link request: 0.25 ms against the scanner's 1.1 ms), its
-entries then made tuples a slice at a time.  The JSON path refuses what orjson
+parses in one step (a 1,000-link request: 0.25 ms against the scanner's 1.1 ms) and
+whose entries are orjson's lists as they are.  The JSON path refuses what orjson
 refused: ``NaN``, ``Infinity``, a number out of a float's range, a lone UTF-16
 surrogate escape (a body with a
 surrogate escape -- rare: JSON encoders write UTF-8 unless told to write ASCII -- is
 checked by orjson as a whole first, in one step).
 
-Entries are tuples: a tuple of strings and bytes is untracked by CPython's cyclic
-collector at its first young collection, so a maximal batch's 100,000 entries are not
-walked again by every older collection while the batch is built and written (lists
-were, the full collections taking 20-50 ms each; BENCHMARKS.md, "Connection limits and
-probes during maximal batches").
+Entries are tuples, but for the small JSON bodies parsed in one step: a tuple of
+strings and bytes is untracked by CPython's cyclic collector at its first young
+collection, so a maximal batch's 100,000 entries are not walked again by every older
+collection while the batch is built and written (lists were, the full collections
+taking 20-50 ms each; BENCHMARKS.md, "Connection limits and probes during maximal
+batches").  A body parsed in one step is at most 256 KiB (a 1,000-kv request is
+160 KB), and copying its entries into tuples cost more than it saved: about a sixth
+of the server's CPU for a 1,000-kv request, in the copies and the collections they
+caused.
 """
 
 from __future__ import annotations
@@ -78,8 +82,9 @@ def _too_many_values(max_values: int) -> ApiError:
 async def decode_batch(
     data: bytes, content_type: str, *, max_entries: int, max_values: int
 ) -> list[Any]:
-    """The entries of a batch body, tuples (still unchecked: the batch endpoint checks each);
-    400 for a malformed body or another media type, 413 past the bounds."""
+    """The entries of a batch body, tuples -- or lists, from a JSON body parsed in one
+    step (module docstring) -- still unchecked: the batch endpoint checks each; 400 for
+    a malformed body or another media type, 413 past the bounds."""
     media = content_type.split(";")[0].strip().lower()
     if media in (MSGPACK, "application/x-msgpack"):
         return await _msgpack_entries(data, max_entries, max_values)
@@ -151,13 +156,8 @@ async def _json_entries(data: bytes, max_entries: int, max_values: int) -> list[
     if _json_values_over(data, max_values):
         raise _too_many_values(max_values)
     doc = _json_in_one_step(data, max_entries)
-    if doc is not None:  # its entries made tuples a slice at a time, as the scanner's
-        made: list[Any] = []
-        for at in range(0, len(doc), SLICE):
-            if at:
-                await asyncio.sleep(0)
-            made += [tuple(e) if type(e) is list else e for e in doc[at : at + SLICE]]
-        return made
+    if doc is not None:
+        return doc
     try:
         if _SURROGATE.search(data):  # rare: orjson decides whether they pair, in one step
             orjson.loads(data)
