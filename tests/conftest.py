@@ -12,7 +12,7 @@ import uvloop
 from lsmstore.testing.servers import MotoServer, WeedServer, moto_server, redis_url, weed_server
 
 # Fixtures of the HTTP server tests (a real server process per module).
-pytest_plugins = ["helpers.server"]
+pytest_plugins = ["helpers.server", "helpers.actions_env"]
 
 
 def pytest_asyncio_loop_factories(

@@ -5,7 +5,6 @@ refused connections, the allow-list, the runs API and retention."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -26,17 +25,8 @@ from lsmstore.testing.webhook_server import WebhookServer, refused_url
 
 
 @pytest.fixture
-def hooks() -> Iterator[WebhookServer]:
-    with WebhookServer() as server:
-        yield server
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[lsmstore.Store]:
-    async with lsmstore.connect(
-        home=str(tmp_path / "home"), batch_interval_ms=1, actions_webhook_allow="127.0.0.1"
-    ) as s:
-        yield s
+def store(hooked_store: lsmstore.Store) -> lsmstore.Store:
+    return hooked_store
 
 
 def action(name: str, events: str, url: str, *, extra: str = "", timeout: str = "") -> bytes:

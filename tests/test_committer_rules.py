@@ -4,7 +4,7 @@ server on 127.0.0.1 (lsmstore.testing.webhook_server)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,18 +17,8 @@ from lsmstore.testing.webhook_server import WebhookServer
 
 
 @pytest.fixture
-def hooks() -> Iterator[WebhookServer]:
-    with WebhookServer() as server:
-        yield server
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[lsmstore.Store]:
-    async with lsmstore.connect(
-        home=str(tmp_path / "home"), batch_interval_ms=1, actions_webhook_allow="127.0.0.1"
-    ) as s:
-        assert isinstance(s, lsmstore.Store)
-        yield s
+def store(hooked_store: lsmstore.Store) -> lsmstore.Store:
+    return hooked_store
 
 
 @pytest.fixture
