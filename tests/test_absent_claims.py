@@ -65,3 +65,46 @@ async def test_a_held_claim_is_renewed_and_a_released_one_is_free(tmp_path: Path
         go.set()
         await task
         assert await rs.acquire_lease(lease, "intruder", CLAIM_TTL_S)  # released on exit
+
+
+async def test_leases_taken_first_are_renewed_while_a_later_one_is_awaited(
+    tmp_path: Path,
+) -> None:
+    """A claim of two paths whose second is held by another writer: the first path's
+    lease is renewed while the claim waits for the second, so it cannot lapse and let a
+    third writer in (the wait may outlast a lease's life)."""
+    clock = FakeClock(T0)
+    rs = Told(tmp_path / "refs", clock)
+    cfg = load_config(home=str(tmp_path / "home"), environ={}, batch_interval_ms=1)
+    async with lsmstore.Store(cfg, refstore=rs, clock=clock) as store:
+        repo = await store.create_repository("claims", storage_namespace=(tmp_path / "ns").as_uri())
+        main = repo.branch("main")
+        first, second = claim_key(main, b"a"), claim_key(main, b"b")
+        assert await rs.acquire_lease(second, "other", 10 * CLAIM_TTL_S)
+        claimed = asyncio.Event()
+
+        async def claimant() -> None:
+            async with claim_absent(main, [b"b", b"a"]):
+                claimed.set()
+
+        task = asyncio.create_task(claimant())
+
+        def took_first() -> bool:
+            return any(k == first and o != "intruder" for k, o, _ in rs.acquired)
+
+        async with rs.changed:
+            await asyncio.wait_for(rs.changed.wait_for(took_first), 60)
+        [owner] = {o for k, o, _ in rs.acquired if k == first}
+        clock.now = T0 + CLAIM_TTL_S - 1  # the first lease's last second, still waiting
+
+        def renewed() -> bool:
+            return any(k == first and o == owner and t >= clock.now for k, o, t in rs.acquired)
+
+        async with rs.changed:
+            await asyncio.wait_for(rs.changed.wait_for(renewed), 60)
+        clock.now = T0 + CLAIM_TTL_S + 1
+        assert not await rs.acquire_lease(first, "intruder", CLAIM_TTL_S)
+        assert not claimed.is_set()
+        await rs.release_lease(second, "other")
+        await asyncio.wait_for(task, 60)
+        assert claimed.is_set()

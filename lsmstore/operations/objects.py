@@ -152,6 +152,10 @@ async def claim_absent(branch: Branch, keys: Iterable[bytes]) -> AsyncIterator[N
     owner = f"absent-{new_file_id(clock)}"
     leases: list[str] = []
     async with contextlib.AsyncExitStack() as held:
+        # Renewing from the start: the leases taken first must outlive the wait for later
+        # ones (up to CLAIM_WAIT_S each) and the taking of a large batch's others.
+        renewing = asyncio.create_task(_renew(refstore, leases, owner))
+        held.push_async_callback(_stop, renewing)  # runs before the leases are released
         for key in sorted(set(keys)):
             await held.enter_async_context(path_lock(branch, key))
             lease = claim_key(branch, key)
@@ -166,25 +170,33 @@ async def claim_absent(branch: Branch, keys: Iterable[bytes]) -> AsyncIterator[N
                     )
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, 0.05)
-            held.push_async_callback(_release, refstore, lease, owner)
             leases.append(lease)
-        renewing = asyncio.create_task(_renew(refstore, leases, owner))
-        held.push_async_callback(_stop, renewing)  # before the leases are released
+            held.push_async_callback(_release, refstore, lease, owner)
         yield
 
 
+#: Lease renewals of one claim in flight at once (a batch may claim thousands of paths).
+RENEW_CONCURRENCY = 64
+
+
 async def _renew(refstore: Any, leases: list[str], owner: str) -> None:
-    """Renew a held claim's leases every third of :data:`CLAIM_TTL_S` until cancelled;
-    a renewal that fails is tried again at the next turn (two are left before the
-    lease lapses)."""
-    while True:
-        await asyncio.sleep(CLAIM_TTL_S / 3)
-        for lease in leases:
+    """Renew the leases a claim holds so far (``leases`` grows while it takes more) every
+    third of :data:`CLAIM_TTL_S` until cancelled, :data:`RENEW_CONCURRENCY` at a time; a
+    renewal that fails is tried again at the next turn (two are left before the lease
+    lapses)."""
+    gate = asyncio.Semaphore(RENEW_CONCURRENCY)
+
+    async def one(lease: str) -> None:
+        async with gate:
             try:
                 if not await refstore.acquire_lease(lease, owner, CLAIM_TTL_S):
                     log.warning("if-absent claim %s lapsed while held", lease)
             except LsmError as e:
                 log.warning("renewing if-absent claim %s failed: %s", lease, e)
+
+    while True:
+        await asyncio.sleep(CLAIM_TTL_S / 3)
+        await asyncio.gather(*(one(lease) for lease in list(leases)))
 
 
 async def _stop(task: asyncio.Task[None]) -> None:
