@@ -21,6 +21,7 @@ import pytest
 from lsmstore.errors import (
     InvalidInputError,
     InvalidNameError,
+    ObjectExistsError,
     ObjectNotFoundError,
     UnavailableError,
 )
@@ -450,3 +451,42 @@ def test_a_failed_syncfs_fails_puts_that_wrote_before_it() -> None:
     with pytest.raises(OSError, match="Input/output error"):
         group.sync("/fs", before)  # its own syncfs succeeded, an earlier one did not
     group.sync("/fs", group.mark())
+
+
+async def test_a_create_that_finds_its_key_returns_once_the_name_is_durable(
+    tmp_path: Path,
+) -> None:
+    """A CREATE whose key exists answers ObjectExistsError -- which its caller takes as
+    "already written" -- only after a sync that began after it found the key: the put
+    that linked the name may still be waiting for its own."""
+    calls: list[int] = []
+
+    def syncfs(fd: int) -> None:
+        calls.append(fd)
+
+    store = LocalStore(tmp_path, sync="filesystem", syncfs=syncfs)
+    await store.put("r/k", b"range bytes", PutMode.CREATE)
+    assert len(calls) == 2  # data, then name
+    with pytest.raises(ObjectExistsError):
+        await store.put("r/k", b"range bytes", PutMode.CREATE)
+    assert len(calls) == 4  # data, then the found name made durable
+
+
+def test_auto_shares_syncfs_only_on_filesystems_whose_syncfs_persists() -> None:
+    """``auto`` takes ``filesystem`` on the local filesystems of SYNCFS_FILESYSTEMS, and
+    ``file`` elsewhere (FUSE, overlayfs, network and pseudo filesystems), by the type of
+    the mount holding the root (/proc/self/mountinfo, octal escapes decoded, the deepest
+    mount wins)."""
+    mountinfo = (
+        "27 1 254:0 / / rw,relatime - ext4 /dev/vda rw\n"
+        "40 27 0:50 / /mnt/my\\040data rw - fuse.s3fs s3fs rw\n"
+        "41 27 0:51 / /srv rw - overlay overlay rw\n"
+        "42 41 0:52 / /srv/fast rw - xfs /dev/vdb rw\n"
+    )
+    assert local.filesystem_type("/mnt/my data/ns", mountinfo) == "fuse.s3fs"
+    assert local.filesystem_type("/srv/ns", mountinfo) == "overlay"
+    assert local.filesystem_type("/srv/fast/ns", mountinfo) == "xfs"
+    assert local.filesystem_type("/srvx/ns", mountinfo) == "ext4"
+    assert local.filesystem_type("/x", "garbage\n\n - \n") == ""
+    assert LocalStore(Path("/proc/lsmstore-x")).sync == "file"  # proc: never syncfs
+    assert LocalStore(Path("/proc/lsmstore-x"), sync="file").sync == "file"

@@ -15,10 +15,11 @@ Either way a put returns only once its bytes and its name survive a crash.
 * ``file``: the temp file is fsynced before the link or rename and the directory after
   it (shared, below).
 * ``filesystem`` (``auto``'s choice where ``syncfs`` reports write-back errors: Linux
-  5.8 and later): no per-file fsync; a put waits for a ``syncfs(2)`` of the whole
-  filesystem that *began after its write*, one shared by every put that finished
-  writing while the previous one ran (:class:`_GroupSync`), and a put through a temp
-  file waits for a second one that began after its link or rename.  One syncfs
+  5.8 and later, on a filesystem of :data:`SYNCFS_FILESYSTEMS`): no per-file fsync; a
+  put waits for a ``syncfs(2)`` of the whole filesystem that *began after its write*,
+  one shared by every put that finished writing while the previous one ran
+  (:class:`_GroupSync`), and a put through a temp file waits for a second one that
+  began after its link or rename.  One syncfs
   writes back the group's file data, their inodes and the directory entries, and
   commits the journal: the fsync cost is paid once per group instead of once per
   object.  The price: a syncfs also writes back whatever *else* is dirty on that
@@ -173,10 +174,43 @@ def _find_syncfs() -> Callable[[int], None] | None:
 
 _syncfs = _find_syncfs()
 
+#: Filesystems whose ``syncfs`` writes back and commits everything a per-file fsync
+#: would, and reports write-back errors (``auto`` chooses ``filesystem`` only on these):
+#: not FUSE (``syncfs`` never asks the FUSE server to persist; an fsync does), not
+#: network filesystems, not overlayfs (older kernels do not pass the upper
+#: filesystem's write-back errors up).
+SYNCFS_FILESYSTEMS = frozenset({"ext4", "ext3", "xfs", "btrfs", "f2fs", "tmpfs"})
+
+
+def filesystem_type(path: str, mountinfo: str | None = None) -> str:
+    """The type of the filesystem holding ``path`` (or its nearest existing ancestor)
+    from ``/proc/self/mountinfo`` (``mountinfo``: that file's text, a test's hook); ""
+    when it cannot be told."""
+    if mountinfo is None:
+        try:
+            with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+                mountinfo = f.read(1 << 20)
+        except OSError:
+            return ""
+    path = os.path.realpath(path)
+    best, kind = -1, ""
+    for line in mountinfo.splitlines():
+        head, sep, tail = line.partition(" - ")
+        fields = head.split(" ")
+        if not sep or len(fields) < 5 or not tail:
+            continue
+        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), fields[4])
+        inside = path == point or path.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= best:  # the last of equal mounts is on top
+            best, kind = len(point), tail.split(" ")[0]
+    return kind
+
+
 #: How a put is made durable (``LocalStore(sync=...)``, the ``local_sync`` setting):
 #: ``file`` fsyncs each file and its directory; ``filesystem`` shares one ``syncfs`` of
 #: the whole filesystem among the puts of a group (module docstring); ``auto`` is
-#: ``filesystem`` where ``syncfs`` is available, else ``file``.
+#: ``filesystem`` where ``syncfs`` is available and the root's filesystem is one of
+#: :data:`SYNCFS_FILESYSTEMS`, else ``file``.
 SYNC_MODES = ("auto", "file", "filesystem")
 
 
@@ -447,6 +481,8 @@ class LocalStore(ObjectStore):
             raise NotAvailableError(
                 "local store sync mode 'filesystem' needs syncfs (Linux 5.8 or later)"
             )
+        if sync == "auto" and filesystem_type(str(root)) not in SYNCFS_FILESYSTEMS:
+            sync = "file"
         #: The filesystem-wide sync puts share, or None: each put fsyncs its own file.
         self._syncfs = None if sync == "file" else syncfs
         self.sync = "file" if self._syncfs is None else "filesystem"
@@ -582,6 +618,12 @@ class LocalStore(ObjectStore):
                 except FileExistsError:
                     if os.path.isdir(path):
                         raise IsADirectoryError(errno.EISDIR, "is a directory") from None
+                    # The caller takes the object as written: its name must be durable
+                    # first (another put may have linked it and still be syncing).
+                    if group is None:
+                        _sync_dir(directory)
+                    else:
+                        group[0].sync(directory, group[1])
                     raise ObjectExistsError(key) from None
             else:
                 os.replace(tmp, path)
