@@ -226,3 +226,32 @@ def test_url_options() -> None:
     store = open_object_store("s3://bkt/p?direct=false&max_read=1000")
     assert isinstance(store, S3Store) and store._direct is None and store.max_read == 1000
     assert isinstance(open_object_store("s3://bkt/p"), S3Store)
+
+
+async def test_a_server_ignoring_range_gives_the_range() -> None:
+    """A 200 with the whole object to a ranged GET (a server that ignores Range): the
+    range is taken from it, the whole bounded like any whole object."""
+    whole = bytes(range(100))
+    ignoring = _fixed("200 OK", {"Content-Length": str(len(whole))}, whole)
+    async with (
+        answering(ignoring) as (endpoint, seen),
+        S3Store("bucket", endpoint_url=endpoint, max_attempts=1, **FAST) as store,
+    ):
+        assert await store.get_range("k", 5, 10) == whole[5:10]
+    assert b"range: bytes=5-9" in seen[0].lower()
+
+
+async def test_a_head_in_another_region_hands_over_to_botocore() -> None:
+    """A HEAD answered 400 with S3's region header naming another region (no body to
+    say PermanentRedirect) moves the store to botocore, as a 301 does."""
+    elsewhere = _fixed(
+        "400 Bad Request", {"x-amz-bucket-region": "eu-west-3", "Content-Length": "0"}
+    )
+    async with (
+        answering(elsewhere) as (endpoint, seen),
+        S3Store("bucket", endpoint_url=endpoint, max_attempts=1, **FAST) as store,
+    ):
+        with pytest.raises(UnavailableError):
+            await store.head("k")
+        assert store._direct is None
+        assert any(b"botocore" in head.lower() for head in seen[1:])

@@ -283,7 +283,7 @@ class S3Store(ObjectStore):
             return data
 
         try:
-            return await self._hot(lambda d: d.get(full, limit, start, end), botocore)
+            return await self._hot(lambda d: d.get(full, self.max_read, start, end), botocore)
         except ClientError as e:
             if e.response.get("Error", {}).get("Code") == "InvalidRange":
                 return b""  # the range starts at or past the end (or the object is empty)

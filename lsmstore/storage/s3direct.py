@@ -209,22 +209,25 @@ class S3Direct:
         """The object ``key`` (the bucket's full key), or bytes ``[start, end)`` of it.
         Raises ``ClientError`` (InvalidRange when ``start`` is at or past the end),
         :class:`BadAnswerError` when the answer claims more than ``limit`` bytes for a
-        whole object, or more than the range."""
+        whole object (also the whole object a server that ignores Range sends), or
+        more than the range for a part."""
         ranged = start > 0 or end is not None
         headers = {}
+        part = limit  # the most a 206 may carry
         if ranged:
             headers["range"] = f"bytes={start}-{'' if end is None else end - 1}"
             if end is not None:
-                limit = min(limit, end - start)
+                part = min(limit, end - start)
         else:
             headers["x-amz-checksum-mode"] = "ENABLED"
 
         async def body(response: aiohttp.ClientResponse) -> bytes:
-            data = await _read(response, limit)
             if response.status == 200 and ranged:
-                # A server that ignores Range answers with the whole object.
-                data = data[start : end]  # fmt: skip
-            elif response.status == 200:
+                # A server that ignores Range answers with the whole object (bounded
+                # like any whole object), of which the range is taken.
+                return (await _read(response, limit))[start:end]
+            data = await _read(response, part)
+            if response.status == 200:
                 _check_sum(response, data)
             return data
 
@@ -292,6 +295,7 @@ class S3Direct:
                     status = response.status
                     if status < 300:
                         return await answer(response)
+                    region = response.headers.get("x-amz-bucket-region", target.region)
                     error = await _client_error(response, operation, method)
             except (aiohttp.ClientError, OSError):
                 if attempt >= self._max_attempts:
@@ -299,7 +303,9 @@ class S3Direct:
                 await self._backoff(attempt)
                 continue
             code = error.response["Error"]["Code"]
-            if status in _REDIRECT_STATUSES or code in _REDIRECT_CODES:
+            # A HEAD has no body to name the error: a 400 with S3's region header tells.
+            elsewhere = status == 400 and region != target.region
+            if status in _REDIRECT_STATUSES or code in _REDIRECT_CODES or elsewhere:
                 raise RedirectedError(f"{operation} {key}: {status} {code}") from error
             if (status in RETRY_STATUSES or code in RETRY_CODES) and attempt < self._max_attempts:
                 await self._backoff(attempt)
