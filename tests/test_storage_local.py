@@ -490,3 +490,28 @@ def test_auto_shares_syncfs_only_on_filesystems_whose_syncfs_persists() -> None:
     assert local.filesystem_type("/x", "garbage\n\n - \n") == ""
     assert LocalStore(Path("/proc/lsmstore-x")).sync == "file"  # proc: never syncfs
     assert LocalStore(Path("/proc/lsmstore-x"), sync="file").sync == "file"
+
+
+def test_a_forked_child_puts_while_the_parent_held_the_sync_registry(tmp_path: Path) -> None:
+    """A child forked while another thread of the parent holds the shared-sync registry's
+    lock starts with a registry of its own: its first put does not wait forever."""
+    store = LocalStore(tmp_path, sync="filesystem")
+    asyncio.run(store.put("before", b"parent"))
+    with local._FS_SYNCS_LOCK:  # as a parent thread taking a put's group would
+        pid = os.fork()
+        if pid == 0:  # the child: one put, then out without the parent's clean-up
+            code = 1
+            try:
+                asyncio.run(LocalStore(tmp_path, sync="filesystem").put("child", b"c"))
+                code = 0
+            finally:
+                os._exit(code)
+    deadline = time.monotonic() + 60
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if done[0] == 0:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail("the child's put waited on the parent's registry lock")
+    assert os.waitstatus_to_exitcode(done[1]) == 0
+    assert asyncio.run(store.get("child")) == b"c"

@@ -335,16 +335,23 @@ def _sync_dir(path: str) -> None:
 #: Emptied in a forked child (its locks may be held).
 _FS_SYNCS: dict[tuple[int, Callable[[int], None]], _GroupSync] = {}
 _FS_SYNCS_LOCK = threading.Lock()
-_fs_syncs_pid = 0
+
+
+def _forget_fs_syncs() -> None:
+    """In a forked child: no group of the parent's (their locks may have been held by
+    a thread the child does not have), and a fresh lock."""
+    global _FS_SYNCS_LOCK
+    _FS_SYNCS.clear()
+    _FS_SYNCS_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_fs_syncs)
 
 
 def _filesystem_sync(dev: int, directory: str, syncfs: Callable[[int], None]) -> _GroupSync:
     """The shared syncfs of the filesystem ``dev`` (``directory`` is on it)."""
-    global _fs_syncs_pid
     with _FS_SYNCS_LOCK:
-        if _fs_syncs_pid != os.getpid():
-            _FS_SYNCS.clear()
-            _fs_syncs_pid = os.getpid()
         group = _FS_SYNCS.get((dev, syncfs))
         if group is None:
             fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)  # kept (above)
