@@ -6,6 +6,8 @@ limit) keeps the path past the lease's first life, and a released one frees it."
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import lsmstore
@@ -35,13 +37,19 @@ class Told(EmbeddedRefStore):
         return ok
 
 
-async def test_a_held_claim_is_renewed_and_a_released_one_is_free(tmp_path: Path) -> None:
+@contextlib.asynccontextmanager
+async def on_main(tmp_path: Path) -> AsyncIterator[tuple[FakeClock, Told, lsmstore.Branch]]:
+    """A store on :class:`Told` with a fake clock at T0, and its repository's main."""
     clock = FakeClock(T0)
     rs = Told(tmp_path / "refs", clock)
     cfg = load_config(home=str(tmp_path / "home"), environ={}, batch_interval_ms=1)
     async with lsmstore.Store(cfg, refstore=rs, clock=clock) as store:
         repo = await store.create_repository("claims", storage_namespace=(tmp_path / "ns").as_uri())
-        main = repo.branch("main")
+        yield clock, rs, repo.branch("main")
+
+
+async def test_a_held_claim_is_renewed_and_a_released_one_is_free(tmp_path: Path) -> None:
+    async with on_main(tmp_path) as (clock, rs, main):
         lease = claim_key(main, b"k")
         held, go = asyncio.Event(), asyncio.Event()
 
@@ -73,12 +81,7 @@ async def test_leases_taken_first_are_renewed_while_a_later_one_is_awaited(
     """A claim of two paths whose second is held by another writer: the first path's
     lease is renewed while the claim waits for the second, so it cannot lapse and let a
     third writer in (the wait may outlast a lease's life)."""
-    clock = FakeClock(T0)
-    rs = Told(tmp_path / "refs", clock)
-    cfg = load_config(home=str(tmp_path / "home"), environ={}, batch_interval_ms=1)
-    async with lsmstore.Store(cfg, refstore=rs, clock=clock) as store:
-        repo = await store.create_repository("claims", storage_namespace=(tmp_path / "ns").as_uri())
-        main = repo.branch("main")
+    async with on_main(tmp_path) as (clock, rs, main):
         first, second = claim_key(main, b"a"), claim_key(main, b"b")
         assert await rs.acquire_lease(second, "other", 10 * CLAIM_TTL_S)
         claimed = asyncio.Event()
