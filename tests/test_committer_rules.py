@@ -4,7 +4,8 @@ server on 127.0.0.1 (lsmstore.testing.webhook_server)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import contextlib
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,8 +51,14 @@ async def repo_with(
     return repo
 
 
-def worker(store: lsmstore.Store, **kw: Any) -> Worker:
-    return Worker(store.refstore, store.config, force=True, clock=store.clock, **kw)
+@contextlib.asynccontextmanager
+async def worker(store: lsmstore.Store) -> AsyncIterator[Worker]:
+    """A committer worker over the store's RefStore and settings, closed on exit."""
+    w = Worker(store.refstore, store.config, force=True, clock=store.clock)
+    try:
+        yield w
+    finally:
+        await w.aclose()
 
 
 async def test_a_failing_pre_commit_hook_refuses_the_policy_commit(
@@ -66,8 +73,7 @@ async def test_a_failing_pre_commit_hook_refuses_the_policy_commit(
     await main.put("k", b"v")
     await main.flush()
     seen = len(hooks.calls_to("/require"))  # the commit of the action file's
-    w = worker(store)
-    try:
+    async with worker(store) as w:
         assert await w.run_once() == 0
         [line] = commits(out)
         assert line["outcome"] == "refused" and "pre-commit hook aborted" in line["error"]
@@ -89,8 +95,6 @@ async def test_a_failing_pre_commit_hook_refuses_the_policy_commit(
         assert await w.run_once() == 0
         assert len(hooks.calls_to("/require")) == seen + 2
         assert [d["outcome"] for d in commits(out)] == ["refused", "refused"]
-    finally:
-        await w.aclose()
 
 
 async def test_policy_commits_run_pre_and_post_commit_actions(
@@ -104,11 +108,8 @@ async def test_policy_commits_run_pre_and_post_commit_actions(
     main = repo.branch("main")
     await main.put("k", b"v")
     await main.flush()
-    w = worker(store)
-    try:
+    async with worker(store) as w:
         assert await w.run_once() == 1
-    finally:
-        await w.aclose()
     [line] = commits(out)
     head = (await main.head()).base
     assert line["outcome"] == "committed" and line["commit_id"] == head
@@ -131,8 +132,7 @@ async def test_a_protected_branch_gets_no_policy_commit(
         await b.flush()
     before = (await repo.branch("release").head()).base
     await repo.set_branch_protection(["rel*"])  # after the writes: they stay staged
-    w = worker(store)
-    try:
+    async with worker(store) as w:
         assert await w.run_once() == 1
         outcomes = {d["branch"]: d for d in commits(out)}
         assert outcomes["dev"]["outcome"] == "committed"
@@ -144,11 +144,6 @@ async def test_a_protected_branch_gets_no_policy_commit(
         # Unprotected again: the next attempt commits it (the staged files are the same,
         # so only after commit_interval_s -- or for a new worker).
         await repo.set_branch_protection([])
-    finally:
-        await w.aclose()
-    w = worker(store)
-    try:
+    async with worker(store) as w:
         assert await w.run_once() == 1
-    finally:
-        await w.aclose()
     assert (await repo.branch("release").head()).base != before
