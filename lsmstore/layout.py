@@ -1,7 +1,8 @@
 """Where things live inside a storage namespace (docs/design.md, "Layout on the object store").
 
 Everything under ``_lsm/`` is immutable once written; nothing is overwritten.
-Objects' data (docs/objects.md) lives under ``data/<id>`` (unique, never reused);
+Objects' data (docs/objects.md) lives under ``data/<id>`` (unique, never reused; the
+Parquet files of a partitioned table under ``data/<col>=<value>/.../<id>``);
 records of uncommitted data that may be garbage under ``_lsm/gc-data/`` (docs/format.md).
 """
 
@@ -49,6 +50,22 @@ def staging_key(branch: str, level: Level, file_id: str, suffix: str = ".sst") -
 def data_key(object_id: str) -> str:
     """An object's data written by an upload: ``data/<id>`` (unique, never reused)."""
     return DATA + check_file_id(object_id)
+
+
+#: The longest directory part of a table file's data key (:func:`table_data_key`): a
+#: file system holds each segment as a directory name of at most 255 bytes.
+MAX_TABLE_DIRS_BYTES = 200
+
+
+def table_data_key(directory: str, object_id: str) -> str:
+    """The data of a Parquet file of a table written by Spark (docs/spark.md):
+    ``data/<directory><id>``, where ``directory`` is the file's Hive-style partition
+    directories in the table (``day=2026-11-28/``), so that Spark's own Parquet reader
+    finds the partition values in the physical path; ``data/<id>`` when ``directory``
+    is empty or longer than :data:`MAX_TABLE_DIRS_BYTES`."""
+    if len(directory.encode("utf-8")) > MAX_TABLE_DIRS_BYTES:
+        directory = ""
+    return DATA + directory + check_file_id(object_id)
 
 
 #: Uncommitted object data that was overwritten or deleted (lsmstore.gc.data).

@@ -1,7 +1,8 @@
 """Spark's own Parquet writer and reader through ``s3a://``: the hadoop-aws jars that
 ``./dev.sh test`` resolves from Maven Central (matching PySpark's Hadoop) load
 ``S3AFileSystem`` in a local session, which writes and reads a partitioned table on an
-S3 server on loopback (moto)."""
+S3 server on loopback (moto), and reads a table of an S3 namespace by
+``lsmstore.spark.read_table``."""
 
 from __future__ import annotations
 
@@ -30,14 +31,14 @@ def test_hadoop_aws_matches_pyspark() -> None:
         s3a.jars("/nonexistent")
 
 
-async def test_s3a_parquet_round_trip_on_loopback(moto: MotoServer) -> None:
+async def test_s3a_parquet_round_trip_on_loopback(moto: MotoServer, tmp_path: Path) -> None:
     jars = s3a.jars(IVY)  # ./dev.sh test fetched them
     bucket = await new_bucket(moto.endpoint)
     app = Path(__file__).parent / "helpers" / "s3a_app.py"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
     proc = await asyncio.to_thread(
         subprocess.run,
-        [sys.executable, str(app), moto.endpoint, bucket, ",".join(jars)],
+        [sys.executable, str(app), moto.endpoint, bucket, ",".join(jars), str(tmp_path / "refs")],
         capture_output=True,
         env=env,
         timeout=540,
@@ -50,4 +51,7 @@ async def test_s3a_parquet_round_trip_on_loopback(moto: MotoServer) -> None:
         "filesystem": "org.apache.hadoop.fs.s3a.S3AFileSystem",
         "rows_equal": True,
         "pruned": 125,
+        # read_table: Spark's reader over the data objects in the S3 namespace
+        "table_rows_equal": True,
+        "table_files": [f"s3a://{bucket}/lsm/data/p={p}" for p in range(4)],
     }

@@ -1,6 +1,7 @@
 """lsmstore on Spark: the ``lsmstore`` data source (entries, raw records, and Parquet
 tables written as one unit: :mod:`lsmstore.spark.tables`), transactions across jobs
-(:func:`transaction`), ``s3a://`` set-up (:mod:`lsmstore.spark.s3a`) and the
+(:func:`transaction`), tables read by Spark's own Parquet reader
+(:func:`read_table`), ``s3a://`` set-up (:mod:`lsmstore.spark.s3a`) and the
 import/export/gc jobs.
 
 Needs the ``spark`` extra (``pip install 'lsmstore[spark]'``: PySpark >= 4.0, pyarrow)
@@ -13,7 +14,14 @@ from typing import Any
 
 from lsmstore.spark.location import Location, parse_location
 
-__all__ = ["Location", "parse_location", "register", "save", "transaction"]
+__all__ = ["Location", "parse_location", "read_table", "register", "save", "transaction"]
+
+
+def read_table(spark: Any, url: str, **kwargs: Any) -> Any:
+    """A table read by Spark's own Parquet reader: see :mod:`lsmstore.spark.native_read`."""
+    from lsmstore.spark.native_read import read_table as read
+
+    return read(spark, url, **kwargs)
 
 
 def transaction(url: str, **kwargs: Any) -> Any:

@@ -9,8 +9,10 @@
 
 **Writes.**  Each task turns its Arrow record batches into Parquet files (pyarrow),
 one file per Hive-style partition directory (``day=2026-11-28/``) and per
-``fileBytes`` of Arrow data, uploads each as a fresh ``data/<id>`` object of the
-repository's storage namespace and reports the files (:class:`TableFile`: path in the
+``fileBytes`` of Arrow data, uploads each as a fresh ``data/<directory><id>`` object of
+the repository's storage namespace (the partition directories in the physical key too,
+:func:`~lsmstore.layout.table_data_key`: Spark's own reader finds the values there,
+:mod:`lsmstore.spark.native_read`) and reports the files (:class:`TableFile`: path in the
 table, address, size, MD5, rows) -- no entry is staged by a task.  The driver's
 ``commit()`` turns all of them into object entries (and, in ``overwrite`` mode, into
 tombstones of every object the branch holds under the table's prefix at that moment),
@@ -203,9 +205,42 @@ class TableMessage(WriterCommitMessage):
     started: float
 
 
+#: Rows of a column :func:`dictionary_columns` looks at, and the share of distinct values
+#: in them up to which the column is dictionary-encoded.
+DICTIONARY_SAMPLE_ROWS = 8192
+DICTIONARY_MAX_DISTINCT = 0.5
+
+
+def dictionary_columns(table: pa.Table) -> list[str]:
+    """The top-level columns worth dictionary-encoding: those whose first
+    :data:`DICTIONARY_SAMPLE_ROWS` values hold at most :data:`DICTIONARY_MAX_DISTINCT`
+    distinct ones.
+
+    pyarrow tries a dictionary for every column and, when it outgrows its page, falls
+    back to plain encoding for the rest of the column, keeping the pages already
+    written as dictionary pages: a column of mostly unique values costs twice the
+    encoding time and reads slower in Spark's vectorised reader, which decodes
+    through the dictionary.  Spark's own writer re-encodes such a first page plainly;
+    this sample decides up front.  Booleans (run-length encoded anyway) and nested
+    columns get no dictionary."""
+    out = []
+    for name, column in zip(table.column_names, table.columns, strict=True):
+        kind = column.type
+        if pa.types.is_boolean(kind) or pa.types.is_nested(kind) or len(column) == 0:
+            continue
+        sample = column.slice(0, DICTIONARY_SAMPLE_ROWS)
+        try:
+            distinct = pc.count_distinct(sample, mode="all").as_py()
+        except pa.ArrowNotImplementedError:
+            continue
+        if distinct <= DICTIONARY_MAX_DISTINCT * len(sample):
+            out.append(name)
+    return out
+
+
 def _encode(table: pa.Table) -> bytes:
     sink = pa.BufferOutputStream()  # Arrow's own buffer: no Python call per write
-    pq.write_table(table, sink, compression="snappy")
+    pq.write_table(table, sink, compression="snappy", use_dictionary=dictionary_columns(table))
     data: bytes = sink.getvalue().to_pybytes()
     return data
 
@@ -274,7 +309,7 @@ class TableFiles:
         table = pa.concat_tables(parts)
         data = _encode(table)
         fid = new_file_id()
-        key = layout.data_key(fid)
+        key = layout.table_data_key(directory, fid)
         await self.objects.put(key, data, PutMode.CREATE)
         name = f"{directory}part-{self.task:05d}-{fid}{SUFFIX}"
         self.files.append(
@@ -629,24 +664,29 @@ def arrow_schema(plan: TablePlan, first: bytes | None) -> pa.Schema:
     return pa.schema(fields)
 
 
+async def plan_with_schema(opts: Any, *, need_schema: bool = True) -> tuple[TablePlan, pa.Schema]:
+    """The table's plan and, when ``need_schema``, its Arrow schema (:func:`arrow_schema`
+    of the first file's footer; InvalidInputError when the prefix holds no Parquet file:
+    give ``.schema(...)``).  Without ``need_schema`` the schema has the partition
+    columns alone."""
+    plan = await plan_table(opts)
+    if not need_schema:
+        return plan, arrow_schema(plan, None)
+    if not plan.files:
+        raise InvalidInputError(
+            f"{opts.location}: no Parquet files to infer a schema from; "
+            "give the schema with .schema(...)"
+        )
+    return plan, arrow_schema(plan, await read_footer(plan.namespace, plan.base, plan.files[0]))
+
+
 def infer_schema(opts: Any) -> StructType:
-    """The Spark schema (DDL) of the table ``opts`` names; InvalidInputError when the
-    prefix holds no Parquet file (give ``.schema(...)``)."""
+    """The Spark schema of the table ``opts`` names (:func:`plan_with_schema`)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
     from lsmstore.spark.source import run
 
-    async def plan_and_footer() -> tuple[TablePlan, bytes]:
-        plan = await plan_table(opts)
-        if not plan.files:
-            raise InvalidInputError(
-                f"{opts.location}: no Parquet files to infer a schema from; "
-                "give the schema with .schema(...)"
-            )
-        return plan, await read_footer(plan.namespace, plan.base, plan.files[0])
-
-    plan, footer = run(plan_and_footer())
-    schema: StructType = from_arrow_schema(arrow_schema(plan, footer))
+    schema: StructType = from_arrow_schema(run(plan_with_schema(opts))[1])
     return schema
 
 
