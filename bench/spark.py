@@ -27,8 +27,12 @@ whose task commits rename each file once; the renames are CopyObject + DeleteObj
 requests, counted and timed by S3A's statistics; then the median time of renaming one
 file of 1 KiB and of 32 MiB)
 and (3) Spark's own Parquet writer to a local directory (the
-ceiling); ``--rounds`` rounds, the three alternating within each, so load changes hit
-all.  Rows/s per round, the medians and their ratios to (3).
+ceiling).  The table (1) wrote is read twice: through the data source
+(``lsm_read``) and by Spark's own Parquet reader over the files' physical addresses
+(``native_read``, ``lsmstore.spark.read_table``).  A first round, not counted, warms
+the JVM and the Python workers up; then ``--rounds`` rounds, the ways alternating
+within each in an order each round rotates, so load changes and warm-up hit all.  Every
+read must give the same answer.  Rows/s per round, the medians and their ratios to (3).
 """
 
 from __future__ import annotations
@@ -400,7 +404,7 @@ def tables_bench(n: int, cores: int, rounds: int, directory: str | None) -> dict
 
     import httpx
 
-    from lsmstore.spark import register, s3a
+    from lsmstore.spark import read_table, register, s3a
     from lsmstore.testing.server_process import start_server
 
     root = Path(directory or tempfile.mkdtemp(prefix="lsm-bench-tables-"))
@@ -443,59 +447,53 @@ def tables_bench(n: int, cores: int, rounds: int, directory: str | None) -> dict
         )
         opts = {"refstore": refs, "format": "parquet"}
         agg = ("count(*)", "sum(id)", "sum(p)", "sum(length(s))", "sum(x)")
-        runs: dict[str, list[float]] = {
-            k: []
-            for k in ("lsm_write", "s3a_write", "local_write", "lsm_read", "s3a_read", "local_read")
-        }
+
+        def writes(i: int) -> dict[str, Any]:
+            url, gateway = f"lsm://rep/main/tables/t{i}/", f"s3a://rep/main/tables/t{i}"
+            return {
+                "lsm_write": lambda: (
+                    df.write.format("lsmstore")
+                    .options(partitionBy="p", **opts)
+                    .mode("append")
+                    .save(url)
+                ),
+                "s3a_write": lambda: df.write.partitionBy("p").parquet(gateway),
+                "local_write": lambda: df.write.partitionBy("p").parquet(str(root / f"local-{i}")),
+            }
+
+        def reads(i: int) -> dict[str, Any]:
+            url, gateway = f"lsm://rep/main/tables/t{i}/", f"s3a://rep/main/tables/t{i}"
+            return {
+                "lsm_read": lambda: (
+                    spark.read.format("lsmstore").options(**opts).load(url).selectExpr(*agg)
+                ),
+                "native_read": lambda: read_table(spark, url, refstore=refs).selectExpr(*agg),
+                "s3a_read": lambda: spark.read.parquet(gateway).selectExpr(*agg),
+                "local_read": lambda: spark.read.parquet(str(root / f"local-{i}")).selectExpr(*agg),
+            }
+
+        runs: dict[str, list[float]] = {k: [] for k in (*writes(0), *reads(0))}
         renames: list[dict[str, float]] = []
-
-        def timed(fn: Any) -> float:
-            t = time.perf_counter()
-            fn()
-            return n / (time.perf_counter() - t)
-
-        for i in range(rounds):
-            url = f"lsm://rep/main/tables/t{i}/"
-            local = str(root / f"local-{i}")
-            gateway = f"s3a://rep/main/tables/t{i}"
-            runs["lsm_write"].append(
-                timed(
-                    lambda url=url: (
-                        df.write.format("lsmstore")
-                        .options(partitionBy="p", **opts)
-                        .mode("append")
-                        .save(url)
-                    )
-                )
-            )
-            before = _s3a_stats(fs)
-            runs["s3a_write"].append(
-                timed(lambda gateway=gateway: df.write.partitionBy("p").parquet(gateway))
-            )
-            after = _s3a_stats(fs)
-            renames.append({k: round(v - before.get(k, 0)) for k, v in after.items()})
-            runs["local_write"].append(
-                timed(lambda local=local: df.write.partitionBy("p").parquet(local))
-            )
-            runs["lsm_read"].append(
-                timed(
-                    lambda url=url: (
-                        spark.read.format("lsmstore")
-                        .options(**opts)
-                        .load(url)
-                        .selectExpr(*agg)
-                        .collect()
-                    )
-                )
-            )
-            runs["s3a_read"].append(
-                timed(
-                    lambda gateway=gateway: spark.read.parquet(gateway).selectExpr(*agg).collect()
-                )
-            )
-            runs["local_read"].append(
-                timed(lambda local=local: spark.read.parquet(local).selectExpr(*agg).collect())
-            )
+        answers: set[tuple[Any, ...]] = set()
+        # Round 0 warms the JVM and the Python workers up and is not counted; each
+        # round rotates the order of the ways, so none always runs first.
+        for i in range(rounds + 1):
+            for ways in (writes(i), reads(i)):
+                keys = list(ways)
+                for k in keys[i % len(keys) :] + keys[: i % len(keys)]:
+                    before = _s3a_stats(fs)
+                    t = time.perf_counter()
+                    result = ways[k]()
+                    if k.endswith("_read"):
+                        answers.add(tuple(result.collect()[0]))
+                    elapsed = time.perf_counter() - t
+                    if i:
+                        runs[k].append(n / elapsed)
+                    if i and k == "s3a_write":
+                        after = _s3a_stats(fs)
+                        renames.append({k: round(v - before.get(k, 0)) for k, v in after.items()})
+        if len(answers) != 1:
+            raise RuntimeError(f"the ways read different answers: {answers}")
         # one file renamed back and forth: a link through the gateway, whatever its size
         out["s3a_rename"] = {
             str(size): _rename_cost(jvm, fs, "s3a://rep/main/renames", size, 9)
@@ -507,6 +505,7 @@ def tables_bench(n: int, cores: int, rounds: int, directory: str | None) -> dict
             out[f"{k}_median"] = round(statistics.median(v))
         out["write_ratio"] = round(out["lsm_write_median"] / out["local_write_median"], 2)
         out["read_ratio"] = round(out["lsm_read_median"] / out["local_read_median"], 2)
+        out["native_read_ratio"] = round(out["native_read_median"] / out["local_read_median"], 2)
         out["s3a_write_ratio"] = round(out["s3a_write_median"] / out["local_write_median"], 2)
         out["s3a_read_ratio"] = round(out["s3a_read_median"] / out["local_read_median"], 2)
         # per s3a write: the committer's renames, the requests they made and their time

@@ -382,6 +382,32 @@ def test_rows_split_by_partition_values_nulls_included() -> None:
         list(tables.split_partitions(t.select(["p"]), ["p"]))
 
 
+def test_dictionaries_for_columns_with_few_distinct_values_only() -> None:
+    """A column gets a dictionary when at most half of its sampled values are distinct;
+    the written file's mostly unique columns hold no dictionary page at all."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    n = 3 * tables.DICTIONARY_SAMPLE_ROWS
+    t = pa.table(
+        {
+            "id": pa.array(range(n), pa.int64()),
+            "s": [f"value-{i:08d}" for i in range(n)],
+            "day": [f"2026-11-{i % 28 + 1:02d}" for i in range(n)],
+            "half": [i // 2 for i in range(n)],  # exactly half distinct
+            "flag": [i % 2 == 0 for i in range(n)],
+            "tags": [[i % 3] for i in range(n)],
+        }
+    )
+    assert tables.dictionary_columns(t) == ["day", "half"]
+    assert tables.dictionary_columns(t.slice(0, 0)) == []
+    meta = pq.ParquetFile(io.BytesIO(tables._encode(t))).metadata.row_group(0)
+    encodings = {meta.column(i).path_in_schema: meta.column(i).encodings for i in range(6)}
+    assert "RLE_DICTIONARY" in encodings["day"] and "RLE_DICTIONARY" in encodings["half"]
+    assert not {"RLE_DICTIONARY", "PLAIN_DICTIONARY"} & {*encodings["id"], *encodings["s"]}
+
+
 async def test_schema_comes_from_the_footer_alone(tmp_path: Path) -> None:
     """The schema is read from a file's footer (one ranged read, two for a footer
     longer than the first read), never the whole file; a tail that is not a Parquet
