@@ -88,7 +88,13 @@ async def test_table_write_survives_a_killed_executor(tmp_path: Path) -> None:
     finally:
         await asyncio.to_thread(cluster.stop)
     assert proc.returncode == 0, proc.stderr.decode()[-4000:]
-    assert _summary(proc) == {"rows_equal": True, "pruned": 250, "killed": True}
+    assert _summary(proc) == {
+        "rows_equal": True,
+        "pruned": 250,
+        "read_table_equal": True,
+        "read_table_pruned": 250,
+        "killed": True,
+    }
     async with lsmstore.connect(refstore, compaction_in_process="off") as store:
         main = (await store.get_repository("rep")).branch("main")
         head = await main.head()

@@ -1,5 +1,7 @@
 """A Spark application writing and reading an lsmstore table, whose executor is killed
-once mid-write: ``table_app.py <refstore> <lsm url> <marker file>``; one JSON line."""
+once mid-write, then read back by the data source and by ``read_table`` (Spark's own
+reader on the executors): ``table_app.py <refstore> <lsm url> <marker file>``; one JSON
+line."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from lsmstore.spark import register
+from lsmstore.spark import read_table, register
 
 
 def _executor_pid() -> int | None:
@@ -51,11 +53,14 @@ def main(refstore: str, url: str, marker: str) -> None:
     back = spark.read.format("lsmstore").options(**opts).load(url)
     rows = sorted((r.id, r.p) for r in back.collect())
     pruned = spark.read.format("lsmstore").options(partitionFilter="p=3", **opts).load(url)
+    native = read_table(spark, url, refstore=refstore)
     print(
         json.dumps(
             {
                 "rows_equal": rows == [(i, i % 4) for i in range(1000)],
                 "pruned": pruned.count(),
+                "read_table_equal": sorted((r.id, r.p) for r in native.collect()) == rows,
+                "read_table_pruned": native.where("p = 3").count(),
                 "killed": os.path.exists(marker),
             }
         )
