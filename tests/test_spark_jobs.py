@@ -21,6 +21,7 @@ from lsmstore.gc.retention import Retention
 from lsmstore.spark import jobs
 from lsmstore.storage.url import open_object_store
 from lsmstore.testing.compaction import make_config
+from lsmstore.testing.servers import MotoServer, new_bucket
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -173,13 +174,8 @@ async def test_export_to_parquet(spark: Any, store: lsmstore.Store, tmp_path: Pa
     await main.upload("d/99", b"staged")
     await main.flush()
     out = tmp_path / "export"
-    n = await asyncio.to_thread(
-        jobs.export,
-        spark,
-        "lsm://rep/main/d/",
-        str(out),
-        options={"refstore": f"local://{tmp_path / 'refs'}"},
-    )
+    opts = {"refstore": f"local://{tmp_path / 'refs'}"}
+    n = await asyncio.to_thread(jobs.export, spark, "lsm://rep/main/d/", str(out), options=opts)
     assert n == 31
     table = await asyncio.to_thread(pq.read_table, str(out))
     rows = sorted(table.to_pylist(), key=lambda r: r["path"])
@@ -187,6 +183,50 @@ async def test_export_to_parquet(spark: Any, store: lsmstore.Store, tmp_path: Pa
     assert [r["path"] for r in rows] == [s.path for s in want]
     assert [r["physical_address"] for r in rows] == [s.physical_address for s in want]
     assert dict(rows[3]["metadata"]) == {"n": "3"}
+    # the tasks wrote the parts themselves, then the driver the _SUCCESS marker
+    names = sorted(p.name for p in out.iterdir())
+    assert names[0] == "_SUCCESS" and all(
+        n.startswith("part-") and n.endswith(".snappy.parquet") for n in names[1:]
+    )
+    # an output that holds anything is refused, as Spark's errorifexists refuses it
+    with pytest.raises(lsmstore.InvalidInputError, match="exists"):
+        await asyncio.to_thread(jobs.export, spark, "lsm://rep/main/d/", out.as_uri(), options=opts)
+
+
+async def test_export_to_an_s3_url(
+    spark: Any, store: lsmstore.Store, tmp_path: Path, moto: MotoServer
+) -> None:
+    """An ``s3://`` output is written by the tasks through the S3 object store; an
+    empty prefix still gets a file with the schema."""
+    ns = (tmp_path / "ns").as_uri()
+    main = (await store.create_repository("rep", storage_namespace=ns)).branch("main")
+    for i in range(120):
+        await main.upload(f"k/{i:03d}", b"v")
+    bucket = await new_bucket(moto.endpoint)
+    opts = {"refstore": f"local://{tmp_path / 'refs'}", "minPartitions": "3"}
+    target = f"s3://{bucket}/export?endpoint_url={moto.endpoint}"
+    n = await asyncio.to_thread(jobs.export, spark, "lsm://rep/main/k/", target, options=opts)
+    assert n == 120
+    empty = f"s3://{bucket}/empty?endpoint_url={moto.endpoint}"
+    assert (
+        await asyncio.to_thread(jobs.export, spark, "lsm://rep/main/none/", empty, options=opts)
+        == 0
+    )
+    out = open_object_store(f"s3://{bucket}?endpoint_url={moto.endpoint}")
+    try:
+        keys = [m.key async for m in out.list("")]
+        paths = []
+        for key in keys:
+            if key.endswith(".parquet"):
+                table = pq.read_table(pa.BufferReader(await out.get(key)))
+                if key.startswith("export/"):
+                    paths += table.column("path").to_pylist()
+                else:
+                    assert table.num_rows == 0 and "physical_address" in table.column_names
+    finally:
+        await out.aclose()
+    assert sorted(paths) == [f"k/{i:03d}" for i in range(120)]
+    assert {"export/_SUCCESS", "empty/_SUCCESS"} <= set(keys)
 
 
 async def test_gc_job_reads_ranges_on_executors(

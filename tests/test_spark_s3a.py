@@ -54,4 +54,5 @@ async def test_s3a_parquet_round_trip_on_loopback(moto: MotoServer, tmp_path: Pa
         # read_table: Spark's reader over the data objects in the S3 namespace
         "table_rows_equal": True,
         "table_files": [f"s3a://{bucket}/lsm/data/p={p}" for p in range(4)],
+        "exported_every_entry": True,  # one entry per file of the table
     }

@@ -9,7 +9,9 @@ cluster (docs/spark.md).  Every job prints one JSON summary line.
   ``last_modified_date`` are accepted too) -- becomes object entries on a branch, staged
   as one unit, or, with ``--commit MESSAGE``, one commit on the branch's base.  The
   address is the ``physical_address`` column, else ``--address-prefix`` + key.
-* ``export``: a ref (a prefix of it) -> a Parquet dataset of its entries.
+* ``export``: a ref (a prefix of it) -> a Parquet dataset of its entries (written by the
+  tasks with pyarrow to a local directory or an ``s3://`` URL, :mod:`lsmstore.spark.export`;
+  by Spark's writer to another Hadoop path).
 * ``gc``: :mod:`lsmstore.gc` over every repository (or one), range reads on executors.
 """
 
@@ -118,11 +120,18 @@ def import_inventory(
 
 
 def export(spark: Any, url: str, output: str, *, options: dict[str, str] | None = None) -> int:
-    """Write the entries of ``url`` (``lsm://repo/ref[/prefix]``) as Parquet."""
+    """Write the entries of ``url`` (``lsm://repo/ref[/prefix]``) as Parquet: by the
+    tasks themselves to a local directory or an ``s3://`` URL
+    (:mod:`lsmstore.spark.export`), else by Spark's writer to a Hadoop path."""
     from lsmstore.spark import register
+    from lsmstore.spark.export import direct_target, export_direct
+    from lsmstore.spark.source import Options
 
     register(spark)
     opts = {"minPartitions": str(2 * spark.sparkContext.defaultParallelism), **(options or {})}
+    target = direct_target(output)
+    if target is not None:  # the tasks write the files (lsmstore.spark.export)
+        return export_direct(spark, Options.parse({**opts, "path": url}), target)
     df = spark.read.format("lsmstore").options(**opts).load(url)
     df.write.mode("errorifexists").parquet(output)
     return int(spark.read.parquet(output).count())
@@ -213,7 +222,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     imp.add_argument("--partitions", type=int)
     exp = sub.add_parser("export", help="a ref -> a Parquet dataset of its entries")
     exp.add_argument("url", help="lsm://repo/ref[/prefix]")
-    exp.add_argument("output", help="Parquet output directory (file:// or a local path)")
+    exp.add_argument(
+        "output", help="Parquet output: a local path, file://, s3://, or a Hadoop path (s3a://...)"
+    )
     exp.add_argument("--format", choices=("objects", "raw"), default="objects")
     g = sub.add_parser("gc", help="garbage collection of every repository")
     g.add_argument("--rules", help="lakeFS retention rules (JSON file)")

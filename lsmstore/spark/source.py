@@ -198,7 +198,8 @@ class _RepoInfo:
     uid: str = ""  # the repository's id: the commit is refused if it was re-created
 
 
-async def _plan(opts: Options) -> tuple[scan.ScanPlan, dict[str, str]]:
+async def plan_read(opts: Options) -> tuple[scan.ScanPlan, dict[str, str]]:
+    """The scan plan of a read of entries and the repository's metadata."""
     async with open_refstore(opts.refstore) as refstore:
         info = await refstore.get_repository(opts.location.repo)
         objects = open_object_store(location_of(info))
@@ -220,7 +221,7 @@ async def _plan(opts: Options) -> tuple[scan.ScanPlan, dict[str, str]]:
 class LsmReader(DataSourceReader):
     def __init__(self, opts: Options) -> None:
         self.opts = opts
-        self.plan, self.metadata = run(_plan(opts))
+        self.plan, self.metadata = run(plan_read(opts))
 
     def partitions(self) -> list[InputPartition]:
         return [_Partition(p) for p in self.plan.partitions]

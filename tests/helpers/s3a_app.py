@@ -10,7 +10,7 @@ import json
 import sys
 
 import lsmstore
-from lsmstore.spark import read_table, s3a
+from lsmstore.spark import jobs, read_table, s3a
 from lsmstore.testing.spark import local_session
 
 
@@ -32,6 +32,10 @@ def main(endpoint: str, bucket: str, jars: str, refs_dir: str) -> None:
     opts = {"refstore": refs, "format": "parquet", "partitionBy": "p"}
     df.write.format("lsmstore").options(**opts).mode("append").save("lsm://rep/main/t/")
     table = read_table(spark, "lsm://rep/main/t/", refstore=refs)
+    # an export to a Hadoop path goes through Spark's own writer
+    exported = jobs.export(
+        spark, "lsm://rep/main/t/", f"s3a://{bucket}/export", options={"refstore": refs}
+    )
     print(
         json.dumps(
             {
@@ -40,6 +44,7 @@ def main(endpoint: str, bucket: str, jars: str, refs_dir: str) -> None:
                 "pruned": pruned,
                 "table_rows_equal": sorted((r.id, r.p) for r in table.collect()) == rows,
                 "table_files": sorted({f.rsplit("/", 1)[0] for f in table.inputFiles()}),
+                "exported_every_entry": exported == len(table.inputFiles()),
             }
         )
     )

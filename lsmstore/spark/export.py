@@ -1,0 +1,135 @@
+"""Export of a ref's entries to a Parquet dataset the tasks write themselves.
+
+``jobs.export`` to a local directory (a path or ``file://``) or an ``s3://`` object-store
+URL (the forms :func:`~lsmstore.storage.url.open_object_store` takes) runs here: the
+driver plans the scan as the data source's read does (one input partition per group of
+committed ranges, staged writes merged in), and each task turns its partition's records
+into Arrow batches and writes them with pyarrow as one Parquet file,
+``part-<partition>-<job>.snappy.parquet``, through the object store -- no row crosses
+from a Python worker to the JVM, which for an export through Spark's own writer was half
+of the job's CPU (BENCHMARKS.md).  The driver then writes an empty ``_SUCCESS``, as
+Spark's writer does.  Other outputs (``s3a://``, ``hdfs://``...) go through Spark's
+writer (:func:`lsmstore.spark.jobs.export`).
+
+An output that holds any object is refused (InvalidInputError), as Spark's
+``errorifexists`` refuses an existing path.  A retried or speculative task writes the
+same key with the same rows (the partition's records are fixed by the plan); a failed
+job leaves the parts written so far and no ``_SUCCESS``.  A file's columns are
+dictionary-encoded as a table's are (:func:`~lsmstore.spark.tables.dictionary_columns`,
+from its first batch).
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lsmstore.errors import InvalidInputError
+from lsmstore.gcfreeze import paused
+from lsmstore.spark import rows, scan
+from lsmstore.storage.base import PutMode
+from lsmstore.storage.url import open_object_store
+
+SUCCESS = "_SUCCESS"
+
+
+def direct_target(output: str) -> str | None:
+    """The object-store URL the tasks write ``output`` through, or None when Spark's
+    writer must write it (a Hadoop file system's URL)."""
+    scheme = urlsplit(output).scheme.lower()
+    if not scheme:
+        return Path(output).resolve().as_uri()
+    if scheme in ("file", "s3"):
+        return output
+    return None
+
+
+def export_direct(spark: Any, opts: Any, target: str) -> int:
+    """Write the entries ``opts`` names to ``target`` (module docstring); the number of
+    records written."""
+    from lsmstore.spark.source import plan_read, run
+
+    plan, metadata = run(plan_read(opts))
+    run(_check_empty(target))
+    job = secrets.token_hex(8)
+    parts = [(target, job, part, opts.mode, metadata) for part in plan.partitions]
+    counts = [0]
+    if parts:
+        sc = spark.sparkContext
+        counts = sc.parallelize(parts, len(parts)).map(_write_part).collect()
+    else:  # nothing to read: one file with the schema alone, as Spark's writer leaves
+        run(_put(target, _part_key(0, job), _empty(opts.mode)))
+    run(_put(target, SUCCESS, b""))
+    return int(sum(counts))
+
+
+def _part_key(index: int, job: str) -> str:
+    return f"part-{index:05d}-{job}.snappy.parquet"
+
+
+def _empty(mode: rows.Mode) -> bytes:
+    sink = pa.BufferOutputStream()
+    pq.ParquetWriter(sink, rows.OBJECT_ARROW if mode == "objects" else rows.RAW_ARROW).close()
+    data: bytes = sink.getvalue().to_pybytes()
+    return data
+
+
+async def _check_empty(target: str) -> None:
+    out = open_object_store(target)
+    try:
+        async for meta in out.list(""):
+            raise InvalidInputError(f"export output {target} exists (holds {meta.key!r})")
+    finally:
+        await out.aclose()
+
+
+async def _put(target: str, key: str, data: bytes) -> None:
+    out = open_object_store(target)
+    try:
+        await out.put(key, data, PutMode.OVERWRITE)
+    finally:
+        await out.aclose()
+
+
+def _write_part(task: tuple[str, str, scan.ScanPartition, rows.Mode, dict[str, str]]) -> int:
+    from lsmstore.spark.source import run
+
+    with paused():  # the task's records make no cycles (LsmWriter.write)
+        return run(_write(*task))
+
+
+async def _write(
+    target: str, job: str, part: scan.ScanPartition, mode: rows.Mode, metadata: dict[str, str]
+) -> int:
+    from lsmstore.spark.tables import dictionary_columns
+
+    objects = open_object_store(part.namespace)
+    try:
+        to_batch = rows.batch_reader(mode, rows.namespace_of(objects.url, part.namespace, metadata))
+        sink = pa.BufferOutputStream()
+        writer: pq.ParquetWriter | None = None
+        n = 0
+        async for chunk in scan.scan_partition_chunks(objects, part, rows.BATCH_ROWS):
+            batch = to_batch(chunk)
+            if writer is None:
+                first = pa.Table.from_batches([batch])
+                writer = pq.ParquetWriter(
+                    sink,
+                    batch.schema,
+                    compression="snappy",
+                    use_dictionary=dictionary_columns(first),
+                )
+            writer.write_batch(batch)
+            n += batch.num_rows
+        if writer is not None:
+            writer.close()
+    finally:
+        await objects.aclose()
+    data: bytes = sink.getvalue().to_pybytes() if writer is not None else _empty(mode)
+    await _put(target, _part_key(part.index, job), data)
+    return n
