@@ -275,9 +275,20 @@ def main(argv: list[str]) -> int:
     )
     p.add_argument("--tables", type=int, metavar="ROWS", help="only the table write/read bench")
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument(
+        "--out",
+        help="with --tables: also write tables-ROWS.json there and plot every such file "
+        "of the directory in tables.png",
+    )
     args = p.parse_args(argv)
     if args.tables:
-        print(json.dumps(tables_bench(args.tables, args.cores, args.rounds, args.dir), indent=1))
+        result = tables_bench(args.tables, args.cores, args.rounds, args.dir)
+        print(json.dumps(result, indent=1))
+        if args.out:
+            out = Path(args.out)
+            out.mkdir(parents=True, exist_ok=True)
+            (out / f"tables-{args.tables}.json").write_text(json.dumps(result, indent=1))
+            plot_tables(out)
         return 0
     if args.stages:
         with paused():
@@ -395,6 +406,52 @@ def _rename_cost(jvm: Any, fs: Any, base: str, size: int, repeats: int) -> dict[
     for name in ("object_copy_requests", "object_delete_request"):
         out[name] = (after[name] - before[name]) / repeats
     return out
+
+
+#: The ways of the table bench as plotted: (label, write key, read key).
+TABLE_WAYS = (
+    ("(1) data source write,\nread_table", "lsm_write", "native_read"),
+    ("(1) data source read", None, "lsm_read"),
+    ("(2) s3a:// via gateway", "s3a_write", "s3a_read"),
+    ("(3) Spark, local dir", "local_write", "local_read"),
+)
+
+
+def plot_tables(out: Path) -> None:
+    """``tables.png``: rows/s (median) written and read by each way, one panel per
+    ``tables-ROWS.json`` of ``out``, each bar labelled with its ratio to (3)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    docs = sorted(
+        (json.loads(f.read_text()) for f in out.glob("tables-*.json")), key=lambda d: d["rows"]
+    )
+    fig, axes = plt.subplots(1, len(docs), figsize=(6 * len(docs), 4.5), squeeze=False)
+    for ax, doc in zip(axes[0], docs, strict=True):
+        for i, (_, wkey, rkey) in enumerate(TABLE_WAYS):
+            for j, (key, ceiling, color) in enumerate(
+                ((wkey, "local_write", "tab:blue"), (rkey, "local_read", "tab:orange"))
+            ):
+                if key is None:
+                    continue
+                value = doc[f"{key}_median"] / 1e6
+                x = i + (j - 0.5) * 0.38
+                ax.bar(x, value, 0.36, color=color, label=("write", "read")[j] if i == 0 else None)
+                ratio = doc[f"{key}_median"] / doc[f"{ceiling}_median"]
+                ax.annotate(f"{ratio:.2f}", (x, value), ha="center", va="bottom", fontsize=8)
+        ax.set_xticks(range(len(TABLE_WAYS)), [w[0] for w in TABLE_WAYS], fontsize=7)
+        ax.set_ylabel("million rows/s (median)")
+        ax.set_title(
+            f"{doc['rows']:,} rows, {doc['date']}, nproc {doc['nproc']}\n"
+            "(bar labels: ratio to Spark's own Parquet, local dir)",
+            fontsize=9,
+        )
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "tables.png", dpi=110)
+    plt.close(fig)
 
 
 def tables_bench(n: int, cores: int, rounds: int, directory: str | None) -> dict[str, Any]:
