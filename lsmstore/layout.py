@@ -8,6 +8,7 @@ records of uncommitted data that may be garbage under ``_lsm/gc-data/`` (docs/fo
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from lsmstore.refstore.names import check_file_id, check_ref_name, locate_entry
@@ -55,15 +56,26 @@ def data_key(object_id: str) -> str:
 #: The longest directory part of a table file's data key (:func:`table_data_key`): a
 #: file system holds each segment as a directory name of at most 255 bytes.
 MAX_TABLE_DIRS_BYTES = 200
+#: Partition directories a data key may carry: lower-case ASCII letters, digits, ``_``,
+#: ``-`` and ``.`` only, each segment starting with a letter or digit, no empty value.
+TABLE_DIRS = re.compile(r"(?:[a-z0-9][a-z0-9_.-]*=[a-z0-9_.-]+/)+")
 
 
 def table_data_key(directory: str, object_id: str) -> str:
     """The data of a Parquet file of a table written by Spark (docs/spark.md):
     ``data/<directory><id>``, where ``directory`` is the file's Hive-style partition
     directories in the table (``day=2026-11-28/``), so that Spark's own Parquet reader
-    finds the partition values in the physical path; ``data/<id>`` when ``directory``
-    is empty or longer than :data:`MAX_TABLE_DIRS_BYTES`."""
-    if len(directory.encode("utf-8")) > MAX_TABLE_DIRS_BYTES:
+    finds the partition values in the physical path; ``data/<id>`` unless ``directory``
+    matches :data:`TABLE_DIRS` within :data:`MAX_TABLE_DIRS_BYTES`.
+
+    The directories are kept to what every store holds as written: no escapes (a
+    ``file://`` namespace reads ``%XX`` in an address as an escape), no capitals (a
+    case-insensitive file system would file ``p=a/`` under an existing ``p=A/``, and
+    the GC job would then list the data under a key no entry names), no non-ASCII (a
+    normalising one would rename it), no segment starting with ``.`` or ``_`` (the local
+    store's temporary names; names Spark hides), no empty value (Spark refuses
+    ``p=/``)."""
+    if len(directory) > MAX_TABLE_DIRS_BYTES or not TABLE_DIRS.fullmatch(directory):
         directory = ""
     return DATA + directory + check_file_id(object_id)
 

@@ -16,9 +16,10 @@ import pyarrow.parquet as pq
 import pytest
 
 import lsmstore
+from lsmstore import layout
 from lsmstore.compaction.job import CompactionJob
 from lsmstore.gc.retention import Retention
-from lsmstore.spark import jobs
+from lsmstore.spark import export, jobs
 from lsmstore.storage.url import open_object_store
 from lsmstore.testing.compaction import make_config
 from lsmstore.testing.servers import MotoServer, new_bucket
@@ -191,6 +192,44 @@ async def test_export_to_parquet(spark: Any, store: lsmstore.Store, tmp_path: Pa
     # an output that holds anything is refused, as Spark's errorifexists refuses it
     with pytest.raises(lsmstore.InvalidInputError, match="exists"):
         await asyncio.to_thread(jobs.export, spark, "lsm://rep/main/d/", out.as_uri(), options=opts)
+
+
+async def test_a_failed_export_leaves_no_parts_and_one_exporter_claims_an_output(
+    spark: Any, store: lsmstore.Store, tmp_path: Path
+) -> None:
+    ns = (tmp_path / "ns").as_uri()
+    main = (await store.create_repository("rep", storage_namespace=ns)).branch("main")
+    for i in range(40):
+        await main.upload(f"d/{i:02d}", b"x")
+    await main.flush()
+    objects = open_object_store(ns)
+    try:  # the staged files' data is gone (their sidecars stay): the tasks fail
+        async for meta in objects.list(layout.staging_prefix("main")):
+            if meta.key.endswith(".sst"):
+                await objects.delete(meta.key)
+    finally:
+        await objects.aclose()
+    out = tmp_path / "out"
+    opts = {"refstore": f"local://{tmp_path / 'refs'}", "minPartitions": "2"}
+    with pytest.raises(Exception, match=r"(?s)stage failure.*not found"):  # in the tasks
+        await asyncio.to_thread(jobs.export, spark, "lsm://rep/main/d/", str(out), options=opts)
+    # the job claimed the output, then its tasks failed: neither parts nor the claim
+    assert not out.exists() or not list(out.iterdir())
+    # two exporters of one output: one claims it, the other is refused
+    target = out.as_uri()
+    results = await asyncio.gather(
+        export._claim(target, "a"), export._claim(target, "b"), return_exceptions=True
+    )
+    assert sorted(type(r).__name__ for r in results) == ["InvalidInputError", "NoneType"]
+    assert [p.name for p in out.iterdir()] == [export.CLAIM]
+
+
+def test_paths_without_a_scheme_are_on_hadoops_default_file_system(tmp_path: Path) -> None:
+    assert export.direct_target(str(tmp_path / "o")) == (tmp_path / "o").as_uri()
+    assert export.direct_target(str(tmp_path / "o"), "hdfs://nn:8020") is None
+    assert export.direct_target("s3://b/o?endpoint_url=http://127.0.0.1:9") is not None
+    for output in ("s3a://b/o", "hdfs://nn/o", "gs://b/o"):
+        assert export.direct_target(output) is None
 
 
 async def test_export_to_an_s3_url(

@@ -14,10 +14,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers.spark_env import SparkEnv, spark_env
+from helpers.spark_env import SparkEnv, collect_twice, spark_env
 
 import lsmstore
 from lsmstore.errors import InvalidInputError
+from lsmstore.objects.addresses import Location
+from lsmstore.objects.entry import AddressType, ObjectEntry, encode_value
 from lsmstore.spark import native_read, read_table, register
 from lsmstore.spark.tables import TableFileRef
 from lsmstore.storage.url import open_object_store
@@ -154,26 +156,77 @@ async def test_empty_prefixes_and_refusals(spark: Any, env: SparkEnv) -> None:
         await in_thread(read_table, spark, "lsm://rep/main", refstore=env.refstore_url)
 
 
-def test_addresses_become_hadoop_paths() -> None:
-    assert native_read.hadoop_path("file:///tmp/a%20b/ns/data/x1") == "file:///tmp/a b/ns/data/x1"
-    assert native_read.hadoop_path("s3://bkt/pre%3Dfix/data/x1") == "s3a://bkt/pre=fix/data/x1"
-    assert native_read.hadoop_path("S3://bkt/k") == "s3a://bkt/k"
-    for address in ("mem://ns/data/x1", "gs://b/k", "https://h/k"):
+def test_store_roots_become_hadoop_paths() -> None:
+    root = native_read.hadoop_root
+    assert root("file:///tmp/a%20b/ns") == "file:///tmp/a b/ns/"
+    assert root("file:///") == "file:///"
+    # S3 keys are kept as they are: S3A maps the path back to the same key
+    assert root("s3://bkt/pre%3Dfix") == "s3a://bkt/pre%3Dfix/"
+    assert root("S3://bkt?endpoint_url=http://127.0.0.1:9") == "s3a://bkt/"
+    for url in ("mem://ns", "gs://b/k", "https://h/k"):
         with pytest.raises(InvalidInputError, match='format\\("lsmstore"\\)'):
-            native_read.hadoop_path(address)
+            root(url)
     with pytest.raises(InvalidInputError):
-        native_read.hadoop_path("file:///tmp/%ff")  # not UTF-8
+        root("file:///tmp/%ff")  # not UTF-8
 
 
 def test_one_name_with_two_partition_values_is_refused() -> None:
-    def ref(address: str, p: str) -> TableFileRef:
-        return TableFileRef(f"p={p}/x.parquet", address, 1, (("p", p),))
+    def ref(p: str) -> TableFileRef:
+        return TableFileRef(f"p={p}/x.parquet", "a", 1, (("p", p),), Location("k"))
 
-    same = [ref("s3://a/x/part.parquet", "1"), ref("s3://b/y/part.parquet", "1")]
-    assert native_read.partition_rows(same, ["p"]) == {"part.parquet": ("1",)}
-    clash = [ref("s3://a/x/part.parquet", "1"), ref("s3://b/y/part.parquet", "2")]
+    names = ["part.parquet", "part.parquet"]
+    same = native_read.partition_rows(names, [ref("1"), ref("1")], ["p"])
+    assert same == {"part.parquet": ("1",)}
     with pytest.raises(InvalidInputError, match="different partition values"):
-        native_read.partition_rows(clash, ["p"])
+        native_read.partition_rows(names, [ref("1"), ref("2")], ["p"])
+
+
+async def test_values_that_need_escapes_capitals_empty_and_null(spark: Any, env: SparkEnv) -> None:
+    """Partition values a data key cannot carry as they are: those files keep flat
+    ``data/<id>`` keys, every reader gets the values from the table's paths, and the
+    GC job keeps every file's data."""
+    values = ["a b:c/d%e", "Upper", "", None, "plain", "é"]
+    df = spark.createDataFrame(
+        [(i, values[i % len(values)]) for i in range(60)], "id long, v string"
+    )
+    url = "lsm://rep/main/tables/e/"
+    await in_thread(write, df, url, **env.opts(partitionBy="v"))
+    main = (await env.store.get_repository("rep")).branch("main")
+    stats = [s async for s in main.list_objects("tables/e/")]
+    plain = {s.physical_address for s in stats if "/v=plain/" in s.path}
+    assert plain and all("/ns/data/v=plain/" in a for a in plain)
+    assert all("/ns/data/v=" not in s.physical_address for s in stats if "/v=plain/" not in s.path)
+    # "" and null are one partition in Hive's layout (__HIVE_DEFAULT_PARTITION__)
+    want_rows = sorted((i, values[i % len(values)] or None) for i in range(60))
+
+    def both() -> tuple[list[Any], list[Any]]:
+        native = read_table(spark, url, refstore=env.refstore_url)
+        source = spark.read.format("lsmstore").options(**env.opts()).load(url)
+        return (
+            sorted((r.id, r.v) for r in native.collect()),
+            sorted((r.id, r.v) for r in source.collect()),
+        )
+
+    assert await in_thread(both) == (want_rows, want_rows)
+    await collect_twice(env)
+    assert await in_thread(both) == (want_rows, want_rows)
+
+
+async def test_addresses_outside_the_namespace_are_not_read(spark: Any, env: SparkEnv) -> None:
+    """An entry written raw may name any address; a table read keeps to the places a
+    link may name, as every read does."""
+    main = (await env.store.get_repository("rep")).branch("main")
+    outside = ObjectEntry("file:///etc/hostname", AddressType.FULL, 10, "e" * 32, 0)
+    identity, value = encode_value(outside)
+    await main.put("tables/x/p=1/part.parquet", value, identity=identity)
+    await main.flush()
+    url = "lsm://rep/main/tables/x/"
+    for read in (
+        lambda: read_table(spark, url, refstore=env.refstore_url),
+        lambda: spark.read.format("lsmstore").options(**env.opts()).load(url).collect(),
+    ):
+        with pytest.raises(Exception, match="unreadable physical address"):
+            await in_thread(read)
 
 
 async def test_the_store_api_and_read_table_agree(spark: Any, env: SparkEnv) -> None:
@@ -182,8 +235,6 @@ async def test_the_store_api_and_read_table_agree(spark: Any, env: SparkEnv) -> 
     url = "lsm://rep/main/tables/t/"
     await in_thread(write, frame(spark, 90), url, **env.opts(partitionBy="p"))
     main: lsmstore.Branch = (await env.store.get_repository("rep")).branch("main")
-    listed = {
-        native_read.hadoop_path(s.physical_address) async for s in main.list_objects("tables/t/")
-    }
+    listed = {s.physical_address async for s in main.list_objects("tables/t/")}
     df = await in_thread(read_table, spark, url, refstore=env.refstore_url)
     assert set(await in_thread(df.inputFiles)) == listed

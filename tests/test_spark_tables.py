@@ -10,7 +10,6 @@ import asyncio
 import os
 import signal
 import threading
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -18,13 +17,13 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 import pytest
-from helpers.spark_env import SparkEnv, spark_env
+from helpers.spark_env import SparkEnv, collect_twice, spark_env
 from hypothesis import given
 from hypothesis import strategies as st
 
 import lsmstore
-from lsmstore import gc, layout
-from lsmstore.gc.retention import Retention
+from lsmstore import layout
+from lsmstore.objects.addresses import Location
 from lsmstore.spark import register, tables
 from lsmstore.spark.source import Options
 from lsmstore.storage.url import open_object_store
@@ -76,25 +75,6 @@ async def data_objects(env: Env) -> set[str]:
     objects = open_object_store(env.ns)
     try:
         return {m.key async for m in objects.list(layout.DATA)}
-    finally:
-        await objects.aclose()
-
-
-async def collect_twice(env: Env) -> None:
-    """Two GC runs a grace period apart: what both find unreferenced goes."""
-    now = [time.time()]
-    objects = open_object_store(env.ns)
-    try:
-        for _ in range(2):
-            await gc.collect_repository(
-                env.store.refstore,
-                "rep",
-                objects,
-                Retention(),
-                grace_s=GRACE,
-                clock=lambda: now[0],
-            )
-            now[0] += GRACE
     finally:
         await objects.aclose()
 
@@ -280,8 +260,16 @@ def test_partition_directories_round_trip(values: list[Any]) -> None:
     cols = [f"c{i}" for i in range(len(values))]
     rel = tables.partition_dir(cols, values) + "part-0.parquet"
     got = tables.partition_values(rel)
-    assert got == {c: None if v is None else str(v) for c, v in zip(cols, values, strict=True)}
+    want = {c: None if v is None or v == "" else str(v) for c, v in zip(cols, values, strict=True)}
+    assert got == want  # "" is Hive's null, as Spark writes it
     assert rel.count("/") == len(values)  # a value never adds a directory
+
+
+def test_partition_values_typed_as_spark_casts_them() -> None:
+    assert tables._partition_type(["1", "-20", None]) == pa.int64()
+    for odd in ("1_000", " 1", "+1", "1.0", str(2**63), ""):
+        assert tables._partition_type(["1", odd]) == pa.string(), odd
+    assert tables._partition_type([None]) == pa.string()
 
 
 def test_partition_filter_option() -> None:
@@ -351,7 +339,7 @@ async def test_transaction_merges_validated_jobs_or_leaves_the_target(spark: Any
 
 def test_files_are_grouped_into_balanced_partitions_of_sparks_split_size() -> None:
     mib = 1024 * 1024
-    files = [tables.TableFileRef(f"f{i}", f"a{i}", size, ()) for i, size in
+    files = [tables.TableFileRef(f"f{i}", f"a{i}", size, (), Location(f"a{i}")) for i, size in
              enumerate([100 * mib, 30 * mib, 30 * mib, 1, 1, 1])]  # fmt: skip
     groups = tables.group_files(files, 128 * mib, 2)
     assert sorted(f.path for g in groups for f in g) == sorted(f.path for f in files)
@@ -360,10 +348,10 @@ def test_files_are_grouped_into_balanced_partitions_of_sparks_split_size() -> No
     assert len(tables.group_files(files[3:], 128 * mib, 1)) == 1  # small files: one task
     assert tables.group_files([], 128 * mib, 2) == []
     # 32 small files on 2 cores: 16 + 16 (first fit: 14 + 14 + 4, a third task alone)
-    small = [tables.TableFileRef(f"s{i}", f"b{i}", 800_000 + i, ()) for i in range(32)]
+    small = [tables.TableFileRef(f"s{i}", "b", 800_000 + i, (), Location("b")) for i in range(32)]
     assert [len(g) for g in tables.group_files(small, 128 * mib, 2)] == [16, 16]
     # more than one wave: a multiple of the cores, no partition past the bound
-    big = [tables.TableFileRef(f"b{i}", f"c{i}", 60 * mib, ()) for i in range(5)]
+    big = [tables.TableFileRef(f"b{i}", "c", 60 * mib, (), Location("c")) for i in range(5)]
     groups = tables.group_files(big, 128 * mib, 2)
     assert len(groups) == 4 and sorted(len(g) for g in groups) == [1, 1, 1, 2]
     assert all(sum(f.size + tables.OPEN_COST for f in g) <= 128 * mib for g in groups)
@@ -420,7 +408,10 @@ async def test_schema_comes_from_the_footer_alone(tmp_path: Path) -> None:
 
     ns = (tmp_path / "ns").as_uri()
     objects = open_object_store(ns)
-    base = ns + "/"
+
+    def table_file(path: str, key: str, size: int) -> tables.TableFileRef:
+        return tables.TableFileRef(path, f"{ns}/{key}", size, (), Location(key))
+
     narrow = pa.table({"id": pa.array(range(200_000)), "s": ["x" * 20] * 200_000})
     wide = pa.table({f"column_{i:04d}": pa.array([i], pa.int64()) for i in range(2000)})
 
@@ -433,19 +424,19 @@ async def test_schema_comes_from_the_footer_alone(tmp_path: Path) -> None:
         for name, table in (("narrow", narrow), ("wide", wide)):
             data = parquet(table)
             await objects.put(f"data/{name}", data)
-            ref = tables.TableFileRef(f"{name}.parquet", base + f"data/{name}", len(data), ())
-            footer = await tables.read_footer(ns, base, ref)
+            ref = table_file(f"{name}.parquet", f"data/{name}", len(data))
+            footer = await tables.read_footer(ns, ref)
             assert pq.read_schema(io.BytesIO(footer)) == table.schema
             assert len(footer) < len(data)
         wide_footer = int.from_bytes(parquet(wide)[-8:-4], "little")
         assert wide_footer > tables.FOOTER_READ_BYTES  # the second read was needed
         await objects.put("data/text", b"not parquet at all")
-        bad = [tables.TableFileRef("t.parquet", base + "data/text", 18, ())]
+        bad = [table_file("t.parquet", "data/text", 18)]
         claims = b"x" * 100 + (10_000).to_bytes(4, "little") + b"PAR1"
         await objects.put("data/claims", claims)
-        bad.append(tables.TableFileRef("c.parquet", base + "data/claims", len(claims), ()))
+        bad.append(table_file("c.parquet", "data/claims", len(claims)))
         for ref in bad:
             with pytest.raises(CorruptFileError):
-                await tables.read_footer(ns, base, ref)
+                await tables.read_footer(ns, ref)
     finally:
         await objects.aclose()

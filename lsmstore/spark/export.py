@@ -12,11 +12,15 @@ Spark's writer does.  Other outputs (``s3a://``, ``hdfs://``...) go through Spar
 writer (:func:`lsmstore.spark.jobs.export`).
 
 An output that holds any object is refused (InvalidInputError), as Spark's
-``errorifexists`` refuses an existing path.  A retried or speculative task writes the
-same key with the same rows (the partition's records are fixed by the plan); a failed
-job leaves the parts written so far and no ``_SUCCESS``.  A file's columns are
+``errorifexists`` refuses an existing path, and the exporter claims it with an
+``_EXPORTING`` object only one can create (a second export to it is refused until the
+first is done).  A retried or speculative task writes the same key with the same rows
+(the partition's records are fixed by the plan).  A job that fails deletes the parts it
+wrote and its claim; a driver that dies mid-job leaves its parts and the claim, and no
+``_SUCCESS``: delete the output before exporting to it again.  A file's columns are
 dictionary-encoded as a table's are (:func:`~lsmstore.spark.tables.dictionary_columns`,
-from its first batch).
+from its first batch).  Exports of a table's rows (option ``format`` ``parquet``) go
+through Spark's writer.
 """
 
 from __future__ import annotations
@@ -29,20 +33,27 @@ from urllib.parse import urlsplit
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lsmstore.errors import InvalidInputError
+from lsmstore.errors import InvalidInputError, ObjectExistsError
 from lsmstore.gcfreeze import paused
 from lsmstore.spark import rows, scan
 from lsmstore.storage.base import PutMode
 from lsmstore.storage.url import open_object_store
 
 SUCCESS = "_SUCCESS"
+#: Created (if absent) by the exporter that writes an output, deleted when it is done:
+#: a second export to the same output is refused.  Readers skip ``_`` names.
+CLAIM = "_EXPORTING"
 
 
-def direct_target(output: str) -> str | None:
+def direct_target(output: str, default_fs: str = "file:///") -> str | None:
     """The object-store URL the tasks write ``output`` through, or None when Spark's
-    writer must write it (a Hadoop file system's URL)."""
+    writer must write it (a Hadoop file system's URL).  A path without a scheme is on
+    Hadoop's default file system (``fs.defaultFS``): local only when that is
+    ``file:``."""
     scheme = urlsplit(output).scheme.lower()
     if not scheme:
+        if urlsplit(default_fs).scheme.lower() != "file":
+            return None
         return Path(output).resolve().as_uri()
     if scheme in ("file", "s3"):
         return output
@@ -51,20 +62,25 @@ def direct_target(output: str) -> str | None:
 
 def export_direct(spark: Any, opts: Any, target: str) -> int:
     """Write the entries ``opts`` names to ``target`` (module docstring); the number of
-    records written."""
+    records written.  A job that fails deletes the parts it wrote."""
     from lsmstore.spark.source import plan_read, run
 
     plan, metadata = run(plan_read(opts))
-    run(_check_empty(target))
     job = secrets.token_hex(8)
+    run(_claim(target, job))
     parts = [(target, job, part, opts.mode, metadata) for part in plan.partitions]
-    counts = [0]
-    if parts:
-        sc = spark.sparkContext
-        counts = sc.parallelize(parts, len(parts)).map(_write_part).collect()
-    else:  # nothing to read: one file with the schema alone, as Spark's writer leaves
-        run(_put(target, _part_key(0, job), _empty(opts.mode)))
-    run(_put(target, SUCCESS, b""))
+    try:
+        counts = [0]
+        if parts:
+            sc = spark.sparkContext
+            counts = sc.parallelize(parts, len(parts)).map(_write_part).collect()
+        else:  # nothing to read: one file with the schema alone, as Spark's writer leaves
+            run(_put(target, _part_key(0, job), _empty(opts.mode)))
+        run(_put(target, SUCCESS, b""))
+    except BaseException:
+        run(_clean(target, job))
+        raise
+    run(_delete(target, CLAIM))
     return int(sum(counts))
 
 
@@ -79,11 +95,37 @@ def _empty(mode: rows.Mode) -> bytes:
     return data
 
 
-async def _check_empty(target: str) -> None:
+async def _claim(target: str, job: str) -> None:
+    """Refuse an output that holds anything, then claim it for ``job`` with a
+    :data:`CLAIM` object only one exporter can create."""
     out = open_object_store(target)
     try:
         async for meta in out.list(""):
             raise InvalidInputError(f"export output {target} exists (holds {meta.key!r})")
+        try:
+            await out.put(CLAIM, job.encode(), PutMode.CREATE)
+        except ObjectExistsError:
+            raise InvalidInputError(f"export output {target} is being written") from None
+    finally:
+        await out.aclose()
+
+
+async def _clean(target: str, job: str) -> None:
+    """Delete what ``job`` wrote to ``target`` (its parts, then its claim)."""
+    out = open_object_store(target)
+    try:
+        async for meta in out.list("part-"):
+            if meta.key.endswith(f"-{job}.snappy.parquet"):
+                await out.delete(meta.key)
+        await out.delete(CLAIM)
+    finally:
+        await out.aclose()
+
+
+async def _delete(target: str, key: str) -> None:
+    out = open_object_store(target)
+    try:
+        await out.delete(key)
     finally:
         await out.aclose()
 

@@ -129,9 +129,11 @@ def export(spark: Any, url: str, output: str, *, options: dict[str, str] | None 
 
     register(spark)
     opts = {"minPartitions": str(2 * spark.sparkContext.defaultParallelism), **(options or {})}
-    target = direct_target(output)
-    if target is not None:  # the tasks write the files (lsmstore.spark.export)
-        return export_direct(spark, Options.parse({**opts, "path": url}), target)
+    parsed = Options.parse({**opts, "path": url})
+    default_fs = spark.sparkContext._jsc.hadoopConfiguration().get("fs.defaultFS", "file:///")
+    target = direct_target(output, default_fs)
+    if target is not None and not parsed.table:  # the tasks write (lsmstore.spark.export)
+        return export_direct(spark, parsed, target)
     df = spark.read.format("lsmstore").options(**opts).load(url)
     df.write.mode("errorifexists").parquet(output)
     return int(spark.read.parquet(output).count())

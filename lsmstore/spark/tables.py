@@ -64,6 +64,7 @@ from __future__ import annotations
 import hashlib
 import heapq
 import io
+import re
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -87,7 +88,9 @@ from lsmstore import layout
 from lsmstore.errors import CorruptFileError, InvalidInputError
 from lsmstore.graveler.record import Record
 from lsmstore.namespace import location_of
+from lsmstore.objects.addresses import Location as DataLocation
 from lsmstore.objects.addresses import Namespace
+from lsmstore.objects.entry import AddressType, ObjectEntry
 from lsmstore.refstore.names import check_ref_name
 from lsmstore.refstore.url import open_refstore
 from lsmstore.spark import rows, scan, stage
@@ -154,10 +157,11 @@ def parse_filter(text: str | None) -> dict[str, frozenset[str]]:
 
 
 def partition_dir(columns: Sequence[str], values: Sequence[Any]) -> str:
-    """``a=1/b=x/``: the Hive-style directory of one partition (nulls as Hive's)."""
+    """``a=1/b=x/``: the Hive-style directory of one partition (nulls and empty strings
+    as Hive's null, as Spark's writer makes them: Spark's reader refuses ``a=/``)."""
     parts = []
     for col, v in zip(columns, values, strict=True):
-        text = HIVE_NULL if v is None else _escape(v if isinstance(v, str) else _text(v))
+        text = HIVE_NULL if v is None or v == "" else _escape(v if isinstance(v, str) else _text(v))
         parts.append(f"{_escape(col)}={text}/")
     return "".join(parts)
 
@@ -503,6 +507,8 @@ class TableFileRef:
     address: str
     size: int
     values: tuple[tuple[str, str | None], ...]
+    #: where the data is, by the namespace's read rules (:meth:`Namespace.locate`)
+    location: DataLocation
 
 
 @dataclass(frozen=True)
@@ -583,7 +589,10 @@ async def plan_table(opts: Any) -> TablePlan:
             continue
         values = partition_values(rel)
         columns.update(dict.fromkeys(values))
-        files.append(TableFileRef(rel, address, size, tuple(values.items())))
+        # entries from raw writes and staged files are unchecked: reads keep to the
+        # places a link may name (CorruptFileError otherwise)
+        where = ns.locate(ObjectEntry(address, AddressType.FULL, size, "", 0), path)
+        files.append(TableFileRef(rel, address, size, tuple(values.items()), where))
     wanted = opts.partition_filter
     unknown = set(wanted) - set(columns)
     if unknown and files:
@@ -597,40 +606,40 @@ async def plan_table(opts: Any) -> TablePlan:
     return TablePlan(location, ns.base, kept, tuple(columns))
 
 
+#: A partition value read as an integer: what Spark casts to a long (no ``_``, no
+#: spaces, no ``+``).
+_INTEGER = re.compile(r"-?[0-9]{1,19}")
+
+
 def _partition_type(values: Iterable[str | None]) -> pa.DataType:
     present = [v for v in values if v is not None]
-    try:
-        for v in present:
-            int(v)
-    except ValueError:
-        return pa.string()
+    for v in present:
+        if not _INTEGER.fullmatch(v) or not -(2**63) <= int(v) < 2**63:
+            return pa.string()
     return pa.int64() if present else pa.string()
 
 
-def _store_of(namespace: str, base: str, address: str) -> tuple[ObjectStore, str]:
-    """The object store holding ``address`` (the namespace's, or the parent of a linked
+def _store_of(namespace: str, f: TableFileRef) -> tuple[ObjectStore, str]:
+    """The object store holding ``f``'s data (the namespace's, or the store of a linked
     object outside it) and the key there."""
-    if address.startswith(base):
-        return open_object_store(namespace), address[len(base) :]
-    parent, _, key = address.rpartition("/")  # a linked object outside the namespace
-    return open_object_store(parent), key
+    return open_object_store(f.location.store_url or namespace), f.location.key
 
 
-async def _read_object(namespace: str, base: str, address: str) -> bytes:
-    objects, key = _store_of(namespace, base, address)
+async def _read_object(namespace: str, f: TableFileRef) -> bytes:
+    objects, key = _store_of(namespace, f)
     try:
         return await objects.get(key)
     finally:
         await objects.aclose()
 
 
-async def read_footer(namespace: str, base: str, f: TableFileRef) -> bytes:
+async def read_footer(namespace: str, f: TableFileRef) -> bytes:
     """The schema part of a Parquet file: its footer (metadata, the metadata's length,
     ``PAR1``) after a ``PAR1``, which pyarrow reads as a file without row groups' data.
     One ranged read of the last :data:`FOOTER_READ_BYTES` (a second when the footer is
     longer); CorruptFileError when the tail is not a Parquet footer or claims more than
     the file or :data:`FOOTER_MAX_BYTES`."""
-    objects, key = _store_of(namespace, base, f.address)
+    objects, key = _store_of(namespace, f)
     try:
         tail = await objects.get_range(key, max(0, f.size - FOOTER_READ_BYTES), f.size)
         if len(tail) < 12 or tail[-4:] != _MAGIC:
@@ -677,7 +686,7 @@ async def plan_with_schema(opts: Any, *, need_schema: bool = True) -> tuple[Tabl
             f"{opts.location}: no Parquet files to infer a schema from; "
             "give the schema with .schema(...)"
         )
-    return plan, arrow_schema(plan, await read_footer(plan.namespace, plan.base, plan.files[0]))
+    return plan, arrow_schema(plan, await read_footer(plan.namespace, plan.files[0]))
 
 
 def infer_schema(opts: Any) -> StructType:
@@ -715,7 +724,7 @@ class TableReader(DataSourceReader):
         from lsmstore.spark.source import run
 
         def fetch(f: TableFileRef) -> bytes:
-            return run(_read_object(part.namespace, self.plan.base, f.address))
+            return run(_read_object(part.namespace, f))
 
         with ThreadPoolExecutor(1, thread_name_prefix="lsm-table-fetch") as pool:
             ahead = [pool.submit(fetch, f) for f in part.files[:1]]

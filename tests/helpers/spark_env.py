@@ -4,12 +4,16 @@ options that name them."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import lsmstore
+from lsmstore import gc
+from lsmstore.gc.retention import Retention
+from lsmstore.storage.url import open_object_store
 
 
 class SparkEnv:
@@ -36,3 +40,23 @@ async def spark_env(
         env = SparkEnv(tmp, store, defaults)
         await store.create_repository("rep", storage_namespace=env.ns)
         yield env
+
+
+#: The grace period of :func:`collect_twice`.
+GRACE = 600.0
+
+
+async def collect_twice(env: SparkEnv) -> None:
+    """Two GC runs of ``rep`` a grace period apart (a fake clock): what both find
+    unreferenced goes."""
+    now = [time.time()]
+    objects = open_object_store(env.ns)
+    try:
+        for _ in range(2):
+            await gc.collect_repository(
+                env.store.refstore, "rep", objects, Retention(), grace_s=GRACE,
+                clock=lambda: now[0],
+            )  # fmt: skip
+            now[0] += GRACE
+    finally:
+        await objects.aclose()
