@@ -17,6 +17,7 @@ import pytest
 from helpers.spark_env import SparkEnv, collect_twice, spark_env
 
 import lsmstore
+from lsmstore import layout
 from lsmstore.errors import InvalidInputError
 from lsmstore.objects.addresses import Location
 from lsmstore.objects.entry import AddressType, ObjectEntry, encode_value
@@ -154,6 +155,28 @@ async def test_empty_prefixes_and_refusals(spark: Any, env: SparkEnv) -> None:
     assert df.columns == ["id", "s"] and await in_thread(df.count) == 0
     with pytest.raises(InvalidInputError, match="names a prefix"):
         await in_thread(read_table, spark, "lsm://rep/main", refstore=env.refstore_url)
+    with pytest.raises(InvalidInputError, match="bad schema"):
+        await in_thread(read_table, spark, empty, schema="id lon g,", refstore=env.refstore_url)
+
+
+def test_data_keys_carry_plain_partition_directories_only() -> None:
+    fid = "001a223cb846a0a36ca1f0d1d009a"
+    assert layout.table_data_key("day=2026-11-28/q.r=x_1/", fid) == (
+        f"data/day=2026-11-28/q.r=x_1/{fid}"
+    )
+    for directory in (
+        "",  # unpartitioned
+        "p=A/",  # a case-insensitive file system would merge it with p=a/
+        "P=a/",
+        "p=a%3Ab/",  # a file:// namespace reads escapes in addresses
+        "p=é/",  # a normalising file system may rename it
+        "p=/",  # Spark refuses an empty value
+        ".lsm-tmp.x=1/",  # the local store's temporary names
+        "_p=1/",  # names Spark hides
+        "p=__HIVE_DEFAULT_PARTITION__/",
+        "p=" + "x" * 200 + "/",  # past MAX_TABLE_DIRS_BYTES
+    ):
+        assert layout.table_data_key(directory, fid) == f"data/{fid}", directory
 
 
 def test_store_roots_become_hadoop_paths() -> None:
