@@ -170,10 +170,17 @@ class Namespace:
         can read (e.g. another scheme), or that is outside the namespace and the allowed
         external prefixes: entries come from raw writes and staged SSTs too, unchecked,
         so reads keep to the places a link may name."""
+        if not entry.is_relative():
+            return self.locate_address(entry.address, path)
         try:
-            if entry.is_relative():
-                return Location(check_key(entry.address))
-            address = entry.address
+            return Location(check_key(entry.address))
+        except InvalidInputError as e:
+            raise CorruptFileError(path, f"unreadable physical address: {e}") from None
+
+    def locate_address(self, address: str, path: str) -> Location:
+        """:meth:`locate` of a full address (an entry's, or one a listing rendered from a
+        relative one by prefixing the namespace's base)."""
+        try:
             if self.public != self.base and address.startswith(self.public):
                 address = self.base + address[len(self.public) :]
             if address.startswith(self.base):

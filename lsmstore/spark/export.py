@@ -80,7 +80,7 @@ def export_direct(spark: Any, opts: Any, target: str) -> int:
     except BaseException:
         run(_clean(target, job))
         raise
-    run(_delete(target, CLAIM))
+    run(_clean(target, None))
     return int(sum(counts))
 
 
@@ -90,7 +90,7 @@ def _part_key(index: int, job: str) -> str:
 
 def _empty(mode: rows.Mode) -> bytes:
     sink = pa.BufferOutputStream()
-    pq.ParquetWriter(sink, rows.OBJECT_ARROW if mode == "objects" else rows.RAW_ARROW).close()
+    pq.ParquetWriter(sink, rows.arrow_schema(mode)).close()
     data: bytes = sink.getvalue().to_pybytes()
     return data
 
@@ -98,44 +98,28 @@ def _empty(mode: rows.Mode) -> bytes:
 async def _claim(target: str, job: str) -> None:
     """Refuse an output that holds anything, then claim it for ``job`` with a
     :data:`CLAIM` object only one exporter can create."""
-    out = open_object_store(target)
-    try:
+    async with open_object_store(target) as out:
         async for meta in out.list(""):
             raise InvalidInputError(f"export output {target} exists (holds {meta.key!r})")
         try:
             await out.put(CLAIM, job.encode(), PutMode.CREATE)
         except ObjectExistsError:
             raise InvalidInputError(f"export output {target} is being written") from None
-    finally:
-        await out.aclose()
 
 
-async def _clean(target: str, job: str) -> None:
-    """Delete what ``job`` wrote to ``target`` (its parts, then its claim)."""
-    out = open_object_store(target)
-    try:
-        async for meta in out.list("part-"):
-            if meta.key.endswith(f"-{job}.snappy.parquet"):
-                await out.delete(meta.key)
+async def _clean(target: str, job: str | None) -> None:
+    """Delete the claim on ``target`` and, for a failed ``job``, the parts it wrote."""
+    async with open_object_store(target) as out:
+        if job is not None:
+            async for meta in out.list("part-"):
+                if meta.key.endswith(f"-{job}.snappy.parquet"):
+                    await out.delete(meta.key)
         await out.delete(CLAIM)
-    finally:
-        await out.aclose()
-
-
-async def _delete(target: str, key: str) -> None:
-    out = open_object_store(target)
-    try:
-        await out.delete(key)
-    finally:
-        await out.aclose()
 
 
 async def _put(target: str, key: str, data: bytes) -> None:
-    out = open_object_store(target)
-    try:
+    async with open_object_store(target) as out:
         await out.put(key, data, PutMode.OVERWRITE)
-    finally:
-        await out.aclose()
 
 
 def _write_part(task: tuple[str, str, scan.ScanPartition, rows.Mode, dict[str, str]]) -> int:
@@ -148,30 +132,26 @@ def _write_part(task: tuple[str, str, scan.ScanPartition, rows.Mode, dict[str, s
 async def _write(
     target: str, job: str, part: scan.ScanPartition, mode: rows.Mode, metadata: dict[str, str]
 ) -> int:
+    """One partition's entries as one Parquet file, columns dictionary-encoded as the
+    first batch suggests; the number of records."""
+    from lsmstore.spark.source import read_batches
     from lsmstore.spark.tables import dictionary_columns
 
-    objects = open_object_store(part.namespace)
-    try:
-        to_batch = rows.batch_reader(mode, rows.namespace_of(objects.url, part.namespace, metadata))
-        sink = pa.BufferOutputStream()
-        writer: pq.ParquetWriter | None = None
-        n = 0
-        async for chunk in scan.scan_partition_chunks(objects, part, rows.BATCH_ROWS):
-            batch = to_batch(chunk)
-            if writer is None:
-                first = pa.Table.from_batches([batch])
-                writer = pq.ParquetWriter(
-                    sink,
-                    batch.schema,
-                    compression="snappy",
-                    use_dictionary=dictionary_columns(first),
-                )
-            writer.write_batch(batch)
-            n += batch.num_rows
-        if writer is not None:
-            writer.close()
-    finally:
-        await objects.aclose()
-    data: bytes = sink.getvalue().to_pybytes() if writer is not None else _empty(mode)
+    sink = pa.BufferOutputStream()
+    writer: pq.ParquetWriter | None = None
+    n = 0
+    async for batch in read_batches(part, mode, metadata):
+        if writer is None:
+            chosen = dictionary_columns(pa.Table.from_batches([batch]))
+            writer = pq.ParquetWriter(
+                sink, batch.schema, compression="snappy", use_dictionary=chosen
+            )
+        writer.write_batch(batch)
+        n += batch.num_rows
+    if writer is None:
+        data = _empty(mode)
+    else:
+        writer.close()
+        data = sink.getvalue().to_pybytes()
     await _put(target, _part_key(part.index, job), data)
     return n

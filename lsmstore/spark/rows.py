@@ -104,6 +104,10 @@ def schema(mode: Mode) -> str:
     return OBJECT_SCHEMA if mode == "objects" else RAW_SCHEMA
 
 
+def arrow_schema(mode: Mode) -> pa.Schema:
+    return OBJECT_ARROW if mode == "objects" else RAW_ARROW
+
+
 def namespace_of(store_url: str, storage_namespace: str, metadata: Mapping[str, str]) -> Namespace:
     """A repository's address rules (as :func:`lsmstore.objects.api.namespace`)."""
     scheme = storage_namespace.partition("://")[0].lower()

@@ -34,7 +34,7 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -236,16 +236,17 @@ class LsmReader(DataSourceReader):
 async def _read(
     part: scan.ScanPartition, mode: rows.Mode, metadata: dict[str, str]
 ) -> list[pa.RecordBatch]:
+    return [batch async for batch in read_batches(part, mode, metadata)]
+
+
+async def read_batches(
+    part: scan.ScanPartition, mode: rows.Mode, metadata: dict[str, str]
+) -> AsyncIterator[pa.RecordBatch]:
     """The partition's rows as Arrow record batches of up to ``rows.BATCH_ROWS``."""
-    objects = open_object_store(part.namespace)
-    try:
+    async with open_object_store(part.namespace) as objects:
         to_batch = rows.batch_reader(mode, rows.namespace_of(objects.url, part.namespace, metadata))
-        return [
-            to_batch(chunk)
-            async for chunk in scan.scan_partition_chunks(objects, part, rows.BATCH_ROWS)
-        ]
-    finally:
-        await objects.aclose()
+        async for chunk in scan.scan_partition_chunks(objects, part, rows.BATCH_ROWS):
+            yield to_batch(chunk)
 
 
 # --- writes --------------------------------------------------------------------------------

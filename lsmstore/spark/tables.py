@@ -90,7 +90,6 @@ from lsmstore.graveler.record import Record
 from lsmstore.namespace import location_of
 from lsmstore.objects.addresses import Location as DataLocation
 from lsmstore.objects.addresses import Namespace
-from lsmstore.objects.entry import AddressType, ObjectEntry
 from lsmstore.refstore.names import check_ref_name
 from lsmstore.refstore.url import open_refstore
 from lsmstore.spark import rows, scan, stage
@@ -591,7 +590,7 @@ async def plan_table(opts: Any) -> TablePlan:
         columns.update(dict.fromkeys(values))
         # entries from raw writes and staged files are unchecked: reads keep to the
         # places a link may name (CorruptFileError otherwise)
-        where = ns.locate(ObjectEntry(address, AddressType.FULL, size, "", 0), path)
+        where = ns.locate_address(address, path)
         files.append(TableFileRef(rel, address, size, tuple(values.items()), where))
     wanted = opts.partition_filter
     unknown = set(wanted) - set(columns)
